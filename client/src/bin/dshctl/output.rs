@@ -1,0 +1,41 @@
+//! Printing results: a human form by default, exactly one JSON document on stdout with `--json`.
+//! A closed stdout (`dshctl ... | head`) ends the program quietly instead of panicking.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+/// Where and how results are printed.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// `--json` was given.
+    pub json: bool,
+}
+
+impl Output {
+    /// Prints `value` as JSON, or calls `human` to print the human form.
+    pub fn emit<T: Serialize>(
+        self,
+        value: &T,
+        human: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> anyhow::Result<()> {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        let result = if self.json {
+            serde_json::to_writer(&mut lock, value)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(lock))
+        } else {
+            human(&mut lock)
+        };
+        finish(result.and_then(|()| lock.flush()))
+    }
+}
+
+/// Turns a broken pipe into a quiet, successful exit: the reader has seen all it wanted.
+fn finish(result: std::io::Result<()>) -> anyhow::Result<()> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => Ok(other?),
+    }
+}

@@ -1,0 +1,12 @@
+//! dsh daemon library: all of the daemon's behaviour. The `dshd` binary only parses flags, sets up
+//! logging and calls [`server::run`].
+//!
+//! Dependency rule: the core modules never import `rpc`, `server` or `dsh_proto`; protocol types stop
+//! at `rpc/`. See `docs/ARCHITECTURE.md`.
+
+pub mod config;
+pub mod daemon;
+pub mod home;
+pub mod rpc;
+pub mod server;
+pub mod socket;

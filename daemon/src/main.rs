@@ -1,0 +1,112 @@
+//! `dshd`: the dsh daemon. Parses flags, reads the config, sets up logging and serves until SIGTERM,
+//! SIGINT or `Daemon.Shutdown`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use dsh_daemon::config::{Config, Flags, LogFormat};
+use dsh_daemon::home::Ambient;
+use dsh_daemon::server::{self, Listener};
+
+/// The dsh daemon: hosts coding agents for one user and serves gRPC on a user-only Unix socket.
+#[derive(Debug, Parser)]
+#[command(name = "dshd", version, about)]
+struct Args {
+    /// Config file (TOML). Default: <home>/config.toml when it exists.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Harness home. Default: $DSH_HOME, else ~/.dsh.
+    #[arg(long, value_name = "DIR")]
+    dsh_home: Option<std::ffi::OsString>,
+    /// Socket path. Default: $XDG_RUNTIME_DIR/dsh/dshd.sock, else <home>/run/dshd.sock.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::ffi::OsString>,
+    /// Log format on stderr. Filter with RUST_LOG (default: info).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    log_format: Option<LogFormatArg>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(arg: LogFormatArg) -> Self {
+        match arg {
+            LogFormatArg::Text => Self::Text,
+            LogFormatArg::Json => Self::Json,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("dshd: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let flags = Flags {
+        config: args.config,
+        dsh_home: args.dsh_home,
+        socket: args.socket,
+        log_format: args.log_format.map(LogFormat::from),
+    };
+    let config = Config::load(&flags, &Ambient::from_process())?;
+    init_logging(config.log_format);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = match Listener::from_systemd().context("cannot use the socket systemd passed")? {
+            Some(listener) => {
+                tracing::info!(socket = %listener.path().display(), "using the socket passed by systemd");
+                listener
+            }
+            None => Listener::bind(&config.socket)?,
+        };
+        server::run(config, listener, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
+}
+
+/// Resolves at the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; only Daemon.Shutdown will stop dshd");
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

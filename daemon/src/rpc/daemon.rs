@@ -1,0 +1,49 @@
+//! `dsh.v1.Daemon`: status and shutdown.
+
+use std::sync::Arc;
+
+use dsh_proto::v1::{self, daemon_server};
+use tonic::{Request, Response, Status};
+
+use crate::daemon::Daemon;
+
+/// The `Daemon` service.
+pub struct DaemonService {
+    daemon: Arc<Daemon>,
+}
+
+impl DaemonService {
+    /// Binds the service to `daemon`.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+#[tonic::async_trait]
+impl daemon_server::Daemon for DaemonService {
+    async fn status(
+        &self,
+        _request: Request<v1::StatusRequest>,
+    ) -> Result<Response<v1::StatusResponse>, Status> {
+        let d = &self.daemon;
+        Ok(Response::new(v1::StatusResponse {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            protocol_version: dsh_proto::PROTOCOL_VERSION,
+            pid: std::process::id(),
+            dsh_home: d.home.to_string_lossy().into_owned(),
+            socket: d.socket.to_string_lossy().into_owned(),
+            started_at_ms: d.started_at_ms,
+            persistence: d.persistence_name().to_owned(),
+            agents: u32::try_from(d.live_agents()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn shutdown(
+        &self,
+        _request: Request<v1::ShutdownRequest>,
+    ) -> Result<Response<v1::ShutdownResponse>, Status> {
+        tracing::info!("shutdown requested over gRPC");
+        self.daemon.request_shutdown();
+        Ok(Response::new(v1::ShutdownResponse {}))
+    }
+}

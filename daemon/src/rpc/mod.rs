@@ -1,0 +1,84 @@
+//! The gRPC edge: one file per service, translating between `dsh_proto` types and the core. Nothing
+//! here decides behaviour; domain errors are mapped to status codes explicitly.
+
+mod daemon;
+mod pending;
+
+use std::sync::Arc;
+
+use dsh_proto::v1;
+use tonic::transport::server::Router;
+use tonic_health::server::HealthReporter;
+
+pub use daemon::DaemonService;
+
+use crate::daemon::Daemon;
+
+/// Every dsh service, bound to one daemon.
+pub struct Services {
+    daemon: Arc<Daemon>,
+}
+
+impl Services {
+    /// Binds the services to `daemon`.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+
+    /// Reports every service as SERVING to `grpc.health.v1`.
+    pub async fn mark_serving(&self, health: &HealthReporter) {
+        health
+            .set_serving::<v1::daemon_server::DaemonServer<DaemonService>>()
+            .await;
+        for name in SERVICE_NAMES {
+            health
+                .set_service_status(*name, tonic_health::ServingStatus::Serving)
+                .await;
+        }
+    }
+
+    /// A router with the dsh services, health and reflection (v1 and v1alpha).
+    pub fn router(
+        self,
+        health: tonic_health::pb::health_server::HealthServer<
+            impl tonic_health::pb::health_server::Health,
+        >,
+    ) -> std::io::Result<Router> {
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(dsh_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_v1 = reflection().build_v1().map_err(std::io::Error::other)?;
+        let reflection_v1alpha = reflection()
+            .build_v1alpha()
+            .map_err(std::io::Error::other)?;
+        let daemon = self.daemon;
+        Ok(tonic::transport::Server::builder()
+            .add_service(health)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(v1::daemon_server::DaemonServer::new(DaemonService::new(
+                daemon.clone(),
+            )))
+            .add_service(v1::agents_server::AgentsServer::new(pending::Pending))
+            .add_service(v1::shell_server::ShellServer::new(pending::Pending))
+            .add_service(v1::shell_env_server::ShellEnvServer::new(pending::Pending))
+            .add_service(v1::persistence_server::PersistenceServer::new(
+                pending::Pending,
+            ))
+            .add_service(v1::skills_server::SkillsServer::new(pending::Pending))
+            .add_service(v1::hooks_server::HooksServer::new(pending::Pending)))
+    }
+}
+
+/// Fully qualified names of the dsh services, as health and reflection report them.
+pub const SERVICE_NAMES: &[&str] = &[
+    "dsh.v1.Daemon",
+    "dsh.v1.Agents",
+    "dsh.v1.Shell",
+    "dsh.v1.ShellEnv",
+    "dsh.v1.Persistence",
+    "dsh.v1.Skills",
+    "dsh.v1.Hooks",
+];

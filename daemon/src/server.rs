@@ -1,0 +1,183 @@
+//! Serving: the listener, the peer check, the gRPC services, readiness and graceful shutdown.
+//!
+//! [`run`] is the one entry that `dshd` and the tests share: give it a configuration, a listener and
+//! a shutdown future, and it serves until the future resolves or a client calls `Daemon.Shutdown`.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::rpc;
+use crate::socket::{self, SocketError, SocketGuard};
+
+/// A listening Unix socket and, when we bound it ourselves, the guard that owns its path.
+#[derive(Debug)]
+pub struct Listener {
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+    /// `None` under socket activation: systemd owns that path and its lifetime.
+    guard: Option<SocketGuard>,
+}
+
+impl Listener {
+    /// Takes `path` (see [`socket::bind`]).
+    pub fn bind(path: &Path) -> Result<Self, SocketError> {
+        let (listener, guard) = socket::bind(path)?;
+        Ok(Self {
+            listener,
+            path: path.to_owned(),
+            guard: Some(guard),
+        })
+    }
+
+    /// The socket systemd passed in, if the daemon was socket-activated.
+    pub fn from_systemd() -> std::io::Result<Option<Self>> {
+        Ok(socket::from_systemd()?.map(|(listener, path)| Self {
+            listener,
+            path,
+            guard: None,
+        }))
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listener could not be handed to tokio.
+    #[error("cannot use the listening socket: {0}")]
+    Listener(#[source] std::io::Error),
+    /// The gRPC server failed.
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves the daemon on `listener` until `shutdown` resolves or `Daemon.Shutdown` is called, then
+/// stops accepting, lets in-flight calls finish within the configured deadline, and releases the
+/// socket.
+pub async fn run(
+    config: Config,
+    listener: Listener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let Listener {
+        listener,
+        path,
+        guard,
+    } = listener;
+    listener
+        .set_nonblocking(true)
+        .map_err(ServeError::Listener)?;
+    let listener = UnixListener::from_std(listener).map_err(ServeError::Listener)?;
+
+    let token = CancellationToken::new();
+    let daemon = Arc::new(Daemon::new(&config, path.clone(), token.clone()));
+
+    // Whatever ends the daemon (signal or RPC) cancels the one token.
+    let external = token.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown => external.cancel(),
+            () = external.cancelled() => {}
+        }
+    });
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let services = rpc::Services::new(daemon.clone());
+    services.mark_serving(&health).await;
+
+    let incoming = accept_own_user(listener, token.clone());
+    let router = services
+        .router(health_service)
+        .map_err(ServeError::Listener)?;
+
+    notify_systemd(sd_notify::NotifyState::Ready);
+    tracing::info!(
+        socket = %path.display(),
+        home = %daemon.home.display(),
+        pid = std::process::id(),
+        "dshd is serving"
+    );
+
+    let drain = token.clone();
+    let deadline = config.shutdown_timeout;
+    let serve = router.serve_with_incoming_shutdown(incoming, async move {
+        drain.cancelled().await;
+        notify_systemd(sd_notify::NotifyState::Stopping);
+        tracing::info!("shutting down: no new connections; letting in-flight calls finish");
+    });
+    tokio::pin!(serve);
+    let result = tokio::select! {
+        result = &mut serve => result,
+        () = async { token.cancelled().await; tokio::time::sleep(deadline).await } => {
+            tracing::warn!(deadline_ms = deadline.as_millis(), "in-flight calls did not finish before the shutdown deadline; abandoning them");
+            Ok(())
+        }
+    };
+    health
+        .set_not_serving::<dsh_proto::v1::daemon_server::DaemonServer<rpc::DaemonService>>()
+        .await;
+    drop(guard);
+    tracing::info!("dshd stopped");
+    result.map_err(ServeError::from)
+}
+
+/// Accepts connections and hands over only those whose peer runs as our own uid. Stops (dropping
+/// the listener, so new connections are refused) when shutdown begins.
+fn accept_own_user(
+    listener: UnixListener,
+    token: CancellationToken,
+) -> ReceiverStream<Result<UnixStream, std::io::Error>> {
+    let (tx, rx) = mpsc::channel(16);
+    let own_uid = rustix::process::geteuid().as_raw();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                () = token.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Transient (e.g. EMFILE): log and keep serving.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            match stream.peer_cred() {
+                Ok(cred) if cred.uid() == own_uid => {
+                    if tx.send(Ok(stream)).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(cred) => tracing::warn!(
+                    peer_uid = cred.uid(),
+                    peer_pid = cred.pid(),
+                    "dropped a connection from another user"
+                ),
+                Err(error) => tracing::warn!(%error, "dropped a connection whose peer is unknown"),
+            }
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+fn notify_systemd(state: sd_notify::NotifyState<'_>) {
+    if std::env::var_os("NOTIFY_SOCKET").is_some()
+        && let Err(error) = sd_notify::notify(&[state])
+    {
+        tracing::warn!(%error, "cannot notify systemd");
+    }
+}
