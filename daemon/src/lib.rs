@@ -7,6 +7,9 @@
 pub mod config;
 pub mod daemon;
 pub mod home;
+pub mod persistence;
 pub mod rpc;
 pub mod server;
+pub mod session;
 pub mod socket;
+pub mod tools;

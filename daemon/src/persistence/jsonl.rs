@@ -1,0 +1,1 @@
+//! JSONL backend (DESIGN §4.4, §4.5): one plain `.jsonl` file per session.

@@ -1,0 +1,170 @@
+//! Persistence: the [`Persistence`] trait every backend implements, the [`SessionLocation`] it
+//! answers, and the swappable [`PersistenceHandle`] that every consumer asks at the time of use
+//! (DESIGN §4.3).
+//!
+//! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
+//! called on async paths, and it does no I/O at all.
+
+pub mod handle;
+pub mod jsonl;
+pub mod sqlite;
+
+use std::path::PathBuf;
+
+pub use handle::PersistenceHandle;
+
+use crate::session::{Event, SessionHeader, SessionId};
+
+/// Where a backend keeps one session's transcript. A location hint, not a promise: the file may
+/// not exist until the session's first checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionLocation {
+    /// The backend kind, e.g. `"jsonl"`.
+    pub kind: &'static str,
+    /// Absolute path.
+    pub path: PathBuf,
+}
+
+/// Which backend, as named in config and on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// One `.jsonl` file per session.
+    Jsonl,
+    /// One SQLite database for all sessions.
+    Sqlite,
+}
+
+impl BackendKind {
+    /// The name used in config, flags and `Status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Jsonl => "jsonl",
+            Self::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// A session as a backend holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSession {
+    /// The header.
+    pub header: SessionHeader,
+    /// Every event, contiguous from seq 0 (after repair, for `load`).
+    pub events: Vec<Event>,
+    /// What `load` repaired (always empty for `inspect`).
+    pub repairs: Vec<Repair>,
+}
+
+/// A repair made while loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    /// A torn tail was cut: `lines` lines (or rows) dropped, starting at 1-based line `from_line`.
+    TornTail {
+        /// First dropped line.
+        from_line: usize,
+        /// Number of dropped lines.
+        lines: usize,
+    },
+    /// An open turn was closed with `events` synthetic events ending in `turn/end {interrupted}`.
+    ClosedOpenTurn {
+        /// The turn.
+        turn: u32,
+        /// Number of events appended.
+        events: usize,
+    },
+}
+
+/// Why a persistence operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistenceError {
+    /// The backend does not hold this session.
+    #[error("session {0} not found")]
+    NotFound(SessionId),
+    /// Stored data is damaged before the last completed turn: nothing is changed.
+    #[error("{}:{line}: corrupt session log: {message}", path.display())]
+    Corrupt {
+        /// The file (JSONL) or database (SQLite).
+        path: PathBuf,
+        /// 1-based line (JSONL) or event seq + 1 (SQLite); 0 when not line-shaped.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An append did not continue the stored log.
+    #[error("session {id}: append starts at seq {got} but the backend holds {expected} events")]
+    SeqMismatch {
+        /// The session.
+        id: SessionId,
+        /// The seq the backend expected next.
+        expected: u64,
+        /// The first seq offered.
+        got: u64,
+    },
+    /// The database file belongs to something else.
+    #[error("{} is not a dsh session database: {reason}", path.display())]
+    ForeignDatabase {
+        /// The file.
+        path: PathBuf,
+        /// What gave it away.
+        reason: String,
+    },
+    /// A file-system operation failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// SQLite failed.
+    #[error("sqlite {}: {source}", path.display())]
+    Sqlite {
+        /// The database.
+        path: PathBuf,
+        /// The error.
+        source: rusqlite::Error,
+    },
+    /// The backend's configuration is unusable (e.g. a relative root).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A session store (DESIGN §4.3). Implementations: [`jsonl::JsonlBackend`], [`sqlite::SqliteBackend`].
+///
+/// Contract (checked by one suite against every backend):
+/// - creation is lazy: nothing is written for a session before its first [`append`](Self::append);
+/// - `append` returns only once the events are durable, and leaves no partial write behind on error;
+/// - [`locate`](Self::locate) is pure: no I/O at all, not even a `stat`;
+/// - `load` repairs (drops a torn tail, closes an open turn) and writes the repair; `inspect` never
+///   writes;
+/// - ids never escape the backend's root, whatever bytes they contain.
+pub trait Persistence: Send + Sync + std::fmt::Debug {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// The root directory (JSONL) or database file (SQLite).
+    fn path(&self) -> PathBuf;
+
+    /// Where this backend keeps (or will keep) the session's transcript, or `None` when it has no
+    /// honest per-session file. Synchronous and side-effect free: no I/O of any kind.
+    fn locate(&self, header: &SessionHeader) -> Option<SessionLocation>;
+
+    /// How many events this backend already holds for the session (`None`: not stored here).
+    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError>;
+
+    /// Durably appends `events` (non-empty, contiguous) to the session. When `events[0].seq` is 0
+    /// and the session is not stored yet, this creates it with `header` first. Any other start must
+    /// equal the stored length ([`PersistenceError::SeqMismatch`] otherwise).
+    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError>;
+
+    /// Loads a session for resuming, repairing it (and persisting the repair) if needed.
+    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
+
+    /// Reads a session as stored, without repairing or writing anything.
+    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
+
+    /// Headers of every stored session, oldest first.
+    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
+}

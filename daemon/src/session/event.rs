@@ -1,0 +1,453 @@
+//! Session events: the envelope `{type, seq, time, data}` and the closed vocabulary of DESIGN §4.1.
+
+use serde::de::Error as _;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// One event of a session log. `seq` is its index in the log (contiguous from 0); `time` is Unix
+/// milliseconds at append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Index in the log.
+    pub seq: u64,
+    /// Unix milliseconds when appended.
+    pub time: i64,
+    /// What happened.
+    pub data: EventData,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TurnEndReason {
+    /// The model answered without tool calls.
+    Completed,
+    /// Cancelled.
+    Aborted {
+        /// Who cancelled.
+        cause: AbortCause,
+    },
+    /// A model or tool infrastructure failure ended the turn.
+    Error {
+        /// What a person can act on.
+        message: String,
+    },
+    /// A hook refused the prompt.
+    Blocked {
+        /// The hook's reason.
+        reason: String,
+    },
+    /// Found open after a crash and closed on load.
+    Interrupted,
+}
+
+impl TurnEndReason {
+    /// The reason's kind as a word ("completed", "aborted", ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Aborted { .. } => "aborted",
+            Self::Error { .. } => "error",
+            Self::Blocked { .. } => "blocked",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Human-readable detail ("" for completed and interrupted).
+    pub fn message(&self) -> String {
+        match self {
+            Self::Completed | Self::Interrupted => String::new(),
+            Self::Aborted { cause } => cause.as_str().to_owned(),
+            Self::Error { message } => message.clone(),
+            Self::Blocked { reason } => reason.clone(),
+        }
+    }
+}
+
+/// Who cancelled a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbortCause {
+    /// A client called `Agents.Cancel`.
+    User,
+    /// The parent agent's turn was cancelled.
+    Parent,
+    /// The agent was closed.
+    Closed,
+    /// The daemon is shutting down.
+    Shutdown,
+}
+
+impl AbortCause {
+    /// The cause as a word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Parent => "parent",
+            Self::Closed => "closed",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Who wrote a user-role message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum MessageSource {
+    /// The user's prompt.
+    User,
+    /// Context injected by a plugin, e.g. a hook bridge (`hooks-claude-code`).
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+    },
+}
+
+/// A user-role message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserMessage {
+    /// The text.
+    pub text: String,
+    /// Who wrote it.
+    pub source: MessageSource,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallRequest {
+    /// Call id, unique within the session.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model gave them (a JSON object, or a string when it was not valid JSON).
+    pub arguments: Value,
+}
+
+/// The model's answer in one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AssistantMessage {
+    /// The text (may be empty when the model only called tools).
+    pub text: String,
+    /// Tool calls, in the model's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+}
+
+/// Token usage reported by a provider for one model request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Usage {
+    /// Prompt tokens not served from cache.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Reasoning tokens (part of the completion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+macro_rules! event_vocabulary {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal { $( $(#[$fattr:meta])* $field:ident : $ty:ty ),* $(,)? } ),* $(,)?) => {
+        /// What an event says, one variant per event type. Field attributes in the vocabulary below
+        /// (documentation and serde options) apply to the serialised form.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum EventData {
+            $( $(#[$doc])* $variant { $( #[allow(missing_docs)] $field: $ty ),* } ),*
+        }
+
+        impl EventData {
+            /// The event's type string, e.g. `turn/start`.
+            pub fn type_name(&self) -> &'static str {
+                match self { $( Self::$variant { .. } => $name ),* }
+            }
+
+            fn serialize_data<S: SerializeStruct>(&self, s: &mut S) -> Result<(), S::Error> {
+                match self {
+                    $( Self::$variant { $($field),* } => {
+                        #[derive(Serialize)]
+                        #[serde(rename_all = "camelCase")]
+                        struct Borrowed<'a> {
+                            #[serde(skip)]
+                            _borrow: std::marker::PhantomData<&'a ()>,
+                            $( $(#[$fattr])* $field: &'a $ty ),*
+                        }
+                        s.serialize_field("data", &Borrowed { _borrow: std::marker::PhantomData, $($field),* })
+                    } )*
+                }
+            }
+
+            fn from_parts(type_name: &str, data: Value) -> Result<Self, String> {
+                match type_name {
+                    $( $name => {
+                        #[derive(Deserialize)]
+                        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+                        struct Payload { $( $(#[$fattr])* $field: $ty ),* }
+                        #[allow(unused_variables)]
+                        let p: Payload = serde_json::from_value(data)
+                            .map_err(|e| format!("{}: {e}", $name))?;
+                        Ok(Self::$variant { $( $field: p.$field ),* })
+                    } )*
+                    other => Err(format!("unknown event type {other:?}")),
+                }
+            }
+        }
+    };
+}
+
+event_vocabulary! {
+    /// A turn began.
+    TurnStart = "turn/start" { turn: u32 },
+    /// A turn ended.
+    TurnEnd = "turn/end" { turn: u32, reason: TurnEndReason },
+    /// A step (one model request and its tool calls) began.
+    StepStart = "step/start" { turn: u32, step: u32 },
+    /// A step ended.
+    StepEnd = "step/end" { turn: u32, step: u32 },
+    /// A user-role message: the prompt, or context from a plugin.
+    UserMessage = "user/message" { message: UserMessage },
+    /// The model's answer in a step.
+    AssistantMessage = "assistant/message" {
+        turn: u32,
+        step: u32,
+        message: AssistantMessage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// A tool call, logged just before dispatch.
+    ToolCall = "tool/call" { turn: u32, step: u32, call_id: String, name: String, arguments: Value },
+    /// A tool call's result.
+    ToolResult = "tool/result" {
+        turn: u32,
+        step: u32,
+        call_id: String,
+        content: String,
+        is_error: bool,
+        /// Machine-readable error code, e.g. `TOOL_OUTCOME_UNKNOWN`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+    /// A hook handler is about to run.
+    HookInvoked = "hook/invoked" {
+        /// "claude-code" or "codex".
+        dialect: String,
+        /// Hook event name, e.g. "PreToolUse".
+        event: String,
+        /// Which handler: file, event and index, stable across runs.
+        handler: String,
+        /// The turn, for turn-scoped events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+        /// The tool call, for tool events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+    },
+    /// A hook handler finished.
+    HookResult = "hook/result" {
+        /// "claude-code" or "codex".
+        dialect: String,
+        /// Hook event name.
+        event: String,
+        /// Which handler (as in `hook/invoked`).
+        handler: String,
+        /// "pass", "allow", "ask", "deny", "block", "stop" or "error".
+        decision: String,
+        /// Exit code, when the process exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// A bounded summary of stderr.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr_summary: Option<String>,
+        /// Wall time of the run.
+        duration_ms: u64,
+    },
+    /// End of a fork or resume seed.
+    EndSeed = "session/end-seed" {},
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Event", 4)?;
+        s.serialize_field("type", self.data.type_name())?;
+        s.serialize_field("seq", &self.seq)?;
+        s.serialize_field("time", &self.time)?;
+        self.data.serialize_data(&mut s)?;
+        s.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            #[serde(rename = "type")]
+            type_name: String,
+            seq: u64,
+            time: i64,
+            data: Value,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        let data = EventData::from_parts(&raw.type_name, raw.data).map_err(D::Error::custom)?;
+        Ok(Self {
+            seq: raw.seq,
+            time: raw.time,
+            data,
+        })
+    }
+}
+
+impl Event {
+    /// The event as one JSON line (no trailing newline).
+    pub fn to_json(&self) -> String {
+        // Serialising our own types into a String cannot fail: no maps with non-string keys.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The event's data object alone, as JSON text.
+    pub fn data_json(&self) -> String {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut map)) => map.remove("data").unwrap_or(Value::Null).to_string(),
+            _ => "null".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(data: EventData) -> String {
+        let event = Event {
+            seq: 3,
+            time: 1000,
+            data,
+        };
+        let json = event.to_json();
+        assert_eq!(
+            serde_json::from_str::<Event>(&json).unwrap(),
+            event,
+            "{json}"
+        );
+        json
+    }
+
+    #[test]
+    fn envelope_order_and_names() {
+        assert_eq!(
+            roundtrip(EventData::TurnStart { turn: 1 }),
+            r#"{"type":"turn/start","seq":3,"time":1000,"data":{"turn":1}}"#
+        );
+        assert_eq!(
+            roundtrip(EventData::EndSeed {}),
+            r#"{"type":"session/end-seed","seq":3,"time":1000,"data":{}}"#
+        );
+        let json = roundtrip(EventData::ToolResult {
+            turn: 1,
+            step: 2,
+            call_id: "c1".into(),
+            content: "out".into(),
+            is_error: true,
+            code: Some("TOOL_OUTCOME_UNKNOWN".into()),
+        });
+        assert_eq!(
+            json,
+            r#"{"type":"tool/result","seq":3,"time":1000,"data":{"turn":1,"step":2,"callId":"c1","content":"out","isError":true,"code":"TOOL_OUTCOME_UNKNOWN"}}"#
+        );
+    }
+
+    #[test]
+    fn every_variant_roundtrips() {
+        roundtrip(EventData::TurnEnd {
+            turn: 2,
+            reason: TurnEndReason::Aborted {
+                cause: AbortCause::User,
+            },
+        });
+        roundtrip(EventData::TurnEnd {
+            turn: 2,
+            reason: TurnEndReason::Error {
+                message: "boom".into(),
+            },
+        });
+        roundtrip(EventData::StepStart { turn: 1, step: 1 });
+        roundtrip(EventData::StepEnd { turn: 1, step: 1 });
+        roundtrip(EventData::UserMessage {
+            message: UserMessage {
+                text: "hi".into(),
+                source: MessageSource::Plugin {
+                    plugin: "hooks-codex".into(),
+                },
+            },
+        });
+        roundtrip(EventData::AssistantMessage {
+            turn: 1,
+            step: 1,
+            message: AssistantMessage {
+                text: "ok".into(),
+                tool_calls: vec![ToolCallRequest {
+                    id: "c".into(),
+                    name: "bash".into(),
+                    arguments: serde_json::json!({"command": "ls"}),
+                }],
+            },
+            usage: Some(Usage {
+                input_tokens: 1,
+                output_tokens: 2,
+                ..Usage::default()
+            }),
+        });
+        roundtrip(EventData::ToolCall {
+            turn: 1,
+            step: 1,
+            call_id: "c".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({}),
+        });
+        let json = roundtrip(EventData::HookResult {
+            dialect: "codex".into(),
+            event: "Stop".into(),
+            handler: "h".into(),
+            decision: "block".into(),
+            exit_code: Some(2),
+            stderr_summary: None,
+            duration_ms: 4,
+        });
+        assert!(
+            json.contains(r#""data":{"dialect":"codex","event":"Stop","handler":"h","decision":"block","exitCode":2,"durationMs":4}"#),
+            "{json}"
+        );
+        roundtrip(EventData::HookInvoked {
+            dialect: "claude-code".into(),
+            event: "PreToolUse".into(),
+            handler: "h".into(),
+            turn: Some(1),
+            tool_call_id: None,
+        });
+    }
+
+    #[test]
+    fn unknown_type_and_fields_are_refused() {
+        let err = serde_json::from_str::<Event>(r#"{"type":"x/y","seq":0,"time":0,"data":{}}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown event type"), "{err}");
+        assert!(
+            serde_json::from_str::<Event>(
+                r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1,"x":2}}"#
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<Event>(
+                r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1},"extra":1}"#
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! The immutable session header (DESIGN §4.1).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::SessionId;
+
+/// Format version written in every header. Any other version is refused on load.
+pub const FORMAT_VERSION: u32 = 0;
+
+/// Why a session was created other than directly by a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// A child agent spawned by a parent agent.
+    Subagent,
+}
+
+/// The header of a session: who it is, where it works, and where it came from. Immutable once the
+/// session exists; stored as line 1 of a JSONL file or a row of the SQLite `sessions` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionHeader {
+    /// Always [`FORMAT_VERSION`].
+    pub version: u32,
+    /// The session's id.
+    pub id: SessionId,
+    /// Creation time, Unix milliseconds.
+    pub created_at: i64,
+    /// Absolute working directory (UTF-8; JSON cannot carry anything else).
+    pub cwd: PathBuf,
+    /// The session this one was forked or spawned from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<SessionId>,
+    /// Number of leading events inherited through a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_length: Option<u64>,
+    /// Set for spawned child agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// 0 for top-level sessions, parent + 1 for children. Always written.
+    pub delegation_depth: u32,
+}
+
+/// Why a header is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// The version is not [`FORMAT_VERSION`].
+    #[error(
+        "session format version {found} is not supported (this dshd reads version {FORMAT_VERSION})"
+    )]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The cwd is relative.
+    #[error("cwd {0:?} is not absolute")]
+    RelativeCwd(PathBuf),
+    /// The cwd is not UTF-8.
+    #[error("cwd {0:?} is not valid UTF-8")]
+    NonUtf8Cwd(PathBuf),
+    /// `createdAt` is negative.
+    #[error("createdAt {0} is negative")]
+    NegativeTime(i64),
+}
+
+impl SessionHeader {
+    /// A header for a new top-level session.
+    pub fn new(id: SessionId, cwd: PathBuf, created_at: i64) -> Self {
+        Self {
+            version: FORMAT_VERSION,
+            id,
+            created_at,
+            cwd,
+            parent_session: None,
+            seed_length: None,
+            origin: None,
+            delegation_depth: 0,
+        }
+    }
+
+    /// Checks the invariants every stored or created header must satisfy.
+    pub fn validate(&self) -> Result<(), HeaderError> {
+        if self.version != FORMAT_VERSION {
+            return Err(HeaderError::Version {
+                found: self.version,
+            });
+        }
+        validate_cwd(&self.cwd)?;
+        if self.created_at < 0 {
+            return Err(HeaderError::NegativeTime(self.created_at));
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `cwd` can be a session cwd: absolute and UTF-8.
+pub fn validate_cwd(cwd: &Path) -> Result<(), HeaderError> {
+    if !cwd.is_absolute() {
+        return Err(HeaderError::RelativeCwd(cwd.to_owned()));
+    }
+    if cwd.to_str().is_none() {
+        return Err(HeaderError::NonUtf8Cwd(cwd.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialises_in_camel_case_with_depth_always_present() {
+        let h = SessionHeader::new(SessionId::parse("s1").unwrap(), "/w".into(), 5);
+        assert_eq!(
+            serde_json::to_string(&h).unwrap(),
+            r#"{"version":0,"id":"s1","createdAt":5,"cwd":"/w","delegationDepth":0}"#
+        );
+        let child = SessionHeader {
+            parent_session: Some(SessionId::parse("p").unwrap()),
+            origin: Some(Origin::Subagent),
+            delegation_depth: 1,
+            ..h
+        };
+        let json = serde_json::to_string(&child).unwrap();
+        assert!(json.contains(r#""parentSession":"p""#) && json.contains(r#""origin":"subagent""#));
+        assert_eq!(serde_json::from_str::<SessionHeader>(&json).unwrap(), child);
+    }
+
+    #[test]
+    fn validation() {
+        let mut h = SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 0);
+        assert!(h.validate().is_ok());
+        h.cwd = "rel".into();
+        assert_eq!(h.validate(), Err(HeaderError::RelativeCwd("rel".into())));
+        h.cwd = "/w".into();
+        h.version = 1;
+        assert!(matches!(
+            h.validate(),
+            Err(HeaderError::Version { found: 1 })
+        ));
+    }
+}

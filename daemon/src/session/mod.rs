@@ -1,0 +1,17 @@
+//! Sessions: ids, the immutable header, the event vocabulary, the in-memory log, the history
+//! derived from it, and the repair of a turn left open by a crash (DESIGN §4).
+
+mod event;
+mod header;
+pub mod history;
+mod id;
+mod log;
+pub mod repair;
+
+pub use event::{
+    AbortCause, AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason,
+    Usage, UserMessage,
+};
+pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
+pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
+pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
