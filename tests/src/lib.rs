@@ -1,1 +1,261 @@
-//! Support for end-to-end tests.
+//! Support for end-to-end tests: build the real `dshd` and `dshctl` binaries once, start `dshd` on a
+//! private temporary home and socket, and talk to it through `dsh-client` or `dshctl`.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use dsh_client::Client;
+
+/// Path of the freshly built `dshd` binary (built once per test process).
+pub fn dshd_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_bin("dsh-daemon", "dshd"))
+}
+
+/// Path of the freshly built `dshctl` binary (built once per test process).
+pub fn dshctl_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_bin("dsh-client", "dshctl"))
+}
+
+fn build_bin(package: &str, bin: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let run = escargot::CargoBuild::new()
+        .manifest_path(manifest)
+        .package(package)
+        .bin(bin)
+        .run()
+        .unwrap_or_else(|e| panic!("cannot build {bin}: {e}"));
+    run.path().to_path_buf()
+}
+
+/// A private (0700) temporary directory: `tempfile` directories are 0755.
+pub fn private_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-e2e-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("tempdir: {e}"));
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("chmod: {e}"));
+    dir
+}
+
+/// How to start a daemon under test.
+#[derive(Debug, Default)]
+pub struct DaemonSpec {
+    /// Extra command-line arguments.
+    pub args: Vec<OsString>,
+    /// Extra environment entries for the daemon.
+    pub env: Vec<(OsString, OsString)>,
+    /// Do not pass `--dsh-home` (to test home precedence).
+    pub no_home_flag: bool,
+    /// Do not pass `--socket`.
+    pub no_socket_flag: bool,
+}
+
+/// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
+#[derive(Debug)]
+pub struct TestDaemon {
+    /// The daemon process.
+    pub child: Child,
+    /// The temporary directory holding home, socket and log.
+    pub dir: tempfile::TempDir,
+    /// `<dir>/home`.
+    pub home: PathBuf,
+    /// `<dir>/run/dshd.sock`.
+    pub socket: PathBuf,
+    /// The daemon's stderr.
+    pub log: PathBuf,
+}
+
+impl TestDaemon {
+    /// Starts `dshd --dsh-home <dir>/home --socket <dir>/run/dshd.sock` and waits until it answers.
+    pub fn start() -> Self {
+        Self::start_with(DaemonSpec::default())
+    }
+
+    /// Starts a daemon as `spec` says and waits until it answers `Status`.
+    pub fn start_with(spec: DaemonSpec) -> Self {
+        let daemon = Self::spawn(spec, private_dir());
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Starts a daemon in `dir` without waiting for it.
+    pub fn spawn(spec: DaemonSpec, dir: tempfile::TempDir) -> Self {
+        let home = dir.path().join("home");
+        let socket = dir.path().join("run/dshd.sock");
+        let log = dir.path().join("dshd.log");
+        let mut cmd = daemon_command(&dir);
+        if !spec.no_home_flag {
+            cmd.arg("--dsh-home").arg(&home);
+        }
+        if !spec.no_socket_flag {
+            cmd.arg("--socket").arg(&socket);
+        }
+        cmd.args(&spec.args);
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
+        cmd.stderr(log_file).stdout(Stdio::null());
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn dshd: {e}"));
+        Self {
+            child,
+            dir,
+            home,
+            socket,
+            log,
+        }
+    }
+
+    /// Waits until the daemon answers `Status` (or fails the test after 20 s with its log).
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if dshctl_at(&self.socket, &["status"]).status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("dshd did not become ready; log:\n{}", self.log_text());
+    }
+
+    /// The daemon's stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Connects a client to the daemon's socket.
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.socket)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"))
+    }
+
+    /// Runs `dshctl --socket <socket> ARGS...`.
+    pub fn dshctl(&self, args: &[&str]) -> Output {
+        dshctl_at(&self.socket, args)
+    }
+
+    /// Runs `dshctl --json ARGS...` and parses its one JSON document; fails the test if it exits
+    /// non-zero.
+    pub fn dshctl_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let out = self.dshctl(&full);
+        assert!(
+            out.status.success(),
+            "dshctl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "dshctl {args:?} printed no single JSON document ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// Sends `signal` to the daemon and waits (up to `limit`) for it to exit.
+    pub fn signal_and_wait(
+        &mut self,
+        signal: rustix::process::Signal,
+        limit: Duration,
+    ) -> ExitStatus {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, signal).unwrap_or_else(|e| panic!("kill: {e}"));
+        self.wait_exit(limit)
+    }
+
+    /// Waits (up to `limit`) for the daemon to exit; fails the test if it does not.
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        wait_child(&mut self.child, limit).unwrap_or_else(|| {
+            panic!(
+                "dshd did not exit within {limit:?}; log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `dshd` command with a clean, predictable environment: no outer `DSH_*`, no
+/// `XDG_RUNTIME_DIR`, no `NOTIFY_SOCKET`, `HOME` inside `dir`.
+pub fn daemon_command(dir: &tempfile::TempDir) -> Command {
+    let mut cmd = Command::new(dshd_bin());
+    for (key, _) in std::env::vars_os() {
+        if key
+            .to_string_lossy()
+            .to_ascii_uppercase()
+            .starts_with("DSH_")
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env("HOME", dir.path().join("user"))
+        .env("RUST_LOG", "info")
+        .current_dir(dir.path());
+    cmd
+}
+
+/// Runs `dshctl --socket <socket> ARGS...` with no ambient `DSH_SOCKET`.
+pub fn dshctl_at(socket: &Path, args: &[&str]) -> Output {
+    Command::new(dshctl_bin())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .env_remove("DSH_SOCKET")
+        .output()
+        .unwrap_or_else(|e| panic!("run dshctl: {e}"))
+}
+
+/// Waits up to `limit` for `child` to exit.
+pub fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `condition` every few milliseconds until it holds or `limit` passes; returns whether it
+/// held. For waiting on an observable state, never as a stand-in for synchronisation.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Fails the test with a clear message unless it runs as root (needed to act as another uid).
+pub fn require_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "{what} needs root to run a client as another uid; run the suite as root (CI does)"
+    );
+}

@@ -167,12 +167,26 @@ async fn wait_for_exit(pid: u32, limit: Duration) -> bool {
     };
     let deadline = tokio::time::Instant::now() + limit;
     while tokio::time::Instant::now() < deadline {
-        if rustix::process::test_kill_process(pid).is_err() {
+        if rustix::process::test_kill_process(pid).is_err() || is_zombie(pid) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     false
+}
+
+/// A process that has exited but not been reaped by its parent yet still answers `kill(pid, 0)`.
+fn is_zombie(pid: rustix::process::Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+        .ok()
+        .and_then(|stat| {
+            let after_name = stat.rsplit_once(')')?.1;
+            after_name
+                .split_whitespace()
+                .next()
+                .map(|state| state == "Z")
+        })
+        .unwrap_or(false)
 }
 
 fn human_duration(d: Duration) -> String {
