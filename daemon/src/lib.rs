@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod exec;
 pub mod home;
 pub mod persistence;
 pub mod rpc;

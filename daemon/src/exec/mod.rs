@@ -1,0 +1,582 @@
+//! The local executor: runs `bash -c <command>` for tools, hooks and RPC clients (DESIGN §5.3, §6).
+//!
+//! - [`env`]: the child environment, four layers; the scrubbed daemon environment and the terminal
+//!   overrides are computed once per [`Executor`].
+//! - `process`: spawn in a new process group, timeout and cancellation (SIGTERM to the group,
+//!   SIGKILL after the grace), bounded pipe drain, group kill after the shell exits, reaping.
+//! - `output`: per-stream memory tail and private spill files.
+//! - `outcome`: [`CommandOutcome`] and its text for a model.
+//! - `jobs`: background jobs with consuming reads.
+//!
+//! Decisions worth knowing (details in each file):
+//!
+//! - **Pipe drain bound**: after the shell exits, its pipes are read for at most
+//!   [`ExecConfig::pipe_drain`] (200 ms), so `sleep 100 &` cannot hold a call open.
+//! - **Group kill after exit**: the group then always gets SIGKILL; a command's processes never
+//!   outlive it. Anything meant to keep running must be a background job. On Linux the shell's exit
+//!   is watched with a pidfd and the shell is reaped only after the group kill, so the group id
+//!   cannot have been reused by then.
+//! - **Spill directory**: default `$TMPDIR/dsh-spill-<uid>`, created 0700, refused if it is a
+//!   symlink or owned by someone else; files are 0600, created exclusively, randomly named.
+//! - **Timeouts**: `None` or zero means the default (120 s); larger values are clamped to the
+//!   maximum (600 s). Background jobs have no timeout.
+//! - **Cancellation**: a token already cancelled at [`Executor::run`] means nothing is spawned
+//!   ([`ExecError::Cancelled`]). A background job honours the token of the spec it was started
+//!   with, so a caller that wants the job to outlive its own cancellation passes a fresh token.
+//! - **Shutdown and drop**: [`Executor::shutdown`] refuses new work, terminates every running
+//!   command and job (SIGTERM, SIGKILL after the grace) and waits until every shell is reaped.
+//!   Dropping the executor triggers the same termination without waiting; dropping a `run` future
+//!   SIGKILLs its group.
+
+#![warn(missing_docs)]
+
+mod env;
+mod jobs;
+mod outcome;
+mod output;
+mod process;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use env::{MANAGED_PREFIX, TERMINAL_OVERRIDES, is_managed_name};
+pub use jobs::{JobEnd, JobId, JobIdError, JobInfo, JobOutput, JobState};
+pub use outcome::{CommandOutcome, signal_name};
+
+use env::BaseEnv;
+use jobs::{Job, JobTable};
+use output::{Collector, SpillTarget, Stream};
+use process::{Launch, Limits};
+
+use crate::session::SessionId;
+
+/// The default secret pattern, matched case-insensitively anywhere in a variable name.
+pub const DEFAULT_SECRET_PATTERN: &str = "KEY|PASSWORD|SECRET|TOKEN|CREDENTIAL";
+
+/// [`DEFAULT_SECRET_PATTERN`], compiled case-insensitively.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; every test that builds a default config compiles it"
+)]
+pub fn default_secret_pattern() -> Regex {
+    regex::RegexBuilder::new(DEFAULT_SECRET_PATTERN)
+        .case_insensitive(true)
+        .build()
+        .expect("the default secret pattern compiles")
+}
+
+/// Executor settings. [`Executor::new`] validates them.
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    /// Names in the daemon's environment matching this are not passed to children.
+    pub secret_pattern: Regex,
+    /// Further names (ASCII case-insensitive, exact) not passed on, e.g. the model key variable.
+    pub extra_scrub: Vec<String>,
+    /// The shell; a bare name is looked up once in the daemon's `PATH`.
+    pub shell: PathBuf,
+    /// Foreground timeout when a call gives none (or zero).
+    pub default_timeout: Duration,
+    /// Upper bound for a call's timeout; larger requests are clamped.
+    pub max_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL to a group.
+    pub kill_grace: Duration,
+    /// How long pipes are read after the shell exited (then again after the group kill).
+    pub pipe_drain: Duration,
+    /// Bytes of each stream kept in memory (the tail).
+    pub output_cap_bytes: usize,
+    /// Bytes of each stream written to its spill file at most.
+    pub spill_cap_bytes: u64,
+    /// Private directory for spill files.
+    pub spill_dir: PathBuf,
+    /// Finished jobs kept readable before the oldest are forgotten.
+    pub max_finished_jobs: usize,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        Self {
+            secret_pattern: default_secret_pattern(),
+            extra_scrub: Vec::new(),
+            shell: PathBuf::from("bash"),
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            kill_grace: Duration::from_secs(3),
+            pipe_drain: Duration::from_millis(200),
+            output_cap_bytes: 64_000,
+            spill_cap_bytes: 16 * 1024 * 1024,
+            spill_dir: default_spill_dir(),
+            max_finished_jobs: 256,
+        }
+    }
+}
+
+/// `$TMPDIR/dsh-spill-<uid>`: per user, so two users' daemons never share it.
+pub fn default_spill_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("dsh-spill-{}", rustix::process::getuid().as_raw()))
+}
+
+/// One command to run.
+#[derive(Debug, Clone, Default)]
+pub struct CommandSpec {
+    /// Passed to `bash -c`.
+    pub command: String,
+    /// Working directory; must exist.
+    pub cwd: PathBuf,
+    /// Foreground timeout; `None` or zero means the default. Ignored by background jobs.
+    pub timeout: Option<Duration>,
+    /// Ordinary variables from a trusted caller (layer 3); `DSH_*` keys are refused.
+    pub env: BTreeMap<String, String>,
+    /// The managed snapshot (layer 4); every key must start with `DSH_`.
+    pub managed: BTreeMap<String, String>,
+    /// Bytes for stdin (then closed); `None` means `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Cancels the command (foreground: `aborted`; background: the job is killed).
+    pub cancel: CancellationToken,
+}
+
+impl CommandSpec {
+    /// A spec with no extra environment, no stdin and the default timeout.
+    pub fn new(command: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            command: command.into(),
+            cwd: cwd.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Why the executor refused or could not run a command.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A `DSH_*` key (any case) in the ordinary `env` layer.
+    #[error(
+        "env key {key:?} is in the managed DSH_* namespace; managed values come only from the snapshot"
+    )]
+    DshKeyInEnv {
+        /// The key.
+        key: String,
+    },
+    /// A managed snapshot key without the `DSH_` prefix.
+    #[error("managed snapshot key {key:?} does not start with DSH_")]
+    UnmanagedKeyInSnapshot {
+        /// The key.
+        key: String,
+    },
+    /// An environment name the OS cannot carry.
+    #[error("env name {key:?} {reason}")]
+    BadEnvName {
+        /// The name.
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// An environment value with a NUL byte.
+    #[error("env value of {key:?} contains a NUL byte")]
+    NulInEnvValue {
+        /// The name.
+        key: String,
+    },
+    /// The command has a NUL byte.
+    #[error("command contains a NUL byte")]
+    NulInCommand,
+    /// The working directory is missing or not a directory.
+    #[error("working directory {} is not usable: {source}", path.display())]
+    BadCwd {
+        /// The directory asked for.
+        path: PathBuf,
+        /// Why it is unusable.
+        source: std::io::Error,
+    },
+    /// The shell could not be started.
+    #[error("cannot start {}: {source}", shell.display())]
+    Spawn {
+        /// The shell program.
+        shell: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No such job (never existed, or finished long ago and forgotten).
+    #[error("no background job {0}")]
+    UnknownJob(JobId),
+    /// A malformed job id.
+    #[error(transparent)]
+    BadJobId(#[from] JobIdError),
+    /// A config value out of range.
+    #[error("invalid executor config: {field} {reason}")]
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The call's token was already cancelled; nothing was started.
+    #[error("the call was cancelled before the command started")]
+    Cancelled,
+    /// [`Executor::shutdown`] has begun; nothing new is started.
+    #[error("the executor is shutting down")]
+    ShuttingDown,
+    /// `start` was called outside a tokio runtime.
+    #[error("background jobs need a tokio runtime")]
+    NoRuntime,
+}
+
+/// Counts live processes so shutdown can wait for all of them.
+#[derive(Clone)]
+struct Tracker(Arc<watch::Sender<usize>>);
+
+struct Tracked(Arc<watch::Sender<usize>>);
+
+impl Tracker {
+    fn enter(&self) -> Tracked {
+        self.0.send_modify(|n| *n += 1);
+        Tracked(self.0.clone())
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Runs commands and background jobs. Share it behind an `Arc`.
+pub struct Executor {
+    config: ExecConfig,
+    base: BaseEnv,
+    shell: PathBuf,
+    spill: Arc<SpillTarget>,
+    jobs: JobTable,
+    /// Cancelled by shutdown (or drop): every command and job terminates.
+    stop: CancellationToken,
+    closed: AtomicBool,
+    tracker: Tracker,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("shell", &self.shell)
+            .field("base_env_len", &self.base.len())
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// Builds an executor whose children inherit the daemon's own (scrubbed) environment.
+    pub fn new(config: ExecConfig) -> Result<Self, ExecError> {
+        Self::with_base_env(config, std::env::vars_os())
+    }
+
+    /// Builds an executor with `ambient` standing in for the daemon's environment (layer 1), for
+    /// tests and embedders that must not depend on the process environment.
+    pub fn with_base_env(
+        config: ExecConfig,
+        ambient: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Self, ExecError> {
+        validate(&config)?;
+        let ambient: Vec<(OsString, OsString)> = ambient.into_iter().collect();
+        let path_var = ambient
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let shell = resolve_shell(&config.shell, path_var.as_deref());
+        let base = BaseEnv::new(ambient, &config.secret_pattern, &config.extra_scrub);
+        let spill = Arc::new(SpillTarget::new(
+            config.spill_dir.clone(),
+            config.spill_cap_bytes,
+        ));
+        Ok(Self {
+            config,
+            base,
+            shell,
+            spill,
+            jobs: JobTable::default(),
+            stop: CancellationToken::new(),
+            closed: AtomicBool::new(false),
+            tracker: Tracker(Arc::new(watch::channel(0).0)),
+        })
+    }
+
+    /// The validated settings.
+    pub fn config(&self) -> &ExecConfig {
+        &self.config
+    }
+
+    /// Number of variables in the base environment (scrubbed daemon environment plus terminal
+    /// overrides), for benchmarks and diagnostics.
+    pub fn child_env_len(&self) -> usize {
+        self.base.len()
+    }
+
+    /// The timeout a foreground call asking for `requested` runs under.
+    pub fn effective_timeout(&self, requested: Option<Duration>) -> Duration {
+        match requested {
+            Some(t) if !t.is_zero() => t.min(self.config.max_timeout),
+            _ => self.config.default_timeout,
+        }
+    }
+
+    fn collectors(&self) -> (Collector, Collector) {
+        let cap = self.config.output_cap_bytes;
+        (
+            Collector::new(Stream::Stdout, cap, self.spill.clone()),
+            Collector::new(Stream::Stderr, cap, self.spill.clone()),
+        )
+    }
+
+    fn launch<'a>(&'a self, spec: &'a CommandSpec, stdin: Option<Vec<u8>>) -> Launch<'a> {
+        Launch {
+            shell: &self.shell,
+            base: &self.base,
+            command: &spec.command,
+            cwd: &spec.cwd,
+            env: &spec.env,
+            managed: &spec.managed,
+            stdin,
+        }
+    }
+
+    fn limits(&self, timeout: Option<Duration>) -> Limits {
+        Limits {
+            timeout,
+            grace: self.config.kill_grace,
+            drain: self.config.pipe_drain,
+        }
+    }
+
+    /// Runs a command in the foreground and returns how it ended. Errors only when nothing could
+    /// be started (bad input, bad cwd, spawn failure, cancelled, shutting down); every started
+    /// command yields an outcome.
+    pub async fn run(&self, mut spec: CommandSpec) -> Result<CommandOutcome, ExecError> {
+        // Enter before checking `closed`, so shutdown either sees this call or the call sees it.
+        let _tracked = self.tracker.enter();
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        if spec.cancel.is_cancelled() {
+            return Err(ExecError::Cancelled);
+        }
+        let timeout = self.effective_timeout(spec.timeout);
+        let (out, err) = self.collectors();
+        let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
+        let started = Instant::now();
+        let stdin = spec.stdin.take();
+        let spawned = process::spawn(self.launch(&spec, stdin))?;
+        let ended = process::supervise(
+            spawned,
+            out.clone(),
+            err.clone(),
+            self.limits(Some(timeout)),
+            &spec.cancel,
+            &self.stop,
+        )
+        .await;
+        let duration = started.elapsed();
+        let stdout = process::lock(&out).snapshot();
+        let stderr = process::lock(&err).snapshot();
+        Ok(CommandOutcome::from_parts(
+            ended, timeout, stdout, stderr, duration,
+        ))
+    }
+
+    /// Starts a background job and returns its id at once. The job runs with the environment and
+    /// snapshot of `spec`, without a timeout, until it ends or is killed. Spawn errors are
+    /// returned here; nothing is registered then.
+    pub fn start(
+        &self,
+        mut spec: CommandSpec,
+        owner: Option<SessionId>,
+    ) -> Result<JobId, ExecError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ExecError::NoRuntime)?;
+        let tracked = self.tracker.enter();
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        if spec.cancel.is_cancelled() {
+            return Err(ExecError::Cancelled);
+        }
+        let (out, err) = self.collectors();
+        let job = Arc::new(Job::new(
+            owner,
+            spec.command.clone(),
+            out,
+            err,
+            self.stop.child_token(),
+        ));
+        let stdin = spec.stdin.take();
+        // Spawning registers the pipes with the reactor of the runtime we are in (checked above).
+        let spawned = process::spawn(self.launch(&spec, stdin))?;
+        self.jobs.insert(job.clone(), self.config.max_finished_jobs);
+        let limits = self.limits(None);
+        let id = job.id.clone();
+        runtime.spawn(async move {
+            let _tracked = tracked;
+            let ended = process::supervise(
+                spawned,
+                job.stdout.clone(),
+                job.stderr.clone(),
+                limits,
+                &spec.cancel,
+                &job.kill,
+            )
+            .await;
+            job.end.send_replace(Some(JobEnd {
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+                killed: ended.aborted,
+                duration: job.started.elapsed(),
+            }));
+        });
+        Ok(id)
+    }
+
+    fn job(&self, id: &JobId) -> Result<Arc<Job>, ExecError> {
+        self.jobs
+            .get(id)
+            .ok_or_else(|| ExecError::UnknownJob(id.clone()))
+    }
+
+    /// Output the job produced since the previous call (consuming), and its state.
+    pub fn job_output(&self, id: &JobId) -> Result<JobOutput, ExecError> {
+        Ok(self.job(id)?.read())
+    }
+
+    /// The job's owner, command and state, without consuming output.
+    pub fn job_info(&self, id: &JobId) -> Result<JobInfo, ExecError> {
+        Ok(self.job(id)?.info())
+    }
+
+    /// Waits until the job has ended (its output is then complete).
+    pub async fn job_wait(&self, id: &JobId) -> Result<JobEnd, ExecError> {
+        let mut end = self.job(id)?.end.subscribe();
+        loop {
+            if let Some(e) = *end.borrow_and_update() {
+                return Ok(e);
+            }
+            if end.changed().await.is_err() {
+                // The job (and its sender) is gone only after it was forgotten, i.e. finished.
+                return Err(ExecError::UnknownJob(id.clone()));
+            }
+        }
+    }
+
+    /// Kills the job's whole group (SIGTERM, SIGKILL after the grace). True for the first
+    /// request while it runs; false when it has ended or a kill is already under way.
+    pub fn job_kill(&self, id: &JobId) -> Result<bool, ExecError> {
+        Ok(self.job(id)?.request_kill())
+    }
+
+    /// Kills every running job of `owner` (e.g. when its agent closes); returns how many.
+    pub fn kill_jobs_of(&self, owner: &SessionId) -> usize {
+        self.jobs
+            .select(|j| j.owner.as_ref() == Some(owner))
+            .iter()
+            .filter(|j| j.request_kill())
+            .count()
+    }
+
+    /// Known jobs (running and recently finished), oldest first; only `owner`'s when given.
+    pub fn list_jobs(&self, owner: Option<&SessionId>) -> Vec<JobInfo> {
+        self.jobs
+            .select(|j| owner.is_none() || j.owner.as_ref() == owner)
+            .iter()
+            .map(|j| j.info())
+            .collect()
+    }
+
+    /// Refuses new work, terminates every running command and job (SIGTERM to each group, SIGKILL
+    /// after the grace, then the usual drain and group kill) and waits until every shell has been
+    /// reaped. The wait is bounded (grace plus drains plus a margin) so a process stuck in the
+    /// kernel cannot hang daemon shutdown; that case is logged.
+    pub async fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.stop.cancel();
+        let bound = self.config.kill_grace + self.config.pipe_drain * 2 + Duration::from_secs(2);
+        let mut live = self.tracker.0.subscribe();
+        if tokio::time::timeout(bound, live.wait_for(|n| *n == 0))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                remaining = *live.borrow(),
+                "executor shutdown: some processes did not end in time"
+            );
+        }
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        // Without a shutdown, still terminate everything: the supervising tasks do the killing.
+        self.stop.cancel();
+    }
+}
+
+fn validate(c: &ExecConfig) -> Result<(), ExecError> {
+    let bad = |field, reason: &str| {
+        Err(ExecError::InvalidConfig {
+            field,
+            reason: reason.to_owned(),
+        })
+    };
+    const LONG: Duration = Duration::from_secs(24 * 3600);
+    if c.default_timeout.is_zero() {
+        return bad("default_timeout", "must be positive");
+    }
+    if c.max_timeout < c.default_timeout || c.max_timeout > LONG {
+        return bad(
+            "max_timeout",
+            "must be at least default_timeout and at most 24 h",
+        );
+    }
+    if c.kill_grace.is_zero() || c.kill_grace > Duration::from_secs(600) {
+        return bad("kill_grace", "must be positive and at most 600 s");
+    }
+    if c.pipe_drain.is_zero() || c.pipe_drain > Duration::from_secs(60) {
+        return bad("pipe_drain", "must be positive and at most 60 s");
+    }
+    if c.output_cap_bytes == 0 {
+        return bad("output_cap_bytes", "must be positive");
+    }
+    if c.spill_cap_bytes < c.output_cap_bytes as u64 {
+        return bad("spill_cap_bytes", "must be at least output_cap_bytes");
+    }
+    if c.spill_dir.as_os_str().is_empty() {
+        return bad("spill_dir", "must not be empty");
+    }
+    if c.shell.as_os_str().is_empty() {
+        return bad("shell", "must not be empty");
+    }
+    Ok(())
+}
+
+/// A bare shell name is looked up in `path_var` once, so spawns need no `PATH` search (and do not
+/// depend on a `PATH` a caller's `env` may set). Not found: keep the name; spawning then fails
+/// with a clear error.
+fn resolve_shell(shell: &Path, path_var: Option<&std::ffi::OsStr>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if shell.components().count() != 1 || shell.is_absolute() {
+        return shell.to_path_buf();
+    }
+    path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(shell))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| shell.to_path_buf())
+}

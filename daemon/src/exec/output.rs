@@ -1,0 +1,504 @@
+//! Output capture: one [`Collector`] per stream.
+//!
+//! Each stream keeps only its **tail** in memory (at most `output_cap_bytes`, trimmed byte-exactly,
+//! so a multi-byte character can be cut at the start of the window). Output exactly at the cap is
+//! not truncated and gets no spill file. On the first byte past the cap a spill file is created and
+//! receives the whole stream from byte 0 (everything before the overflow is still in memory at that
+//! moment) and every later chunk, up to `spill_cap_bytes`. Past the spill cap the file is closed and
+//! kept: it then holds the head of the stream, the memory tail holds the end, and the outcome says
+//! the spill is incomplete. If the spill cannot be written (disk full, bad directory) it is removed
+//! and the outcome reports "truncated, no full copy"; capture itself never fails.
+//!
+//! Spill files live in one private directory (created 0700, checked to be a real directory owned
+//! by us, tightened to 0700 if needed) and are created with `O_EXCL` and mode 0600 under a name with
+//! the daemon's pid and a UUID v7 (random bits), so names are unique and not guessable. Spill files
+//! are writes to the page cache of at most `spill_cap_bytes`, so they are done synchronously on the
+//! reading task. Nothing deletes them afterwards: the outcome hands the path to a model that may read
+//! it later; cleaning the directory is the composition's job (e.g. at daemon start).
+//!
+//! Background jobs read a collector incrementally with [`Collector::read_since`]: offsets are
+//! whole-stream byte offsets, and a reader that fell behind the memory window is told how many
+//! bytes it missed.
+
+use std::collections::VecDeque;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Which stream a collector captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Where and how much to spill; shared by every collector of one executor.
+#[derive(Debug)]
+pub(crate) struct SpillTarget {
+    dir: PathBuf,
+    cap: u64,
+}
+
+impl SpillTarget {
+    pub(crate) fn new(dir: PathBuf, cap: u64) -> Self {
+        Self { dir, cap }
+    }
+
+    /// Creates a new private spill file for `stream`.
+    fn create(&self, stream: Stream) -> io::Result<(File, PathBuf)> {
+        ensure_private_dir(&self.dir)?;
+        let name = format!(
+            "dsh-{}-{}-{}.log",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple(),
+            stream.as_str()
+        );
+        let path = self.dir.join(name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok((file, path))
+    }
+}
+
+/// Makes sure `dir` is a directory only we can use: create it 0700 if missing; refuse a symlink,
+/// a non-directory or a directory owned by someone else (a shared temp dir may hold a planted one);
+/// tighten its mode to 0700 otherwise.
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dir.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("spill path {} is not a directory", dir.display()),
+        ));
+    }
+    if meta.uid() != rustix::process::getuid().as_raw() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("spill directory {} is owned by another user", dir.display()),
+        ));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+enum Spill {
+    /// Not needed yet (the stream is within the memory cap).
+    Idle,
+    /// Receiving every chunk.
+    Open {
+        file: File,
+        path: PathBuf,
+        written: u64,
+    },
+    /// Closed at the end of the stream, holding all of it.
+    Complete { path: PathBuf },
+    /// Reached the spill cap: the file holds the first `cap` bytes and is closed.
+    Capped { path: PathBuf },
+    /// Could not be created or written; no full copy exists.
+    Failed,
+}
+
+/// What a finished (or current) stream looks like, for a [`super::CommandOutcome`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamSnapshot {
+    /// The retained tail.
+    pub bytes: Vec<u8>,
+    /// Bytes the stream produced in total.
+    pub total: u64,
+    /// `total` exceeded the memory cap.
+    pub truncated: bool,
+    /// The spill file, if one exists.
+    pub spill: Option<PathBuf>,
+    /// The spill file stopped at the spill cap.
+    pub spill_capped: bool,
+}
+
+/// One incremental read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StreamRead {
+    /// New bytes since the offset (possibly fewer if the reader fell behind the window).
+    pub bytes: Vec<u8>,
+    /// Bytes between the offset and the start of the memory window, lost to this reader.
+    pub dropped: u64,
+    /// Offset to pass to the next read.
+    pub next: u64,
+}
+
+/// Captures one stream: a byte-exact tail in memory plus the spill file.
+#[derive(Debug)]
+pub(crate) struct Collector {
+    stream: Stream,
+    cap: usize,
+    tail: VecDeque<u8>,
+    total: u64,
+    spill: Spill,
+    target: Arc<SpillTarget>,
+    finished: bool,
+}
+
+impl Collector {
+    pub(crate) fn new(stream: Stream, cap: usize, target: Arc<SpillTarget>) -> Self {
+        Self {
+            stream,
+            cap: cap.max(1),
+            tail: VecDeque::new(),
+            total: 0,
+            spill: Spill::Idle,
+            target,
+            finished: false,
+        }
+    }
+
+    /// Appends a chunk read from the pipe.
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() || self.finished {
+            return;
+        }
+        self.total = self.total.saturating_add(chunk.len() as u64);
+        match self.spill {
+            Spill::Idle if self.total > self.cap as u64 => {
+                // First overflow: nothing has been trimmed yet, so memory holds bytes 0.. exactly.
+                match self.target.create(self.stream) {
+                    Ok((file, path)) => {
+                        self.spill = Spill::Open {
+                            file,
+                            path,
+                            written: 0,
+                        };
+                        let (a, b) = self.tail.as_slices();
+                        let (a, b) = (a.to_vec(), b.to_vec());
+                        self.spill_write(&a);
+                        self.spill_write(&b);
+                        self.spill_write(chunk);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, stream = self.stream.as_str(), "cannot create spill file");
+                        self.spill = Spill::Failed;
+                    }
+                }
+            }
+            Spill::Open { .. } => self.spill_write(chunk),
+            _ => {}
+        }
+        if chunk.len() >= self.cap {
+            self.tail.clear();
+            self.tail.extend(&chunk[chunk.len() - self.cap..]);
+        } else {
+            self.tail.extend(chunk);
+            let excess = self.tail.len().saturating_sub(self.cap);
+            self.tail.drain(..excess);
+        }
+    }
+
+    fn spill_write(&mut self, data: &[u8]) {
+        let cap = self.target.cap;
+        let Spill::Open {
+            file,
+            path,
+            written,
+        } = &mut self.spill
+        else {
+            return;
+        };
+        let room = usize::try_from(cap.saturating_sub(*written)).unwrap_or(usize::MAX);
+        let take = data.len().min(room);
+        if let Err(error) = file.write_all(&data[..take]) {
+            tracing::warn!(%error, path = %path.display(), "spill write failed; dropping the spill");
+            let _ = std::fs::remove_file(&*path);
+            self.spill = Spill::Failed;
+            return;
+        }
+        *written += take as u64;
+        if take < data.len() {
+            let path = std::mem::take(path);
+            self.spill = Spill::Capped { path };
+        }
+    }
+
+    /// The stream ended (EOF, or the process is gone and the pipe was abandoned): close the spill.
+    pub(crate) fn finish(&mut self) {
+        self.finished = true;
+        if let Spill::Open { path, .. } = &mut self.spill {
+            // Replacing the state drops the File, which closes it; page-cache writes have nothing
+            // left to report at close.
+            let path = std::mem::take(path);
+            self.spill = Spill::Complete { path };
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> StreamSnapshot {
+        let (spill, spill_capped) = self.spill_info();
+        StreamSnapshot {
+            bytes: self.tail.iter().copied().collect(),
+            total: self.total,
+            truncated: self.total > self.cap as u64,
+            spill,
+            spill_capped,
+        }
+    }
+
+    /// The spill path (if any) and whether it stopped at the spill cap.
+    pub(crate) fn spill_info(&self) -> (Option<PathBuf>, bool) {
+        match &self.spill {
+            Spill::Open { path, .. } | Spill::Complete { path } => (Some(path.clone()), false),
+            Spill::Capped { path } => (Some(path.clone()), true),
+            Spill::Idle | Spill::Failed => (None, false),
+        }
+    }
+
+    /// Bytes after whole-stream offset `offset`. While the stream is still open, a trailing
+    /// incomplete UTF-8 sequence is held back for the next read, so a character split across two
+    /// pipe reads is not turned into two replacement characters.
+    pub(crate) fn read_since(&self, offset: u64) -> StreamRead {
+        let window_start = self.total - self.tail.len() as u64;
+        let (start, dropped) = if offset < window_start {
+            (window_start, window_start - offset)
+        } else {
+            (offset.min(self.total), 0)
+        };
+        let skip = usize::try_from(start - window_start).unwrap_or(usize::MAX);
+        let mut bytes: Vec<u8> = self.tail.iter().skip(skip).copied().collect();
+        if !self.finished {
+            let keep = bytes.len() - incomplete_utf8_suffix(&bytes);
+            bytes.truncate(keep);
+        }
+        let next = start + bytes.len() as u64;
+        StreamRead {
+            bytes,
+            dropped,
+            next,
+        }
+    }
+}
+
+/// Length of a trailing, so far valid but incomplete, multi-byte UTF-8 sequence (0 to 3).
+pub(crate) fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        return if back < need { back } else { 0 };
+    }
+    0
+}
+
+/// Decodes a captured tail for a model. When the head was trimmed, up to three leading
+/// continuation bytes of a cut character are skipped rather than shown as replacement characters.
+pub(crate) fn decode_tail(bytes: &[u8], truncated: bool) -> String {
+    let mut start = 0;
+    if truncated {
+        while start < bytes.len().min(3) && bytes[start] & 0xC0 == 0x80 {
+            start += 1;
+        }
+    }
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn target(dir: &Path, cap: u64) -> Arc<SpillTarget> {
+        Arc::new(SpillTarget::new(dir.join("spill"), cap))
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn keeps_a_byte_exact_tail_and_spills_everything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stdout, 10, target(tmp.path(), 1 << 20));
+        c.push(b"0123456");
+        c.push(b"789");
+        assert!(!c.snapshot().truncated);
+        c.push(b"abc");
+        c.push(b"defghijklmnopq");
+        c.finish();
+        let s = c.snapshot();
+        assert_eq!(s.bytes, b"hijklmnopq");
+        assert_eq!(s.total, 27);
+        assert!(s.truncated);
+        assert!(!s.spill_capped);
+        let path = s.spill.unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"0123456789abcdefghijklmnopq".as_slice()
+        );
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with("-stdout.log")
+        );
+    }
+
+    #[test]
+    fn output_exactly_at_the_cap_is_not_truncated_and_not_spilled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stderr, 8, target(tmp.path(), 1 << 20));
+        c.push(b"1234");
+        c.push(b"5678");
+        c.finish();
+        let s = c.snapshot();
+        assert_eq!(s.bytes, b"12345678");
+        assert!(!s.truncated);
+        assert_eq!(s.spill, None);
+        assert!(!tmp.path().join("spill").exists(), "no spill dir needed");
+    }
+
+    #[test]
+    fn one_oversized_chunk_keeps_its_own_tail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 1 << 20));
+        c.push(b"ab");
+        c.push(b"cdefghij");
+        let s = c.snapshot();
+        assert_eq!(s.bytes, b"ghij");
+        assert_eq!(std::fs::read(s.spill.unwrap()).unwrap(), b"abcdefghij");
+    }
+
+    #[test]
+    fn spill_stops_at_its_cap_and_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 10));
+        for chunk in [b"01234".as_slice(), b"56789", b"abcde", b"fghij"] {
+            c.push(chunk);
+        }
+        c.finish();
+        let s = c.snapshot();
+        assert_eq!(s.bytes, b"ghij");
+        assert!(s.truncated && s.spill_capped);
+        assert_eq!(std::fs::read(s.spill.unwrap()).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn spill_names_are_unique() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = target(tmp.path(), 100);
+        let mut paths = Vec::new();
+        for _ in 0..3 {
+            let mut c = Collector::new(Stream::Stdout, 1, t.clone());
+            c.push(b"xy");
+            paths.push(c.snapshot().spill.unwrap());
+        }
+        paths.dedup();
+        assert_eq!(paths.len(), 3);
+    }
+
+    #[test]
+    fn an_unusable_spill_dir_leaves_capture_intact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("not-a-dir");
+        std::fs::write(&file, b"").unwrap();
+        let t = Arc::new(SpillTarget::new(file, 100));
+        let mut c = Collector::new(Stream::Stdout, 2, t);
+        c.push(b"abcd");
+        let s = c.snapshot();
+        assert_eq!(s.bytes, b"cd");
+        assert!(s.truncated);
+        assert_eq!(s.spill, None);
+    }
+
+    #[test]
+    fn private_dir_is_tightened_and_links_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let loose = tmp.path().join("loose");
+        std::fs::create_dir(&loose).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&loose).unwrap();
+        assert_eq!(mode(&loose), 0o700);
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&loose, &link).unwrap();
+        assert!(ensure_private_dir(&link).is_err());
+    }
+
+    #[test]
+    fn incremental_reads_never_repeat_and_report_drops() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 100));
+        c.push(b"ab");
+        let r = c.read_since(0);
+        assert_eq!(
+            (r.bytes.as_slice(), r.dropped, r.next),
+            (b"ab".as_slice(), 0, 2)
+        );
+        let r2 = c.read_since(r.next);
+        assert_eq!((r2.bytes.len(), r2.next), (0, 2));
+        c.push(b"cdefgh"); // window is now "efgh" at offsets 4..8
+        let r3 = c.read_since(2);
+        assert_eq!(
+            (r3.bytes.as_slice(), r3.dropped, r3.next),
+            (b"efgh".as_slice(), 2, 8)
+        );
+    }
+
+    #[test]
+    fn open_streams_hold_back_a_split_character() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Collector::new(Stream::Stdout, 64, target(tmp.path(), 100));
+        let euro = "€".as_bytes(); // e2 82 ac
+        c.push(b"x");
+        c.push(&euro[..2]);
+        let r = c.read_since(0);
+        assert_eq!((r.bytes.as_slice(), r.next), (b"x".as_slice(), 1));
+        c.push(&euro[2..]);
+        let r = c.read_since(r.next);
+        assert_eq!(r.bytes, euro);
+        // Once finished, whatever is left is handed out as is.
+        c.push(&euro[..1]);
+        c.finish();
+        assert_eq!(c.read_since(4).bytes, &euro[..1]);
+    }
+
+    #[test]
+    fn utf8_helpers() {
+        assert_eq!(incomplete_utf8_suffix(b"abc"), 0);
+        assert_eq!(incomplete_utf8_suffix("é".as_bytes()), 0);
+        assert_eq!(incomplete_utf8_suffix(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_utf8_suffix(&"𝄞".as_bytes()[..3]), 3);
+        assert_eq!(incomplete_utf8_suffix(b"\xff"), 0);
+        let cut = &"ab€".as_bytes()[3..]; // starts mid-character
+        assert_eq!(decode_tail(cut, true), "");
+        assert_eq!(decode_tail(cut, false), "\u{fffd}\u{fffd}");
+    }
+}

@@ -1,0 +1,470 @@
+//! Spawning `bash -c` in its own process group, and supervising it to the end.
+//!
+//! Lifecycle of one process (foreground and background alike):
+//!
+//! 1. **Spawn** with `env_clear()` plus the layered environment, `process_group(0)` (the shell leads
+//!    a new group; no `pre_exec`, so std keeps its `posix_spawn` fast path), stdin from `/dev/null`
+//!    unless the caller gave bytes (then they are written and stdin closed; `EPIPE` is ignored, the
+//!    command simply did not read them), stdout and stderr piped to two collectors read
+//!    concurrently.
+//! 2. **Wait** for the shell to exit, the timeout, or cancellation. On timeout or cancellation the
+//!    whole group gets SIGTERM, and SIGKILL after the grace if the shell is still there.
+//! 3. **Drain**: after the shell exits its pipes are read for at most the drain bound (200 ms by
+//!    default), because a background grandchild (`sleep 100 &`) may still hold them open.
+//! 4. **Group kill**: the group then always gets SIGKILL: a command's processes never outlive it
+//!    (use a background job for that). Pipe readers get one more drain bound to collect what the
+//!    killed processes left in the pipes, then are abandoned (only a process that escaped the group
+//!    with `setsid` could still hold them).
+//! 5. **Reap** the shell.
+//!
+//! On Linux the shell's exit is observed through a pidfd, which becomes readable when the process
+//! is a zombie *without* reaping it. Until we reap, the zombie leader pins the group id, so the
+//! group kills of steps 2–4 can never hit an unrelated group that reused the number. Where pidfds
+//! are unavailable the shell is reaped as it exits; the later group kill then has a theoretical
+//! pid-reuse window of microseconds.
+//!
+//! If the supervising future is dropped midway (caller gave up, runtime shutting down), a guard
+//! sends SIGKILL to the group and tokio's `kill_on_drop` kills and reaps the shell, so nothing
+//! is left behind either way. Grandchildren are not our children: once killed they are reaped by
+//! init (or the nearest subreaper).
+
+use std::collections::BTreeMap;
+use std::future::pending;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio_util::sync::CancellationToken;
+
+use super::ExecError;
+use super::env::{BaseEnv, validate_layers};
+use super::output::Collector;
+
+/// What to start.
+pub(crate) struct Launch<'a> {
+    pub shell: &'a Path,
+    pub base: &'a BaseEnv,
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub env: &'a BTreeMap<String, String>,
+    pub managed: &'a BTreeMap<String, String>,
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// Time bounds for one process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// `None`: no timeout (background jobs).
+    pub timeout: Option<Duration>,
+    pub grace: Duration,
+    pub drain: Duration,
+}
+
+/// How the shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub aborted: bool,
+}
+
+/// A started shell, not yet supervised.
+pub(crate) struct Spawned {
+    child: Child,
+    group: GroupGuard,
+    exit: ExitWatch,
+    stdin: Option<(ChildStdin, Vec<u8>)>,
+}
+
+enum ExitWatch {
+    #[cfg(target_os = "linux")]
+    Pidfd(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>),
+    /// No pidfd: wait by reaping; the outcome of that wait is kept here.
+    Reap {
+        exited: bool,
+        status: Option<ExitStatus>,
+    },
+}
+
+/// Sends SIGKILL to the group when dropped while armed.
+struct GroupGuard {
+    pgid: Pid,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, Signal::KILL);
+        }
+    }
+}
+
+/// Sends `signal` to every process of group `pgid`. A group that is already empty is fine.
+pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
+    match rustix::process::kill_process_group(pgid, signal) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(error) => {
+            tracing::warn!(%error, pgid = pgid.as_raw_pid(), ?signal, "cannot signal process group");
+        }
+    }
+}
+
+pub(crate) fn lock(m: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
+    // A panic while holding the lock cannot leave a collector half-updated in a way that matters
+    // more than losing the output, so keep going with whatever is there.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Validates the launch and starts the shell.
+pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
+    validate_layers(launch.env, launch.managed)?;
+    if launch.command.contains('\0') {
+        return Err(ExecError::NulInCommand);
+    }
+    check_cwd(launch.cwd)?;
+    let mut cmd = Command::new(launch.shell);
+    cmd.arg("-c")
+        .arg(launch.command)
+        .env_clear()
+        .envs(launch.base.iter())
+        .envs(launch.env)
+        .envs(launch.managed)
+        .current_dir(launch.cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let spawn_error = |source| ExecError::Spawn {
+        shell: launch.shell.to_path_buf(),
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let Some(pgid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    else {
+        // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
+        return Err(spawn_error(io::Error::other("spawned shell has no pid")));
+    };
+    let group = GroupGuard { pgid, armed: true };
+    let exit = watch_exit(pgid);
+    let stdin = match (child.stdin.take(), launch.stdin) {
+        (Some(pipe), Some(bytes)) => Some((pipe, bytes)),
+        _ => None,
+    };
+    Ok(Spawned {
+        child,
+        group,
+        exit,
+        stdin,
+    })
+}
+
+fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
+    let bad = |source| ExecError::BadCwd {
+        path: PathBuf::from(cwd),
+        source,
+    };
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(bad(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))),
+        Err(source) => Err(bad(source)),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn watch_exit(pid: Pid) -> ExitWatch {
+    use rustix::process::{PidfdFlags, pidfd_open};
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+
+    // `with_interest` is deprecated because it is unsound for a `T` that does not own its fd;
+    // `OwnedFd` does, and the sound replacement is an `unsafe fn`, which this crate forbids.
+    #[expect(deprecated, reason = "sound for OwnedFd; the replacement needs unsafe")]
+    let register = |fd| AsyncFd::with_interest(fd, Interest::READABLE);
+    match pidfd_open(pid, PidfdFlags::NONBLOCK)
+        .map_err(io::Error::from)
+        .and_then(register)
+    {
+        Ok(fd) => ExitWatch::Pidfd(fd),
+        Err(error) => {
+            tracing::debug!(%error, "no pidfd; falling back to reaping on exit");
+            ExitWatch::Reap {
+                exited: false,
+                status: None,
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn watch_exit(_pid: Pid) -> ExitWatch {
+    ExitWatch::Reap {
+        exited: false,
+        status: None,
+    }
+}
+
+impl Spawned {
+    /// Resolves once the shell has exited. Cancel-safe. With a pidfd the shell stays a zombie
+    /// (still pinning its group id) until [`Self::reap`].
+    async fn exited(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let ExitWatch::Pidfd(fd) = &self.exit {
+            match fd.readable().await {
+                Ok(_ready) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "pidfd wait failed; reaping instead");
+                    self.exit = ExitWatch::Reap {
+                        exited: false,
+                        status: None,
+                    };
+                }
+            }
+        }
+        if let ExitWatch::Reap { exited, status } = &mut self.exit
+            && !*exited
+        {
+            let waited = self.child.wait().await;
+            if let Err(error) = &waited {
+                // Not expected for our own child; report "no status" rather than hang.
+                tracing::warn!(%error, "waiting for the shell failed");
+            }
+            *status = waited.ok();
+            *exited = true;
+        }
+    }
+
+    /// Reaps the shell (it has exited, or was SIGKILLed) and returns its status.
+    async fn reap(&mut self) -> Option<ExitStatus> {
+        if let ExitWatch::Reap {
+            exited: true,
+            status,
+        } = self.exit
+        {
+            return status;
+        }
+        match self.child.wait().await {
+            Ok(status) => Some(status),
+            Err(error) => {
+                tracing::warn!(%error, "reaping the shell failed");
+                None
+            }
+        }
+    }
+}
+
+/// Reads one pipe into its collector until EOF.
+async fn pump(reader: Option<impl AsyncRead + Unpin>, sink: Arc<Mutex<Collector>>) {
+    let Some(mut reader) = reader else { return };
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => lock(&sink).push(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Writes the caller's stdin bytes and closes the pipe.
+async fn feed(stdin: Option<(ChildStdin, Vec<u8>)>) {
+    if let Some((mut pipe, bytes)) = stdin {
+        // EPIPE means the command exited or closed stdin without reading it all: not an error.
+        let _ = pipe.write_all(&bytes).await;
+        let _ = pipe.shutdown().await;
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Exited,
+    Timeout,
+    Cancelled,
+}
+
+/// Runs the shell to the end as described in the module docs. Never fails: every way out produces
+/// an [`Ended`], and the collectors are finished before returning.
+pub(crate) async fn supervise(
+    mut sp: Spawned,
+    stdout: Arc<Mutex<Collector>>,
+    stderr: Arc<Mutex<Collector>>,
+    limits: Limits,
+    cancel: &CancellationToken,
+    stop: &CancellationToken,
+) -> Ended {
+    let pgid = sp.group.pgid;
+    let io = {
+        let out = pump(sp.child.stdout.take(), stdout.clone());
+        let err = pump(sp.child.stderr.take(), stderr.clone());
+        let input = feed(sp.stdin.take());
+        async move {
+            tokio::join!(out, err, input);
+        }
+    };
+    tokio::pin!(io);
+    let mut io_done = false;
+
+    let deadline = async {
+        match limits.timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let cancelled = async {
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            () = stop.cancelled() => {}
+        }
+    };
+    tokio::pin!(cancelled);
+
+    let cause = loop {
+        tokio::select! {
+            biased;
+            () = sp.exited() => break Cause::Exited,
+            () = &mut io, if !io_done => io_done = true,
+            () = &mut deadline => break Cause::Timeout,
+            () = &mut cancelled => break Cause::Cancelled,
+        }
+    };
+
+    if cause != Cause::Exited {
+        signal_group(pgid, Signal::TERM);
+        let grace = tokio::time::sleep(limits.grace);
+        tokio::pin!(grace);
+        let mut killed = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = sp.exited() => break,
+                () = &mut io, if !io_done => io_done = true,
+                () = &mut grace, if !killed => {
+                    signal_group(pgid, Signal::KILL);
+                    killed = true;
+                }
+            }
+        }
+    }
+
+    if !io_done {
+        io_done = tokio::time::timeout(limits.drain, &mut io).await.is_ok();
+    }
+    signal_group(pgid, Signal::KILL);
+    if !io_done && tokio::time::timeout(limits.drain, &mut io).await.is_err() {
+        tracing::debug!(
+            pgid = pgid.as_raw_pid(),
+            "pipes still open after the group was killed; abandoning them"
+        );
+    }
+    let status = sp.reap().await;
+    sp.group.armed = false;
+    lock(&stdout).finish();
+    lock(&stderr).finish();
+
+    Ended {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        timed_out: cause == Cause::Timeout,
+        aborted: cause == Cause::Cancelled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::default_secret_pattern;
+    use crate::exec::output::{SpillTarget, Stream};
+
+    fn collectors(dir: &Path) -> (Arc<Mutex<Collector>>, Arc<Mutex<Collector>>) {
+        let target = Arc::new(SpillTarget::new(dir.join("spill"), 1 << 20));
+        let c = |s| Arc::new(Mutex::new(Collector::new(s, 1 << 16, target.clone())));
+        (c(Stream::Stdout), c(Stream::Stderr))
+    }
+
+    fn launch<'a>(
+        base: &'a BaseEnv,
+        empty: &'a BTreeMap<String, String>,
+        dir: &'a Path,
+        command: &'a str,
+    ) -> Launch<'a> {
+        Launch {
+            shell: Path::new("bash"),
+            base,
+            command,
+            cwd: dir,
+            env: empty,
+            managed: empty,
+            stdin: None,
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            timeout: Some(Duration::from_secs(60)),
+            grace: Duration::from_millis(300),
+            drain: Duration::from_millis(200),
+        }
+    }
+
+    fn base() -> BaseEnv {
+        BaseEnv::new(std::env::vars_os(), &default_secret_pattern(), &[])
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn exit_is_watched_through_a_pidfd() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (base, empty) = (base(), BTreeMap::new());
+        let sp = spawn(launch(&base, &empty, tmp.path(), "exit 7")).unwrap();
+        assert!(matches!(sp.exit, ExitWatch::Pidfd(_)));
+        let (out, err) = collectors(tmp.path());
+        let never = CancellationToken::new();
+        let ended = supervise(sp, out, err, limits(), &never, &never).await;
+        assert_eq!(ended.exit_code, Some(7));
+    }
+
+    /// The fallback used where pidfds are unavailable still drains, kills the group and reports.
+    #[tokio::test]
+    async fn the_reaping_fallback_behaves_the_same() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (base, empty) = (base(), BTreeMap::new());
+        let command = "sleep 33001 & echo $! > pid; echo out; echo err >&2; exit 5";
+        let mut sp = spawn(launch(&base, &empty, tmp.path(), command)).unwrap();
+        sp.exit = ExitWatch::Reap {
+            exited: false,
+            status: None,
+        };
+        let (out, err) = collectors(tmp.path());
+        let never = CancellationToken::new();
+        let ended = supervise(sp, out.clone(), err.clone(), limits(), &never, &never).await;
+        assert_eq!(ended.exit_code, Some(5));
+        assert_eq!(lock(&out).snapshot().bytes, b"out\n");
+        assert_eq!(lock(&err).snapshot().bytes, b"err\n");
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        crate::exec::tests::assert_dies(pid, "sleep 33001").await;
+    }
+}

@@ -1,0 +1,313 @@
+//! Background jobs, owner kills, shutdown and drop.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::exec::{ExecError, JobId, JobState};
+use crate::session::SessionId;
+
+#[tokio::test]
+async fn reads_are_consuming_and_never_repeat_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = ex
+        .start(
+            spec(
+                "printf first; printf e1 >&2; \
+                 while [ ! -e go ]; do sleep 0.01; done; printf second",
+                tmp.path(),
+            ),
+            None,
+        )
+        .unwrap();
+    let (mut out, mut err) = (String::new(), String::new());
+    eventually("the first output", || {
+        let r = ex.job_output(&id).unwrap();
+        assert_eq!(r.state, JobState::Running);
+        assert_eq!((r.stdout_dropped, r.stderr_dropped), (0, 0));
+        out.push_str(&r.stdout);
+        err.push_str(&r.stderr);
+        out == "first" && err == "e1"
+    })
+    .await;
+    let r = ex.job_output(&id).unwrap();
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
+    assert_eq!(r.render(), "(no new output)\n[status: running]");
+
+    std::fs::write(tmp.path().join("go"), b"").unwrap();
+    let end = ex.job_wait(&id).await.unwrap();
+    assert_eq!(end.exit_code, Some(0));
+    assert!(!end.killed);
+    let r = ex.job_output(&id).unwrap();
+    assert_eq!(r.stdout, "second");
+    assert_eq!(r.stderr, "");
+    assert_eq!(r.render(), "second\n[status: completed, exit code: 0]");
+    let r = ex.job_output(&id).unwrap();
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
+    assert!(matches!(r.state, JobState::Finished(_)));
+}
+
+#[tokio::test]
+async fn a_job_keeps_the_environment_it_was_started_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let mut s = spec(
+        "echo \"$DSH_SESSION_ID|$EXTRA|${DSH_FOO-absent}|$(cat)\"",
+        tmp.path(),
+    );
+    s.managed = map(&[("DSH_SESSION_ID", "session-a")]);
+    s.env = map(&[("EXTRA", "x")]);
+    s.stdin = Some(b"in".to_vec());
+    let id = ex.start(s, None).unwrap();
+    ex.job_wait(&id).await.unwrap();
+    assert_eq!(
+        ex.job_output(&id).unwrap().stdout,
+        "session-a|x|absent|in\n"
+    );
+
+    let mut s = spec("true", tmp.path());
+    s.env = map(&[("DSH_SESSION_ID", "forged")]);
+    assert!(matches!(
+        ex.start(s, None),
+        Err(ExecError::DshKeyInEnv { .. })
+    ));
+}
+
+#[tokio::test]
+async fn kill_reports_killed_and_only_the_first_kill_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = ex
+        .start(spec("sleep 32001 & echo $! > pid; wait", tmp.path()), None)
+        .unwrap();
+    let pid = read_pid(&tmp.path().join("pid")).await;
+    assert!(ex.job_kill(&id).unwrap());
+    assert!(!ex.job_kill(&id).unwrap());
+    let end = ex.job_wait(&id).await.unwrap();
+    assert!(end.killed);
+    assert_eq!(end.signal, Some(15));
+    assert!(!ex.job_kill(&id).unwrap());
+    assert!(
+        ex.job_output(&id)
+            .unwrap()
+            .render()
+            .ends_with("[status: killed, signal: SIGTERM]")
+    );
+    assert_dies(pid, "sleep 32001").await;
+}
+
+#[tokio::test]
+async fn a_finished_job_cannot_be_killed_and_reports_its_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = ex
+        .start(spec("printf abc; printf err >&2; exit 4", tmp.path()), None)
+        .unwrap();
+    let end = ex.job_wait(&id).await.unwrap();
+    assert_eq!(
+        (end.exit_code, end.signal, end.killed),
+        (Some(4), None, false)
+    );
+    assert!(!ex.job_kill(&id).unwrap());
+    let r = ex.job_output(&id).unwrap();
+    assert_eq!(
+        r.render(),
+        "abc\n[stderr]\nerr\n[status: completed, exit code: 4]"
+    );
+}
+
+#[tokio::test]
+async fn a_term_trapping_job_is_killed_after_the_grace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = ex
+        .start(
+            spec(
+                "trap '' TERM; sleep 32002 & echo $! > pid; wait",
+                tmp.path(),
+            ),
+            None,
+        )
+        .unwrap();
+    let pid = read_pid(&tmp.path().join("pid")).await;
+    assert!(ex.job_kill(&id).unwrap());
+    let end = ex.job_wait(&id).await.unwrap();
+    assert!(end.killed);
+    assert_eq!(end.signal, Some(9));
+    assert_dies(pid, "sleep 32002").await;
+}
+
+#[tokio::test]
+async fn the_spec_token_kills_a_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let s = spec("echo $$ > pid; exec sleep 32003", tmp.path());
+    let cancel = s.cancel.clone();
+    let id = ex.start(s, None).unwrap();
+    read_pid(&tmp.path().join("pid")).await;
+    cancel.cancel();
+    let end = ex.job_wait(&id).await.unwrap();
+    assert!(end.killed);
+    assert!(!ex.job_kill(&id).unwrap());
+}
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_is_told_what_it_missed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor_with(ExecConfig {
+        output_cap_bytes: 100,
+        ..config(tmp.path())
+    });
+    let id = ex
+        .start(
+            spec("head -c 1000 /dev/zero | tr '\\0' z", tmp.path()),
+            None,
+        )
+        .unwrap();
+    ex.job_wait(&id).await.unwrap();
+    let r = ex.job_output(&id).unwrap();
+    assert_eq!(r.stdout, "z".repeat(100));
+    assert_eq!(r.stdout_dropped, 900);
+    let spill = r.stdout_spill.clone().unwrap();
+    assert_eq!(std::fs::read(&spill).unwrap(), vec![b'z'; 1000]);
+    assert!(r.render().contains(&format!(
+        "[900 bytes of output were dropped from memory; full output: {}]",
+        spill.display()
+    )));
+    assert_eq!(ex.job_output(&id).unwrap().stdout_dropped, 0);
+}
+
+#[tokio::test]
+async fn owners_jobs_are_killed_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let (a, b) = (SessionId::new_v7(), SessionId::new_v7());
+    let a1 = ex
+        .start(spec("exec sleep 32004", tmp.path()), Some(a.clone()))
+        .unwrap();
+    let a2 = ex
+        .start(spec("exec sleep 32005", tmp.path()), Some(a.clone()))
+        .unwrap();
+    let b1 = ex
+        .start(spec("exec sleep 32006", tmp.path()), Some(b.clone()))
+        .unwrap();
+    let listed: Vec<JobId> = ex.list_jobs(Some(&a)).into_iter().map(|j| j.id).collect();
+    assert_eq!(listed, vec![a1.clone(), a2.clone()]);
+    assert_eq!(ex.job_info(&b1).unwrap().owner, Some(b.clone()));
+
+    assert_eq!(ex.kill_jobs_of(&a), 2);
+    assert!(ex.job_wait(&a1).await.unwrap().killed);
+    assert!(ex.job_wait(&a2).await.unwrap().killed);
+    assert_eq!(ex.job_info(&b1).unwrap().state, JobState::Running);
+    assert_eq!(ex.kill_jobs_of(&a), 0);
+    assert_eq!(ex.kill_jobs_of(&b), 1);
+    assert!(ex.job_wait(&b1).await.unwrap().killed);
+    assert_eq!(ex.list_jobs(None).len(), 3);
+}
+
+#[tokio::test]
+async fn unknown_jobs_and_failed_starts_are_typed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = JobId::new();
+    assert!(matches!(ex.job_output(&id), Err(ExecError::UnknownJob(j)) if j == id));
+    assert!(matches!(ex.job_kill(&id), Err(ExecError::UnknownJob(_))));
+    assert!(matches!(
+        ex.start(spec("true", &tmp.path().join("missing")), None),
+        Err(ExecError::BadCwd { .. })
+    ));
+    assert!(ex.list_jobs(None).is_empty());
+}
+
+#[test]
+fn start_outside_a_runtime_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    assert!(matches!(
+        ex.start(spec("true", tmp.path()), None),
+        Err(ExecError::NoRuntime)
+    ));
+}
+
+#[tokio::test]
+async fn finished_jobs_are_forgotten_beyond_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor_with(ExecConfig {
+        max_finished_jobs: 2,
+        ..config(tmp.path())
+    });
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let id = ex.start(spec("true", tmp.path()), None).unwrap();
+        ex.job_wait(&id).await.unwrap();
+        ids.push(id);
+    }
+    // Inserting the fourth forgot the oldest of the three finished ones.
+    assert!(matches!(
+        ex.job_output(&ids[0]),
+        Err(ExecError::UnknownJob(_))
+    ));
+    assert!(ex.job_output(&ids[1]).is_ok());
+    assert!(ex.job_output(&ids[3]).is_ok());
+}
+
+#[tokio::test]
+async fn shutdown_terminates_every_job_and_run_and_refuses_new_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = Arc::new(executor(tmp.path()));
+    let plain = ex
+        .start(spec("sleep 32010 & echo $! > p1; wait", tmp.path()), None)
+        .unwrap();
+    let trapping = ex
+        .start(
+            spec("trap '' TERM; sleep 32011 & echo $! > p2; wait", tmp.path()),
+            Some(SessionId::new_v7()),
+        )
+        .unwrap();
+    let foreground = tokio::spawn({
+        let ex = ex.clone();
+        let s = spec("sleep 32012 & echo $! > p3; wait", tmp.path());
+        async move { ex.run(s).await }
+    });
+    let p1 = read_pid(&tmp.path().join("p1")).await;
+    let p2 = read_pid(&tmp.path().join("p2")).await;
+    let p3 = read_pid(&tmp.path().join("p3")).await;
+
+    ex.shutdown().await;
+
+    // Every shell was reaped before shutdown returned.
+    for id in [&plain, &trapping] {
+        match ex.job_info(id).unwrap().state {
+            JobState::Finished(end) => assert!(end.killed),
+            JobState::Running => panic!("{id} still running after shutdown"),
+        }
+    }
+    let fg = foreground.await.unwrap().unwrap();
+    assert!(fg.aborted);
+    for (pid, needle) in [
+        (p1, "sleep 32010"),
+        (p2, "sleep 32011"),
+        (p3, "sleep 32012"),
+    ] {
+        assert_dies(pid, needle).await;
+    }
+    assert!(matches!(
+        ex.start(spec("true", tmp.path()), None),
+        Err(ExecError::ShuttingDown)
+    ));
+    assert!(matches!(
+        ex.run(spec("true", tmp.path())).await,
+        Err(ExecError::ShuttingDown)
+    ));
+}
+
+#[tokio::test]
+async fn dropping_the_executor_kills_its_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    ex.start(spec("sleep 32020 & echo $! > pid; wait", tmp.path()), None)
+        .unwrap();
+    let pid = read_pid(&tmp.path().join("pid")).await;
+    drop(ex);
+    assert_dies(pid, "sleep 32020").await;
+}
