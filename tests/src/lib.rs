@@ -192,7 +192,12 @@ impl Drop for TestDaemon {
 /// A `dshd` command with a clean, predictable environment: no outer `DSH_*`, no
 /// `XDG_RUNTIME_DIR`, no `NOTIFY_SOCKET`, `HOME` inside `dir`.
 pub fn daemon_command(dir: &tempfile::TempDir) -> Command {
-    let mut cmd = Command::new(dshd_bin());
+    daemon_command_for(dshd_bin(), dir)
+}
+
+/// [`daemon_command`] for a given `dshd` binary (benchmarks use a release build).
+pub fn daemon_command_for(bin: &Path, dir: &tempfile::TempDir) -> Command {
+    let mut cmd = Command::new(bin);
     for (key, _) in std::env::vars_os() {
         if key
             .to_string_lossy()
