@@ -12,5 +12,6 @@ pub mod persistence;
 pub mod rpc;
 pub mod server;
 pub mod session;
+pub mod shell_env;
 pub mod socket;
 pub mod tools;

@@ -1,0 +1,166 @@
+//! The contributors the daemon ships (DESIGN §5.2). Each asks its source at call time, so a fact
+//! that changes (a persistence backend swap) is seen by the very next call.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::contributor::{Contributor, Resolver};
+use super::error::RegisterError;
+use super::registry::{Registration, ShellEnvRegistry};
+use crate::persistence::{BackendKind, PersistenceHandle};
+
+/// Contributor of [`DSH_SESSION_JSONL`].
+pub const SESSION_PERSISTENCE: &str = "session-persistence";
+/// Contributor of [`DSH_PARENT_SESSION_ID`], [`DSH_ROOT_SESSION_ID`] and [`DSH_AGENT_DEPTH`].
+pub const LINEAGE: &str = "lineage";
+/// Contributor of [`DSH_TOOL_CALL_ID`] and [`DSH_TURN`].
+pub const TOOL_CALL: &str = "tool-call";
+/// Contributor of [`DSH_SOCKET`].
+pub const DAEMON: &str = "daemon";
+
+/// The calling session's JSONL transcript path, when the active backend keeps one.
+pub const DSH_SESSION_JSONL: &str = "DSH_SESSION_JSONL";
+/// The session the calling agent's session was forked or spawned from.
+pub const DSH_PARENT_SESSION_ID: &str = "DSH_PARENT_SESSION_ID";
+/// The top-level session the calling agent descends from.
+pub const DSH_ROOT_SESSION_ID: &str = "DSH_ROOT_SESSION_ID";
+/// The calling agent's delegation depth.
+pub const DSH_AGENT_DEPTH: &str = "DSH_AGENT_DEPTH";
+/// The tool call's id.
+pub const DSH_TOOL_CALL_ID: &str = "DSH_TOOL_CALL_ID";
+/// The turn the call belongs to.
+pub const DSH_TURN: &str = "DSH_TURN";
+/// The socket of the daemon that started the command.
+pub const DSH_SOCKET: &str = "DSH_SOCKET";
+
+/// Registers the four shipped contributors. All or nothing: if one is refused, the ones already
+/// registered are removed again before the error is returned. The daemon keeps the guards for its
+/// whole life.
+pub fn register_builtins(
+    registry: &ShellEnvRegistry,
+    persistence: Arc<PersistenceHandle>,
+    socket: PathBuf,
+) -> Result<Vec<Registration>, RegisterError> {
+    let contributors = [
+        session_persistence(persistence),
+        lineage(),
+        tool_call(),
+        daemon(socket),
+    ];
+    let mut guards = Vec::with_capacity(contributors.len());
+    for contributor in contributors {
+        // On refusal, `?` drops the guards gathered so far, which unregisters them.
+        guards.push(registry.register(contributor)?);
+    }
+    Ok(guards)
+}
+
+/// `session-persistence`: `DSH_SESSION_JSONL` = the located path, only for agent calls whose
+/// active backend answers `kind == "jsonl"`. The path is passed through as the backend gives it;
+/// one that is not UTF-8 fails the call rather than naming another file.
+pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
+    Contributor::new(
+        SESSION_PERSISTENCE,
+        Resolver::sync(move |exec| {
+            let mut out = BTreeMap::new();
+            let Some(agent) = &exec.agent else {
+                return Ok(out);
+            };
+            if let Some(location) = persistence.locate(&agent.header)
+                && location.kind == BackendKind::Jsonl.as_str()
+            {
+                let path = location
+                    .path
+                    .into_os_string()
+                    .into_string()
+                    .map_err(|path| {
+                        format!("the session transcript path {path:?} is not valid UTF-8")
+                    })?;
+                out.insert(DSH_SESSION_JSONL.to_owned(), path);
+            }
+            Ok(out)
+        }),
+    )
+    .variable(
+        DSH_SESSION_JSONL,
+        "Absolute path of the current session's JSONL transcript when the active persistence \
+         backend keeps one (the file may not exist until the first checkpoint).",
+    )
+}
+
+/// `lineage`: where the calling agent sits in its delegation tree; nothing for agentless calls.
+pub fn lineage() -> Contributor {
+    Contributor::new(
+        LINEAGE,
+        Resolver::sync(|exec| {
+            let mut out = BTreeMap::new();
+            if let Some(agent) = &exec.agent {
+                if let Some(parent) = &agent.header.parent_session {
+                    out.insert(DSH_PARENT_SESSION_ID.to_owned(), parent.as_str().to_owned());
+                }
+                out.insert(DSH_ROOT_SESSION_ID.to_owned(), agent.root.as_str().to_owned());
+                out.insert(
+                    DSH_AGENT_DEPTH.to_owned(),
+                    agent.header.delegation_depth.to_string(),
+                );
+            }
+            Ok(out)
+        }),
+    )
+    .variable(
+        DSH_PARENT_SESSION_ID,
+        "Id of the session the calling agent's session was forked or spawned from, when it has one.",
+    )
+    .variable(
+        DSH_ROOT_SESSION_ID,
+        "Id of the top-level agent session the calling agent descends from (its own id at the top).",
+    )
+    .variable(
+        DSH_AGENT_DEPTH,
+        "Delegation depth of the calling agent: 0 for a top-level agent, parent + 1 for a child.",
+    )
+}
+
+/// `tool-call`: the call's id always, and its turn inside a turn.
+pub fn tool_call() -> Contributor {
+    Contributor::new(
+        TOOL_CALL,
+        Resolver::sync(|exec| {
+            let mut out = BTreeMap::new();
+            out.insert(DSH_TOOL_CALL_ID.to_owned(), exec.call_id.clone());
+            if let Some(turn) = exec.turn {
+                out.insert(DSH_TURN.to_owned(), turn.to_string());
+            }
+            Ok(out)
+        }),
+    )
+    .variable(
+        DSH_TOOL_CALL_ID,
+        "Id of the tool call that started this command.",
+    )
+    .variable(
+        DSH_TURN,
+        "Number of the agent turn the call belongs to, when it is made inside a turn.",
+    )
+}
+
+/// `daemon`: the socket of the daemon that owns the command, so it can call back with `dshctl`.
+/// A socket path that is not UTF-8 fails every call rather than pointing at another socket.
+pub fn daemon(socket: PathBuf) -> Contributor {
+    let socket = socket
+        .into_os_string()
+        .into_string()
+        .map_err(|path| format!("the daemon socket path {path:?} is not valid UTF-8"));
+    Contributor::new(
+        DAEMON,
+        Resolver::sync(move |_| {
+            let socket = socket.clone()?;
+            Ok(BTreeMap::from([(DSH_SOCKET.to_owned(), socket)]))
+        }),
+    )
+    .variable(
+        DSH_SOCKET,
+        "Path of the dshd socket that owns this command, for calling back with dshctl.",
+    )
+}
