@@ -123,7 +123,7 @@ impl SqliteBackend {
             conn.busy_timeout(Duration::from_secs(5))
                 .map_err(self.sqlite())?;
             // Identify before changing anything: even switching to WAL writes the file header.
-            match self.identify(&conn)? {
+            let fresh = match self.identify(&conn)? {
                 Identity::Foreign(reason) => {
                     return Err(PersistenceError::ForeignDatabase {
                         path: self.path.clone(),
@@ -131,9 +131,10 @@ impl SqliteBackend {
                     });
                 }
                 Identity::Fresh if !create => return Ok(None),
-                Identity::Fresh | Identity::Ours => {}
-            }
-            self.configure(&conn)?;
+                Identity::Fresh => true,
+                Identity::Ours => false,
+            };
+            self.configure(&conn, fresh)?;
             *slot = Some(conn);
         }
         Ok(slot.as_mut())
@@ -241,9 +242,9 @@ impl SqliteBackend {
         Ok(Identity::Ours)
     }
 
-    /// Connection settings, and the schema when the database is fresh. Runs only after
+    /// Connection settings, and the schema when the database is `fresh`. Runs only after
     /// [`identify`](Self::identify) said the file is ours or empty.
-    fn configure(&self, conn: &Connection) -> Result<(), PersistenceError> {
+    fn configure(&self, conn: &Connection, fresh: bool) -> Result<(), PersistenceError> {
         conn.pragma_update(None, "foreign_keys", "ON")
             .and_then(|()| conn.pragma_update(None, "synchronous", "FULL"))
             .map_err(self.sqlite())?;
@@ -255,6 +256,9 @@ impl SqliteBackend {
                 "{}: SQLite refused WAL mode (got {mode})",
                 self.path.display()
             )));
+        }
+        if !fresh {
+            return Ok(());
         }
         // Another process may have initialised the file since we looked: decide again under the
         // write lock.

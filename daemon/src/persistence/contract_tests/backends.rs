@@ -276,3 +276,64 @@ fn sqlite_seq_gap_is_corruption() {
         other => panic!("{other:?}"),
     }
 }
+
+/// DESIGN §10 judges the backend as a ratio to the floor measured side by side: 64-event appends
+/// must reach at least 0.8x the throughput of a raw `write` + `fdatasync` of the same bytes.
+/// Ignored by default (timing on a shared machine); run with
+/// `cargo test --release -p dsh-daemon --lib -- --ignored append_throughput`.
+#[test]
+#[ignore = "timing; run explicitly in release mode"]
+fn jsonl_append_throughput_is_near_raw_fdatasync() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    const BATCH: usize = 64;
+    const BATCHES_PER_ROUND: u64 = 100;
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let h = header("bench");
+    let batch_data: Vec<EventData> = (1..=8).flat_map(turn_data).collect();
+    assert_eq!(batch_data.len(), BATCH);
+    let batch_at = |start: u64| events_from(start, batch_data.clone());
+    backend.append(&h, &batch_at(0)).unwrap();
+
+    let raw_path = s.dir.join("raw.jsonl");
+    let mut raw = fs::File::create(&raw_path).unwrap();
+    let (mut raw_time, mut ours_time) = (Duration::ZERO, Duration::ZERO);
+    let mut next = BATCH as u64;
+    for _round in 0..5 {
+        let batches: Vec<Vec<Event>> = (0..BATCHES_PER_ROUND)
+            .map(|i| batch_at(next + i * BATCH as u64))
+            .collect();
+        let bytes: Vec<Vec<u8>> = batches
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|e| format!("{}\n", e.to_json()))
+                    .collect::<String>()
+                    .into_bytes()
+            })
+            .collect();
+        let start = Instant::now();
+        for b in &bytes {
+            raw.write_all(b).unwrap();
+            raw.sync_data().unwrap();
+        }
+        raw_time += start.elapsed();
+        let start = Instant::now();
+        for b in &batches {
+            backend.append(&h, b).unwrap();
+        }
+        ours_time += start.elapsed();
+        next += BATCHES_PER_ROUND * BATCH as u64;
+    }
+    let ratio = raw_time.as_secs_f64() / ours_time.as_secs_f64();
+    let lines_per_sec = (5 * BATCHES_PER_ROUND * BATCH as u64) as f64 / ours_time.as_secs_f64();
+    println!(
+        "raw {raw_time:?}, jsonl {ours_time:?}: {ratio:.2}x of raw throughput, {lines_per_sec:.0} lines/s"
+    );
+    assert!(
+        ratio >= 0.8,
+        "jsonl appends reach only {ratio:.2}x of raw write+fdatasync"
+    );
+}
