@@ -5,11 +5,14 @@
 //! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
 //! called on async paths, and it does no I/O at all.
 
+#[cfg(test)]
+mod contract_tests;
 pub mod handle;
 pub mod jsonl;
 pub mod sqlite;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use handle::PersistenceHandle;
 
@@ -167,4 +170,29 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
 
     /// Headers of every stored session, oldest first.
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
+}
+
+/// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file). Like the
+/// backends' own constructors, this touches nothing on disk.
+pub fn open(kind: BackendKind, path: PathBuf) -> Result<Arc<dyn Persistence>, PersistenceError> {
+    Ok(match kind {
+        BackendKind::Jsonl => Arc::new(jsonl::JsonlBackend::new(path)?),
+        BackendKind::Sqlite => Arc::new(sqlite::SqliteBackend::open(path)?),
+    })
+}
+
+/// Checks that an append batch is contiguous and returns its first seq (0 for an empty batch).
+fn batch_start(id: &SessionId, events: &[Event]) -> Result<u64, PersistenceError> {
+    let first = events.first().map_or(0, |e| e.seq);
+    for (offset, event) in (0u64..).zip(events) {
+        let expected = first.saturating_add(offset);
+        if event.seq != expected {
+            return Err(PersistenceError::SeqMismatch {
+                id: id.clone(),
+                expected,
+                got: event.seq,
+            });
+        }
+    }
+    Ok(first)
 }

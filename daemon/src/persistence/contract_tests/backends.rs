@@ -1,0 +1,339 @@
+//! The swap logic of the handle, and what is particular to each backend.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// The swappable handle
+
+#[test]
+fn checkpoint_writes_what_the_active_backend_lacks() {
+    let s = scratch();
+    let jsonl = crate::persistence::open(BackendKind::Jsonl, jsonl_root(&s.dir)).unwrap();
+    let sqlite = crate::persistence::open(BackendKind::Sqlite, sqlite_db(&s.dir)).unwrap();
+    let handle = PersistenceHandle::new(jsonl.clone());
+    let h = header("swapped");
+    let mut log = SessionLog::new(h.clone());
+    let mut cursor = DurableCursor::default();
+    let add_turn = |log: &mut SessionLog, n: u32| {
+        for data in turn_data(n) {
+            log.append_at(data, 5);
+        }
+    };
+
+    add_turn(&mut log, 1);
+    checkpoint(&handle, &log, &mut cursor).unwrap();
+    assert_eq!(jsonl.stored_len(&h.id).unwrap(), Some(8));
+    assert_eq!(sqlite.stored_len(&h.id).unwrap(), None);
+
+    handle.swap(sqlite.clone());
+    add_turn(&mut log, 2);
+    checkpoint(&handle, &log, &mut cursor).unwrap();
+    let in_sqlite = sqlite.inspect(&h.id).unwrap();
+    assert_eq!(in_sqlite.header, h, "the new backend got the header");
+    assert_eq!(
+        in_sqlite.events,
+        log.events(),
+        "and every event, not only the new ones"
+    );
+    assert_eq!(jsonl.stored_len(&h.id).unwrap(), Some(8));
+
+    handle.swap(jsonl.clone());
+    add_turn(&mut log, 3);
+    checkpoint(&handle, &log, &mut cursor).unwrap();
+    checkpoint(&handle, &log, &mut cursor).unwrap();
+    let in_jsonl = jsonl.inspect(&h.id).unwrap();
+    assert_eq!(
+        in_jsonl.events,
+        log.events(),
+        "only the missing events were appended"
+    );
+    let location = handle.locate(&h).unwrap();
+    let lines = fs::read_to_string(&location.path).unwrap().lines().count();
+    assert_eq!(lines, 1 + 24, "header plus each event exactly once");
+    assert_eq!(sqlite.stored_len(&h.id).unwrap(), Some(16));
+    assert_eq!(cursor.stored(), 24);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSONL specifics
+
+#[test]
+fn jsonl_file_format_and_permissions() {
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let h = header("fmt");
+    backend.append(&h, &turn(0, 1)).unwrap();
+    let path = backend.locate(&h).unwrap().path;
+    assert_eq!(
+        path,
+        jsonl_root(&s.dir)
+            .join("--work-project--")
+            .join("fmt")
+            .join("session.jsonl")
+    );
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines = text.split_inclusive('\n');
+    assert_eq!(
+        lines.next(),
+        Some(
+            "{\"type\":\"session\",\"version\":0,\"id\":\"fmt\",\"createdAt\":1700000000000,\
+             \"cwd\":\"/work/project\",\"delegationDepth\":0}\n"
+        )
+    );
+    for (event, line) in turn(0, 1).iter().zip(lines) {
+        assert_eq!(line, format!("{}\n", event.to_json()));
+    }
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    for dir in path.ancestors().skip(1).take(4) {
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    }
+    assert_eq!(
+        fs::read_dir(path.parent().unwrap()).unwrap().count(),
+        1,
+        "no temporary file left behind"
+    );
+}
+
+#[test]
+fn jsonl_refuses_relative_root_and_duplicate_ids() {
+    assert!(matches!(
+        JsonlBackend::new("relative/root".into()),
+        Err(PersistenceError::Config(_))
+    ));
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let h = header("twice");
+    backend.append(&h, &turn(0, 1)).unwrap();
+    let path = backend.locate(&h).unwrap().path;
+    let copy = jsonl_root(&s.dir).join("--elsewhere--").join("twice");
+    fs::create_dir_all(&copy).unwrap();
+    fs::copy(&path, copy.join("session.jsonl")).unwrap();
+    let err = JsonlBackend::new(jsonl_root(&s.dir))
+        .unwrap()
+        .load(&h.id)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("more than one project directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn jsonl_list_skips_unreadable_headers() {
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let good = header("good");
+    backend.append(&good, &turn(0, 1)).unwrap();
+    let project = jsonl_root(&s.dir).join("--work-project--");
+    for (dir, content) in [
+        ("bad", "not a header\n"),
+        ("empty", ""),
+        ("partial", "{\"type\""),
+    ] {
+        fs::create_dir(project.join(dir)).unwrap();
+        fs::write(project.join(dir).join("session.jsonl"), content).unwrap();
+    }
+    // A log whose header names another session is not listed under the wrong name either.
+    fs::create_dir(project.join("impostor")).unwrap();
+    fs::copy(
+        project.join("good").join("session.jsonl"),
+        project.join("impostor").join("session.jsonl"),
+    )
+    .unwrap();
+    fs::write(jsonl_root(&s.dir).join("stray-file"), "x").unwrap();
+    assert_eq!(backend.list().unwrap(), vec![good]);
+    assert!(matches!(
+        backend.load(&id("impostor")),
+        Err(PersistenceError::Corrupt { line: 1, .. })
+    ));
+}
+
+#[test]
+fn jsonl_append_after_torn_tail_cuts_it_first() {
+    let s = scratch();
+    let h = header("resumed-writer");
+    JsonlBackend::new(jsonl_root(&s.dir))
+        .unwrap()
+        .append(&h, &turn(0, 1))
+        .unwrap();
+    Jsonl::tear(&s.dir, &h);
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    assert_eq!(backend.stored_len(&h.id).unwrap(), Some(8));
+    backend.append(&h, &turn(8, 2)).unwrap();
+    let reread = JsonlBackend::new(jsonl_root(&s.dir))
+        .unwrap()
+        .load(&h.id)
+        .unwrap();
+    assert!(reread.repairs.is_empty());
+    assert_eq!(reread.events.len(), 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite specifics
+
+#[test]
+fn sqlite_refuses_foreign_files_without_touching_them() {
+    let s = scratch();
+    let db = sqlite_db(&s.dir);
+    fs::create_dir(db.parent().unwrap()).unwrap();
+    let h = header("x");
+
+    fs::write(&db, b"just some text, not a database at all".repeat(200)).unwrap();
+    let before = snapshot(&s.dir);
+    let backend = SqliteBackend::open(db.clone()).unwrap();
+    assert!(matches!(
+        backend.list(),
+        Err(PersistenceError::ForeignDatabase { .. })
+    ));
+    assert!(matches!(
+        backend.append(&h, &turn(0, 1)),
+        Err(PersistenceError::ForeignDatabase { .. })
+    ));
+    assert_eq!(snapshot(&s.dir), before);
+    fs::remove_file(&db).unwrap();
+
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("PRAGMA application_id = 7; CREATE TABLE t(x);")
+            .unwrap();
+    }
+    let before = snapshot(&s.dir);
+    let err = SqliteBackend::open(db.clone())
+        .unwrap()
+        .append(&h, &turn(0, 1))
+        .unwrap_err();
+    assert!(err.to_string().contains("application_id"), "{err}");
+    assert_eq!(snapshot(&s.dir), before);
+    fs::remove_file(&db).unwrap();
+
+    // Our application id but another schema version.
+    let backend = SqliteBackend::open(db.clone()).unwrap();
+    backend.append(&h, &turn(0, 1)).unwrap();
+    drop(backend);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 2")
+        .unwrap();
+    let err = SqliteBackend::open(db).unwrap().load(&h.id).unwrap_err();
+    assert!(err.to_string().contains("schema version is 2"), "{err}");
+}
+
+#[test]
+fn sqlite_creates_a_private_wal_database() {
+    let s = scratch();
+    let db = sqlite_db(&s.dir);
+    let backend = SqliteBackend::open(db.clone()).unwrap();
+    assert!(backend.locate(&header("x")).is_none());
+    backend.append(&header("x"), &turn(0, 1)).unwrap();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(db.parent().unwrap()), 0o700);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let pragma = |name: &str| -> i64 { conn.pragma_query_value(None, name, |r| r.get(0)).unwrap() };
+    assert_eq!(
+        pragma("application_id"),
+        i64::from(crate::persistence::sqlite::APPLICATION_ID)
+    );
+    assert_eq!(pragma("user_version"), 1);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let rows: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE session_id = 'x'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 8);
+    assert!(matches!(
+        SqliteBackend::open("rel.sqlite3".into()),
+        Err(PersistenceError::Config(_))
+    ));
+}
+
+#[test]
+fn sqlite_seq_gap_is_corruption() {
+    let s = scratch();
+    let h = header("gap");
+    let backend = Sqlite::open(&s.dir);
+    backend.append(&h, &turn(0, 1)).unwrap();
+    rusqlite::Connection::open(sqlite_db(&s.dir))
+        .unwrap()
+        .execute("DELETE FROM events WHERE seq = 2", [])
+        .unwrap();
+    match backend.load(&h.id) {
+        Err(PersistenceError::Corrupt { line, message, .. }) => {
+            assert_eq!(line, 4, "{message}");
+            assert!(message.contains("expected seq 2"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// DESIGN §10 judges the backend as a ratio to the floor measured side by side: 64-event appends
+/// must reach at least 0.8x the throughput of a raw `write` + `fdatasync` of the same bytes.
+/// Ignored by default (timing on a shared machine); run with
+/// `cargo test --release -p dsh-daemon --lib -- --ignored append_throughput`.
+#[test]
+#[ignore = "timing; run explicitly in release mode"]
+fn jsonl_append_throughput_is_near_raw_fdatasync() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    const BATCH: usize = 64;
+    const BATCHES_PER_ROUND: u64 = 100;
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let h = header("bench");
+    let batch_data: Vec<EventData> = (1..=8).flat_map(turn_data).collect();
+    assert_eq!(batch_data.len(), BATCH);
+    let batch_at = |start: u64| events_from(start, batch_data.clone());
+    backend.append(&h, &batch_at(0)).unwrap();
+
+    let raw_path = s.dir.join("raw.jsonl");
+    let mut raw = fs::File::create(&raw_path).unwrap();
+    let (mut raw_time, mut ours_time) = (Duration::ZERO, Duration::ZERO);
+    let mut next = BATCH as u64;
+    for _round in 0..5 {
+        let batches: Vec<Vec<Event>> = (0..BATCHES_PER_ROUND)
+            .map(|i| batch_at(next + i * BATCH as u64))
+            .collect();
+        let bytes: Vec<Vec<u8>> = batches
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|e| format!("{}\n", e.to_json()))
+                    .collect::<String>()
+                    .into_bytes()
+            })
+            .collect();
+        let start = Instant::now();
+        for b in &bytes {
+            raw.write_all(b).unwrap();
+            raw.sync_data().unwrap();
+        }
+        raw_time += start.elapsed();
+        let start = Instant::now();
+        for b in &batches {
+            backend.append(&h, b).unwrap();
+        }
+        ours_time += start.elapsed();
+        next += BATCHES_PER_ROUND * BATCH as u64;
+    }
+    let ratio = raw_time.as_secs_f64() / ours_time.as_secs_f64();
+    let lines_per_sec = (5 * BATCHES_PER_ROUND * BATCH as u64) as f64 / ours_time.as_secs_f64();
+    println!(
+        "raw {raw_time:?}, jsonl {ours_time:?}: {ratio:.2}x of raw throughput, {lines_per_sec:.0} lines/s"
+    );
+    assert!(
+        ratio >= 0.8,
+        "jsonl appends reach only {ratio:.2}x of raw write+fdatasync"
+    );
+}

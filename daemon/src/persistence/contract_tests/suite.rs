@@ -1,0 +1,374 @@
+//! The contract every backend must keep, written once and instantiated for each backend.
+
+use super::*;
+
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        mod jsonl_contract {
+            $( #[test] fn $test() { super::$test::<super::Jsonl>(); } )*
+        }
+        mod sqlite_contract {
+            $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
+        }
+    };
+}
+
+contract!(
+    creation_is_lazy,
+    checkpoint_is_durable,
+    list_is_oldest_first,
+    locate_is_pure_and_follows_identity,
+    torn_tail_is_dropped,
+    corruption_before_last_turn_end_is_refused,
+    open_turn_is_closed,
+    seq_mismatch_is_refused,
+    hostile_ids_stay_inside_and_round_trip,
+    concurrent_sessions_do_not_mix,
+);
+
+fn creation_is_lazy<F: Fixture>() {
+    let s = scratch();
+    let before = listing(&s.dir);
+    let backend = F::open(&s.dir);
+    let h = header("s1");
+    let _ = backend.locate(&h);
+    assert_eq!(backend.stored_len(&h.id).unwrap(), None);
+    assert!(backend.list().unwrap().is_empty());
+    assert!(matches!(
+        backend.inspect(&h.id),
+        Err(PersistenceError::NotFound(_))
+    ));
+    assert!(matches!(
+        backend.load(&h.id),
+        Err(PersistenceError::NotFound(_))
+    ));
+    backend.append(&h, &[]).unwrap();
+    assert_eq!(
+        listing(&s.dir),
+        before,
+        "nothing may exist before the first append"
+    );
+
+    backend.append(&h, &turn(0, 1)).unwrap();
+    assert_ne!(listing(&s.dir), before);
+    assert_eq!(backend.stored_len(&h.id).unwrap(), Some(8));
+    assert_eq!(backend.list().unwrap(), vec![h.clone()]);
+    if let Some(location) = backend.locate(&h) {
+        assert!(
+            location.path.is_file(),
+            "the first append creates the located file"
+        );
+    }
+}
+
+fn checkpoint_is_durable<F: Fixture>() {
+    let s = scratch();
+    let h = header("durable");
+    let mut all = turn(0, 1);
+    {
+        let backend = F::open(&s.dir);
+        backend.append(&h, &all[..3]).unwrap();
+        backend.append(&h, &all[3..]).unwrap();
+        let more = turn(8, 2);
+        backend.append(&h, &more).unwrap();
+        all.extend(more);
+    }
+    let backend = F::open(&s.dir);
+    assert_eq!(backend.stored_len(&h.id).unwrap(), Some(16));
+    let inspected = backend.inspect(&h.id).unwrap();
+    let loaded = backend.load(&h.id).unwrap();
+    assert_eq!(inspected, loaded);
+    assert_eq!(loaded.header, h);
+    assert_eq!(loaded.events, all);
+    assert!(loaded.repairs.is_empty());
+    // The reopened store keeps taking appends where the log ended.
+    backend.append(&h, &turn(16, 3)).unwrap();
+    assert_eq!(F::open(&s.dir).load(&h.id).unwrap().events.len(), 24);
+}
+
+fn list_is_oldest_first<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let mut newest = header("a-newest");
+    newest.created_at += 10;
+    newest.cwd = "/other/place".into();
+    let mut child = header("b-child");
+    child.parent_session = Some(id("c-oldest"));
+    child.origin = Some(Origin::Subagent);
+    child.delegation_depth = 1;
+    let oldest = {
+        let mut h = header("c-oldest");
+        h.created_at -= 10;
+        h.cwd = "/".into();
+        h
+    };
+    let tie = header("a-tie");
+    for h in [&newest, &child, &oldest, &tie] {
+        backend.append(h, &turn(0, 1)).unwrap();
+    }
+    let expected = vec![oldest, tie, child, newest];
+    assert_eq!(backend.list().unwrap(), expected);
+    assert_eq!(F::open(&s.dir).list().unwrap(), expected);
+}
+
+fn locate_is_pure_and_follows_identity<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let parent = header("parent");
+    backend.append(&parent, &turn(0, 1)).unwrap();
+    let resumed = F::open(&s.dir).load(&parent.id).unwrap().header;
+    let before = snapshot(&s.dir);
+
+    let fork = SessionHeader {
+        id: id("fork"),
+        parent_session: Some(parent.id.clone()),
+        seed_length: Some(8),
+        ..parent.clone()
+    };
+    let spawn = SessionHeader {
+        id: id("spawn"),
+        parent_session: Some(parent.id.clone()),
+        origin: Some(Origin::Subagent),
+        delegation_depth: 1,
+        ..parent.clone()
+    };
+    let here = backend.locate(&parent);
+    assert_eq!(backend.locate(&resumed), here, "resume keeps the location");
+    assert_eq!(
+        F::open(&s.dir).locate(&parent),
+        here,
+        "stable across instances"
+    );
+    for h in [&fork, &spawn, &header("never-written")] {
+        let other = backend.locate(h);
+        match (&here, &other) {
+            (Some(a), Some(b)) => {
+                assert_ne!(a.path, b.path, "{} gets its own location", h.id);
+                assert_eq!(b.kind, "jsonl");
+                assert!(!b.path.exists(), "locate creates nothing");
+            }
+            (None, None) => assert_eq!(backend.kind(), BackendKind::Sqlite),
+            other => panic!("inconsistent locations {other:?}"),
+        }
+    }
+    assert_eq!(snapshot(&s.dir), before, "locate did I/O");
+}
+
+fn torn_tail_is_dropped<F: Fixture>() {
+    let s = scratch();
+    let h = header("torn");
+    let backend = F::open(&s.dir);
+    backend.append(&h, &turn(0, 1)).unwrap();
+    let clean = snapshot(&s.dir);
+    drop(backend);
+    if F::tear(&s.dir, &h).is_none() {
+        return;
+    }
+    let torn = snapshot(&s.dir);
+    let backend = F::open(&s.dir);
+    let inspected = backend.inspect(&h.id).unwrap();
+    assert_eq!(inspected.events, turn(0, 1));
+    assert_eq!(snapshot(&s.dir), torn, "inspect never writes");
+
+    let loaded = backend.load(&h.id).unwrap();
+    assert_eq!(loaded.events, turn(0, 1));
+    assert_eq!(
+        loaded.repairs,
+        vec![Repair::TornTail {
+            from_line: 10,
+            lines: 1
+        }]
+    );
+    assert_eq!(snapshot(&s.dir), clean, "load cut the tail from the file");
+    assert!(F::open(&s.dir).load(&h.id).unwrap().repairs.is_empty());
+    backend.append(&h, &turn(8, 2)).unwrap();
+    assert_eq!(F::open(&s.dir).load(&h.id).unwrap().events.len(), 16);
+}
+
+fn corruption_before_last_turn_end_is_refused<F: Fixture>() {
+    let s = scratch();
+    let h = header("damaged");
+    let backend = F::open(&s.dir);
+    backend.append(&h, &turn(0, 1)).unwrap();
+    backend.append(&h, &turn(8, 2)).unwrap();
+    drop(backend);
+    let (path, line) = F::damage(&s.dir, &h, 3);
+    let damaged = snapshot(&s.dir);
+    let backend = F::open(&s.dir);
+    for result in [backend.load(&h.id), backend.inspect(&h.id)] {
+        match result {
+            Err(PersistenceError::Corrupt {
+                path: p, line: l, ..
+            }) => {
+                assert_eq!((p, l), (path.clone(), line));
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+    let err = backend.load(&h.id).unwrap_err().to_string();
+    assert!(err.contains(&format!("{}:{line}", path.display())), "{err}");
+    assert_eq!(snapshot(&s.dir), damaged, "a corrupt log is left as it is");
+}
+
+fn open_turn_is_closed<F: Fixture>() {
+    let s = scratch();
+    let h = header("crashed");
+    let backend = F::open(&s.dir);
+    backend.append(&h, &turn(0, 1)).unwrap();
+    backend.append(&h, &open_turn(8, 2)).unwrap();
+    drop(backend);
+
+    let backend = F::open(&s.dir);
+    assert_eq!(
+        backend.inspect(&h.id).unwrap().events.len(),
+        11,
+        "inspect adds nothing"
+    );
+    let loaded = backend.load(&h.id).unwrap();
+    assert_eq!(
+        loaded.repairs,
+        vec![Repair::ClosedOpenTurn { turn: 2, events: 3 }]
+    );
+    let closers = &loaded.events[11..];
+    assert_eq!(
+        closers.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [11, 12, 13]
+    );
+    match &closers[0].data {
+        EventData::ToolResult {
+            call_id,
+            is_error: true,
+            code: Some(code),
+            ..
+        } => assert_eq!(
+            (call_id.as_str(), code.as_str()),
+            ("lost", TOOL_OUTCOME_UNKNOWN)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(closers[1].data, EventData::StepEnd { turn: 2, step: 1 });
+    assert_eq!(
+        closers[2].data,
+        EventData::TurnEnd {
+            turn: 2,
+            reason: TurnEndReason::Interrupted
+        }
+    );
+    // The repair is durable: a fresh instance finds a closed log and repairs nothing.
+    let again = F::open(&s.dir).load(&h.id).unwrap();
+    assert!(again.repairs.is_empty());
+    assert_eq!(again.events, loaded.events);
+    assert_eq!(backend.stored_len(&h.id).unwrap(), Some(14));
+    backend.append(&h, &turn(14, 3)).unwrap();
+    assert_eq!(F::open(&s.dir).inspect(&h.id).unwrap().events.len(), 22);
+}
+
+fn seq_mismatch_is_refused<F: Fixture>() {
+    let s = scratch();
+    let h = header("gaps");
+    let backend = F::open(&s.dir);
+    let expect_mismatch =
+        |result: Result<(), PersistenceError>, expected: u64, got: u64| match result {
+            Err(PersistenceError::SeqMismatch {
+                id,
+                expected: e,
+                got: g,
+            }) => assert_eq!((id, e, g), (h.id.clone(), expected, got)),
+            other => panic!("expected a seq mismatch, got {other:?}"),
+        };
+    expect_mismatch(backend.append(&h, &turn(2, 1)), 0, 2);
+    assert_eq!(
+        backend.stored_len(&h.id).unwrap(),
+        None,
+        "a refused first append creates nothing"
+    );
+    backend.append(&h, &turn(0, 1)).unwrap();
+    expect_mismatch(backend.append(&h, &turn(10, 2)), 8, 10);
+    expect_mismatch(backend.append(&h, &turn(7, 2)), 8, 7);
+    expect_mismatch(backend.append(&h, &turn(0, 1)), 8, 0);
+    let mut gappy = turn(8, 2);
+    gappy[3].seq = 12;
+    expect_mismatch(backend.append(&h, &gappy), 11, 12);
+    assert_eq!(F::open(&s.dir).inspect(&h.id).unwrap().events, turn(0, 1));
+    backend.append(&h, &turn(8, 2)).unwrap();
+    assert_eq!(F::open(&s.dir).stored_len(&h.id).unwrap(), Some(16));
+}
+
+fn hostile_ids_stay_inside_and_round_trip<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let store = backend.path();
+    let long = "x".repeat(256);
+    let wide = "\u{fc}".repeat(128);
+    let ids = [
+        "../../x",
+        "a/b",
+        ".",
+        "..",
+        "~",
+        "\u{fc}/..",
+        "/etc/passwd",
+        "a\\b",
+        "-",
+        "--x--",
+        " ",
+        "\n",
+        &long,
+        &wide,
+    ];
+    let mut headers = Vec::new();
+    for (n, raw) in ids.iter().enumerate() {
+        let mut h = header(raw);
+        h.created_at += i64::try_from(n).unwrap();
+        backend.append(&h, &turn(0, 1)).unwrap();
+        if let Some(location) = backend.locate(&h) {
+            assert!(location.path.starts_with(&store), "{raw:?} -> {location:?}");
+            assert_eq!(
+                location.path.components().count(),
+                store.components().count() + 3,
+                "{raw:?} -> {location:?}"
+            );
+            assert!(location.path.is_file(), "{raw:?} -> {location:?}");
+        }
+        headers.push(h);
+    }
+    let fresh = F::open(&s.dir);
+    for h in &headers {
+        let loaded = fresh.load(&h.id).unwrap();
+        assert_eq!((&loaded.header, loaded.events.len()), (h, 8));
+    }
+    assert_eq!(fresh.list().unwrap(), headers);
+    // Nothing was written outside the store: its root, or the database and its WAL files.
+    for path in listing(&s.dir) {
+        let inside = path.starts_with(&store)
+            || path
+                .to_string_lossy()
+                .starts_with(&*store.to_string_lossy())
+            || store.starts_with(&path);
+        assert!(inside, "{} is outside {}", path.display(), store.display());
+    }
+}
+
+fn concurrent_sessions_do_not_mix<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    std::thread::scope(|scope| {
+        for n in 0..4 {
+            let backend = backend.clone();
+            scope.spawn(move || {
+                let h = header(&format!("worker-{n}"));
+                for t in 0..5u32 {
+                    backend.append(&h, &turn(u64::from(t) * 8, t + 1)).unwrap();
+                }
+            });
+        }
+    });
+    let fresh = F::open(&s.dir);
+    for n in 0..4 {
+        let events = fresh.load(&id(&format!("worker-{n}"))).unwrap().events;
+        let expected: Vec<Event> = (0..5u32)
+            .flat_map(|t| turn(u64::from(t) * 8, t + 1))
+            .collect();
+        assert_eq!(events, expected);
+    }
+}

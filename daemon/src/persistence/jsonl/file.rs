@@ -1,0 +1,218 @@
+//! Durable file operations for the JSONL backend (DESIGN §4.4): private directories, atomic
+//! creation that never overwrites, and appends that leave no partial write behind.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, ErrorKind};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::persistence::PersistenceError;
+
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> PersistenceError {
+    let path = path.to_owned();
+    move |source| PersistenceError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// Fsyncs a directory, making the entries created in it durable.
+fn sync_dir(dir: &Path) -> Result<(), PersistenceError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error("sync directory", dir))
+}
+
+/// Creates `dir` and any missing ancestors with mode 0700, fsyncing each new directory's parent so
+/// the new entry survives a crash. Existing directories are left as they are.
+pub(super) fn create_private_dirs(dir: &Path) -> Result<(), PersistenceError> {
+    let mut missing: Vec<&Path> = Vec::new();
+    let mut cursor = Some(dir);
+    while let Some(path) = cursor {
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => {
+                return Err(PersistenceError::Io {
+                    action: "create directory",
+                    path: path.to_owned(),
+                    source: io::Error::from(ErrorKind::NotADirectory),
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => missing.push(path),
+            Err(e) => return Err(io_error("inspect", path)(e)),
+        }
+        cursor = path.parent();
+    }
+    for path in missing.into_iter().rev() {
+        match DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => {}
+            // Another writer made it between our stat and mkdir: just as good.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("create directory", path)(e)),
+        }
+        if let Some(parent) = path.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Publishes a new log at `path` holding exactly `content`: written to a temporary file in the
+/// same directory, fsynced, then hard-linked to the final name. `link` fails if the name exists,
+/// so an existing log is never overwritten, and a crash leaves either no log or the whole one.
+/// Returns the file, open for reading and writing, for later appends.
+pub(super) fn create_new_log(path: &Path, content: &[u8]) -> Result<File, PersistenceError> {
+    let dir = path.parent().ok_or_else(|| {
+        PersistenceError::Config(format!("log path {} has no parent", path.display()))
+    })?;
+    create_private_dirs(dir)?;
+    // The final name existing is the common refusal; check it first to spare a temp file.
+    if fs::symlink_metadata(path).is_ok() {
+        return Err(exists(path));
+    }
+    let tmp = temp_name(path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_error("create", &tmp))?;
+    let published = file
+        .write_all_at(content, 0)
+        .and_then(|()| file.sync_all())
+        .map_err(io_error("write", &tmp))
+        .and_then(|()| {
+            fs::hard_link(&tmp, path).map_err(|e| {
+                if e.kind() == ErrorKind::AlreadyExists {
+                    exists(path)
+                } else {
+                    io_error("link", path)(e)
+                }
+            })
+        });
+    // The temporary name goes whether or not the link was made; the inode lives on under the
+    // final name (and in `file`) when it was.
+    if let Err(e) = fs::remove_file(&tmp) {
+        tracing::warn!(path = %tmp.display(), error = %e, "could not remove a temporary log file");
+    }
+    published?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+fn exists(path: &Path) -> PersistenceError {
+    PersistenceError::Io {
+        action: "create",
+        path: path.to_owned(),
+        source: io::Error::new(
+            ErrorKind::AlreadyExists,
+            "a session log already exists there; it is never overwritten",
+        ),
+    }
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::now_v7().simple()))
+}
+
+/// Opens an existing log for reading and appending.
+pub(super) fn open_log(path: &Path) -> Result<File, PersistenceError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_error("open", path))
+}
+
+/// Writes `bytes` at `offset` (the end of the committed log) and waits until they are durable. On
+/// any failure the file is cut back to `offset`, so no partial line is left for the next append to
+/// land after.
+pub(super) fn append_durably(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<(), PersistenceError> {
+    let written = file
+        .write_all_at(bytes, offset)
+        .and_then(|()| file.sync_data());
+    if let Err(source) = written {
+        if let Err(rollback) = truncate_durably(file, path, offset) {
+            tracing::error!(
+                path = %path.display(),
+                error = %rollback,
+                "could not cut a failed append back; the next load will treat it as a torn tail"
+            );
+        }
+        return Err(PersistenceError::Io {
+            action: "append to",
+            path: path.to_owned(),
+            source,
+        });
+    }
+    Ok(())
+}
+
+/// Cuts the file to `len` bytes and waits until that is durable.
+pub(super) fn truncate_durably(file: &File, path: &Path, len: u64) -> Result<(), PersistenceError> {
+    file.set_len(len)
+        .and_then(|()| file.sync_all())
+        .map_err(io_error("truncate", path))
+}
+
+/// Reads the whole log; `Ok(None)` when it does not exist.
+pub(super) fn read_log(path: &Path) -> Result<Option<Vec<u8>>, PersistenceError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error("read", path)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn create_never_overwrites() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("a").join("b").join("session.jsonl");
+        create_new_log(&path, b"first\n").unwrap();
+        let err = create_new_log(&path, b"second\n").unwrap_err();
+        assert!(
+            matches!(&err, PersistenceError::Io { source, .. } if source.kind() == ErrorKind::AlreadyExists),
+            "{err}"
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"first\n");
+        let dir = path.parent().unwrap();
+        assert_eq!(
+            fs::read_dir(dir).unwrap().count(),
+            1,
+            "temp files are removed"
+        );
+        assert_eq!(
+            fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn appends_land_at_the_committed_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        let file = create_new_log(&path, b"h\n").unwrap();
+        // Bytes past the committed end (a torn tail) are overwritten, not appended after.
+        append_durably(&file, &path, 2, b"torn").unwrap();
+        append_durably(&file, &path, 2, b"ok\n").unwrap();
+        truncate_durably(&file, &path, 5).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"h\nok\n");
+        assert_eq!(read_log(&tmp.path().join("missing")).unwrap(), None);
+    }
+}

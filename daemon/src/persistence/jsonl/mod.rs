@@ -1,0 +1,400 @@
+//! JSONL backend (DESIGN §4.4, §4.5): one plain `.jsonl` file per session, at
+//! `<root>/--<projectKey(cwd)>--/<escape(id)>/session.jsonl`, readable with `tail`, `grep` and `jq`.
+//!
+//! Each session has one writer: the backend keeps the file of every session it has touched open,
+//! with its committed length, so a steady-state append is one positioned write and one
+//! `fdatasync`, nothing more.
+
+mod file;
+mod layout;
+mod read;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use layout::{
+    LOG_FILE, escape_id, is_project_dir_name, log_path, project_dir_name, project_key,
+    session_dir_name,
+};
+
+use super::{
+    BackendKind, Persistence, PersistenceError, Repair, SessionLocation, StoredSession, batch_start,
+};
+use crate::session::repair::close_open_turn;
+use crate::session::{Event, EventData, SessionHeader, SessionId};
+use read::Scan;
+
+/// The JSONL backend. Creates nothing until a session's first append.
+#[derive(Debug)]
+pub struct JsonlBackend {
+    root: PathBuf,
+    /// One slot per session this backend has touched. The outer lock is held only to find a
+    /// slot; I/O happens under the slot's own lock, so sessions do not wait for each other's
+    /// fsyncs while each session still has exactly one writer.
+    sessions: Mutex<HashMap<SessionId, Arc<Mutex<Slot>>>>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// The open log, once it has been created or read; `None` after a failure, so the next use
+    /// reads the file again instead of trusting a stale length.
+    open: Option<OpenLog>,
+}
+
+#[derive(Debug)]
+struct OpenLog {
+    file: fs::File,
+    path: PathBuf,
+    header: SessionHeader,
+    /// Length of the committed prefix: where the next append goes.
+    committed: u64,
+    /// Length of the file, larger than `committed` while a torn tail is still on disk.
+    file_len: u64,
+    /// Events in the committed prefix.
+    events: u64,
+}
+
+impl JsonlBackend {
+    /// A backend rooted at `root`, which must be absolute. Touches nothing on disk: the root is
+    /// created (0700) by the first append.
+    pub fn new(root: PathBuf) -> Result<Self, PersistenceError> {
+        if !root.is_absolute() {
+            return Err(PersistenceError::Config(format!(
+                "jsonl root {} is not an absolute path",
+                root.display()
+            )));
+        }
+        Ok(Self {
+            root,
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn slot(&self, id: &SessionId) -> Arc<Mutex<Slot>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.entry(id.clone()).or_default().clone()
+    }
+
+    /// The log of `id`, wherever its cwd put it: `<root>/*/<dir(id)>/session.jsonl`.
+    fn find(&self, id: &SessionId) -> Result<Option<PathBuf>, PersistenceError> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(io("read directory", &self.root, source)),
+        };
+        let name = session_dir_name(id.as_str());
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io("read directory", &self.root, e))?;
+            if !entry.file_name().to_str().is_some_and(is_project_dir_name) {
+                continue;
+            }
+            let candidate = entry.path().join(&name).join(LOG_FILE);
+            match fs::metadata(&candidate) {
+                Ok(meta) if meta.is_file() => found.push(candidate),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+                Err(source) => return Err(io("inspect", &candidate, source)),
+            }
+        }
+        found.sort();
+        match found.len() {
+            0 => Ok(None),
+            1 => Ok(found.pop()),
+            _ => Err(PersistenceError::Corrupt {
+                path: found[1].clone(),
+                line: 0,
+                message: format!(
+                    "session {id} appears in more than one project directory (also {}); \
+                     remove or rename one of them",
+                    found[0].display()
+                ),
+            }),
+        }
+    }
+
+    /// Reads and checks the stored log of `id`.
+    fn read_stored(&self, id: &SessionId) -> Result<(PathBuf, Scan), PersistenceError> {
+        let path = self
+            .find(id)?
+            .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let scan = self.read_at(id, &path)?;
+        Ok((path, scan))
+    }
+
+    /// Reads and checks the log of `id` at `path`.
+    fn read_at(&self, id: &SessionId, path: &Path) -> Result<Scan, PersistenceError> {
+        let bytes = file::read_log(path)?.ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let scan = read::scan(path, &bytes)?;
+        self.check_identity(id, path, &scan.header)?;
+        Ok(scan)
+    }
+
+    /// A log must sit where its own header says it belongs; anything else (a hash collision of
+    /// long ids, a file copied by hand) is refused rather than served as another session.
+    fn check_identity(
+        &self,
+        id: &SessionId,
+        path: &Path,
+        header: &SessionHeader,
+    ) -> Result<(), PersistenceError> {
+        let expected = log_path(&self.root, header);
+        if header.id != *id || expected != path {
+            return Err(PersistenceError::Corrupt {
+                path: path.to_owned(),
+                line: 1,
+                message: format!(
+                    "header names session {} (log {}), not {id}",
+                    header.id,
+                    expected.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the stored log of `id` for appending, if there is one. A torn tail is remembered,
+    /// not cut: that is a write, and it is left to the next append or load.
+    fn open_stored(&self, id: &SessionId) -> Result<Option<OpenLog>, PersistenceError> {
+        let Some(path) = self.find(id)? else {
+            return Ok(None);
+        };
+        let scan = self.read_at(id, &path)?;
+        let file = file::open_log(&path)?;
+        let file_len = file.metadata().map_err(|e| io("inspect", &path, e))?.len();
+        Ok(Some(OpenLog {
+            file,
+            path,
+            header: scan.header,
+            committed: scan.committed,
+            file_len,
+            events: scan.events.len() as u64,
+        }))
+    }
+}
+
+fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceError {
+    PersistenceError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl Persistence for JsonlBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Jsonl
+    }
+
+    fn path(&self) -> PathBuf {
+        self.root.clone()
+    }
+
+    fn locate(&self, header: &SessionHeader) -> Option<SessionLocation> {
+        Some(SessionLocation {
+            kind: BackendKind::Jsonl.as_str(),
+            path: log_path(&self.root, header),
+        })
+    }
+
+    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.open.is_none() {
+            slot.open = self.open_stored(id)?;
+        }
+        Ok(slot.open.as_ref().map(|open| open.events))
+    }
+
+    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError> {
+        let id = &header.id;
+        if events.is_empty() {
+            return Ok(());
+        }
+        let first = batch_start(id, events)?;
+        header
+            .validate()
+            .map_err(|e| PersistenceError::Config(format!("session {id}: invalid header: {e}")))?;
+
+        let slot = self.slot(id);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.open.is_none() {
+            slot.open = self.open_stored(id)?;
+        }
+        let Some(open) = slot.open.as_mut() else {
+            if first != 0 {
+                return Err(PersistenceError::SeqMismatch {
+                    id: id.clone(),
+                    expected: 0,
+                    got: first,
+                });
+            }
+            let path = log_path(&self.root, header);
+            let mut content = read::header_line(header);
+            read::push_event_lines(&mut content, events);
+            let file = file::create_new_log(&path, &content)?;
+            let len = content.len() as u64;
+            slot.open = Some(OpenLog {
+                file,
+                path,
+                header: header.clone(),
+                committed: len,
+                file_len: len,
+                events: events.len() as u64,
+            });
+            return Ok(());
+        };
+
+        if open.header != *header {
+            return Err(PersistenceError::Config(format!(
+                "session {id} is stored at {} with a different header",
+                open.path.display()
+            )));
+        }
+        if first != open.events {
+            return Err(PersistenceError::SeqMismatch {
+                id: id.clone(),
+                expected: open.events,
+                got: first,
+            });
+        }
+        let mut buf = Vec::with_capacity(events.len() * 160);
+        read::push_event_lines(&mut buf, events);
+        let result = (|| {
+            if open.file_len > open.committed {
+                // A torn tail from a crash is still on disk; the new lines must not land after it.
+                tracing::warn!(path = %open.path.display(), "dropping a torn tail before appending");
+                file::truncate_durably(&open.file, &open.path, open.committed)?;
+                open.file_len = open.committed;
+            }
+            file::append_durably(&open.file, &open.path, open.committed, &buf)
+        })();
+        if let Err(e) = result {
+            slot.open = None;
+            return Err(e);
+        }
+        open.committed += buf.len() as u64;
+        open.file_len = open.committed;
+        open.events += events.len() as u64;
+        Ok(())
+    }
+
+    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        // Whatever is cached is re-read: load is the moment the file is checked and repaired.
+        slot.open = None;
+        let (path, scan) = self.read_stored(id)?;
+        let Scan {
+            header,
+            mut events,
+            committed,
+            torn,
+        } = scan;
+        let file = file::open_log(&path)?;
+        let mut repairs = Vec::new();
+        if let Some(torn) = torn {
+            file::truncate_durably(&file, &path, committed)?;
+            tracing::warn!(path = %path.display(), ?torn, "dropped a torn tail");
+            repairs.push(torn);
+        }
+        let mut len = committed;
+        let closers = close_open_turn(&events);
+        if let Some(Event {
+            data: EventData::TurnEnd { turn, .. },
+            ..
+        }) = closers.last()
+        {
+            let mut buf = Vec::new();
+            read::push_event_lines(&mut buf, &closers);
+            file::append_durably(&file, &path, len, &buf)?;
+            len += buf.len() as u64;
+            repairs.push(Repair::ClosedOpenTurn {
+                turn: *turn,
+                events: closers.len(),
+            });
+            events.extend(closers);
+        }
+        slot.open = Some(OpenLog {
+            file,
+            path,
+            header: header.clone(),
+            committed: len,
+            file_len: len,
+            events: events.len() as u64,
+        });
+        Ok(StoredSession {
+            header,
+            events,
+            repairs,
+        })
+    }
+
+    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        // Wait for a writer of this session, if there is one, so the snapshot is not mid-append;
+        // but do not make slots for ids nobody writes (inspect takes ids from outside).
+        let existing = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        let _writer = existing
+            .as_ref()
+            .map(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner));
+        let (_, scan) = self.read_stored(id)?;
+        Ok(StoredSession {
+            header: scan.header,
+            events: scan.events,
+            repairs: Vec::new(),
+        })
+    }
+
+    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+        let projects = match fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(io("read directory", &self.root, source)),
+        };
+        let mut headers = Vec::new();
+        for project in projects {
+            let project = project.map_err(|e| io("read directory", &self.root, e))?;
+            let is_dir = project.file_type().is_ok_and(|t| t.is_dir());
+            if !is_dir
+                || !project
+                    .file_name()
+                    .to_str()
+                    .is_some_and(is_project_dir_name)
+            {
+                continue;
+            }
+            let project = project.path();
+            let sessions = fs::read_dir(&project).map_err(|e| io("read directory", &project, e))?;
+            for session in sessions {
+                let session = session.map_err(|e| io("read directory", &project, e))?;
+                let path = session.path().join(LOG_FILE);
+                if !path.is_file() {
+                    continue;
+                }
+                match read::read_header(&path) {
+                    Ok(header) if log_path(&self.root, &header) == path => headers.push(header),
+                    Ok(header) => tracing::warn!(
+                        path = %path.display(),
+                        id = %header.id,
+                        "skipping a session log whose header belongs elsewhere"
+                    ),
+                    Err(reason) => tracing::warn!(
+                        path = %path.display(),
+                        %reason,
+                        "skipping a session log with an unreadable header"
+                    ),
+                }
+            }
+        }
+        headers.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(headers)
+    }
+}

@@ -1,0 +1,308 @@
+//! The JSONL line format and its reader (DESIGN §4.4, §4.5): line 1 is the header tagged
+//! `"type":"session"`, each later line one event, every line ends with `\n`. Reading finds the
+//! committed prefix and tells a torn tail (droppable) from corruption (refused).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::persistence::{PersistenceError, Repair};
+use crate::session::{Event, SessionHeader};
+
+/// The longest header line `list` reads before giving up on a file: headers are a few hundred
+/// bytes, so anything this long without a newline is not a session log.
+const HEADER_LINE_LIMIT: u64 = 64 * 1024;
+
+#[derive(Serialize)]
+struct HeaderLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    header: &'a SessionHeader,
+}
+
+/// Line 1 of a log, newline included: the header with `"type":"session"` first.
+pub(super) fn header_line(header: &SessionHeader) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&HeaderLine {
+        kind: "session",
+        header,
+    })
+    // Our own header has only string keys and plain values: serialising it cannot fail.
+    .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// Appends `events` to `buf` as JSON lines, each ending in `\n`.
+pub(super) fn push_event_lines(buf: &mut Vec<u8>, events: &[Event]) {
+    for event in events {
+        // Writing into a Vec cannot fail, and our events always serialise.
+        if serde_json::to_writer(&mut *buf, event).is_ok() {
+            buf.push(b'\n');
+        }
+    }
+}
+
+/// Parses and validates a header line (without its newline).
+pub(super) fn parse_header(line: &[u8]) -> Result<SessionHeader, String> {
+    let value: Value =
+        serde_json::from_slice(line).map_err(|e| format!("header is not JSON: {e}"))?;
+    let Value::Object(mut map) = value else {
+        return Err("header is not a JSON object".to_owned());
+    };
+    match map.remove("type") {
+        Some(Value::String(kind)) if kind == "session" => {}
+        other => return Err(format!("line 1 is not a session header (type {other:?})")),
+    }
+    let header: SessionHeader = serde_json::from_value(Value::Object(map))
+        .map_err(|e| format!("invalid session header: {e}"))?;
+    header.validate().map_err(|e| e.to_string())?;
+    Ok(header)
+}
+
+/// Reads only the header of the log at `path` (for `list`).
+pub(super) fn read_header(path: &Path) -> Result<SessionHeader, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut line = Vec::new();
+    BufReader::new(file)
+        .take(HEADER_LINE_LIMIT)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if line.pop() != Some(b'\n') {
+        return Err("header line is missing or incomplete".to_owned());
+    }
+    parse_header(&line)
+}
+
+/// What a log holds, as far as it is committed.
+#[derive(Debug)]
+pub(super) struct Scan {
+    /// The header.
+    pub header: SessionHeader,
+    /// The committed events, contiguous from seq 0.
+    pub events: Vec<Event>,
+    /// Length in bytes of the committed prefix (header and events, newlines included).
+    pub committed: u64,
+    /// The torn tail after the committed prefix, if any.
+    pub torn: Option<Repair>,
+}
+
+/// Splits a log into its committed prefix and torn tail, or reports corruption (DESIGN §4.5).
+///
+/// A final line without `\n`, or a bad line (invalid JSON, unknown type, wrong seq) after which no
+/// `turn/end` follows, starts a torn tail. A bad line at or before the last `turn/end` means data
+/// that was once committed is damaged: that is corruption, named by its 1-based line.
+pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, PersistenceError> {
+    let corrupt = |line: usize, message: String| PersistenceError::Corrupt {
+        path: path.to_owned(),
+        line,
+        message,
+    };
+    let mut lines = Lines { bytes, pos: 0 };
+    let header = match lines.next() {
+        Some((line, true)) => parse_header(line).map_err(|m| corrupt(1, m))?,
+        Some((_, false)) => return Err(corrupt(1, "header line has no newline".to_owned())),
+        None => return Err(corrupt(1, "empty session log".to_owned())),
+    };
+    let mut committed = lines.pos;
+    let mut events: Vec<Event> = Vec::new();
+    // First bad line (1-based) and why; then how many lines the tail holds.
+    let mut first_bad: Option<(usize, String)> = None;
+    let mut dropped = 0;
+    let mut number = 1;
+    while let Some((line, complete)) = lines.next() {
+        number += 1;
+        if let Some((bad, why)) = &first_bad {
+            dropped += 1;
+            if complete && is_turn_end(line) {
+                return Err(corrupt(
+                    *bad,
+                    format!("{why}, but a turn/end follows at line {number}"),
+                ));
+            }
+            continue;
+        }
+        if !complete {
+            first_bad = Some((number, "final line has no newline".to_owned()));
+            dropped = 1;
+            continue;
+        }
+        let expected = events.len() as u64;
+        let why = match serde_json::from_slice::<Event>(line) {
+            Ok(event) if event.seq == expected => {
+                events.push(event);
+                committed = lines.pos;
+                continue;
+            }
+            Ok(event) => format!("expected seq {expected}, found {}", event.seq),
+            Err(e) => format!("bad event line: {e}"),
+        };
+        if is_turn_end(line) {
+            return Err(corrupt(number, why));
+        }
+        first_bad = Some((number, why));
+        dropped = 1;
+    }
+    Ok(Scan {
+        header,
+        events,
+        committed: committed as u64,
+        torn: first_bad.map(|(from_line, _)| Repair::TornTail {
+            from_line,
+            lines: dropped,
+        }),
+    })
+}
+
+/// True when a line looks like a `turn/end` event, whatever else is wrong with it.
+fn is_turn_end(line: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(line)
+        .ok()
+        .and_then(|v| {
+            v.get("type")
+                .and_then(Value::as_str)
+                .map(|t| t == "turn/end")
+        })
+        .unwrap_or(false)
+}
+
+/// Lines of a byte buffer: each item is the line without its newline and whether it had one.
+struct Lines<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (&'a [u8], bool);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.bytes.get(self.pos..).filter(|r| !r.is_empty())?;
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                self.pos += end + 1;
+                Some((&rest[..end], true))
+            }
+            None => {
+                self.pos = self.bytes.len();
+                Some((rest, false))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{EventData, SessionId, TurnEndReason};
+
+    fn header() -> SessionHeader {
+        SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 7)
+    }
+
+    fn line(event: EventData, seq: u64) -> String {
+        let mut buf = Vec::new();
+        push_event_lines(
+            &mut buf,
+            &[Event {
+                seq,
+                time: 1,
+                data: event,
+            }],
+        );
+        String::from_utf8(buf).unwrap()
+    }
+
+    fn turn(n: u32, seq: u64) -> String {
+        line(EventData::TurnStart { turn: n }, seq)
+            + &line(
+                EventData::TurnEnd {
+                    turn: n,
+                    reason: TurnEndReason::Completed,
+                },
+                seq + 1,
+            )
+    }
+
+    fn log(body: &str) -> Vec<u8> {
+        let mut bytes = header_line(&header());
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn header_line_is_tagged_first() {
+        let text = String::from_utf8(header_line(&header())).unwrap();
+        assert_eq!(
+            text,
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":7,\"cwd\":\"/w\",\"delegationDepth\":0}\n"
+        );
+        assert_eq!(parse_header(text.trim_end().as_bytes()).unwrap(), header());
+        assert!(parse_header(b"{\"version\":0}").is_err());
+        assert!(parse_header(br#"{"type":"turn/start","seq":0,"time":0,"data":{}}"#).is_err());
+    }
+
+    #[test]
+    fn clean_log_has_no_tail() {
+        let bytes = log(&turn(1, 0));
+        let scan = scan(Path::new("/x"), &bytes).unwrap();
+        assert_eq!(scan.events.len(), 2);
+        assert_eq!(scan.committed, bytes.len() as u64);
+        assert!(scan.torn.is_none());
+    }
+
+    #[test]
+    fn tails_after_the_last_turn_end_are_torn() {
+        let good = turn(1, 0);
+        for (tail, from_line, lines) in [
+            ("{\"type\":\"turn/st", 4, 1),
+            ("garbage\n", 4, 1),
+            ("garbage\n{\"partial", 4, 2),
+            (line(EventData::TurnStart { turn: 2 }, 5).as_str(), 4, 1),
+            ("\n", 4, 1),
+        ] {
+            let bytes = log(&(good.clone() + tail));
+            let scan = scan(Path::new("/x"), &bytes).unwrap();
+            assert_eq!(scan.events.len(), 2, "{tail:?}");
+            assert_eq!(scan.committed, log(&good).len() as u64);
+            assert_eq!(
+                scan.torn,
+                Some(Repair::TornTail { from_line, lines }),
+                "{tail:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn damage_before_a_turn_end_is_corruption() {
+        let bad_then_end = log(&(turn(1, 0) + "oops\n" + &turn(2, 2)));
+        match scan(Path::new("/x"), &bad_then_end) {
+            Err(PersistenceError::Corrupt { line, .. }) => assert_eq!(line, 4),
+            other => panic!("{other:?}"),
+        }
+        // A turn/end with a wrong seq is damage at the last turn/end itself.
+        let gap = log(&(line(EventData::TurnStart { turn: 1 }, 0)
+            + &line(
+                EventData::TurnEnd {
+                    turn: 1,
+                    reason: TurnEndReason::Completed,
+                },
+                2,
+            )));
+        match scan(Path::new("/x"), &gap) {
+            Err(PersistenceError::Corrupt { line, message, .. }) => {
+                assert_eq!(line, 3);
+                assert!(message.contains("expected seq 1"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [&b""[..], b"{\"type\":\"session\"", b"not json\n"] {
+            assert!(matches!(
+                scan(Path::new("/x"), bad),
+                Err(PersistenceError::Corrupt { line: 1, .. })
+            ));
+        }
+    }
+}
