@@ -24,7 +24,10 @@ fn main() {
         .expect("build release dshd")
         .path()
         .to_path_buf();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
 
     let mut floor = Vec::new();
     for _ in 0..RUNS {
@@ -52,13 +55,22 @@ fn main() {
         }
         let status = runtime.block_on(async {
             let client = dsh_client::Client::connect(&socket).await.unwrap();
-            client.daemon().status(v1::StatusRequest {}).await.unwrap().into_inner()
+            client
+                .daemon()
+                .status(v1::StatusRequest {})
+                .await
+                .unwrap()
+                .into_inner()
         });
         startup.push(t.elapsed());
         assert_eq!(status.pid, child.id());
         std::thread::sleep(Duration::from_millis(300)); // let it settle into idle
         rss_kib.push(rss_of(child.id()));
-        rustix::process::kill_process(rustix::process::Pid::from_child(&child), rustix::process::Signal::TERM).unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
         child.wait().unwrap();
     }
 

@@ -1,0 +1,3 @@
+//! Agents: the loop, the registry of live agents (parents and children), and model providers.
+
+pub mod provider;
