@@ -2,14 +2,35 @@
 //! `rpc/` layer translates requests against.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{AgentRegistry, AgentServices, ProviderFactory};
 use crate::config::Config;
+use crate::exec::{ExecError, Executor};
+use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
+use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
+
+/// Why the daemon's core could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configured persistence backend is unusable.
+    #[error("persistence: {0}")]
+    Persistence(#[from] PersistenceError),
+    /// The executor could not be set up.
+    #[error("executor: {0}")]
+    Exec(#[from] ExecError),
+    /// A shipped contributor was refused (a bug, reported rather than panicking).
+    #[error("managed environment: {0}")]
+    ShellEnv(#[from] RegisterError),
+}
 
 /// Everything the daemon is, shared behind an `Arc` by every request handler.
 #[derive(Debug)]
 pub struct Daemon {
+    /// The validated configuration.
+    pub config: Config,
     /// The resolved harness home; also what `DSH_HOME` says to every bash child.
     pub home: PathBuf,
     /// The socket this daemon serves on, for `Status` and for `DSH_SOCKET`.
@@ -19,17 +40,56 @@ pub struct Daemon {
     /// Cancelled when shutdown begins, whatever started it (signal or `Daemon.Shutdown`), so every
     /// long-running task and stream can wind down.
     shutdown: CancellationToken,
+    /// The swappable persistence backend every consumer asks at the time of use.
+    pub persistence: Arc<PersistenceHandle>,
+    /// Runs every child process: bash calls, background jobs, hooks.
+    pub executor: Arc<Executor>,
+    /// The managed `DSH_*` registry.
+    pub shell_env: ShellEnvRegistry,
+    /// Keeps the shipped contributors registered for the daemon's lifetime.
+    _builtin_contributors: Vec<Registration>,
+    /// The live agents.
+    pub agents: Arc<AgentRegistry>,
 }
 
 impl Daemon {
-    /// Builds the daemon's core from a validated configuration.
-    pub fn new(config: &Config, socket: PathBuf, shutdown: CancellationToken) -> Self {
-        Self {
-            home: config.home.path.clone(),
+    /// Assembles the core from a validated configuration.
+    pub fn new(
+        config: &Config,
+        socket: PathBuf,
+        shutdown: CancellationToken,
+    ) -> Result<Self, StartError> {
+        let home = config.home.path.clone();
+        let backend =
+            persistence::open(config.persistence, backend_path(config, config.persistence))?;
+        let persistence = Arc::new(PersistenceHandle::new(backend));
+        let executor = Arc::new(Executor::new(config.exec.clone())?);
+        let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
+        let builtin =
+            shell_env::register_builtins(&shell_env, persistence.clone(), socket.clone())?;
+        let services = Arc::new(AgentServices::new(
+            persistence.clone(),
+            executor.clone(),
+            config.checkpoint,
+            config.max_steps_per_turn,
+        ));
+        let providers = ProviderFactory::new(
+            config.default_provider.clone(),
+            config.default_script.clone(),
+        );
+        let agents = Arc::new(AgentRegistry::new(services, providers));
+        Ok(Self {
+            config: config.clone(),
+            home,
             socket,
             started_at_ms: now_ms(),
             shutdown,
-        }
+            persistence,
+            executor,
+            shell_env,
+            _builtin_contributors: builtin,
+            agents,
+        })
     }
 
     /// Starts shutdown (idempotent).
@@ -44,12 +104,44 @@ impl Daemon {
 
     /// Name of the active persistence backend.
     pub fn persistence_name(&self) -> &'static str {
-        "jsonl"
+        self.persistence.kind().as_str()
     }
 
     /// Number of live agents.
     pub fn live_agents(&self) -> usize {
-        0
+        self.agents.len()
+    }
+
+    /// Opens a backend of `kind` at `path` (the configured default when `None`) and makes sure it
+    /// is usable, reading only: a foreign SQLite file or an unreadable root is refused here rather
+    /// than at the next checkpoint.
+    pub async fn open_backend(
+        &self,
+        kind: BackendKind,
+        path: Option<PathBuf>,
+    ) -> Result<Arc<dyn Persistence>, PersistenceError> {
+        let path = path.unwrap_or_else(|| backend_path(&self.config, kind));
+        let backend = persistence::open(kind, path)?;
+        let probe = backend.clone();
+        tokio::task::spawn_blocking(move || probe.list())
+            .await
+            .map_err(|e| PersistenceError::Config(format!("probing the backend failed: {e}")))??;
+        Ok(backend)
+    }
+
+    /// Winds the core down: every turn cancelled and its session checkpointed, every child process
+    /// killed and reaped.
+    pub async fn wind_down(&self) {
+        self.agents.shutdown().await;
+        self.executor.shutdown().await;
+    }
+}
+
+/// The configured location of a backend of `kind`.
+fn backend_path(config: &Config, kind: BackendKind) -> PathBuf {
+    match kind {
+        BackendKind::Jsonl => config.jsonl_root.clone(),
+        BackendKind::Sqlite => config.sqlite_path.clone(),
     }
 }
 

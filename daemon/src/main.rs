@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use dsh_daemon::config::{Config, Flags, LogFormat};
+use dsh_daemon::config::{BackendName, Config, Flags, LogFormat};
 use dsh_daemon::home::Ambient;
 use dsh_daemon::server::{self, Listener};
 
@@ -27,6 +27,24 @@ struct Args {
     /// Log format on stderr. Filter with RUST_LOG (default: info).
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormatArg>,
+    /// Persistence backend at start (swappable later with `dshctl persistence use`).
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    persistence: Option<BackendArg>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Jsonl,
+    Sqlite,
+}
+
+impl From<BackendArg> for BackendName {
+    fn from(arg: BackendArg) -> Self {
+        match arg {
+            BackendArg::Jsonl => Self::Jsonl,
+            BackendArg::Sqlite => Self::Sqlite,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -61,6 +79,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         dsh_home: args.dsh_home,
         socket: args.socket,
         log_format: args.log_format.map(LogFormat::from),
+        persistence: args.persistence.map(BackendName::from),
     };
     let config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);

@@ -61,6 +61,9 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The daemon's core could not be assembled.
+    #[error(transparent)]
+    Start(#[from] crate::daemon::StartError),
 }
 
 /// Serves the daemon on `listener` until `shutdown` resolves or `Daemon.Shutdown` is called, then
@@ -82,7 +85,18 @@ pub async fn run(
     let listener = UnixListener::from_std(listener).map_err(ServeError::Listener)?;
 
     let token = CancellationToken::new();
-    let daemon = Arc::new(Daemon::new(&config, path.clone(), token.clone()));
+    let daemon = Arc::new(Daemon::new(&config, path.clone(), token.clone())?);
+
+    // Turns and child processes wind down as soon as shutdown begins, so streaming calls (a
+    // running Prompt) end and tonic's drain can finish.
+    let wind_down = {
+        let daemon = daemon.clone();
+        let token = token.clone();
+        tokio::spawn(async move {
+            token.cancelled().await;
+            daemon.wind_down().await;
+        })
+    };
 
     // Whatever ends the daemon (signal or RPC) cancels the one token.
     let external = token.clone();
@@ -128,6 +142,11 @@ pub async fn run(
     health
         .set_not_serving::<dsh_proto::v1::daemon_server::DaemonServer<rpc::DaemonService>>()
         .await;
+    // The core's wind-down normally finished during the drain; never wait past the deadline.
+    token.cancel();
+    if tokio::time::timeout(deadline, wind_down).await.is_err() {
+        tracing::warn!("winding down agents and processes took longer than the shutdown deadline");
+    }
     drop(guard);
     tracing::info!("dshd stopped");
     result.map_err(ServeError::from)

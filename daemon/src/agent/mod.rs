@@ -1,3 +1,16 @@
-//! Agents: the loop, the registry of live agents (parents and children), and model providers.
+//! Agents: the registry of live agents (parents and children), the loop that runs their turns, and
+//! the model providers that answer them.
 
+mod live;
+pub mod model;
 pub mod provider;
+mod registry;
+pub mod scripted;
+mod services;
+mod turn;
+
+pub use live::{Agent, AgentStatus, TurnUpdate};
+pub use model::{ModelChoice, ProviderFactory};
+pub use registry::{AgentError, AgentRegistry, TurnHandle};
+pub use services::{AgentServices, BASE_SYSTEM_PROMPT, CheckpointPolicy};
+pub use turn::TurnOutcome;

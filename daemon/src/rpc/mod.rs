@@ -1,8 +1,11 @@
 //! The gRPC edge: one file per service, translating between `dsh_proto` types and the core. Nothing
 //! here decides behaviour; domain errors are mapped to status codes explicitly.
 
+mod agents;
+mod convert;
 mod daemon;
 mod pending;
+mod persistence;
 
 use std::sync::Arc;
 
@@ -61,11 +64,13 @@ impl Services {
             .add_service(v1::daemon_server::DaemonServer::new(DaemonService::new(
                 daemon.clone(),
             )))
-            .add_service(v1::agents_server::AgentsServer::new(pending::Pending))
+            .add_service(v1::agents_server::AgentsServer::new(
+                agents::AgentsService::new(daemon.clone()),
+            ))
             .add_service(v1::shell_server::ShellServer::new(pending::Pending))
             .add_service(v1::shell_env_server::ShellEnvServer::new(pending::Pending))
             .add_service(v1::persistence_server::PersistenceServer::new(
-                pending::Pending,
+                persistence::PersistenceService::new(daemon.clone()),
             ))
             .add_service(v1::skills_server::SkillsServer::new(pending::Pending))
             .add_service(v1::hooks_server::HooksServer::new(pending::Pending)))
@@ -82,3 +87,15 @@ pub const SERVICE_NAMES: &[&str] = &[
     "dsh.v1.Skills",
     "dsh.v1.Hooks",
 ];
+
+/// A stream fed by a task: `body` sends items into the channel it is given.
+pub fn async_stream<T, F, Fut>(body: F) -> tokio_stream::wrappers::ReceiverStream<T>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(body(tx));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}

@@ -3,10 +3,7 @@
 
 use std::pin::Pin;
 
-use dsh_proto::v1::{
-    self, agents_server, hooks_server, persistence_server, shell_env_server, shell_server,
-    skills_server,
-};
+use dsh_proto::v1::{self, hooks_server, shell_env_server, shell_server, skills_server};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -20,38 +17,6 @@ fn pending<T>(method: &str) -> Reply<T> {
     Err(Status::unimplemented(format!(
         "dsh.v1.{method} is not implemented by this dshd version"
     )))
-}
-
-#[tonic::async_trait]
-impl agents_server::Agents for Pending {
-    type PromptStream = BoxStream<v1::TurnEvent>;
-    async fn create(&self, _: Request<v1::CreateAgentRequest>) -> Reply<v1::AgentInfo> {
-        pending("Agents/Create")
-    }
-    async fn resume(&self, _: Request<v1::ResumeAgentRequest>) -> Reply<v1::AgentInfo> {
-        pending("Agents/Resume")
-    }
-    async fn fork(&self, _: Request<v1::ForkAgentRequest>) -> Reply<v1::AgentInfo> {
-        pending("Agents/Fork")
-    }
-    async fn spawn(&self, _: Request<v1::SpawnAgentRequest>) -> Reply<v1::AgentInfo> {
-        pending("Agents/Spawn")
-    }
-    async fn list(&self, _: Request<v1::ListAgentsRequest>) -> Reply<v1::ListAgentsResponse> {
-        pending("Agents/List")
-    }
-    async fn get(&self, _: Request<v1::GetAgentRequest>) -> Reply<v1::AgentInfo> {
-        pending("Agents/Get")
-    }
-    async fn prompt(&self, _: Request<v1::PromptRequest>) -> Reply<Self::PromptStream> {
-        pending("Agents/Prompt")
-    }
-    async fn cancel(&self, _: Request<v1::CancelAgentRequest>) -> Reply<v1::CancelAgentResponse> {
-        pending("Agents/Cancel")
-    }
-    async fn close(&self, _: Request<v1::CloseAgentRequest>) -> Reply<v1::CloseAgentResponse> {
-        pending("Agents/Close")
-    }
 }
 
 #[tonic::async_trait]
@@ -81,35 +46,6 @@ impl shell_env_server::ShellEnv for Pending {
         _: Request<Streaming<v1::ContributeRequest>>,
     ) -> Reply<Self::ContributeStream> {
         pending("ShellEnv/Contribute")
-    }
-}
-
-#[tonic::async_trait]
-impl persistence_server::Persistence for Pending {
-    type ReadEventsStream = BoxStream<v1::SessionEvent>;
-    async fn describe(
-        &self,
-        _: Request<v1::DescribeBackendRequest>,
-    ) -> Reply<v1::BackendDescription> {
-        pending("Persistence/Describe")
-    }
-    async fn r#use(&self, _: Request<v1::UseBackendRequest>) -> Reply<v1::BackendDescription> {
-        pending("Persistence/Use")
-    }
-    async fn locate(&self, _: Request<v1::LocateRequest>) -> Reply<v1::LocateResponse> {
-        pending("Persistence/Locate")
-    }
-    async fn list_sessions(
-        &self,
-        _: Request<v1::ListSessionsRequest>,
-    ) -> Reply<v1::ListSessionsResponse> {
-        pending("Persistence/ListSessions")
-    }
-    async fn read_events(
-        &self,
-        _: Request<v1::ReadEventsRequest>,
-    ) -> Reply<Self::ReadEventsStream> {
-        pending("Persistence/ReadEvents")
     }
 }
 

@@ -4,11 +4,14 @@
 //! session from global state, so concurrent calls of different agents can never see each other's
 //! facts.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::provider::{BoxFuture, ToolSchema};
 use crate::session::{SessionHeader, SessionId};
 
 /// The agent a tool call belongs to.
@@ -37,4 +40,99 @@ pub struct ToolExecution {
     pub cwd: PathBuf,
     /// Cancelled when the call must stop (turn cancelled, daemon shutting down).
     pub cancel: CancellationToken,
+    /// Scripted model only: the script a child agent spawned by this call runs.
+    pub child_script: Option<Value>,
+}
+
+impl ToolExecution {
+    /// The calling agent's session id, if the call belongs to an agent.
+    pub fn session_id(&self) -> Option<&SessionId> {
+        self.agent.as_ref().map(|a| &a.header.id)
+    }
+}
+
+/// What a tool call produced, as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The result text.
+    pub content: String,
+    /// True when the call failed (the model sees an error result).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed result; the text says what went wrong.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// A model-facing tool.
+pub trait Tool: Send + Sync + std::fmt::Debug {
+    /// Name, description and argument schema, as the model sees them.
+    fn schema(&self) -> ToolSchema;
+
+    /// Runs one call. Never fails outright: every failure is an error result the model can read.
+    /// Must honour `exec.cancel`.
+    fn call<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// The tools an agent may call, by name.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `tool` (replacing one of the same name).
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.insert(tool.schema().name, tool);
+        self
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// Every tool's schema, sorted by name.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools.values().map(|t| t.schema()).collect()
+    }
+
+    /// Runs a call by name; an unknown tool is an error result naming the known ones.
+    pub async fn dispatch(&self, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
+        match self.tools.get(&exec.tool_name) {
+            Some(tool) => tool.call(exec, arguments).await,
+            None => ToolOutput::error(format!(
+                "Error: unknown tool {:?}; available tools: {}",
+                exec.tool_name,
+                if self.tools.is_empty() {
+                    "none".to_owned()
+                } else {
+                    self.tools.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )),
+        }
+    }
 }

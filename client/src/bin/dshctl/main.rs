@@ -1,19 +1,23 @@
 //! `dshctl`: the command-line client and debug tool for dshd.
 //!
-//! Exit codes: 0 success, 1 the daemon could not be reached or refused the request, 2 bad usage.
+//! Exit codes: 0 success; 1 the daemon could not be reached, refused the request, or (for `prompt`)
+//! the turn did not complete; 2 bad usage.
 
+mod agent;
+mod daemon;
 mod output;
+mod persistence;
+mod prompt;
+mod session;
+mod wire;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use dsh_client::{Client, ConnectError};
 use dsh_daemon::home::Ambient;
-use dsh_proto::v1;
 use output::Output;
 use serde_json::json;
 
@@ -38,6 +42,29 @@ enum Command {
     Status,
     /// Ask the daemon to shut down gracefully and wait until it has exited.
     Shutdown,
+    /// Create and manage live agents.
+    Agent {
+        #[command(subcommand)]
+        command: agent::AgentCommand,
+    },
+    /// Send a prompt to an agent and follow its turn (exit 1 unless the turn completes).
+    Prompt {
+        /// The agent.
+        #[arg(long, value_name = "ID")]
+        agent: String,
+        /// The prompt.
+        text: String,
+    },
+    /// Where sessions are, which exist, and what they hold.
+    Session {
+        #[command(subcommand)]
+        command: session::SessionCommand,
+    },
+    /// The persistence backend: show it or swap it.
+    Persistence {
+        #[command(subcommand)]
+        command: persistence::PersistenceCommand,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -53,17 +80,17 @@ fn main() -> ExitCode {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(out, "runtime", &e.into()),
+        Err(e) => return fail(out, &e.into()),
     };
     match runtime.block_on(run(cli, out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(out, kind_of(&error), &error),
+        Ok(code) => code,
+        Err(error) => fail(out, &error),
     }
 }
 
 /// Reports a failure: the message on stderr, and with `--json` an error document on stdout.
-fn fail(out: Output, kind: &str, error: &anyhow::Error) -> ExitCode {
-    let message = format!("{error:#}");
+fn fail(out: Output, error: &anyhow::Error) -> ExitCode {
+    let (kind, message) = describe(error);
     eprintln!("dshctl: error: {message}");
     if out.json {
         let doc = json!({ "error": { "kind": kind, "message": message } });
@@ -72,128 +99,66 @@ fn fail(out: Output, kind: &str, error: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn kind_of(error: &anyhow::Error) -> &'static str {
+/// A machine-readable kind and a human message for an error.
+fn describe(error: &anyhow::Error) -> (String, String) {
     if let Some(e) = error.downcast_ref::<ConnectError>() {
-        return match e {
+        let kind = match e {
             ConnectError::NotListening { .. } => "not_listening",
             ConnectError::PermissionDenied { .. } => "permission_denied",
             _ => "connect",
         };
+        return (kind.to_owned(), e.to_string());
     }
-    if error.downcast_ref::<tonic::Status>().is_some() {
-        return "rpc";
+    if let Some(status) = error.downcast_ref::<tonic::Status>() {
+        let code = format!("{:?}", status.code());
+        let kind = snake(&code);
+        let message = if status.message().is_empty() {
+            kind.replace('_', " ")
+        } else {
+            status.message().to_owned()
+        };
+        return (kind, message);
     }
-    "error"
+    ("error".to_owned(), format!("{error:#}"))
 }
 
-async fn run(cli: Cli, out: Output) -> anyhow::Result<()> {
+fn snake(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
     if let Command::Completions { shell } = cli.command {
         let mut script = Vec::new();
         clap_complete::generate(shell, &mut Cli::command(), "dshctl", &mut script);
         let script = String::from_utf8_lossy(&script).into_owned();
-        return out.emit(
+        out.emit(
             &json!({ "shell": shell.to_string(), "script": script }),
             |w| w.write_all(script.as_bytes()),
-        );
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
 
     let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())?;
     let client = Client::connect(&socket).await?;
     match cli.command {
-        Command::Status => status(&client, out).await,
-        Command::Shutdown => shutdown(&client, out).await,
-        Command::Completions { .. } => Ok(()),
-    }
-}
-
-async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
-    let s = client
-        .daemon()
-        .status(v1::StatusRequest {})
-        .await?
-        .into_inner();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let uptime = Duration::from_millis(u64::try_from(now - s.started_at_ms).unwrap_or(0));
-    let doc = json!({
-        "version": s.version,
-        "protocol_version": s.protocol_version,
-        "pid": s.pid,
-        "dsh_home": s.dsh_home,
-        "socket": s.socket,
-        "started_at_ms": s.started_at_ms,
-        "persistence": s.persistence,
-        "agents": s.agents,
-    });
-    out.emit(&doc, |w| {
-        writeln!(
-            w,
-            "dshd {} (protocol {}), pid {}",
-            s.version, s.protocol_version, s.pid
-        )?;
-        writeln!(w, "home         {}", s.dsh_home)?;
-        writeln!(w, "socket       {}", s.socket)?;
-        writeln!(w, "uptime       {}", human_duration(uptime))?;
-        writeln!(w, "persistence  {}", s.persistence)?;
-        writeln!(w, "agents       {}", s.agents)
-    })
-}
-
-async fn shutdown(client: &Client, out: Output) -> anyhow::Result<()> {
-    let pid = client
-        .daemon()
-        .status(v1::StatusRequest {})
-        .await?
-        .into_inner()
-        .pid;
-    client.daemon().shutdown(v1::ShutdownRequest {}).await?;
-    // Wait for the process itself to go (socket activation keeps the path, so it is no signal).
-    let exited = wait_for_exit(pid, Duration::from_secs(30)).await;
-    anyhow::ensure!(
-        exited,
-        "dshd (pid {pid}) accepted shutdown but is still running after 30 s"
-    );
-    let doc = json!({ "stopped": true, "pid": pid, "socket": PathBuf::from(client.socket()) });
-    out.emit(&doc, |w| writeln!(w, "dshd (pid {pid}) has shut down"))
-}
-
-async fn wait_for_exit(pid: u32, limit: Duration) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return true;
-    };
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if rustix::process::test_kill_process(pid).is_err() || is_zombie(pid) {
-            return true;
+        Command::Status => daemon::status(&client, out).await?,
+        Command::Shutdown => daemon::shutdown(&client, out).await?,
+        Command::Agent { command } => agent::run(&client, out, command).await?,
+        Command::Prompt { agent, text } => {
+            if !prompt::run(&client, out, agent, text).await? {
+                return Ok(ExitCode::FAILURE);
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        Command::Session { command } => session::run(&client, out, command).await?,
+        Command::Persistence { command } => persistence::run(&client, out, command).await?,
+        Command::Completions { .. } => {}
     }
-    false
-}
-
-/// A process that has exited but not been reaped by its parent yet still answers `kill(pid, 0)`.
-fn is_zombie(pid: rustix::process::Pid) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
-        .ok()
-        .and_then(|stat| {
-            let after_name = stat.rsplit_once(')')?.1;
-            after_name
-                .split_whitespace()
-                .next()
-                .map(|state| state == "Z")
-        })
-        .unwrap_or(false)
-}
-
-fn human_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
-        _ => format!("{}h {:02}m {:02}s", s / 3600, (s % 3600) / 60, s % 60),
-    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -30,10 +30,25 @@ impl Output {
         };
         finish(result.and_then(|()| lock.flush()))
     }
+
+    /// Prints one JSON object on its own line (streams).
+    pub fn line<T: Serialize>(self, value: &T) -> anyhow::Result<()> {
+        self.emit(value, |_| Ok(()))
+    }
+}
+
+/// A table with a header row, for human output.
+pub fn table<const N: usize>(header: [&str; N]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(header);
+    table
 }
 
 /// Turns a broken pipe into a quiet, successful exit: the reader has seen all it wanted.
-fn finish(result: std::io::Result<()>) -> anyhow::Result<()> {
+pub fn finish(result: std::io::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         other => Ok(other?),

@@ -53,6 +53,7 @@ fn exec(agent: Option<AgentContext>) -> ToolExecution {
         step: None,
         cwd: "/work".into(),
         cancel: CancellationToken::new(),
+        child_script: None,
     }
 }
 

@@ -1,0 +1,220 @@
+//! `dshctl agent ...`: create, spawn, fork, resume, list, show, cancel and close agents.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Subcommand;
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde_json::json;
+
+use crate::output::Output;
+use crate::wire;
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Create an agent with a new session.
+    New {
+        /// Working directory of the session (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Create a child agent under a live parent (same working directory, depth + 1).
+    Spawn {
+        /// The parent agent.
+        #[arg(long, value_name = "ID")]
+        parent: String,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Fork a live or stored session: a new agent starting from its completed turns.
+    Fork {
+        /// The session to fork.
+        session_id: String,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Resume a stored session as a live agent (same id, same transcript).
+    Resume {
+        /// The session to resume.
+        session_id: String,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// List live agents.
+    List,
+    /// Show one live agent.
+    Show {
+        /// The agent.
+        id: String,
+    },
+    /// Cancel the agent's running turn.
+    Cancel {
+        /// The agent.
+        id: String,
+    },
+    /// Close the agent (its session stays stored and can be resumed).
+    Close {
+        /// The agent.
+        id: String,
+    },
+}
+
+/// How the agent's model is chosen.
+#[derive(Debug, clap::Args)]
+pub struct ModelArgs {
+    /// Model provider: `scripted` (keyless) or `openai` (default: the daemon's configured default).
+    #[arg(long = "model", value_name = "PROVIDER")]
+    provider: Option<String>,
+    /// Model name for providers that have one (e.g. deepseek-chat).
+    #[arg(long, value_name = "NAME")]
+    model_name: Option<String>,
+    /// A script for the scripted model (JSON; see examples/). Implies --model scripted.
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    fn spec(&self) -> anyhow::Result<v1::ModelSpec> {
+        let script_json = match &self.script {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read script {}", path.display()))?,
+            None => String::new(),
+        };
+        let provider = match (&self.provider, &self.script) {
+            (Some(p), _) => p.clone(),
+            (None, Some(_)) => "scripted".to_owned(),
+            (None, None) => String::new(),
+        };
+        Ok(v1::ModelSpec {
+            provider,
+            model: self.model_name.clone().unwrap_or_default(),
+            script_json,
+        })
+    }
+}
+
+pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow::Result<()> {
+    let mut agents = client.agents();
+    let info = match command {
+        AgentCommand::New { cwd, model } => {
+            let cwd = match cwd {
+                Some(dir) => std::path::absolute(&dir)
+                    .with_context(|| format!("cannot make {} absolute", dir.display()))?,
+                None => std::env::current_dir().context("cannot read the current directory")?,
+            };
+            agents
+                .create(v1::CreateAgentRequest {
+                    cwd: cwd.to_string_lossy().into_owned(),
+                    model: Some(model.spec()?),
+                })
+                .await?
+        }
+        AgentCommand::Spawn { parent, model } => {
+            agents
+                .spawn(v1::SpawnAgentRequest {
+                    parent_agent_id: parent,
+                    model: Some(model.spec()?),
+                })
+                .await?
+        }
+        AgentCommand::Fork { session_id, model } => {
+            agents
+                .fork(v1::ForkAgentRequest {
+                    session_id,
+                    model: Some(model.spec()?),
+                })
+                .await?
+        }
+        AgentCommand::Resume { session_id, model } => {
+            agents
+                .resume(v1::ResumeAgentRequest {
+                    session_id,
+                    model: Some(model.spec()?),
+                })
+                .await?
+        }
+        AgentCommand::Show { id } => agents.get(v1::GetAgentRequest { agent_id: id }).await?,
+        AgentCommand::List => {
+            let list = agents
+                .list(v1::ListAgentsRequest {})
+                .await?
+                .into_inner()
+                .agents;
+            let doc = json!({ "agents": list.iter().map(wire::agent).collect::<Vec<_>>() });
+            return out.emit(&doc, |w| {
+                if list.is_empty() {
+                    return writeln!(w, "no live agents");
+                }
+                let mut table =
+                    crate::output::table(["AGENT", "STATE", "TURNS", "PROVIDER", "PARENT", "CWD"]);
+                for a in &list {
+                    table.add_row([
+                        a.agent_id.clone(),
+                        wire::state_name(a.state).to_owned(),
+                        a.turns.to_string(),
+                        a.provider.clone(),
+                        a.parent_agent_id.clone().unwrap_or_default(),
+                        a.header.as_ref().map(|h| h.cwd.clone()).unwrap_or_default(),
+                    ]);
+                }
+                writeln!(w, "{table}")
+            });
+        }
+        AgentCommand::Cancel { id } => {
+            let cancelled = agents
+                .cancel(v1::CancelAgentRequest {
+                    agent_id: id.clone(),
+                })
+                .await?
+                .into_inner()
+                .cancelled;
+            return out.emit(&json!({ "agent_id": id, "cancelled": cancelled }), |w| {
+                if cancelled {
+                    writeln!(w, "cancelled the running turn of {id}")
+                } else {
+                    writeln!(w, "{id} had no running turn")
+                }
+            });
+        }
+        AgentCommand::Close { id } => {
+            agents
+                .close(v1::CloseAgentRequest {
+                    agent_id: id.clone(),
+                })
+                .await?;
+            return out.emit(&json!({ "agent_id": id, "closed": true }), |w| {
+                writeln!(w, "closed {id}")
+            });
+        }
+    }
+    .into_inner();
+    out.emit(&wire::agent(&info), |w| describe(w, &info))
+}
+
+fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
+    writeln!(w, "agent    {}", a.agent_id)?;
+    writeln!(
+        w,
+        "state    {} (turns: {})",
+        wire::state_name(a.state),
+        a.turns
+    )?;
+    writeln!(w, "model    {} {}", a.provider, a.model)?;
+    if let Some(h) = &a.header {
+        writeln!(w, "cwd      {}", h.cwd)?;
+        if let Some(parent) = &h.parent_session {
+            writeln!(w, "parent   {parent}")?;
+        }
+        if h.delegation_depth > 0 {
+            writeln!(w, "depth    {}", h.delegation_depth)?;
+        }
+        if let Some(seed) = h.seed_length {
+            writeln!(w, "seed     {seed} events")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `dshctl status` and `dshctl shutdown`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde_json::json;
+
+use crate::output::Output;
+
+pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
+    let s = client
+        .daemon()
+        .status(v1::StatusRequest {})
+        .await?
+        .into_inner();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let uptime = Duration::from_millis(u64::try_from(now - s.started_at_ms).unwrap_or(0));
+    let doc = json!({
+        "version": s.version,
+        "protocol_version": s.protocol_version,
+        "pid": s.pid,
+        "dsh_home": s.dsh_home,
+        "socket": s.socket,
+        "started_at_ms": s.started_at_ms,
+        "persistence": s.persistence,
+        "agents": s.agents,
+    });
+    out.emit(&doc, |w| {
+        writeln!(
+            w,
+            "dshd {} (protocol {}), pid {}",
+            s.version, s.protocol_version, s.pid
+        )?;
+        writeln!(w, "home         {}", s.dsh_home)?;
+        writeln!(w, "socket       {}", s.socket)?;
+        writeln!(w, "uptime       {}", human_duration(uptime))?;
+        writeln!(w, "persistence  {}", s.persistence)?;
+        writeln!(w, "agents       {}", s.agents)
+    })
+}
+
+pub async fn shutdown(client: &Client, out: Output) -> anyhow::Result<()> {
+    let pid = client
+        .daemon()
+        .status(v1::StatusRequest {})
+        .await?
+        .into_inner()
+        .pid;
+    client.daemon().shutdown(v1::ShutdownRequest {}).await?;
+    // Wait for the process itself to go (socket activation keeps the path, so it is no signal).
+    let exited = wait_for_exit(pid, Duration::from_secs(30)).await;
+    anyhow::ensure!(
+        exited,
+        "dshd (pid {pid}) accepted shutdown but is still running after 30 s"
+    );
+    let doc = json!({ "stopped": true, "pid": pid, "socket": PathBuf::from(client.socket()) });
+    out.emit(&doc, |w| writeln!(w, "dshd (pid {pid}) has shut down"))
+}
+
+async fn wait_for_exit(pid: u32, limit: Duration) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return true;
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if rustix::process::test_kill_process(pid).is_err() || is_zombie(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// A process that has exited but not been reaped by its parent yet still answers `kill(pid, 0)`.
+fn is_zombie(pid: rustix::process::Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+        .ok()
+        .and_then(|stat| {
+            let after_name = stat.rsplit_once(')')?.1;
+            after_name
+                .split_whitespace()
+                .next()
+                .map(|state| state == "Z")
+        })
+        .unwrap_or(false)
+}
+
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m {:02}s", s / 3600, (s % 3600) / 60, s % 60),
+    }
+}

@@ -1,0 +1,79 @@
+//! `dshctl persistence ...`: the active backend, and swapping it while dshd runs.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Subcommand;
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde_json::json;
+
+use crate::output::Output;
+
+#[derive(Debug, Subcommand)]
+pub enum PersistenceCommand {
+    /// The active backend.
+    Show,
+    /// Swap the active backend; live sessions write their full logs to it at their next checkpoint.
+    Use {
+        #[command(subcommand)]
+        backend: Backend,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Backend {
+    /// One JSONL file per session.
+    Jsonl {
+        /// Sessions root (default: the configured jsonl.root).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+    },
+    /// One SQLite database for every session.
+    Sqlite {
+        /// Database file (default: the configured sqlite.path).
+        #[arg(long, value_name = "FILE")]
+        path: Option<PathBuf>,
+    },
+}
+
+fn absolute(path: Option<PathBuf>) -> anyhow::Result<String> {
+    Ok(match path {
+        Some(p) => std::path::absolute(&p)
+            .with_context(|| format!("cannot make {} absolute", p.display()))?
+            .to_string_lossy()
+            .into_owned(),
+        None => String::new(),
+    })
+}
+
+pub async fn run(client: &Client, out: Output, command: PersistenceCommand) -> anyhow::Result<()> {
+    let mut persistence = client.persistence();
+    let description = match command {
+        PersistenceCommand::Show => persistence.describe(v1::DescribeBackendRequest {}).await?,
+        PersistenceCommand::Use { backend } => {
+            let backend = match backend {
+                Backend::Jsonl { root } => {
+                    v1::use_backend_request::Backend::Jsonl(v1::JsonlBackend {
+                        root: absolute(root)?,
+                    })
+                }
+                Backend::Sqlite { path } => {
+                    v1::use_backend_request::Backend::Sqlite(v1::SqliteBackend {
+                        path: absolute(path)?,
+                    })
+                }
+            };
+            persistence
+                .r#use(v1::UseBackendRequest {
+                    backend: Some(backend),
+                })
+                .await?
+        }
+    }
+    .into_inner();
+    out.emit(
+        &json!({ "name": description.name, "path": description.path }),
+        |w| writeln!(w, "{} {}", description.name, description.path),
+    )
+}

@@ -1,0 +1,264 @@
+//! One live agent: a session log plus the provider that drives it and the state of its running turn.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::provider::ModelProvider;
+use super::services::AgentServices;
+use crate::persistence::PersistenceError;
+use crate::persistence::handle::{self, DurableCursor};
+use crate::session::{AbortCause, Event, EventData, SessionHeader, SessionId, SessionLog};
+use crate::tools::AgentContext;
+
+/// Something a client watching a turn is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnUpdate {
+    /// An event was appended to the session log.
+    Logged(Event),
+    /// The model streamed some text (not logged; the full text follows in `assistant/message`).
+    TextDelta {
+        /// Turn number.
+        turn: u32,
+        /// Step number.
+        step: u32,
+        /// The fragment.
+        text: String,
+    },
+}
+
+/// Whether an agent is running a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStatus {
+    /// Waiting for a prompt.
+    Idle,
+    /// Running turn `turn`.
+    Running {
+        /// The turn number.
+        turn: u32,
+    },
+}
+
+/// The turn in progress, if any.
+#[derive(Debug, Default)]
+struct TurnState {
+    running: Option<RunningTurn>,
+    /// Set once the agent is closed: no new turn may start.
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct RunningTurn {
+    turn: u32,
+    cancel: CancellationToken,
+    /// Who cancelled, read by the loop to write `turn/end {aborted{cause}}`.
+    cause: Option<AbortCause>,
+}
+
+/// A live agent. Agent id = session id.
+#[derive(Debug)]
+pub struct Agent {
+    /// Identity carried into every tool call of this agent.
+    context: AgentContext,
+    /// The live parent agent, for spawned children.
+    parent: Option<SessionId>,
+    /// The model provider chosen at creation.
+    provider: Arc<dyn ModelProvider>,
+    /// The session log; written by the running turn, read by RPC handlers and checkpoints.
+    log: RwLock<SessionLog>,
+    /// How much of the log is durable, and where; the lock also serialises checkpoints.
+    cursor: Mutex<DurableCursor>,
+    /// The running turn.
+    state: Mutex<TurnState>,
+    /// `true` while a turn runs, so closers and shutdown can wait for idleness.
+    busy: watch::Sender<bool>,
+}
+
+impl Agent {
+    /// A live agent over `log`, whose first `cursor.stored()` events are durable.
+    pub fn new(
+        log: SessionLog,
+        cursor: DurableCursor,
+        root: SessionId,
+        parent: Option<SessionId>,
+        provider: Arc<dyn ModelProvider>,
+    ) -> Self {
+        Self {
+            context: AgentContext {
+                header: log.header().clone(),
+                root,
+            },
+            parent,
+            provider,
+            log: RwLock::new(log),
+            cursor: Mutex::new(cursor),
+            state: Mutex::new(TurnState::default()),
+            busy: watch::Sender::new(false),
+        }
+    }
+
+    /// The agent (and session) id.
+    pub fn id(&self) -> &SessionId {
+        &self.context.header.id
+    }
+
+    /// The session header.
+    pub fn header(&self) -> &Arc<SessionHeader> {
+        &self.context.header
+    }
+
+    /// Identity for tool calls.
+    pub fn context(&self) -> &AgentContext {
+        &self.context
+    }
+
+    /// The live parent agent, for children.
+    pub fn parent(&self) -> Option<&SessionId> {
+        self.parent.as_ref()
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &Arc<dyn ModelProvider> {
+        &self.provider
+    }
+
+    /// Idle or running.
+    pub fn status(&self) -> AgentStatus {
+        match &self.lock_state().running {
+            Some(running) => AgentStatus::Running { turn: running.turn },
+            None => AgentStatus::Idle,
+        }
+    }
+
+    /// Number of the last turn started.
+    pub fn last_turn(&self) -> u32 {
+        self.read_log(SessionLog::last_turn)
+    }
+
+    /// Reads the log under its lock.
+    pub fn read_log<T>(&self, f: impl FnOnce(&SessionLog) -> T) -> T {
+        f(&self.log.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Events from `from_seq` on (a copy).
+    pub fn events_from(&self, from_seq: u64) -> Vec<Event> {
+        self.read_log(|log| {
+            let from = usize::try_from(from_seq).unwrap_or(usize::MAX);
+            log.events()
+                .get(from..)
+                .map(<[Event]>::to_vec)
+                .unwrap_or_default()
+        })
+    }
+
+    /// Appends an event and tells `updates` about it.
+    pub(crate) fn append(
+        &self,
+        data: EventData,
+        updates: &mpsc::UnboundedSender<TurnUpdate>,
+    ) -> Event {
+        let event = self
+            .log
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(data)
+            .clone();
+        // A client that stopped listening does not stop the turn.
+        let _ = updates.send(TurnUpdate::Logged(event.clone()));
+        event
+    }
+
+    /// Makes the log durable in the active backend (blocking I/O on the blocking pool).
+    pub async fn checkpoint(
+        self: &Arc<Self>,
+        services: &AgentServices,
+    ) -> Result<(), PersistenceError> {
+        let agent = self.clone();
+        let persistence = services.persistence.clone();
+        tokio::task::spawn_blocking(move || {
+            let log = agent.log.read().unwrap_or_else(PoisonError::into_inner);
+            let mut cursor = agent.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+            handle::checkpoint(&persistence, &log, &mut cursor)
+        })
+        .await
+        .unwrap_or_else(|join| {
+            Err(PersistenceError::Io {
+                action: "checkpoint",
+                path: self.header().cwd.clone(),
+                source: std::io::Error::other(join.to_string()),
+            })
+        })
+    }
+
+    /// Claims the agent for turn `turn`. `None` when a turn is already running or the agent is
+    /// closed (the caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
+    pub(crate) fn begin_turn(
+        &self,
+        parent_cancel: Option<&CancellationToken>,
+    ) -> Option<(u32, CancellationToken)> {
+        let mut state = self.lock_state();
+        if state.closed || state.running.is_some() {
+            return None;
+        }
+        let turn = self.last_turn() + 1;
+        let cancel =
+            parent_cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
+        state.running = Some(RunningTurn {
+            turn,
+            cancel: cancel.clone(),
+            cause: None,
+        });
+        self.busy.send_replace(true);
+        Some((turn, cancel))
+    }
+
+    /// Marks the running turn finished.
+    pub(crate) fn end_turn(&self) {
+        self.lock_state().running = None;
+        self.busy.send_replace(false);
+    }
+
+    /// Why the running turn was cancelled (`parent` when its parent's token fired).
+    pub(crate) fn abort_cause(&self) -> AbortCause {
+        self.lock_state()
+            .running
+            .as_ref()
+            .and_then(|r| r.cause)
+            .unwrap_or(AbortCause::Parent)
+    }
+
+    /// Cancels the running turn; returns false when none was running.
+    pub fn cancel(&self, cause: AbortCause) -> bool {
+        let mut state = self.lock_state();
+        match state.running.as_mut() {
+            Some(running) => {
+                running.cause.get_or_insert(cause);
+                running.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Refuses new turns from now on.
+    pub(crate) fn mark_closed(&self) {
+        self.lock_state().closed = true;
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        self.lock_state().closed
+    }
+
+    /// Waits until no turn is running.
+    pub async fn wait_idle(&self) {
+        let mut rx = self.busy.subscribe();
+        // The sender lives as long as `self`, so this only ends when the value is false.
+        let _ = rx.wait_for(|busy| !busy).await;
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

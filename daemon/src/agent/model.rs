@@ -1,0 +1,62 @@
+//! Choosing a model provider for an agent: the per-agent choice at creation, falling back to the
+//! daemon's configured default.
+
+use std::sync::Arc;
+
+use super::provider::ModelProvider;
+use super::registry::AgentError;
+use super::scripted::{self, Script, ScriptedProvider};
+
+/// What a client asked for at creation. `None` fields take the daemon's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelChoice {
+    /// `scripted` or `openai`.
+    pub provider: Option<String>,
+    /// Model name (providers that have one).
+    pub model: Option<String>,
+    /// Scripted provider: the script as JSON text.
+    pub script: Option<String>,
+}
+
+/// Builds providers from choices and the daemon's defaults.
+#[derive(Debug, Clone)]
+pub struct ProviderFactory {
+    /// Provider used when a choice names none.
+    default_provider: String,
+    /// Script used by scripted agents created without one.
+    default_script: Option<Script>,
+}
+
+impl ProviderFactory {
+    /// A factory whose default is `default_provider`; scripted agents without a script use
+    /// `default_script` (or none: their first request ends the turn saying the script is empty).
+    pub fn new(default_provider: String, default_script: Option<Script>) -> Self {
+        Self {
+            default_provider,
+            default_script,
+        }
+    }
+
+    /// The provider for `choice`.
+    pub fn build(&self, choice: &ModelChoice) -> Result<Arc<dyn ModelProvider>, AgentError> {
+        let provider = choice.provider.as_deref().unwrap_or(&self.default_provider);
+        match provider {
+            scripted::PROVIDER => {
+                let script = match &choice.script {
+                    Some(text) => Script::parse(text).map_err(|e| AgentError::InvalidModel {
+                        field: "model.script_json",
+                        message: e.to_string(),
+                    })?,
+                    None => self.default_script.clone().unwrap_or(Script {
+                        replies: Vec::new(),
+                    }),
+                };
+                Ok(Arc::new(ScriptedProvider::new(script)))
+            }
+            other => Err(AgentError::InvalidModel {
+                field: "model.provider",
+                message: format!("unknown provider {other:?}; known providers: scripted"),
+            }),
+        }
+    }
+}

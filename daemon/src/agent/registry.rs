@@ -1,0 +1,396 @@
+//! The registry of live agents: creating, resuming, forking and spawning them, running their turns,
+//! closing them, and winding them all down at shutdown (DESIGN §4.2, §7).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::live::{Agent, TurnUpdate};
+use super::model::{ModelChoice, ProviderFactory};
+use super::services::AgentServices;
+use super::turn::{self, TurnOutcome};
+use crate::persistence::PersistenceError;
+use crate::persistence::handle::DurableCursor;
+use crate::session::{
+    AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
+};
+
+/// Why an agent operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No live agent has this id.
+    #[error("no live agent {0}")]
+    NotFound(SessionId),
+    /// No stored session has this id.
+    #[error("no session {0} in the active persistence backend")]
+    SessionNotFound(SessionId),
+    /// The session is already live.
+    #[error("session {0} is already live as an agent")]
+    AlreadyLive(SessionId),
+    /// A turn is running.
+    #[error("agent {id} is busy with turn {turn}; wait for it to end or cancel it")]
+    Busy {
+        /// The agent.
+        id: SessionId,
+        /// The running turn.
+        turn: u32,
+    },
+    /// The agent is being closed.
+    #[error("agent {0} is closed")]
+    Closed(SessionId),
+    /// The cwd is unusable.
+    #[error("cwd {}: {reason}", path.display())]
+    InvalidCwd {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The model choice is unusable.
+    #[error("{field}: {message}")]
+    InvalidModel {
+        /// Which field, e.g. `model.script_json`.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Persistence failed (including a corrupt log on resume).
+    #[error(transparent)]
+    Persistence(#[from] PersistenceError),
+    /// The daemon is shutting down.
+    #[error("dshd is shutting down")]
+    ShuttingDown,
+}
+
+/// A running turn, as its caller sees it.
+#[derive(Debug)]
+pub struct TurnHandle {
+    /// The turn number.
+    pub turn: u32,
+    /// Everything the turn logs and streams, ending after its `turn/end`.
+    pub updates: mpsc::UnboundedReceiver<TurnUpdate>,
+    /// Resolves to how the turn ended.
+    pub outcome: tokio::task::JoinHandle<TurnOutcome>,
+}
+
+/// The live agents.
+#[derive(Debug)]
+pub struct AgentRegistry {
+    services: Arc<AgentServices>,
+    providers: ProviderFactory,
+    agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    /// Set at shutdown: no agent may be added or prompted after it.
+    shutting_down: AtomicBool,
+}
+
+impl AgentRegistry {
+    /// An empty registry.
+    pub fn new(services: Arc<AgentServices>, providers: ProviderFactory) -> Self {
+        Self {
+            services,
+            providers,
+            agents: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// The shared services.
+    pub fn services(&self) -> &Arc<AgentServices> {
+        &self.services
+    }
+
+    /// A new top-level agent working in `cwd`. Nothing is written until its first checkpoint.
+    pub fn create(&self, cwd: &Path, choice: &ModelChoice) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let cwd = &crate::home::normalize(cwd);
+        check_cwd(cwd)?;
+        let provider = self.providers.build(choice)?;
+        let header =
+            SessionHeader::new(SessionId::new_v7(), cwd.to_owned(), crate::daemon::now_ms());
+        let root = header.id.clone();
+        let agent = Agent::new(
+            SessionLog::new(header),
+            DurableCursor::default(),
+            root,
+            None,
+            provider,
+        );
+        self.insert(agent)
+    }
+
+    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd.
+    pub fn spawn(
+        &self,
+        parent: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let parent = self.get(parent)?;
+        let provider = self.providers.build(choice)?;
+        let parent_header = parent.header();
+        let header = SessionHeader {
+            parent_session: Some(parent_header.id.clone()),
+            origin: Some(Origin::Subagent),
+            delegation_depth: parent_header.delegation_depth + 1,
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                parent_header.cwd.clone(),
+                crate::daemon::now_ms(),
+            )
+        };
+        let agent = Agent::new(
+            SessionLog::new(header),
+            DurableCursor::default(),
+            parent.context().root.clone(),
+            Some(parent.id().clone()),
+            provider,
+        );
+        self.insert(agent)
+    }
+
+    /// Resumes a stored session: same id, header and location; the log is repaired on load and a
+    /// `session/end-seed` marker appended once.
+    pub async fn resume(
+        &self,
+        id: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        if self.lock().contains_key(id) {
+            return Err(AgentError::AlreadyLive(id.clone()));
+        }
+        let provider = self.providers.build(choice)?;
+        let (backend, generation) = self.services.persistence.current();
+        let wanted = id.clone();
+        let stored = tokio::task::spawn_blocking(move || backend.load(&wanted))
+            .await
+            .map_err(|e| join_error(&e))?
+            .map_err(|e| match e {
+                PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+                other => AgentError::Persistence(other),
+            })?;
+        let durable = stored.events.len() as u64;
+        let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
+            AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
+        })?;
+        if !log.ends_with_seed_marker() {
+            log.append(EventData::EndSeed {});
+        }
+        let root = log.header().id.clone();
+        let agent = Agent::new(
+            log,
+            DurableCursor::at(generation, durable),
+            root,
+            None,
+            provider,
+        );
+        self.insert(agent)
+    }
+
+    /// Forks a live or stored session: a new id whose log starts with a copy of the source's
+    /// completed-turn prefix, `parentSession` and `seedLength` set. Checkpointed at once, so the
+    /// fork exists on disk as soon as it is created.
+    pub async fn fork(
+        &self,
+        source: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let provider = self.providers.build(choice)?;
+        let (source_header, mut events) = match self.get(source) {
+            Ok(live) => (
+                live.header().as_ref().clone(),
+                live.read_log(|log| log.events().to_vec()),
+            ),
+            Err(_) => {
+                let backend = self.services.persistence.backend();
+                let wanted = source.clone();
+                let stored = tokio::task::spawn_blocking(move || backend.inspect(&wanted))
+                    .await
+                    .map_err(|e| join_error(&e))?
+                    .map_err(|e| match e {
+                        PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+                        other => AgentError::Persistence(other),
+                    })?;
+                (stored.header, stored.events)
+            }
+        };
+        let seed = crate::session::completed_prefix_len(&events);
+        events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
+        let header = SessionHeader {
+            parent_session: Some(source_header.id.clone()),
+            seed_length: Some(seed),
+            origin: source_header.origin,
+            delegation_depth: source_header.delegation_depth,
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                source_header.cwd.clone(),
+                crate::daemon::now_ms(),
+            )
+        };
+        let mut log = SessionLog::from_parts(header, events).map_err(|e| {
+            AgentError::Persistence(PersistenceError::Config(format!("fork of {source}: {e}")))
+        })?;
+        log.append(EventData::EndSeed {});
+        let root = log.header().id.clone();
+        let agent = self.insert(Agent::new(
+            log,
+            DurableCursor::default(),
+            root,
+            None,
+            provider,
+        ))?;
+        if let Err(error) = agent.checkpoint(&self.services).await {
+            self.lock().remove(agent.id());
+            return Err(error.into());
+        }
+        Ok(agent)
+    }
+
+    /// The live agent `id`.
+    pub fn get(&self, id: &SessionId) -> Result<Arc<Agent>, AgentError> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| AgentError::NotFound(id.clone()))
+    }
+
+    /// Every live agent, oldest first.
+    pub fn list(&self) -> Vec<Arc<Agent>> {
+        let mut agents: Vec<_> = self.lock().values().cloned().collect();
+        agents
+            .sort_by(|a, b| (a.header().created_at, a.id()).cmp(&(b.header().created_at, b.id())));
+        agents
+    }
+
+    /// Number of live agents.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no agent is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts a turn of agent `id` for `prompt`. Refused while a turn runs (no queueing: a client
+    /// that wants to interrupt cancels first). `parent_cancel` links the turn to a parent's
+    /// cancellation (child agents).
+    pub fn prompt(
+        &self,
+        id: &SessionId,
+        prompt: String,
+        parent_cancel: Option<&CancellationToken>,
+    ) -> Result<TurnHandle, AgentError> {
+        self.check_open()?;
+        let agent = self.get(id)?;
+        let Some((turn, cancel)) = agent.begin_turn(parent_cancel) else {
+            return Err(match agent.status() {
+                super::AgentStatus::Running { turn } => AgentError::Busy {
+                    id: id.clone(),
+                    turn,
+                },
+                super::AgentStatus::Idle => AgentError::Closed(id.clone()),
+            });
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let services = self.services.clone();
+        let outcome = tokio::spawn(async move {
+            let outcome = turn::run(agent.clone(), services, turn, prompt, cancel, tx).await;
+            agent.end_turn();
+            outcome
+        });
+        Ok(TurnHandle {
+            turn,
+            updates: rx,
+            outcome,
+        })
+    }
+
+    /// Cancels agent `id`'s running turn; false when none was running.
+    pub fn cancel(&self, id: &SessionId) -> Result<bool, AgentError> {
+        Ok(self.get(id)?.cancel(AbortCause::User))
+    }
+
+    /// Closes agent `id`: cancels its turn, waits for it, kills its background jobs, checkpoints,
+    /// and removes it. Its session stays stored and can be resumed.
+    pub async fn close(&self, id: &SessionId) -> Result<(), AgentError> {
+        let agent = self.get(id)?;
+        agent.mark_closed();
+        agent.cancel(AbortCause::Closed);
+        agent.wait_idle().await;
+        self.services.executor.kill_jobs_of(agent.id());
+        let result = agent.checkpoint(&self.services).await;
+        self.lock().remove(id);
+        Ok(result?)
+    }
+
+    /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
+    /// to end, and checkpoints every session.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let agents = self.list();
+        for agent in &agents {
+            agent.mark_closed();
+            agent.cancel(AbortCause::Shutdown);
+        }
+        for agent in &agents {
+            agent.wait_idle().await;
+            if let Err(error) = agent.checkpoint(&self.services).await {
+                tracing::error!(session = %agent.id(), %error, "cannot persist the session at shutdown");
+            }
+        }
+    }
+
+    fn insert(&self, agent: Agent) -> Result<Arc<Agent>, AgentError> {
+        let agent = Arc::new(agent);
+        let mut agents = self.lock();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(AgentError::ShuttingDown);
+        }
+        if agents.contains_key(agent.id()) {
+            return Err(AgentError::AlreadyLive(agent.id().clone()));
+        }
+        agents.insert(agent.id().clone(), agent.clone());
+        Ok(agent)
+    }
+
+    fn check_open(&self) -> Result<(), AgentError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            Err(AgentError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Agent>>> {
+        self.agents.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
+    let invalid = |reason: String| AgentError::InvalidCwd {
+        path: cwd.to_owned(),
+        reason,
+    };
+    crate::session::validate_cwd(cwd).map_err(|e| match e {
+        HeaderError::RelativeCwd(_) => invalid("must be an absolute path".into()),
+        HeaderError::NonUtf8Cwd(_) => invalid("must be valid UTF-8".into()),
+        other => invalid(other.to_string()),
+    })?;
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(invalid("is not a directory".into())),
+        Err(e) => Err(invalid(e.to_string())),
+    }
+}
+
+fn join_error(error: &tokio::task::JoinError) -> AgentError {
+    AgentError::Persistence(PersistenceError::Config(format!(
+        "a persistence task failed: {error}"
+    )))
+}

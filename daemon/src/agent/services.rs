@@ -1,0 +1,77 @@
+//! What every agent's loop needs from the daemon, shared by all agents.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::exec::Executor;
+use crate::persistence::PersistenceHandle;
+use crate::tools::ToolSet;
+
+/// When the loop makes the session durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointPolicy {
+    /// At the end of every step and every turn.
+    #[default]
+    Step,
+    /// At the end of every turn only.
+    Turn,
+}
+
+/// The base system prompt. It deliberately says nothing about `DSH_*` variables: the bash tool's
+/// description teaches that convention, and nothing else should.
+pub const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You work in the \
+session's working directory and act through the tools you are given: run commands with `bash`, \
+read their output, and answer the user concisely when the task is done.";
+
+/// Services shared by every agent's loop.
+#[derive(Debug)]
+pub struct AgentServices {
+    /// The swappable persistence backend.
+    pub persistence: Arc<PersistenceHandle>,
+    /// The executor, so a closed agent's background jobs can be killed.
+    pub executor: Arc<Executor>,
+    /// When to checkpoint.
+    pub checkpoint: CheckpointPolicy,
+    /// Upper bound on steps in one turn, so a model that never stops calling tools cannot run
+    /// forever.
+    pub max_steps_per_turn: u32,
+    /// The tools; set once after construction (tools such as `spawn_agent` need the registry that
+    /// needs these services).
+    tools: RwLock<ToolSet>,
+}
+
+impl AgentServices {
+    /// Services with an empty tool set.
+    pub fn new(
+        persistence: Arc<PersistenceHandle>,
+        executor: Arc<Executor>,
+        checkpoint: CheckpointPolicy,
+        max_steps_per_turn: u32,
+    ) -> Self {
+        Self {
+            persistence,
+            executor,
+            checkpoint,
+            max_steps_per_turn,
+            tools: RwLock::new(ToolSet::new()),
+        }
+    }
+
+    /// Installs the tool set.
+    pub fn set_tools(&self, tools: ToolSet) {
+        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+    }
+
+    /// The tool set (cheap clone of `Arc`s).
+    pub fn tools(&self) -> ToolSet {
+        self.tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The system prompt for the next model request.
+    pub fn system_prompt(&self) -> String {
+        BASE_SYSTEM_PROMPT.to_owned()
+    }
+}

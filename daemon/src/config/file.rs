@@ -1,0 +1,143 @@
+//! The config file's shape and parsing. `deny_unknown_fields` everywhere: a misspelt key is an
+//! error, reported with its line and dotted key.
+
+use serde::Deserialize;
+
+use super::LogFormat;
+use crate::agent::CheckpointPolicy;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileConfig {
+    pub dsh_home: Option<String>,
+    pub socket: Option<String>,
+    pub log_format: Option<LogFormat>,
+    pub shutdown_timeout_ms: Option<u64>,
+    pub persistence: Option<BackendName>,
+    pub checkpoint: Option<CheckpointPolicy>,
+    #[serde(default)]
+    pub jsonl: JsonlSection,
+    #[serde(default)]
+    pub sqlite: SqliteSection,
+    #[serde(default)]
+    pub model: ModelSection,
+    #[serde(default)]
+    pub agent: AgentSection,
+    #[serde(default)]
+    pub shell: ShellSection,
+    #[serde(default)]
+    pub shell_env: ShellEnvSection,
+    pub skills: Option<SkillsSection>,
+}
+
+/// `persistence = "jsonl" | "sqlite"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendName {
+    /// One JSONL file per session.
+    Jsonl,
+    /// One SQLite database.
+    Sqlite,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct JsonlSection {
+    pub root: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SqliteSection {
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ModelSection {
+    pub provider: Option<String>,
+    pub script: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AgentSection {
+    pub max_steps_per_turn: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ShellSection {
+    pub secret_pattern: Option<String>,
+    pub default_timeout_ms: Option<u64>,
+    pub max_timeout_ms: Option<u64>,
+    pub kill_grace_ms: Option<u64>,
+    pub output_cap_bytes: Option<usize>,
+    pub spill_cap_bytes: Option<u64>,
+    pub spill_dir: Option<String>,
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ShellEnvSection {
+    pub resolve_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SkillsSection {
+    pub local: Option<LocalSkillsSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LocalSkillsSection {
+    pub dsh_home: Option<String>,
+}
+
+impl FileConfig {
+    /// `skills.local.dsh_home`, if set.
+    pub fn nested_home(&self) -> Option<&String> {
+        self.skills
+            .as_ref()
+            .and_then(|s| s.local.as_ref())
+            .and_then(|l| l.dsh_home.as_ref())
+    }
+}
+
+/// A parse failure located in the text.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct ParseFailure {
+    /// 1-based line (0 when unknown).
+    pub line: usize,
+    /// Dotted key ("" when the text is not valid TOML).
+    pub key: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// Parses the file's text.
+pub(super) fn parse(text: &str) -> Result<FileConfig, ParseFailure> {
+    let line_of = |span: Option<std::ops::Range<usize>>| {
+        span.map_or(0, |s| {
+            text.get(..s.start)
+                .map_or(0, |before| before.matches('\n').count() + 1)
+        })
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| ParseFailure {
+        line: line_of(e.span()),
+        key: String::new(),
+        message: e.message().to_owned(),
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        ParseFailure {
+            line: line_of(inner.span()),
+            key: if key == "." { String::new() } else { key },
+            message: inner.message().to_owned(),
+        }
+    })
+}

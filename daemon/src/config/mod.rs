@@ -1,0 +1,479 @@
+//! The daemon's configuration: a TOML file plus command-line flags, folded into one validated
+//! [`Config`]. Flags override the file; the file overrides built-in defaults. Every key is listed in
+//! `docs/CONFIG.md`.
+//!
+//! Unknown keys and wrong types are refused with the file, the line and the dotted key, so a typo
+//! never silently falls back to a default.
+
+mod file;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use file::BackendName;
+use file::FileConfig;
+
+use crate::agent::CheckpointPolicy;
+use crate::agent::scripted::Script;
+use crate::exec::ExecConfig;
+use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
+use crate::persistence::BackendKind;
+use crate::socket;
+
+/// Name of the config file looked up in the harness home when `--config` is not given.
+pub const DEFAULT_FILE_NAME: &str = "config.toml";
+
+/// Default for [`Config::shutdown_timeout`].
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Default for [`Config::max_steps_per_turn`].
+pub const DEFAULT_MAX_STEPS_PER_TURN: u32 = 200;
+
+/// Default for [`Config::resolve_timeout`].
+pub const DEFAULT_RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (colour only when stderr is a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line, for journald and log shippers.
+    Json,
+}
+
+/// The command-line values that can override the file. `None` means "not given".
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--config FILE`.
+    pub config: Option<PathBuf>,
+    /// `--dsh-home DIR`.
+    pub dsh_home: Option<OsString>,
+    /// `--socket PATH`.
+    pub socket: Option<OsString>,
+    /// `--log-format text|json`.
+    pub log_format: Option<LogFormat>,
+    /// `--persistence jsonl|sqlite`.
+    pub persistence: Option<BackendName>,
+}
+
+/// The validated configuration the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The harness home: absolute, normalised, not necessarily existing yet.
+    pub home: ResolvedHome,
+    /// The config file that was read, if any.
+    pub file: Option<PathBuf>,
+    /// Where to listen when the socket is not handed over by systemd.
+    pub socket: PathBuf,
+    /// Log output format.
+    pub log_format: LogFormat,
+    /// How long in-flight calls may run after shutdown starts before they are abandoned.
+    pub shutdown_timeout: Duration,
+    /// The backend active at start.
+    pub persistence: BackendKind,
+    /// JSONL sessions root (`jsonl.root`, default `<home>/sessions`).
+    pub jsonl_root: PathBuf,
+    /// SQLite database (`sqlite.path`, default `<home>/sessions.sqlite3`).
+    pub sqlite_path: PathBuf,
+    /// When agents checkpoint.
+    pub checkpoint: CheckpointPolicy,
+    /// Provider for agents created without one (`model.provider`, default `scripted`).
+    pub default_provider: String,
+    /// Script for scripted agents created without one (`model.script`).
+    pub default_script: Option<Script>,
+    /// Step limit per turn.
+    pub max_steps_per_turn: u32,
+    /// The executor's settings (`[shell]`).
+    pub exec: ExecConfig,
+    /// Working directory of commands that belong to no agent and name none (`shell.cwd`).
+    pub default_cwd: PathBuf,
+    /// Bound on an external contributor's answer (`shell_env.resolve_timeout_ms`).
+    pub resolve_timeout: Duration,
+}
+
+/// Why the configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, has an unknown key, or a value of the wrong type.
+    #[error("{}:{line}: {}: {message}", path.display(), key_label(key))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the offending text (0 when unknown).
+        line: usize,
+        /// Dotted key, e.g. `skills.local.dsh_home` ("" when the error is not about one key).
+        key: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A value is well-typed but not acceptable.
+    #[error("{origin}: {message}")]
+    Value {
+        /// Which flag or key.
+        origin: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The harness home could not be resolved.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// The default config file under the home names a different home.
+    #[error(
+        "{} sets dsh_home to {} but it was found in the home {}; remove the key, or pass the file with --config",
+        file.display(),
+        named.display(),
+        home.display()
+    )]
+    HomeMismatch {
+        /// The implicit config file.
+        file: PathBuf,
+        /// The home it names.
+        named: PathBuf,
+        /// The home it was found in.
+        home: PathBuf,
+    },
+}
+
+fn key_label(key: &str) -> String {
+    if key.is_empty() {
+        "invalid TOML".to_owned()
+    } else {
+        format!("key `{key}`")
+    }
+}
+
+impl Config {
+    /// Builds the configuration from flags, the config file and the ambient environment.
+    ///
+    /// The file is `--config` when given (it must exist), else `<home>/config.toml` when that
+    /// exists. `dsh_home` in a file counts as an explicit home only when the file was given with
+    /// `--config`: a file found inside a home cannot move that home elsewhere.
+    pub fn load(flags: &Flags, ambient: &Ambient) -> Result<Self, ConfigError> {
+        let explicit_file = flags
+            .config
+            .as_ref()
+            .map(|p| {
+                home::absolutize(p.as_os_str(), "--config", ambient).map_err(ConfigError::from)
+            })
+            .transpose()?;
+        let (home, file, parsed) = match explicit_file {
+            Some(path) => {
+                let parsed = read_file(&path)?;
+                let home = resolve_home(flags, &parsed, Some(&path), ambient)?;
+                (home, Some(path), parsed)
+            }
+            None => {
+                let home = resolve_home(flags, &FileConfig::default(), None, ambient)?;
+                let candidate = home.path.join(DEFAULT_FILE_NAME);
+                if candidate.is_file() {
+                    let parsed = read_file(&candidate)?;
+                    check_implicit_home(&candidate, &parsed, &home, ambient)?;
+                    (home, Some(candidate), parsed)
+                } else {
+                    (home, None, FileConfig::default())
+                }
+            }
+        };
+        Builder {
+            file: file.as_deref(),
+            ambient,
+            home: &home.path,
+        }
+        .build(flags, parsed, home.clone(), file.clone())
+    }
+}
+
+/// Folds one parsed file and the flags into a [`Config`], naming the key of any bad value.
+struct Builder<'a> {
+    file: Option<&'a Path>,
+    ambient: &'a Ambient,
+    home: &'a Path,
+}
+
+impl Builder<'_> {
+    fn origin(&self, key: &str) -> String {
+        key_origin(self.file, key)
+    }
+
+    fn path(
+        &self,
+        value: Option<&String>,
+        key: &str,
+        default: PathBuf,
+    ) -> Result<PathBuf, ConfigError> {
+        match value {
+            Some(v) => Ok(home::absolutize(
+                v.as_ref(),
+                &self.origin(key),
+                self.ambient,
+            )?),
+            None => Ok(default),
+        }
+    }
+
+    fn positive_ms(
+        &self,
+        value: Option<u64>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
+        match value {
+            Some(0) => Err(ConfigError::Value {
+                origin: self.origin(key),
+                message: "must be at least 1".into(),
+            }),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => Ok(default),
+        }
+    }
+
+    fn build(
+        &self,
+        flags: &Flags,
+        parsed: FileConfig,
+        home: ResolvedHome,
+        file: Option<PathBuf>,
+    ) -> Result<Config, ConfigError> {
+        let socket = match (&flags.socket, &parsed.socket) {
+            (Some(flag), _) => home::absolutize(flag, "--socket", self.ambient)?,
+            (None, Some(value)) => {
+                home::absolutize(value.as_ref(), &self.origin("socket"), self.ambient)?
+            }
+            (None, None) => socket::default_path(self.home, self.ambient.runtime_dir.as_deref()),
+        };
+        let persistence = match flags.persistence.or(parsed.persistence) {
+            Some(BackendName::Sqlite) => BackendKind::Sqlite,
+            Some(BackendName::Jsonl) | None => BackendKind::Jsonl,
+        };
+        let default_script = parsed
+            .model
+            .script
+            .as_ref()
+            .map(|value| self.script(value))
+            .transpose()?;
+        let default_provider = parsed
+            .model
+            .provider
+            .clone()
+            .unwrap_or_else(|| "scripted".into());
+        if !["scripted"].contains(&default_provider.as_str()) {
+            return Err(ConfigError::Value {
+                origin: self.origin("model.provider"),
+                message: format!(
+                    "unknown provider {default_provider:?}; known providers: scripted"
+                ),
+            });
+        }
+        let max_steps_per_turn = match parsed.agent.max_steps_per_turn {
+            Some(0) => {
+                return Err(ConfigError::Value {
+                    origin: self.origin("agent.max_steps_per_turn"),
+                    message: "must be at least 1".into(),
+                });
+            }
+            Some(n) => n,
+            None => DEFAULT_MAX_STEPS_PER_TURN,
+        };
+        let default_cwd = self.path(
+            parsed.shell.cwd.as_ref(),
+            "shell.cwd",
+            self.ambient
+                .cwd
+                .clone()
+                .unwrap_or_else(|| self.home.to_owned()),
+        )?;
+        Ok(Config {
+            socket,
+            log_format: flags.log_format.or(parsed.log_format).unwrap_or_default(),
+            shutdown_timeout: self.positive_ms(
+                parsed.shutdown_timeout_ms,
+                "shutdown_timeout_ms",
+                DEFAULT_SHUTDOWN_TIMEOUT,
+            )?,
+            persistence,
+            jsonl_root: self.path(
+                parsed.jsonl.root.as_ref(),
+                "jsonl.root",
+                self.home.join("sessions"),
+            )?,
+            sqlite_path: self.path(
+                parsed.sqlite.path.as_ref(),
+                "sqlite.path",
+                self.home.join("sessions.sqlite3"),
+            )?,
+            checkpoint: parsed.checkpoint.unwrap_or_default(),
+            default_provider,
+            default_script,
+            max_steps_per_turn,
+            exec: self.exec(&parsed.shell)?,
+            default_cwd,
+            resolve_timeout: self.positive_ms(
+                parsed.shell_env.resolve_timeout_ms,
+                "shell_env.resolve_timeout_ms",
+                DEFAULT_RESOLVE_TIMEOUT,
+            )?,
+            home,
+            file,
+        })
+    }
+
+    fn script(&self, value: &str) -> Result<Script, ConfigError> {
+        let origin = self.origin("model.script");
+        let path = home::absolutize(value.as_ref(), &origin, self.ambient)?;
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Value {
+            origin: origin.clone(),
+            message: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Script::parse(&text).map_err(|e| ConfigError::Value {
+            origin,
+            message: format!("{}: {e}", path.display()),
+        })
+    }
+
+    fn exec(&self, shell: &file::ShellSection) -> Result<ExecConfig, ConfigError> {
+        let defaults = ExecConfig::default();
+        let secret_pattern = match &shell.secret_pattern {
+            Some(pattern) => regex::RegexBuilder::new(pattern)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| ConfigError::Value {
+                    origin: self.origin("shell.secret_pattern"),
+                    message: format!("not a valid regex: {e}"),
+                })?,
+            None => defaults.secret_pattern.clone(),
+        };
+        let default_timeout = self.positive_ms(
+            shell.default_timeout_ms,
+            "shell.default_timeout_ms",
+            defaults.default_timeout,
+        )?;
+        let max_timeout = self.positive_ms(
+            shell.max_timeout_ms,
+            "shell.max_timeout_ms",
+            defaults.max_timeout,
+        )?;
+        if default_timeout > max_timeout {
+            return Err(ConfigError::Value {
+                origin: self.origin("shell.default_timeout_ms"),
+                message: format!(
+                    "{} ms is more than shell.max_timeout_ms ({} ms)",
+                    default_timeout.as_millis(),
+                    max_timeout.as_millis()
+                ),
+            });
+        }
+        let output_cap_bytes = match shell.output_cap_bytes {
+            Some(0) => {
+                return Err(ConfigError::Value {
+                    origin: self.origin("shell.output_cap_bytes"),
+                    message: "must be at least 1".into(),
+                });
+            }
+            Some(n) => n,
+            None => defaults.output_cap_bytes,
+        };
+        Ok(ExecConfig {
+            secret_pattern,
+            default_timeout,
+            max_timeout,
+            kill_grace: self.positive_ms(
+                shell.kill_grace_ms,
+                "shell.kill_grace_ms",
+                defaults.kill_grace,
+            )?,
+            output_cap_bytes,
+            spill_cap_bytes: shell.spill_cap_bytes.unwrap_or(defaults.spill_cap_bytes),
+            spill_dir: self.path(
+                shell.spill_dir.as_ref(),
+                "shell.spill_dir",
+                self.home.join("run/spill"),
+            )?,
+            ..defaults
+        })
+    }
+}
+
+fn key_origin(file: Option<&Path>, key: &str) -> String {
+    match file {
+        Some(path) => format!("{key} in {}", path.display()),
+        None => key.to_owned(),
+    }
+}
+
+fn resolve_home(
+    flags: &Flags,
+    parsed: &FileConfig,
+    file: Option<&Path>,
+    ambient: &Ambient,
+) -> Result<ResolvedHome, ConfigError> {
+    let file_origin = key_origin(file, "dsh_home");
+    let nested_origin = key_origin(file, "skills.local.dsh_home");
+    let explicit = match (&flags.dsh_home, &parsed.dsh_home) {
+        (Some(flag), _) => Some(Explicit {
+            value: flag.as_os_str(),
+            origin: "--dsh-home",
+        }),
+        (None, Some(value)) => Some(Explicit {
+            value: value.as_ref(),
+            origin: &file_origin,
+        }),
+        (None, None) => None,
+    };
+    let nested = parsed.nested_home().map(|value| Explicit {
+        value: value.as_ref(),
+        origin: &nested_origin,
+    });
+    Ok(home::resolve(explicit, nested, ambient)?)
+}
+
+fn check_implicit_home(
+    file: &Path,
+    parsed: &FileConfig,
+    home: &ResolvedHome,
+    ambient: &Ambient,
+) -> Result<(), ConfigError> {
+    let named = [
+        parsed.dsh_home.as_ref().map(|v| (v, "dsh_home")),
+        parsed.nested_home().map(|v| (v, "skills.local.dsh_home")),
+    ];
+    for (value, key) in named.into_iter().flatten() {
+        let path = home::absolutize(value.as_ref(), &key_origin(Some(file), key), ambient)?;
+        if path != home.path {
+            return Err(ConfigError::HomeMismatch {
+                file: file.to_owned(),
+                named: path,
+                home: home.path.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    file::parse(&text).map_err(|e| ConfigError::Invalid {
+        path: path.to_owned(),
+        line: e.line,
+        key: e.key,
+        message: e.message,
+    })
+}
+
+#[cfg(test)]
+mod tests;

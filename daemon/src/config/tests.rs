@@ -1,0 +1,276 @@
+//! Unit tests of config loading.
+use super::file::parse;
+use super::*;
+
+fn ambient(dsh_home: Option<&str>) -> Ambient {
+    Ambient {
+        dsh_home: dsh_home.map(OsString::from),
+        user_home: Some(PathBuf::from("/home/ada")),
+        cwd: Some(PathBuf::from("/work")),
+        runtime_dir: None,
+    }
+}
+
+#[test]
+fn unknown_top_level_key_names_line_and_key() {
+    let err = parse("log_format = \"json\"\n\nsokcet = \"/x\"\n").unwrap_err();
+    assert_eq!(err.line, 3);
+    assert_eq!(err.key, "sokcet");
+    assert!(
+        err.message.contains("unknown field `sokcet`"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn unknown_nested_key_names_the_dotted_path() {
+    let err = parse("[skills.local]\ndsh_home = \"/a\"\nroot = 1\n").unwrap_err();
+    assert_eq!(err.line, 3);
+    assert_eq!(err.key, "skills.local.root");
+}
+
+#[test]
+fn wrong_type_names_line_and_key() {
+    let err = parse("\nshutdown_timeout_ms = \"soon\"\n").unwrap_err();
+    assert_eq!(err.line, 2);
+    assert_eq!(err.key, "shutdown_timeout_ms");
+    let err = parse("log_format = \"xml\"\n").unwrap_err();
+    assert_eq!(err.key, "log_format");
+    assert!(err.message.contains("xml"), "{}", err.message);
+}
+
+#[test]
+fn invalid_toml_names_the_line() {
+    let err = parse("a = 1\nb = = 2\n").unwrap_err();
+    assert_eq!(err.line, 2);
+    assert_eq!(err.key, "");
+}
+
+#[test]
+fn error_display_has_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "bogus = 1\n").unwrap();
+    let flags = Flags {
+        config: Some(path.clone()),
+        ..Flags::default()
+    };
+    let msg = Config::load(&flags, &ambient(None))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "{}:1: key `bogus`: unknown field `bogus`",
+            path.display()
+        )),
+        "{msg}"
+    );
+}
+
+#[test]
+fn flags_override_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "dsh_home = \"/file/home\"\nsocket = \"/file/s.sock\"\nlog_format = \"json\"\n",
+    )
+    .unwrap();
+    let from_file = Config::load(
+        &Flags {
+            config: Some(path.clone()),
+            ..Flags::default()
+        },
+        &ambient(Some("/env")),
+    )
+    .unwrap();
+    assert_eq!(from_file.home.path, PathBuf::from("/file/home"));
+    assert_eq!(from_file.socket, PathBuf::from("/file/s.sock"));
+    assert_eq!(from_file.log_format, LogFormat::Json);
+
+    let flagged = Config::load(
+        &Flags {
+            config: Some(path),
+            dsh_home: Some("/flag/home".into()),
+            socket: Some("/flag/s.sock".into()),
+            log_format: Some(LogFormat::Text),
+            persistence: Some(BackendName::Sqlite),
+        },
+        &ambient(Some("/env")),
+    )
+    .unwrap();
+    assert_eq!(flagged.home.path, PathBuf::from("/flag/home"));
+    assert_eq!(flagged.socket, PathBuf::from("/flag/s.sock"));
+    assert_eq!(flagged.log_format, LogFormat::Text);
+    assert_eq!(flagged.persistence, BackendKind::Sqlite);
+}
+
+#[test]
+fn default_file_is_read_from_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("h");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("config.toml"), "shutdown_timeout_ms = 1500\n").unwrap();
+    let cfg = Config::load(&Flags::default(), &ambient(Some(home.to_str().unwrap()))).unwrap();
+    assert_eq!(cfg.file, Some(home.join("config.toml")));
+    assert_eq!(cfg.shutdown_timeout, Duration::from_millis(1500));
+}
+
+#[test]
+fn default_file_cannot_move_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("h");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("config.toml"), "dsh_home = \"/elsewhere\"\n").unwrap();
+    let err = Config::load(&Flags::default(), &ambient(Some(home.to_str().unwrap()))).unwrap_err();
+    assert!(matches!(err, ConfigError::HomeMismatch { .. }), "{err}");
+}
+
+#[test]
+fn conflicting_homes_in_the_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "dsh_home = \"/a\"\n[skills.local]\ndsh_home = \"/b\"\n",
+    )
+    .unwrap();
+    let err = Config::load(
+        &Flags {
+            config: Some(path),
+            ..Flags::default()
+        },
+        &ambient(None),
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("resolves to /a") && msg.contains("resolves to /b"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn explicit_empty_home_in_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "dsh_home = \"\"\n").unwrap();
+    let err = Config::load(
+        &Flags {
+            config: Some(path),
+            ..Flags::default()
+        },
+        &ambient(None),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::Home(HomeError::Empty { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_explicit_file_is_an_error() {
+    let err = Config::load(
+        &Flags {
+            config: Some("/nonexistent/dsh.toml".into()),
+            ..Flags::default()
+        },
+        &ambient(None),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/dsh.toml"), "{err}");
+}
+
+#[test]
+fn sections_have_defaults_under_the_home() {
+    let cfg = Config::load(&Flags::default(), &ambient(Some("/h"))).unwrap();
+    assert_eq!(cfg.persistence, BackendKind::Jsonl);
+    assert_eq!(cfg.jsonl_root, PathBuf::from("/h/sessions"));
+    assert_eq!(cfg.sqlite_path, PathBuf::from("/h/sessions.sqlite3"));
+    assert_eq!(cfg.checkpoint, CheckpointPolicy::Step);
+    assert_eq!(cfg.default_provider, "scripted");
+    assert_eq!(cfg.max_steps_per_turn, DEFAULT_MAX_STEPS_PER_TURN);
+    assert_eq!(cfg.exec.spill_dir, PathBuf::from("/h/run/spill"));
+    assert_eq!(cfg.default_cwd, PathBuf::from("/work"));
+    assert_eq!(cfg.resolve_timeout, DEFAULT_RESOLVE_TIMEOUT);
+}
+
+#[test]
+fn every_section_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("s.json");
+    std::fs::write(&script, r#"{"replies": [{"text": "hi"}]}"#).unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "persistence = \"sqlite\"\ncheckpoint = \"turn\"\n[jsonl]\nroot = \"/j\"\n[sqlite]\npath = \"db\"\n\
+             [model]\nprovider = \"scripted\"\nscript = \"{}\"\n[agent]\nmax_steps_per_turn = 7\n\
+             [shell]\nsecret_pattern = \"HIDDEN\"\ndefault_timeout_ms = 1000\nmax_timeout_ms = 2000\n\
+             kill_grace_ms = 50\noutput_cap_bytes = 10\nspill_cap_bytes = 20\nspill_dir = \"/sp\"\ncwd = \"/c\"\n\
+             [shell_env]\nresolve_timeout_ms = 300\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let cfg = Config::load(
+        &Flags {
+            config: Some(path),
+            ..Flags::default()
+        },
+        &ambient(Some("/h")),
+    )
+    .unwrap();
+    assert_eq!(cfg.persistence, BackendKind::Sqlite);
+    assert_eq!(cfg.checkpoint, CheckpointPolicy::Turn);
+    assert_eq!(cfg.jsonl_root, PathBuf::from("/j"));
+    assert_eq!(cfg.sqlite_path, PathBuf::from("/work/db"));
+    assert_eq!(cfg.default_script.unwrap().replies.len(), 1);
+    assert_eq!(cfg.max_steps_per_turn, 7);
+    assert!(cfg.exec.secret_pattern.is_match("my_hidden_thing"));
+    assert_eq!(cfg.exec.default_timeout, Duration::from_millis(1000));
+    assert_eq!(cfg.exec.max_timeout, Duration::from_millis(2000));
+    assert_eq!(cfg.exec.kill_grace, Duration::from_millis(50));
+    assert_eq!(cfg.exec.output_cap_bytes, 10);
+    assert_eq!(cfg.exec.spill_cap_bytes, 20);
+    assert_eq!(cfg.exec.spill_dir, PathBuf::from("/sp"));
+    assert_eq!(cfg.default_cwd, PathBuf::from("/c"));
+    assert_eq!(cfg.resolve_timeout, Duration::from_millis(300));
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[shell]\nsecret_pattern = \"(\"\n", "shell.secret_pattern"),
+        (
+            "[shell]\ndefault_timeout_ms = 5000\nmax_timeout_ms = 10\n",
+            "shell.default_timeout_ms",
+        ),
+        (
+            "[agent]\nmax_steps_per_turn = 0\n",
+            "agent.max_steps_per_turn",
+        ),
+        ("[model]\nprovider = \"gpt\"\n", "model.provider"),
+        ("[model]\nscript = \"/nonexistent.json\"\n", "model.script"),
+        ("persistence = \"mysql\"\n", "persistence"),
+        ("checkpoint = \"never\"\n", "checkpoint"),
+        ("[jsonl]\nroot = 5\n", "jsonl.root"),
+    ];
+    for (text, key) in cases {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let err = Config::load(
+            &Flags {
+                config: Some(path),
+                ..Flags::default()
+            },
+            &ambient(None),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(key), "{text:?}: {err}");
+    }
+}

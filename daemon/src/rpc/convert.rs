@@ -1,0 +1,179 @@
+//! Translation helpers shared by the services: domain values to protocol messages, protocol input to
+//! validated domain values, and domain errors to gRPC status codes.
+
+use dsh_proto::v1;
+use tonic::Status;
+
+use crate::agent::{Agent, AgentError, AgentStatus, ModelChoice};
+use crate::persistence::{PersistenceError, SessionLocation};
+use crate::session::{Event, EventData, SessionHeader, SessionId};
+
+/// Parses a session or agent id from the wire, naming the field on failure.
+pub fn session_id(field: &str, value: String) -> Result<SessionId, Status> {
+    SessionId::parse(value).map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
+}
+
+/// A header for the wire.
+pub fn header(h: &SessionHeader) -> v1::SessionHeader {
+    v1::SessionHeader {
+        version: h.version,
+        id: h.id.to_string(),
+        created_at_ms: h.created_at,
+        cwd: h.cwd.to_string_lossy().into_owned(),
+        parent_session: h.parent_session.as_ref().map(ToString::to_string),
+        seed_length: h.seed_length,
+        origin: h.origin.map(|_| "subagent".to_owned()),
+        delegation_depth: h.delegation_depth,
+    }
+}
+
+/// A location for the wire.
+pub fn location(l: SessionLocation) -> v1::SessionLocation {
+    v1::SessionLocation {
+        kind: l.kind.to_owned(),
+        path: l.path.to_string_lossy().into_owned(),
+    }
+}
+
+/// An event for the wire.
+pub fn event(e: &Event) -> v1::SessionEvent {
+    v1::SessionEvent {
+        r#type: e.data.type_name().to_owned(),
+        seq: e.seq,
+        time_ms: e.time,
+        data_json: e.data_json(),
+    }
+}
+
+/// A live agent for the wire.
+pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
+    let (state, turns) = match agent.status() {
+        AgentStatus::Idle => (v1::AgentState::Idle, agent.last_turn()),
+        AgentStatus::Running { turn } => (v1::AgentState::Running, turn),
+    };
+    v1::AgentInfo {
+        agent_id: agent.id().to_string(),
+        session_id: agent.id().to_string(),
+        header: Some(header(agent.header())),
+        state: state as i32,
+        provider: agent.provider().provider().to_owned(),
+        model: agent.provider().model().to_owned(),
+        parent_agent_id: agent.parent().map(ToString::to_string),
+        turns,
+    }
+}
+
+/// The model choice of a request (empty fields mean "the default").
+pub fn model_choice(spec: Option<v1::ModelSpec>) -> ModelChoice {
+    let spec = spec.unwrap_or_default();
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    ModelChoice {
+        provider: some(spec.provider),
+        model: some(spec.model),
+        script: some(spec.script_json),
+    }
+}
+
+/// The wire form of a logged event, when the Prompt stream reports that type.
+pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
+    use v1::turn_event::Event as E;
+    Some(match &e.data {
+        EventData::TurnStart { turn } => E::TurnStarted(v1::TurnStarted { turn: *turn }),
+        EventData::StepStart { turn, step } => E::StepStarted(v1::StepStarted {
+            turn: *turn,
+            step: *step,
+        }),
+        EventData::StepEnd { turn, step } => E::StepEnded(v1::StepEnded {
+            turn: *turn,
+            step: *step,
+        }),
+        EventData::AssistantMessage {
+            turn,
+            step,
+            message,
+            ..
+        } => E::AssistantText(v1::AssistantText {
+            turn: *turn,
+            step: *step,
+            text: message.text.clone(),
+        }),
+        EventData::ToolCall {
+            turn,
+            step,
+            call_id,
+            name,
+            arguments,
+        } => E::ToolCall(v1::ToolCall {
+            turn: *turn,
+            step: *step,
+            call_id: call_id.clone(),
+            name: name.clone(),
+            arguments_json: arguments.to_string(),
+        }),
+        EventData::ToolResult {
+            turn,
+            step,
+            call_id,
+            content,
+            is_error,
+            ..
+        } => E::ToolResult(v1::ToolResult {
+            turn: *turn,
+            step: *step,
+            call_id: call_id.clone(),
+            content: content.clone(),
+            is_error: *is_error,
+        }),
+        EventData::HookResult {
+            dialect,
+            event,
+            handler,
+            decision,
+            exit_code,
+            ..
+        } => E::Hook(v1::HookRan {
+            dialect: dialect.clone(),
+            event: event.clone(),
+            handler: handler.clone(),
+            decision: decision.clone(),
+            exit_code: *exit_code,
+        }),
+        EventData::TurnEnd { .. }
+        | EventData::UserMessage { .. }
+        | EventData::HookInvoked { .. }
+        | EventData::EndSeed {} => return None,
+    })
+}
+
+/// A persistence error as a status a client can act on.
+pub fn persistence_status(error: PersistenceError) -> Status {
+    match error {
+        PersistenceError::NotFound(id) => Status::not_found(format!("no session {id}")),
+        e @ PersistenceError::Corrupt { .. } => Status::data_loss(e.to_string()),
+        e @ (PersistenceError::ForeignDatabase { .. } | PersistenceError::Config(_)) => {
+            Status::failed_precondition(e.to_string())
+        }
+        e @ PersistenceError::SeqMismatch { .. } => Status::aborted(e.to_string()),
+        e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
+            Status::internal(e.to_string())
+        }
+    }
+}
+
+/// An agent error as a status a client can act on.
+pub fn agent_status(error: AgentError) -> Status {
+    match error {
+        e @ (AgentError::NotFound(_) | AgentError::SessionNotFound(_)) => {
+            Status::not_found(e.to_string())
+        }
+        e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
+        e @ (AgentError::Busy { .. } | AgentError::Closed(_)) => {
+            Status::failed_precondition(e.to_string())
+        }
+        e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel { .. }) => {
+            Status::invalid_argument(e.to_string())
+        }
+        AgentError::Persistence(e) => persistence_status(e),
+        e @ AgentError::ShuttingDown => Status::unavailable(e.to_string()),
+    }
+}

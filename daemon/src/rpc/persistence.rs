@@ -1,0 +1,166 @@
+//! `dsh.v1.Persistence`: the active backend, swapping it, and reading sessions.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use dsh_proto::v1::{self, persistence_server};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use super::async_stream;
+use super::convert::{event, header, persistence_status, session_id};
+use crate::daemon::Daemon;
+use crate::persistence::{BackendKind, Persistence, StoredSession};
+use crate::session::{Event, SessionHeader, SessionId};
+
+/// The `Persistence` service.
+pub struct PersistenceService {
+    daemon: Arc<Daemon>,
+}
+
+impl PersistenceService {
+    /// Binds the service to `daemon`.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+
+    fn describe(&self) -> v1::BackendDescription {
+        let backend = self.daemon.persistence.backend();
+        v1::BackendDescription {
+            name: backend.kind().as_str().to_owned(),
+            path: backend.path().to_string_lossy().into_owned(),
+        }
+    }
+
+    /// A live session's header and events, or the stored ones (read-only, never repaired).
+    async fn session(&self, id: &SessionId) -> Result<(SessionHeader, Option<Vec<Event>>), Status> {
+        if let Ok(agent) = self.daemon.agents.get(id) {
+            return Ok((agent.header().as_ref().clone(), None));
+        }
+        let stored = inspect(self.daemon.persistence.backend(), id.clone()).await?;
+        Ok((stored.header, Some(stored.events)))
+    }
+}
+
+async fn inspect(backend: Arc<dyn Persistence>, id: SessionId) -> Result<StoredSession, Status> {
+    tokio::task::spawn_blocking(move || backend.inspect(&id))
+        .await
+        .map_err(|e| Status::internal(format!("reading the session failed: {e}")))?
+        .map_err(persistence_status)
+}
+
+fn absolute(field: &str, value: String) -> Result<Option<PathBuf>, Status> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let path = PathBuf::from(&value);
+    if !path.is_absolute() {
+        return Err(Status::invalid_argument(format!(
+            "{field}: {value:?} is not an absolute path"
+        )));
+    }
+    Ok(Some(crate::home::normalize(&path)))
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl persistence_server::Persistence for PersistenceService {
+    type ReadEventsStream = Pin<Box<dyn Stream<Item = Result<v1::SessionEvent, Status>> + Send>>;
+
+    async fn describe(
+        &self,
+        _request: Request<v1::DescribeBackendRequest>,
+    ) -> Reply<v1::BackendDescription> {
+        Ok(Response::new(self.describe()))
+    }
+
+    async fn r#use(
+        &self,
+        request: Request<v1::UseBackendRequest>,
+    ) -> Reply<v1::BackendDescription> {
+        let (kind, path) = match request.into_inner().backend {
+            Some(v1::use_backend_request::Backend::Jsonl(j)) => {
+                (BackendKind::Jsonl, absolute("jsonl.root", j.root)?)
+            }
+            Some(v1::use_backend_request::Backend::Sqlite(s)) => {
+                (BackendKind::Sqlite, absolute("sqlite.path", s.path)?)
+            }
+            None => return Err(Status::invalid_argument("backend: give jsonl or sqlite")),
+        };
+        let backend = self
+            .daemon
+            .open_backend(kind, path)
+            .await
+            .map_err(persistence_status)?;
+        self.daemon.persistence.swap(backend);
+        let description = self.describe();
+        tracing::info!(backend = %description.name, path = %description.path, "persistence backend swapped");
+        Ok(Response::new(description))
+    }
+
+    async fn locate(&self, request: Request<v1::LocateRequest>) -> Reply<v1::LocateResponse> {
+        let id = session_id("session_id", request.into_inner().session_id)?;
+        let location = match self.daemon.agents.get(&id) {
+            Ok(agent) => self.daemon.persistence.locate(agent.header()),
+            Err(_) => {
+                let (header, _) = self.session(&id).await?;
+                self.daemon.persistence.locate(&header)
+            }
+        };
+        Ok(Response::new(v1::LocateResponse {
+            location: location.map(super::convert::location),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        _request: Request<v1::ListSessionsRequest>,
+    ) -> Reply<v1::ListSessionsResponse> {
+        let backend = self.daemon.persistence.backend();
+        let mut stored = tokio::task::spawn_blocking(move || backend.list())
+            .await
+            .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
+            .map_err(persistence_status)?;
+        let live = self.daemon.agents.list();
+        for agent in &live {
+            if !stored.iter().any(|h| &h.id == agent.id()) {
+                stored.push(agent.header().as_ref().clone());
+            }
+        }
+        stored.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        let sessions = stored
+            .iter()
+            .map(|h| v1::SessionSummary {
+                header: Some(header(h)),
+                live: live.iter().any(|a| a.id() == &h.id),
+            })
+            .collect();
+        Ok(Response::new(v1::ListSessionsResponse { sessions }))
+    }
+
+    async fn read_events(
+        &self,
+        request: Request<v1::ReadEventsRequest>,
+    ) -> Reply<Self::ReadEventsStream> {
+        let req = request.into_inner();
+        let id = session_id("session_id", req.session_id)?;
+        let events = match self.daemon.agents.get(&id) {
+            Ok(agent) => agent.events_from(req.from_seq),
+            Err(_) => {
+                let (_, events) = self.session(&id).await?;
+                let from = usize::try_from(req.from_seq).unwrap_or(usize::MAX);
+                events.unwrap_or_default().into_iter().skip(from).collect()
+            }
+        };
+        let stream = async_stream(move |tx| async move {
+            for e in &events {
+                if tx.send(Ok(event(e))).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
