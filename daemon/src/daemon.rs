@@ -11,6 +11,10 @@ use crate::config::Config;
 use crate::exec::{ExecError, Executor};
 use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
+use crate::tools::ToolSet;
+use crate::tools::bash::BashTool;
+use crate::tools::jobs::JobTool;
+use crate::tools::spawn_agent::SpawnAgentTool;
 
 /// Why the daemon's core could not be assembled.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +81,14 @@ impl Daemon {
             config.default_provider.clone(),
             config.default_script.clone(),
         );
-        let agents = Arc::new(AgentRegistry::new(services, providers));
+        let agents = Arc::new(AgentRegistry::new(services.clone(), providers));
+        services.set_tools(
+            ToolSet::new()
+                .with(Arc::new(BashTool::new(executor.clone(), shell_env.clone())))
+                .with(Arc::new(JobTool::output(executor.clone())))
+                .with(Arc::new(JobTool::kill(executor.clone())))
+                .with(Arc::new(SpawnAgentTool::new(&agents))),
+        );
         Ok(Self {
             config: config.clone(),
             home,

@@ -4,6 +4,10 @@
 //! session from global state, so concurrent calls of different agents can never see each other's
 //! facts.
 
+pub mod bash;
+pub mod jobs;
+pub mod spawn_agent;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

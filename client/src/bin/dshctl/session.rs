@@ -1,6 +1,5 @@
 //! `dshctl session ...`: where a session's transcript is, which sessions exist, and their events.
 
-
 use clap::Subcommand;
 use dsh_client::Client;
 use dsh_proto::v1;
