@@ -3,6 +3,7 @@
 
 mod live;
 pub mod model;
+pub mod openai;
 pub mod provider;
 mod registry;
 pub mod scripted;
