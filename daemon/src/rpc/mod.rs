@@ -6,6 +6,8 @@ mod convert;
 mod daemon;
 mod pending;
 mod persistence;
+mod shell;
+mod shell_env;
 
 use std::sync::Arc;
 
@@ -67,8 +69,12 @@ impl Services {
             .add_service(v1::agents_server::AgentsServer::new(
                 agents::AgentsService::new(daemon.clone()),
             ))
-            .add_service(v1::shell_server::ShellServer::new(pending::Pending))
-            .add_service(v1::shell_env_server::ShellEnvServer::new(pending::Pending))
+            .add_service(v1::shell_server::ShellServer::new(
+                shell::ShellService::new(daemon.clone()),
+            ))
+            .add_service(v1::shell_env_server::ShellEnvServer::new(
+                shell_env::ShellEnvService::new(daemon.clone()),
+            ))
             .add_service(v1::persistence_server::PersistenceServer::new(
                 persistence::PersistenceService::new(daemon.clone()),
             ))

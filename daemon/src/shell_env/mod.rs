@@ -24,6 +24,7 @@ mod contributor;
 mod error;
 mod key;
 mod registry;
+pub mod remote;
 
 #[cfg(test)]
 mod tests;

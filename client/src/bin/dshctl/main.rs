@@ -5,9 +5,11 @@
 
 mod agent;
 mod daemon;
+mod env;
 mod output;
 mod persistence;
 mod prompt;
+mod run;
 mod session;
 mod wire;
 
@@ -64,6 +66,18 @@ enum Command {
     Persistence {
         #[command(subcommand)]
         command: persistence::PersistenceCommand,
+    },
+    /// The managed DSH_* variables: declarations and a diagnostic snapshot.
+    Env {
+        #[command(subcommand)]
+        command: env::EnvCommand,
+    },
+    /// Run a command through the daemon, with the managed environment of an agent (or none).
+    Run(run::RunArgs),
+    /// Background jobs: read their output or kill them.
+    Job {
+        #[command(subcommand)]
+        command: run::JobCommand,
     },
     /// Print a shell completion script.
     Completions {
@@ -158,6 +172,9 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         }
         Command::Session { command } => session::run(&client, out, command).await?,
         Command::Persistence { command } => persistence::run(&client, out, command).await?,
+        Command::Env { command } => env::run(&client, out, command).await?,
+        Command::Run(args) => return run::run(&client, out, args).await,
+        Command::Job { command } => run::job(&client, out, command).await?,
         Command::Completions { .. } => {}
     }
     Ok(ExitCode::SUCCESS)

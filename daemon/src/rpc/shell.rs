@@ -1,0 +1,194 @@
+//! `dsh.v1.Shell`: commands for an agent or for no agent, and background jobs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_proto::v1::{self, shell_server};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use super::convert::{agent_status, session_id};
+use crate::daemon::Daemon;
+use crate::exec::{CommandOutcome, CommandSpec, ExecError, JobId, is_managed_name};
+use crate::tools::ToolExecution;
+
+/// The `Shell` service.
+pub struct ShellService {
+    daemon: Arc<Daemon>,
+}
+
+impl ShellService {
+    /// Binds the service to `daemon`.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+/// The execution a request stands for: on behalf of a live agent, or of no agent.
+pub fn execution(
+    daemon: &Daemon,
+    agent_id: String,
+    cwd: String,
+    tool_name: &str,
+) -> Result<ToolExecution, Status> {
+    let agent = if agent_id.is_empty() {
+        None
+    } else {
+        let id = session_id("agent_id", agent_id)?;
+        Some(daemon.agents.get(&id).map_err(agent_status)?)
+    };
+    let cwd = if cwd.is_empty() {
+        agent.as_ref().map_or_else(
+            || daemon.config.default_cwd.clone(),
+            |a| a.header().cwd.clone(),
+        )
+    } else {
+        let path = PathBuf::from(&cwd);
+        if !path.is_absolute() {
+            return Err(Status::invalid_argument(format!(
+                "cwd: {cwd:?} is not an absolute path"
+            )));
+        }
+        crate::home::normalize(&path)
+    };
+    Ok(ToolExecution {
+        call_id: format!("rpc_{}", uuid::Uuid::now_v7().simple()),
+        tool_name: tool_name.to_owned(),
+        agent: agent.map(|a| a.context().clone()),
+        turn: None,
+        step: None,
+        cwd,
+        cancel: daemon.shutdown_token().child_token(),
+        child_script: None,
+    })
+}
+
+/// An executor error as a status naming the field.
+pub fn exec_status(error: ExecError) -> Status {
+    match error {
+        e @ (ExecError::DshKeyInEnv { .. }
+        | ExecError::BadEnvName { .. }
+        | ExecError::NulInEnvValue { .. }
+        | ExecError::UnmanagedKeyInSnapshot { .. }) => {
+            Status::invalid_argument(format!("env: {e}"))
+        }
+        e @ ExecError::NulInCommand => Status::invalid_argument(format!("command: {e}")),
+        e @ ExecError::BadCwd { .. } => Status::invalid_argument(format!("cwd: {e}")),
+        e @ ExecError::BadJobId(_) => Status::invalid_argument(format!("job_id: {e}")),
+        e @ ExecError::UnknownJob(_) => Status::not_found(e.to_string()),
+        e @ (ExecError::ShuttingDown | ExecError::Cancelled) => Status::unavailable(e.to_string()),
+        e => Status::internal(e.to_string()),
+    }
+}
+
+/// An outcome for the wire.
+pub fn outcome(o: &CommandOutcome) -> v1::CommandOutcome {
+    let path = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    v1::CommandOutcome {
+        exit_code: o.exit_code,
+        signal: o.signal_name(),
+        timed_out: o.timed_out,
+        aborted: o.aborted,
+        stdout: o.stdout.clone(),
+        stderr: o.stderr.clone(),
+        stdout_truncated: o.stdout_truncated,
+        stderr_truncated: o.stderr_truncated,
+        stdout_spill_path: path(&o.stdout_spill),
+        stderr_spill_path: path(&o.stderr_spill),
+        duration_ms: u64::try_from(o.duration.as_millis()).unwrap_or(u64::MAX),
+        rendered: o.render(),
+    }
+}
+
+fn job_id(value: String) -> Result<JobId, Status> {
+    JobId::parse(&value).map_err(|e| Status::invalid_argument(format!("job_id: {e}")))
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl shell_server::Shell for ShellService {
+    async fn run(&self, request: Request<v1::RunRequest>) -> Reply<v1::RunResponse> {
+        let req = request.into_inner();
+        if req.command.trim().is_empty() {
+            return Err(Status::invalid_argument("command: required"));
+        }
+        // Checked before anything else runs: managed values come only from the snapshot.
+        if let Some(key) = req.env.keys().find(|k| is_managed_name(k)) {
+            return Err(Status::invalid_argument(format!(
+                "env: {key} is a managed DSH_* key; managed values come only from the daemon's snapshot"
+            )));
+        }
+        let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
+        let managed = self
+            .daemon
+            .shell_env
+            .collect(&exec)
+            .await
+            .map_err(|e| Status::failed_precondition(format!("managed environment: {e}")))?
+            .into_inner();
+        let spec = CommandSpec {
+            command: req.command,
+            cwd: exec.cwd.clone(),
+            timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
+            env: req.env.into_iter().collect(),
+            managed,
+            stdin: None,
+            cancel: if req.background {
+                CancellationToken::new()
+            } else {
+                exec.cancel.clone()
+            },
+        };
+        let result = if req.background {
+            let job = self
+                .daemon
+                .executor
+                .start(spec, exec.session_id().cloned())
+                .map_err(exec_status)?;
+            v1::run_response::Result::JobId(job.to_string())
+        } else {
+            // A client that goes away drops this future, and the executor kills the command.
+            let o = self.daemon.executor.run(spec).await.map_err(exec_status)?;
+            v1::run_response::Result::Finished(outcome(&o))
+        };
+        Ok(Response::new(v1::RunResponse {
+            result: Some(result),
+        }))
+    }
+
+    async fn job_output(
+        &self,
+        request: Request<v1::JobOutputRequest>,
+    ) -> Reply<v1::JobOutputResponse> {
+        let id = job_id(request.into_inner().job_id)?;
+        let output = self.daemon.executor.job_output(&id).map_err(exec_status)?;
+        let (running, end) = match &output.state {
+            crate::exec::JobState::Running => (true, None),
+            crate::exec::JobState::Finished(end) => (false, Some(end)),
+        };
+        Ok(Response::new(v1::JobOutputResponse {
+            stdout: output.stdout.clone(),
+            stderr: output.stderr.clone(),
+            running,
+            outcome: end.map(|end| v1::CommandOutcome {
+                exit_code: end.exit_code,
+                signal: end.signal.map(crate::exec::signal_name),
+                duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
+                rendered: output.render(),
+                ..v1::CommandOutcome::default()
+            }),
+        }))
+    }
+
+    async fn job_kill(&self, request: Request<v1::JobKillRequest>) -> Reply<v1::JobKillResponse> {
+        let id = job_id(request.into_inner().job_id)?;
+        let killed = self.daemon.executor.job_kill(&id).map_err(exec_status)?;
+        Ok(Response::new(v1::JobKillResponse { killed }))
+    }
+}
