@@ -58,6 +58,13 @@ pub(super) struct SqliteSection {
 pub(super) struct ModelSection {
     pub provider: Option<String>,
     pub script: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub retries: Option<u32>,
+    pub max_backoff_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

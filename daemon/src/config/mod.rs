@@ -17,7 +17,8 @@ pub use file::BackendName;
 use file::FileConfig;
 
 use crate::agent::CheckpointPolicy;
-use crate::agent::scripted::Script;
+use crate::agent::openai::{self, OpenAiConfig};
+use crate::agent::scripted::{self, Script};
 use crate::exec::ExecConfig;
 use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use crate::persistence::BackendKind;
@@ -86,6 +87,8 @@ pub struct Config {
     pub default_provider: String,
     /// Script for scripted agents created without one (`model.script`).
     pub default_script: Option<Script>,
+    /// Settings of the `openai` provider (`[model]` keys other than `provider` and `script`).
+    pub openai: OpenAiConfig,
     /// Step limit per turn.
     pub max_steps_per_turn: u32,
     /// The executor's settings (`[shell]`).
@@ -268,15 +271,16 @@ impl Builder<'_> {
             .model
             .provider
             .clone()
-            .unwrap_or_else(|| "scripted".into());
-        if !["scripted"].contains(&default_provider.as_str()) {
+            .unwrap_or_else(|| scripted::PROVIDER.into());
+        if ![scripted::PROVIDER, openai::PROVIDER_NAME].contains(&default_provider.as_str()) {
             return Err(ConfigError::Value {
                 origin: self.origin("model.provider"),
                 message: format!(
-                    "unknown provider {default_provider:?}; known providers: scripted"
+                    "unknown provider {default_provider:?}; known providers: scripted, openai"
                 ),
             });
         }
+        let openai_config = self.openai(&parsed.model)?;
         let max_steps_per_turn = match parsed.agent.max_steps_per_turn {
             Some(0) => {
                 return Err(ConfigError::Value {
@@ -318,7 +322,12 @@ impl Builder<'_> {
             default_provider,
             default_script,
             max_steps_per_turn,
-            exec: self.exec(&parsed.shell)?,
+            exec: ExecConfig {
+                // The model key must never reach a child, whatever its name looks like.
+                extra_scrub: vec![openai_config.api_key_env.clone()],
+                ..self.exec(&parsed.shell)?
+            },
+            openai: openai_config,
             default_cwd,
             resolve_timeout: self.positive_ms(
                 parsed.shell_env.resolve_timeout_ms,
@@ -341,6 +350,36 @@ impl Builder<'_> {
             origin,
             message: format!("{}: {e}", path.display()),
         })
+    }
+
+    fn openai(&self, model: &file::ModelSection) -> Result<OpenAiConfig, ConfigError> {
+        let defaults = OpenAiConfig::default();
+        let config = OpenAiConfig {
+            base_url: model.base_url.clone().unwrap_or(defaults.base_url),
+            model: model.model.clone().unwrap_or(defaults.model),
+            api_key_env: model.api_key_env.clone().unwrap_or(defaults.api_key_env),
+            request_timeout: self.positive_ms(
+                model.request_timeout_ms,
+                "model.request_timeout_ms",
+                defaults.request_timeout,
+            )?,
+            idle_timeout: self.positive_ms(
+                model.idle_timeout_ms,
+                "model.idle_timeout_ms",
+                defaults.idle_timeout,
+            )?,
+            retries: model.retries.unwrap_or(defaults.retries),
+            max_backoff: self.positive_ms(
+                model.max_backoff_ms,
+                "model.max_backoff_ms",
+                defaults.max_backoff,
+            )?,
+        };
+        config.validate().map_err(|e| ConfigError::Value {
+            origin: self.origin("model"),
+            message: e.to_string(),
+        })?;
+        Ok(config)
     }
 
     fn exec(&self, shell: &file::ShellSection) -> Result<ExecConfig, ConfigError> {
