@@ -9,6 +9,7 @@ pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod home;
+pub mod hooks;
 pub mod persistence;
 pub mod rpc;
 pub mod server;

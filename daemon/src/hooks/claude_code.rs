@@ -1,0 +1,147 @@
+//! The Claude Code dialect: its payload shape, `CLAUDE_PROJECT_DIR`, and the
+//! `${CLAUDE_PROJECT_DIR}` / `${CLAUDE_PLUGIN_ROOT}` expansion in commands.
+//!
+//! Payload: `session_id`, `transcript_path` (always a string, `""` when the backend has no
+//! per-session file), `cwd`, `hook_event_name`, `permission_mode` (dsh has no permission modes:
+//! `default`), then the event's fields, compact, followed by a newline (so `read -r` works).
+//! Subagent events carry the **parent's** session id and transcript (as upstream does) plus the
+//! child's `agent_id`, `agent_type` and, on SubagentStop, `agent_transcript_path`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::payload::{Payload, path_text, transcript};
+use super::{HookContext, HookEvent};
+use crate::persistence::PersistenceHandle;
+
+/// The environment variable naming the project (the session cwd).
+pub(super) const PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
+/// The environment variable naming the directory of the hook file's plugin.
+pub(super) const PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
+
+/// The stdin bytes for `event`.
+pub(super) fn payload(
+    persistence: &PersistenceHandle,
+    ctx: &HookContext,
+    event: &HookEvent,
+) -> Vec<u8> {
+    let header = &ctx.header;
+    let p = Payload::new()
+        .str("session_id", header.id.as_str())
+        .str(
+            "transcript_path",
+            &transcript(persistence, header).unwrap_or_default(),
+        )
+        .str("cwd", &path_text(&header.cwd))
+        .str("hook_event_name", event.name().as_str())
+        .str("permission_mode", "default");
+    let p = match event {
+        HookEvent::SessionStart { source } => p.str("source", source.as_str()),
+        HookEvent::UserPromptSubmit { prompt } => p.str("prompt", prompt),
+        HookEvent::PreToolUse {
+            tool_name,
+            tool_input,
+            tool_use_id,
+        } => p
+            .str("tool_name", tool_name)
+            .value("tool_input", tool_input)
+            .str("tool_use_id", tool_use_id),
+        HookEvent::PostToolUse {
+            tool_name,
+            tool_input,
+            tool_use_id,
+            tool_response,
+        } => p
+            .str("tool_name", tool_name)
+            .value("tool_input", tool_input)
+            .str("tool_use_id", tool_use_id)
+            .value("tool_response", tool_response),
+        HookEvent::Stop {
+            stop_hook_active,
+            last_assistant_message,
+        } => p.bool("stop_hook_active", *stop_hook_active).str(
+            "last_assistant_message",
+            last_assistant_message.as_deref().unwrap_or_default(),
+        ),
+        HookEvent::SubagentStart { child, agent_type } => p
+            .str("agent_id", child.id.as_str())
+            .str("agent_type", agent_type),
+        HookEvent::SubagentStop {
+            child,
+            agent_type,
+            last_assistant_message,
+        } => p
+            .bool("stop_hook_active", false)
+            .str("agent_id", child.id.as_str())
+            .str("agent_type", agent_type)
+            .str(
+                "agent_transcript_path",
+                &transcript(persistence, child).unwrap_or_default(),
+            )
+            .str(
+                "last_assistant_message",
+                last_assistant_message.as_deref().unwrap_or_default(),
+            ),
+    };
+    p.finish(true)
+}
+
+/// The variables a Claude Code hook gets on top of the executor's environment.
+pub(super) fn env(cwd: &Path, plugin_root: &Path) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (PROJECT_DIR.to_owned(), path_text(cwd)),
+        (PLUGIN_ROOT.to_owned(), path_text(plugin_root)),
+    ])
+}
+
+/// Expands `${CLAUDE_PROJECT_DIR}` and `${CLAUDE_PLUGIN_ROOT}` in `command`.
+///
+/// A value made only of characters that mean nothing to the shell is substituted as text (so it
+/// also works inside single quotes, as upstream's substitution does). Any other value is left for
+/// bash to expand from the exported variable of the same name: pasting a directory named
+/// `$(rm -rf ~)` into a command line would run it.
+pub(super) fn expand_command(command: &str, cwd: &Path, plugin_root: &Path) -> String {
+    let mut out = command.to_owned();
+    for (name, value) in [(PROJECT_DIR, cwd), (PLUGIN_ROOT, plugin_root)] {
+        let token = format!("${{{name}}}");
+        let value = path_text(value);
+        if out.contains(&token) && shell_inert(&value) {
+            out = out.replace(&token, &value);
+        }
+    }
+    out
+}
+
+fn shell_inert(value: &str) -> bool {
+    !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expansion_is_textual_only_for_inert_values() {
+        let cmd = "'${CLAUDE_PROJECT_DIR}'/x ${CLAUDE_PLUGIN_ROOT}/y ${CLAUDE_PROJECT_DIR}";
+        assert_eq!(
+            expand_command(cmd, Path::new("/p/q-1"), Path::new("/r")),
+            "'/p/q-1'/x /r/y /p/q-1"
+        );
+        assert_eq!(
+            expand_command(cmd, Path::new("/p/$(boom)"), Path::new("/r s")),
+            cmd,
+            "unsafe values are left to the shell's own expansion"
+        );
+        assert_eq!(
+            expand_command(
+                "${OTHER} $CLAUDE_PROJECT_DIR",
+                Path::new("/p"),
+                Path::new("/r")
+            ),
+            "${OTHER} $CLAUDE_PROJECT_DIR"
+        );
+    }
+}

@@ -1,0 +1,418 @@
+//! Hooks: run the command hooks people already wrote for Claude Code and Codex, unchanged
+//! (DESIGN §8).
+//!
+//! One dialect-neutral core — `matcher.rs`, `runner.rs`, `decode.rs`, `merge.rs` and the durable
+//! `hook/invoked` / `hook/result` records — under two dialect bridges that only differ in what they
+//! read (`config.rs`) and what they write on the hook's stdin (`claude_code.rs`, `codex.rs`).
+//! `event.rs` holds the event vocabulary the loop fires with.
+//!
+//! The agent loop owns the effects: it calls [`Hooks::run`] at each interception point, appends
+//! [`HookRun::records`] to the session log, and applies [`HookRun::outcome`] (deny a tool, replace a
+//! result, end a turn `blocked`, inject context, force one more step on Stop, ...). This module never
+//! touches the session log or the session file: the transcript location comes from
+//! [`PersistenceHandle::locate`], which does no I/O, at the moment each hook is invoked.
+//!
+//! Decisions worth knowing (details in each file):
+//!
+//! - **Concurrency**: the matching handlers of one event (both dialects) run at once, as upstream
+//!   Claude Code and Codex do; their outputs are merged, and their records listed, in configured
+//!   order (Claude Code files first, then Codex; files in configured order, then the project file;
+//!   groups and hooks in file order), so the result does not depend on which process ended first.
+//! - **Drop safety**: hooks run as tasks of a `JoinSet` owned by the `run` future; dropping that
+//!   future aborts the tasks, which drops their executor calls, which kills their process groups.
+//! - **Never fail the caller**: a hook that cannot start, times out, is cancelled, exits with
+//!   anything but 0 or 2, or prints malformed JSON is a non-blocking `error`, logged and recorded.
+
+#![warn(missing_docs)]
+
+mod claude_code;
+mod codex;
+mod config;
+mod decode;
+mod event;
+mod matcher;
+mod merge;
+mod payload;
+mod runner;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+pub use config::{HookConfigError, HookSettings, HookSettingsError};
+pub use event::{Dialect, EventName, HookContext, HookEvent, SessionSource};
+pub use matcher::tool_aliases;
+
+use config::HookFile;
+use decode::HookOutput;
+use runner::Job;
+
+use crate::exec::Executor;
+use crate::persistence::PersistenceHandle;
+use crate::session::EventData;
+
+/// The merged permission decision, strictest first: `Deny` > `Ask` > `Allow` > `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Decision {
+    /// No hook decided anything.
+    #[default]
+    None,
+    /// A hook allowed the call. It does not pre-approve anything; the call simply proceeds.
+    Allow,
+    /// A hook asked for approval. With no approver the loop must fail closed (deny).
+    Ask,
+    /// A hook blocked (exit 2, `decision: "block"`, `permissionDecision: "deny"`).
+    Deny,
+}
+
+/// What the matching hooks of one event decided, merged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergedOutcome {
+    /// The strictest decision. Always `None` for events that cannot block.
+    pub decision: Decision,
+    /// For `Deny`/`Ask`: the winning hooks' reasons joined by a blank line, or a default such as
+    /// `blocked by PreToolUse hook`. `None` otherwise.
+    pub reason: Option<String>,
+    /// Context to add to the next model request, each attributed to its dialect's plugin name.
+    pub additional_context: Vec<(&'static str, String)>,
+    /// A hook printed `continue: false`.
+    pub stop: bool,
+    /// The first such hook's `stopReason`.
+    pub stop_reason: Option<String>,
+    /// `systemMessage`s, for the user (never the model).
+    pub system_messages: Vec<String>,
+}
+
+/// The result of [`Hooks::run`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookRun {
+    /// The merged decision and context.
+    pub outcome: MergedOutcome,
+    /// `hook/invoked` and `hook/result` pairs, one pair per handler, in configured order, for the
+    /// loop to append to the session log.
+    pub records: Vec<EventData>,
+}
+
+/// How a hook file fared at its last load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileStatus {
+    /// Parsed; its handlers are active.
+    Loaded,
+    /// Not found; nothing from it runs.
+    Missing,
+    /// Unreadable, not JSON, or with an invalid matcher; nothing from it runs.
+    Rejected,
+}
+
+/// One active handler, as the list API shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerInfo {
+    /// Stable id used in records: `<file>#<Event>[<group>][<index>]`.
+    pub id: String,
+    /// The event.
+    pub event: EventName,
+    /// The matcher as written (`None` when it matches everything or is ignored).
+    pub matcher: Option<String>,
+    /// The command as written.
+    pub command: String,
+    /// The effective timeout (the file's value, or the default).
+    pub timeout: Duration,
+}
+
+/// One hook file's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookFileStatus {
+    /// Its dialect.
+    pub dialect: Dialect,
+    /// The path as configured (project files: `<cwd>/.claude/settings.json` or
+    /// `<cwd>/.codex/hooks.json`).
+    pub path: PathBuf,
+    /// A project file of some session's cwd (read at invocation time) rather than a configured one.
+    pub project: bool,
+    /// Loaded, missing or rejected.
+    pub status: FileStatus,
+    /// Why it was rejected (or could not be read).
+    pub error: Option<String>,
+    /// What was skipped while parsing (unsupported hook types, async hooks, unknown events, ...).
+    pub warnings: Vec<String>,
+    /// The active handlers, in file order.
+    pub handlers: Vec<HandlerInfo>,
+}
+
+/// When a project file was last parsed, to reparse only after it changed.
+type Stamp = (Option<SystemTime>, u64);
+
+/// The hook engine. Share it behind an `Arc`; every method takes `&self`.
+pub struct Hooks {
+    settings: HookSettings,
+    executor: Arc<Executor>,
+    persistence: Arc<PersistenceHandle>,
+    files: RwLock<Arc<Vec<Arc<HookFile>>>>,
+    project: Mutex<HashMap<PathBuf, (Stamp, Arc<HookFile>)>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hooks {
+    /// Loads the configured files (blocking file reads: call at start-up or on the blocking pool).
+    /// Missing and bad files are recorded and logged, never fatal. Out-of-range settings (zero
+    /// timeout or summary length) fall back to their defaults with a warning.
+    pub fn new(
+        settings: HookSettings,
+        executor: Arc<Executor>,
+        persistence: Arc<PersistenceHandle>,
+    ) -> Self {
+        let settings = settings.sanitized();
+        let files = load_configured(&settings);
+        Self {
+            settings,
+            executor,
+            persistence,
+            files: RwLock::new(Arc::new(files)),
+            project: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Rereads every configured file and forgets parsed project files; returns the new state.
+    /// Runs already started keep the handlers they started with.
+    pub fn reload(&self) -> Vec<HookFileStatus> {
+        let files = load_configured(&self.settings);
+        *self.files.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(files);
+        self.project
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.list()
+    }
+
+    /// The configured files, then every project file read since the last reload (by path).
+    pub fn list(&self) -> Vec<HookFileStatus> {
+        let default = self.settings.default_timeout;
+        let mut out: Vec<HookFileStatus> = self
+            .configured()
+            .iter()
+            .map(|f| f.status(default))
+            .collect();
+        let project = self.project.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seen: Vec<&Arc<HookFile>> = project.values().map(|(_, f)| f).collect();
+        seen.sort_by(|a, b| (a.dialect, &a.path).cmp(&(b.dialect, &b.path)));
+        out.extend(seen.into_iter().map(|f| f.status(default)));
+        out
+    }
+
+    /// How many Stop-forced continuations one turn may have (the loop enforces it).
+    pub fn stop_continuation_cap(&self) -> u32 {
+        self.settings.stop_continuation_cap
+    }
+
+    /// The settings in force (after sanitizing).
+    pub fn settings(&self) -> &HookSettings {
+        &self.settings
+    }
+
+    /// Runs every handler matching `event` (both dialects, concurrently), waits for all of them and
+    /// merges their outputs. Never fails: broken hooks become `error` records.
+    pub async fn run(&self, ctx: &HookContext, event: HookEvent) -> HookRun {
+        let name = event.name();
+        let subjects = event.matcher_subjects();
+        let mut selected: Vec<(Arc<HookFile>, usize)> = Vec::new();
+        for dialect in Dialect::ALL {
+            if !name.supported_by(dialect) {
+                continue;
+            }
+            for file in self.files_for(dialect, &ctx.header.cwd).await {
+                for (i, h) in file.handlers.iter().enumerate() {
+                    if h.event == name && h.matcher.matches(&subjects) {
+                        selected.push((file.clone(), i));
+                    }
+                }
+            }
+        }
+        if selected.is_empty() {
+            return HookRun::default();
+        }
+
+        let mut payloads: HashMap<Dialect, Arc<Vec<u8>>> = HashMap::new();
+        let mut jobs = Vec::with_capacity(selected.len());
+        for (file, i) in &selected {
+            let Some(handler) = file.handlers.get(*i) else {
+                continue;
+            };
+            let stdin = payloads
+                .entry(file.dialect)
+                .or_insert_with(|| Arc::new(self.payload(file.dialect, ctx, &event)))
+                .clone();
+            jobs.push(self.job(file, handler, ctx, stdin));
+        }
+        let finished = runner::run_all(&self.executor, jobs.clone()).await;
+
+        let mut outputs: Vec<(Dialect, HookOutput)> = Vec::with_capacity(jobs.len());
+        let mut records = Vec::with_capacity(jobs.len() * 2);
+        for (job, end) in jobs.iter().zip(finished) {
+            let output = decode::decode(&end, name, job.dialect);
+            log_output(job, &output);
+            let summary = runner::summarize(
+                &end,
+                output.note.as_deref(),
+                self.settings.stderr_summary_chars,
+            );
+            records.push(EventData::HookInvoked {
+                dialect: job.dialect.as_str().to_owned(),
+                event: name.as_str().to_owned(),
+                handler: job.handler_id.clone(),
+                turn: ctx.turn,
+                tool_call_id: event.tool_use_id().map(str::to_owned),
+            });
+            records.push(EventData::HookResult {
+                dialect: job.dialect.as_str().to_owned(),
+                event: name.as_str().to_owned(),
+                handler: job.handler_id.clone(),
+                decision: output.record_decision().to_owned(),
+                exit_code: end.exit_code,
+                stderr_summary: summary,
+                duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
+            });
+            outputs.push((job.dialect, output));
+        }
+        HookRun {
+            outcome: merge::merge(name, &outputs),
+            records,
+        }
+    }
+
+    fn configured(&self) -> Arc<Vec<Arc<HookFile>>> {
+        self.files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The dialect's configured files, then its project file when enabled (unless it is one of the
+    /// configured files already, so nothing runs twice).
+    async fn files_for(&self, dialect: Dialect, cwd: &Path) -> Vec<Arc<HookFile>> {
+        let mut files: Vec<Arc<HookFile>> = self
+            .configured()
+            .iter()
+            .filter(|f| f.dialect == dialect && f.status == FileStatus::Loaded)
+            .cloned()
+            .collect();
+        if self.settings.project_hooks {
+            let path = config::project_file(dialect, cwd);
+            let configured = self.configured();
+            if !configured.iter().any(|f| f.path == path)
+                && let Some(file) = self.project_file(dialect, path).await
+                && file.status == FileStatus::Loaded
+            {
+                files.push(file);
+            }
+        }
+        files
+    }
+
+    /// A project file, parsed again only when its modification time or size changed; `None` when
+    /// it does not exist (the normal case: no project hooks).
+    async fn project_file(&self, dialect: Dialect, path: PathBuf) -> Option<Arc<HookFile>> {
+        let Ok(meta) = tokio::fs::metadata(&path).await else {
+            self.project
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&path);
+            return None;
+        };
+        let stamp: Stamp = (meta.modified().ok(), meta.len());
+        if let Some((seen, file)) = self
+            .project
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&path)
+            && *seen == stamp
+        {
+            return Some(file.clone());
+        }
+        let text = match config::check_readable(&meta) {
+            Ok(()) => tokio::fs::read(&path).await,
+            Err(e) => Err(e),
+        };
+        let file = Arc::new(HookFile::from_read(dialect, path.clone(), true, text));
+        file.log();
+        self.project
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path, (stamp, file.clone()));
+        Some(file)
+    }
+
+    fn payload(&self, dialect: Dialect, ctx: &HookContext, event: &HookEvent) -> Vec<u8> {
+        match dialect {
+            Dialect::ClaudeCode => claude_code::payload(&self.persistence, ctx, event),
+            Dialect::Codex => codex::payload(&self.persistence, ctx, event),
+        }
+    }
+
+    fn job(
+        &self,
+        file: &HookFile,
+        handler: &config::Handler,
+        ctx: &HookContext,
+        stdin: Arc<Vec<u8>>,
+    ) -> Job {
+        let (command, env) = match file.dialect {
+            Dialect::ClaudeCode => (
+                claude_code::expand_command(&handler.command, &ctx.header.cwd, &file.plugin_root),
+                claude_code::env(&ctx.header.cwd, &file.plugin_root),
+            ),
+            Dialect::Codex => (handler.command.clone(), Default::default()),
+        };
+        Job {
+            dialect: file.dialect,
+            handler_id: handler.id.clone(),
+            command,
+            cwd: ctx.header.cwd.clone(),
+            env,
+            stdin,
+            timeout: handler.timeout.unwrap_or(self.settings.default_timeout),
+            cancel: ctx.cancel.clone(),
+        }
+    }
+}
+
+fn load_configured(settings: &HookSettings) -> Vec<Arc<HookFile>> {
+    let mut files = Vec::new();
+    for (dialect, paths) in [
+        (Dialect::ClaudeCode, &settings.claude_code),
+        (Dialect::Codex, &settings.codex),
+    ] {
+        for path in paths {
+            let file = HookFile::load(dialect, path.clone());
+            file.log();
+            files.push(Arc::new(file));
+        }
+    }
+    files
+}
+
+fn log_output(job: &Job, output: &HookOutput) {
+    let plugin = job.dialect.plugin_name();
+    if let Some(note) = output.error_note() {
+        tracing::warn!(handler = %job.handler_id, "{plugin}: hook failed (non-blocking): {note}");
+    }
+    if let Some(message) = &output.system_message {
+        tracing::info!(handler = %job.handler_id, "{plugin}: hook system message: {message}");
+    }
+    if output.updated_input {
+        tracing::warn!(
+            handler = %job.handler_id,
+            "{plugin}: hook requested updatedInput, which dsh does not honour; the call keeps its arguments"
+        );
+    }
+}
