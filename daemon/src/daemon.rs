@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{AgentRegistry, AgentServices, ProviderFactory};
 use crate::config::Config;
 use crate::exec::{ExecError, Executor};
+use crate::hooks::Hooks;
 use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
 use crate::tools::ToolSet;
@@ -54,6 +55,8 @@ pub struct Daemon {
     _builtin_contributors: Vec<Registration>,
     /// The live agents.
     pub agents: Arc<AgentRegistry>,
+    /// Claude Code and Codex hooks.
+    pub hooks: Arc<Hooks>,
 }
 
 impl Daemon {
@@ -71,9 +74,15 @@ impl Daemon {
         let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
         let builtin =
             shell_env::register_builtins(&shell_env, persistence.clone(), socket.clone())?;
+        let hooks = Arc::new(Hooks::new(
+            config.hooks.clone(),
+            executor.clone(),
+            persistence.clone(),
+        ));
         let services = Arc::new(AgentServices::new(
             persistence.clone(),
             executor.clone(),
+            hooks.clone(),
             config.checkpoint,
             config.max_steps_per_turn,
         ));
@@ -100,6 +109,7 @@ impl Daemon {
             shell_env,
             _builtin_contributors: builtin,
             agents,
+            hooks,
         })
     }
 

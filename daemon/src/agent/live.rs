@@ -7,9 +7,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
 use super::services::AgentServices;
+use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
-use crate::session::{AbortCause, Event, EventData, SessionHeader, SessionId, SessionLog};
+use crate::session::{
+    AbortCause, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog, UserMessage,
+};
 use crate::tools::AgentContext;
 
 /// Something a client watching a turn is told.
@@ -54,6 +57,8 @@ struct RunningTurn {
     cancel: CancellationToken,
     /// Who cancelled, read by the loop to write `turn/end {aborted{cause}}`.
     cause: Option<AbortCause>,
+    /// Where the turn's events go (the Prompt stream, if anyone listens).
+    updates: mpsc::UnboundedSender<TurnUpdate>,
 }
 
 /// A live agent. Agent id = session id.
@@ -73,6 +78,8 @@ pub struct Agent {
     state: Mutex<TurnState>,
     /// `true` while a turn runs, so closers and shutdown can wait for idleness.
     busy: watch::Sender<bool>,
+    /// How this live agent came to be, for the SessionStart hook of its first turn; taken once.
+    session_start: Mutex<Option<SessionSource>>,
 }
 
 impl Agent {
@@ -83,6 +90,7 @@ impl Agent {
         root: SessionId,
         parent: Option<SessionId>,
         provider: Arc<dyn ModelProvider>,
+        source: SessionSource,
     ) -> Self {
         Self {
             context: AgentContext {
@@ -95,7 +103,16 @@ impl Agent {
             cursor: Mutex::new(cursor),
             state: Mutex::new(TurnState::default()),
             busy: watch::Sender::new(false),
+            session_start: Mutex::new(Some(source)),
         }
+    }
+
+    /// The SessionStart source, the first time it is asked (the first turn of this live agent).
+    pub(crate) fn take_session_start(&self) -> Option<SessionSource> {
+        self.session_start
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// The agent (and session) id.
@@ -152,21 +169,47 @@ impl Agent {
         })
     }
 
-    /// Appends an event and tells `updates` about it.
-    pub(crate) fn append(
-        &self,
-        data: EventData,
-        updates: &mpsc::UnboundedSender<TurnUpdate>,
-    ) -> Event {
+    /// Appends an event and tells the running turn's listener about it.
+    pub(crate) fn append(&self, data: EventData) -> Event {
         let event = self
             .log
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .append(data)
             .clone();
-        // A client that stopped listening does not stop the turn.
-        let _ = updates.send(TurnUpdate::Logged(event.clone()));
+        self.notify(TurnUpdate::Logged(event.clone()));
         event
+    }
+
+    /// Logs hook context as user-role messages from the hook plugin, one message per plugin, so the
+    /// next model request sees it.
+    pub(crate) fn log_hook_context(&self, context: &[(&'static str, String)]) {
+        let mut plugins: Vec<&str> = context.iter().map(|(p, _)| *p).collect();
+        plugins.dedup();
+        for plugin in plugins {
+            let text = context
+                .iter()
+                .filter(|(p, _)| *p == plugin)
+                .map(|(_, t)| t.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            self.append(EventData::UserMessage {
+                message: UserMessage {
+                    text,
+                    source: MessageSource::Plugin {
+                        plugin: plugin.to_owned(),
+                    },
+                },
+            });
+        }
+    }
+
+    /// Tells the running turn's listener something (a client that stopped listening does not
+    /// stop the turn).
+    pub(crate) fn notify(&self, update: TurnUpdate) {
+        if let Some(running) = &self.lock_state().running {
+            let _ = running.updates.send(update);
+        }
     }
 
     /// Makes the log durable in the active backend (blocking I/O on the blocking pool).
@@ -191,12 +234,13 @@ impl Agent {
         })
     }
 
-    /// Claims the agent for turn `turn`. `None` when a turn is already running or the agent is
-    /// closed (the caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
+    /// Claims the agent for its next turn: the turn number, its cancellation token and the
+    /// receiver of its updates. `None` when a turn is already running or the agent is closed (the
+    /// caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
     pub(crate) fn begin_turn(
         &self,
         parent_cancel: Option<&CancellationToken>,
-    ) -> Option<(u32, CancellationToken)> {
+    ) -> Option<(u32, CancellationToken, mpsc::UnboundedReceiver<TurnUpdate>)> {
         let mut state = self.lock_state();
         if state.closed || state.running.is_some() {
             return None;
@@ -204,13 +248,15 @@ impl Agent {
         let turn = self.last_turn() + 1;
         let cancel =
             parent_cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let (tx, rx) = mpsc::unbounded_channel();
         state.running = Some(RunningTurn {
             turn,
             cancel: cancel.clone(),
             cause: None,
+            updates: tx,
         });
         self.busy.send_replace(true);
-        Some((turn, cancel))
+        Some((turn, cancel, rx))
     }
 
     /// Marks the running turn finished.

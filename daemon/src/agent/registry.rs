@@ -13,6 +13,7 @@ use super::live::{Agent, TurnUpdate};
 use super::model::{ModelChoice, ProviderFactory};
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
+use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::DurableCursor;
 use crate::session::{
@@ -118,6 +119,7 @@ impl AgentRegistry {
             root,
             None,
             provider,
+            SessionSource::Startup,
         );
         self.insert(agent)
     }
@@ -148,6 +150,7 @@ impl AgentRegistry {
             parent.context().root.clone(),
             Some(parent.id().clone()),
             provider,
+            SessionSource::Startup,
         );
         self.insert(agent)
     }
@@ -187,6 +190,7 @@ impl AgentRegistry {
             root,
             None,
             provider,
+            SessionSource::Resume,
         );
         self.insert(agent)
     }
@@ -243,6 +247,7 @@ impl AgentRegistry {
             root,
             None,
             provider,
+            SessionSource::Startup,
         ))?;
         if let Err(error) = agent.checkpoint(&self.services).await {
             self.lock().remove(agent.id());
@@ -288,7 +293,7 @@ impl AgentRegistry {
     ) -> Result<TurnHandle, AgentError> {
         self.check_open()?;
         let agent = self.get(id)?;
-        let Some((turn, cancel)) = agent.begin_turn(parent_cancel) else {
+        let Some((turn, cancel, rx)) = agent.begin_turn(parent_cancel) else {
             return Err(match agent.status() {
                 super::AgentStatus::Running { turn } => AgentError::Busy {
                     id: id.clone(),
@@ -297,10 +302,9 @@ impl AgentRegistry {
                 super::AgentStatus::Idle => AgentError::Closed(id.clone()),
             });
         };
-        let (tx, rx) = mpsc::unbounded_channel();
         let services = self.services.clone();
         let outcome = tokio::spawn(async move {
-            let outcome = turn::run(agent.clone(), services, turn, prompt, cancel, tx).await;
+            let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
             agent.end_turn();
             outcome
         });

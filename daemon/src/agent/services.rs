@@ -3,6 +3,7 @@
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::exec::Executor;
+use crate::hooks::Hooks;
 use crate::persistence::PersistenceHandle;
 use crate::tools::ToolSet;
 
@@ -30,6 +31,8 @@ pub struct AgentServices {
     pub persistence: Arc<PersistenceHandle>,
     /// The executor, so a closed agent's background jobs can be killed.
     pub executor: Arc<Executor>,
+    /// Claude Code and Codex hooks, run at the loop's interception points.
+    pub hooks: Arc<Hooks>,
     /// When to checkpoint.
     pub checkpoint: CheckpointPolicy,
     /// Upper bound on steps in one turn, so a model that never stops calling tools cannot run
@@ -45,12 +48,14 @@ impl AgentServices {
     pub fn new(
         persistence: Arc<PersistenceHandle>,
         executor: Arc<Executor>,
+        hooks: Arc<Hooks>,
         checkpoint: CheckpointPolicy,
         max_steps_per_turn: u32,
     ) -> Self {
         Self {
             persistence,
             executor,
+            hooks,
             checkpoint,
             max_steps_per_turn,
             tools: RwLock::new(ToolSet::new()),

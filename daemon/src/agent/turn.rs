@@ -3,21 +3,31 @@
 //! `turn/start`, then steps until the model answers without tool calls: `step/start`, a model request
 //! built from the derived history, `assistant/message`, the step's tool calls (`tool/call` for each,
 //! all dispatched concurrently, `tool/result`s committed in the model's order), `step/end`, and a
-//! checkpoint. Then `turn/end` and a final checkpoint. Every path — cancellation, a model error, a
-//! failed checkpoint, the step limit — ends the turn with a `turn/end` that says why.
+//! checkpoint. Then Stop hooks, `turn/end` and a final checkpoint. Every path — cancellation, a model
+//! error, a failed checkpoint, the step limit, a blocking hook — ends the turn with a `turn/end` that
+//! says why.
+//!
+//! Hooks (DESIGN §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
+//! (may block the turn before any model request), PreToolUse (may deny a call; `ask` fails closed
+//! because dsh has no interactive approver), PostToolUse (may replace a result), and Stop (may force
+//! another step, up to `hooks.stop_continuation_cap` times). Their context reaches the next model
+//! request as user-role messages from the hook plugin.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::live::{Agent, TurnUpdate};
 use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall};
 use super::services::{AgentServices, CheckpointPolicy};
+use crate::hooks::{Decision, HookContext, HookEvent, HookRun};
 use crate::session::history;
 use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
 use crate::tools::{ToolExecution, ToolOutput, ToolSet};
+
+/// Plugin name of steering messages from blocking Stop hooks.
+const STOP_HOOK_PLUGIN: &str = "hooks";
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +48,12 @@ pub(crate) async fn run(
     turn: u32,
     prompt: String,
     cancel: CancellationToken,
-    updates: mpsc::UnboundedSender<TurnUpdate>,
 ) -> TurnOutcome {
     let mut run = TurnRun {
         agent,
         services,
         turn,
         cancel,
-        updates,
         text: String::new(),
     };
     let reason = run.steps(prompt).await;
@@ -57,14 +65,34 @@ struct TurnRun {
     services: Arc<AgentServices>,
     turn: u32,
     cancel: CancellationToken,
-    updates: mpsc::UnboundedSender<TurnUpdate>,
     /// The last non-empty assistant text, the turn's answer.
     text: String,
 }
 
+/// Runs `event`'s hooks for `agent` and appends their records to its log.
+async fn run_hooks(
+    agent: &Agent,
+    services: &AgentServices,
+    turn: u32,
+    cancel: &CancellationToken,
+    event: HookEvent,
+) -> HookRun {
+    let ctx = HookContext {
+        header: agent.header().clone(),
+        turn: Some(turn),
+        model: agent.provider().model().to_owned(),
+        cancel: cancel.clone(),
+    };
+    let run = services.hooks.run(&ctx, event).await;
+    for record in &run.records {
+        agent.append(record.clone());
+    }
+    run
+}
+
 impl TurnRun {
     fn log(&self, data: EventData) {
-        self.agent.append(data, &self.updates);
+        self.agent.append(data);
     }
 
     fn aborted(&self) -> TurnEndReason {
@@ -73,17 +101,51 @@ impl TurnRun {
         }
     }
 
+    async fn hooks(&self, event: HookEvent) -> HookRun {
+        run_hooks(&self.agent, &self.services, self.turn, &self.cancel, event).await
+    }
+
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
         let turn = self.turn;
         self.log(EventData::TurnStart { turn });
+        let mut context = Vec::new();
+        if let Some(source) = self.agent.take_session_start() {
+            context.extend(
+                self.hooks(HookEvent::SessionStart { source })
+                    .await
+                    .outcome
+                    .additional_context,
+            );
+        }
+        let submit = self
+            .hooks(HookEvent::UserPromptSubmit {
+                prompt: prompt.clone(),
+            })
+            .await
+            .outcome;
+        if self.cancel.is_cancelled() {
+            return self.aborted();
+        }
+        if submit.decision >= Decision::Ask {
+            return TurnEndReason::Blocked {
+                reason: submit
+                    .reason
+                    .unwrap_or_else(|| "blocked by UserPromptSubmit hook".into()),
+            };
+        }
+        context.extend(submit.additional_context);
         self.log(EventData::UserMessage {
             message: UserMessage {
                 text: prompt,
                 source: MessageSource::User,
             },
         });
+        self.agent.log_hook_context(&context);
+
         let tools = self.services.tools();
         let mut step = 0;
+        let mut stop_hook_active = false;
+        let mut continuations = 0;
         loop {
             if self.cancel.is_cancelled() {
                 return self.aborted();
@@ -137,9 +199,39 @@ impl TurnRun {
                     message: format!("cannot persist the session: {error}"),
                 };
             }
-            if done {
+            if !done {
+                continue;
+            }
+            let stop = self
+                .hooks(HookEvent::Stop {
+                    stop_hook_active,
+                    last_assistant_message: Some(self.text.clone()),
+                })
+                .await
+                .outcome;
+            if stop.decision < Decision::Ask || self.cancel.is_cancelled() {
                 return TurnEndReason::Completed;
             }
+            if continuations >= self.services.hooks.stop_continuation_cap() {
+                tracing::warn!(
+                    session = %self.agent.id(),
+                    cap = continuations,
+                    "Stop hooks keep blocking; ending the turn at the continuation cap"
+                );
+                return TurnEndReason::Completed;
+            }
+            continuations += 1;
+            stop_hook_active = true;
+            self.log(EventData::UserMessage {
+                message: UserMessage {
+                    text: stop
+                        .reason
+                        .unwrap_or_else(|| "continue: blocked by Stop hook".into()),
+                    source: MessageSource::Plugin {
+                        plugin: STOP_HOOK_PLUGIN.to_owned(),
+                    },
+                },
+            });
         }
     }
 
@@ -151,9 +243,9 @@ impl TurnRun {
             tools: tools.schemas(),
         };
         let turn = self.turn;
-        let updates = self.updates.clone();
+        let agent = self.agent.clone();
         let on_text = move |text: &str| {
-            let _ = updates.send(TurnUpdate::TextDelta {
+            agent.notify(TurnUpdate::TextDelta {
                 turn,
                 step,
                 text: text.to_owned(),
@@ -167,7 +259,8 @@ impl TurnRun {
     }
 
     /// Logs every call, dispatches them concurrently, and commits the results in the model's
-    /// order. Cancelled calls still get a result, so the log never has a call without one.
+    /// order, followed by any PostToolUse context. Cancelled calls still get a result, so the log
+    /// never has a call without one.
     async fn run_calls(&self, step: u32, tools: &ToolSet, calls: Vec<PlannedCall>) {
         let turn = self.turn;
         let mut tasks = Vec::with_capacity(calls.len());
@@ -190,18 +283,25 @@ impl TurnRun {
                 cancel: self.cancel.child_token(),
                 child_script: planned.child_script,
             };
-            let tools = tools.clone();
+            let (agent, services, tools) =
+                (self.agent.clone(), self.services.clone(), tools.clone());
             let arguments = call.arguments;
-            let id = call.id;
             tasks.push((
-                id,
-                tokio::spawn(async move { dispatch(&tools, &exec, &arguments).await }),
+                call.id,
+                tokio::spawn(async move {
+                    guarded_call(&agent, &services, &tools, &exec, &arguments).await
+                }),
             ));
         }
+        let mut context = Vec::new();
         for (call_id, task) in tasks {
-            let output = task.await.unwrap_or_else(|join| {
-                ToolOutput::error(format!("Error: the tool failed unexpectedly: {join}"))
+            let (output, more) = task.await.unwrap_or_else(|join| {
+                (
+                    ToolOutput::error(format!("Error: the tool failed unexpectedly: {join}")),
+                    Vec::new(),
+                )
             });
+            context.extend(more);
             self.log(EventData::ToolResult {
                 turn,
                 step,
@@ -211,6 +311,7 @@ impl TurnRun {
                 code: None,
             });
         }
+        self.agent.log_hook_context(&context);
     }
 
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
@@ -228,6 +329,71 @@ impl TurnRun {
             text: self.text,
         }
     }
+}
+
+/// One call between its PreToolUse and PostToolUse hooks. Returns the result and any context the
+/// hooks added.
+async fn guarded_call(
+    agent: &Agent,
+    services: &AgentServices,
+    tools: &ToolSet,
+    exec: &ToolExecution,
+    arguments: &Value,
+) -> (ToolOutput, Vec<(&'static str, String)>) {
+    let turn = exec.turn.unwrap_or(0);
+    let pre = run_hooks(
+        agent,
+        services,
+        turn,
+        &exec.cancel,
+        HookEvent::PreToolUse {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments.clone(),
+            tool_use_id: exec.call_id.clone(),
+        },
+    )
+    .await
+    .outcome;
+    let output = match pre.decision {
+        Decision::Deny => ToolOutput::error(format!(
+            "Error: {}",
+            pre.reason
+                .unwrap_or_else(|| "blocked by PreToolUse hook".into())
+        )),
+        // dsh has no interactive approver, so a request for approval fails closed.
+        Decision::Ask => ToolOutput::error(format!(
+            "Error: {} (approval was required and no approver is available, so the call was denied)",
+            pre.reason
+                .unwrap_or_else(|| "approval required by PreToolUse hook".into())
+        )),
+        Decision::None | Decision::Allow => dispatch(tools, exec, arguments).await,
+    };
+    if pre.decision >= Decision::Ask {
+        return (output, Vec::new());
+    }
+    let post = run_hooks(
+        agent,
+        services,
+        turn,
+        &exec.cancel,
+        HookEvent::PostToolUse {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments.clone(),
+            tool_use_id: exec.call_id.clone(),
+            tool_response: Value::String(output.content.clone()),
+        },
+    )
+    .await
+    .outcome;
+    let output = if post.decision >= Decision::Ask {
+        ToolOutput::error(
+            post.reason
+                .unwrap_or_else(|| "blocked by PostToolUse hook".into()),
+        )
+    } else {
+        output
+    };
+    (output, post.additional_context)
 }
 
 /// Runs one call; arguments that are not a JSON object get an error result without running.

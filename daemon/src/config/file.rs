@@ -29,6 +29,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub shell_env: ShellEnvSection,
     pub skills: Option<SkillsSection>,
+    #[serde(default)]
+    pub hooks: crate::hooks::HookSettings,
 }
 
 /// `persistence = "jsonl" | "sqlite"`.

@@ -21,6 +21,7 @@ use crate::agent::openai::{self, OpenAiConfig};
 use crate::agent::scripted::{self, Script};
 use crate::exec::ExecConfig;
 use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
+use crate::hooks::HookSettings;
 use crate::persistence::BackendKind;
 use crate::socket;
 
@@ -97,6 +98,8 @@ pub struct Config {
     pub default_cwd: PathBuf,
     /// Bound on an external contributor's answer (`shell_env.resolve_timeout_ms`).
     pub resolve_timeout: Duration,
+    /// Hook files and settings (`[hooks]`); relative file paths made absolute.
+    pub hooks: HookSettings,
 }
 
 /// Why the configuration could not be built.
@@ -334,6 +337,7 @@ impl Builder<'_> {
                 "shell_env.resolve_timeout_ms",
                 DEFAULT_RESOLVE_TIMEOUT,
             )?,
+            hooks: self.hooks(parsed.hooks)?,
             home,
             file,
         })
@@ -350,6 +354,17 @@ impl Builder<'_> {
             origin,
             message: format!("{}: {e}", path.display()),
         })
+    }
+
+    fn hooks(&self, mut hooks: HookSettings) -> Result<HookSettings, ConfigError> {
+        hooks.validate().map_err(|e| ConfigError::Value {
+            origin: self.origin("hooks"),
+            message: e.to_string(),
+        })?;
+        if let Some(cwd) = &self.ambient.cwd {
+            hooks.resolve_relative(cwd);
+        }
+        Ok(hooks)
     }
 
     fn openai(&self, model: &file::ModelSection) -> Result<OpenAiConfig, ConfigError> {

@@ -4,6 +4,7 @@
 mod agents;
 mod convert;
 mod daemon;
+mod hooks;
 mod pending;
 mod persistence;
 mod shell;
@@ -79,7 +80,9 @@ impl Services {
                 persistence::PersistenceService::new(daemon.clone()),
             ))
             .add_service(v1::skills_server::SkillsServer::new(pending::Pending))
-            .add_service(v1::hooks_server::HooksServer::new(pending::Pending)))
+            .add_service(v1::hooks_server::HooksServer::new(
+                hooks::HooksService::new(daemon.clone()),
+            )))
     }
 }
 

@@ -1,7 +1,7 @@
 //! Services whose methods later work implements. Each answers UNIMPLEMENTED naming the method, so a
 //! client can tell "this daemon does not do that yet" from any other failure.
 
-use dsh_proto::v1::{self, hooks_server, skills_server};
+use dsh_proto::v1::{self, skills_server};
 use tonic::{Request, Response, Status};
 
 /// Placeholder implementation of every not-yet-built service.
@@ -22,15 +22,5 @@ impl skills_server::Skills for Pending {
     }
     async fn reload(&self, _: Request<v1::ReloadSkillsRequest>) -> Reply<v1::ListSkillsResponse> {
         pending("Skills/Reload")
-    }
-}
-
-#[tonic::async_trait]
-impl hooks_server::Hooks for Pending {
-    async fn list(&self, _: Request<v1::ListHooksRequest>) -> Reply<v1::ListHooksResponse> {
-        pending("Hooks/List")
-    }
-    async fn reload(&self, _: Request<v1::ReloadHooksRequest>) -> Reply<v1::ListHooksResponse> {
-        pending("Hooks/Reload")
     }
 }

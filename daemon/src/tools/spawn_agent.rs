@@ -9,7 +9,11 @@ use serde_json::{Value, json};
 use super::{Tool, ToolExecution, ToolOutput};
 use crate::agent::provider::{BoxFuture, ToolSchema};
 use crate::agent::{AgentRegistry, ModelChoice, scripted};
+use crate::hooks::{HookContext, HookEvent};
 use crate::session::TurnEndReason;
+
+/// The agent type hooks see for children spawned by this tool (Claude Code's default subagent).
+const AGENT_TYPE: &str = "general-purpose";
 
 /// The `spawn_agent` tool.
 #[derive(Debug)]
@@ -96,6 +100,26 @@ several times in one step to run children in parallel."
                 Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
             };
             let child_id = child.id().clone();
+            let hooks = agents.services().hooks.clone();
+            let ctx = HookContext {
+                header: parent.header().clone(),
+                turn: exec.turn,
+                model: provider.model().to_owned(),
+                cancel: exec.cancel.clone(),
+            };
+            let start = hooks
+                .run(
+                    &ctx,
+                    HookEvent::SubagentStart {
+                        child: child.header().clone(),
+                        agent_type: AGENT_TYPE.into(),
+                    },
+                )
+                .await;
+            for record in start.records {
+                parent.append(record);
+            }
+            child.log_hook_context(&start.outcome.additional_context);
             let outcome = match agents.prompt(&child_id, prompt.to_owned(), Some(&exec.cancel)) {
                 Ok(handle) => handle.outcome.await,
                 Err(error) => {
@@ -103,6 +127,19 @@ several times in one step to run children in parallel."
                     return ToolOutput::error(format!("Error: spawn_agent: {error}"));
                 }
             };
+            let stop = hooks
+                .run(
+                    &ctx,
+                    HookEvent::SubagentStop {
+                        child: child.header().clone(),
+                        agent_type: AGENT_TYPE.into(),
+                        last_assistant_message: outcome.as_ref().ok().map(|o| o.text.clone()),
+                    },
+                )
+                .await;
+            for record in stop.records {
+                parent.append(record);
+            }
             // The child is one-shot: its session stays stored (resumable by id), the agent goes.
             if let Err(error) = agents.close(&child_id).await {
                 tracing::warn!(child = %child_id, %error, "closing a finished child agent failed");

@@ -6,6 +6,7 @@
 mod agent;
 mod daemon;
 mod env;
+mod hooks;
 mod output;
 mod persistence;
 mod prompt;
@@ -78,6 +79,11 @@ enum Command {
     Job {
         #[command(subcommand)]
         command: run::JobCommand,
+    },
+    /// Claude Code and Codex hooks: list them or reload their files.
+    Hooks {
+        #[command(subcommand)]
+        command: hooks::HooksCommand,
     },
     /// Print a shell completion script.
     Completions {
@@ -175,6 +181,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Env { command } => env::run(&client, out, command).await?,
         Command::Run(args) => return run::run(&client, out, args).await,
         Command::Job { command } => run::job(&client, out, command).await?,
+        Command::Hooks { command } => hooks::run(&client, out, command).await?,
         Command::Completions { .. } => {}
     }
     Ok(ExitCode::SUCCESS)
