@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::openai::{OpenAiProvider, OpenAiSetupError};
 use crate::agent::{AgentRegistry, AgentServices, ProviderFactory};
 use crate::config::Config;
 use crate::exec::{ExecError, Executor};
 use crate::hooks::Hooks;
 use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
+use crate::skills::Skills;
 use crate::tools::ToolSet;
 use crate::tools::bash::BashTool;
 use crate::tools::jobs::JobTool;
@@ -26,6 +28,9 @@ pub enum StartError {
     /// The executor could not be set up.
     #[error("executor: {0}")]
     Exec(#[from] ExecError),
+    /// The model provider's settings are unusable.
+    #[error("model: {0}")]
+    Model(#[from] OpenAiSetupError),
     /// A shipped contributor was refused (a bug, reported rather than panicking).
     #[error("managed environment: {0}")]
     ShellEnv(#[from] RegisterError),
@@ -57,6 +62,8 @@ pub struct Daemon {
     pub agents: Arc<AgentRegistry>,
     /// Claude Code and Codex hooks.
     pub hooks: Arc<Hooks>,
+    /// Local skills under the home.
+    pub skills: Arc<Skills>,
 }
 
 impl Daemon {
@@ -79,16 +86,22 @@ impl Daemon {
             executor.clone(),
             persistence.clone(),
         ));
+        let skills = Arc::new(Skills::new(&home));
         let services = Arc::new(AgentServices::new(
             persistence.clone(),
             executor.clone(),
             hooks.clone(),
+            skills.clone(),
             config.checkpoint,
             config.max_steps_per_turn,
         ));
+        // The key is read once, here; the variable is scrubbed from every child (see config).
+        let api_key = std::env::var(&config.openai.api_key_env).ok();
+        let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
         let providers = ProviderFactory::new(
             config.default_provider.clone(),
             config.default_script.clone(),
+            openai,
         );
         let agents = Arc::new(AgentRegistry::new(services.clone(), providers));
         services.set_tools(
@@ -110,6 +123,7 @@ impl Daemon {
             _builtin_contributors: builtin,
             agents,
             hooks,
+            skills,
         })
     }
 

@@ -15,5 +15,6 @@ pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod shell_env;
+pub mod skills;
 pub mod socket;
 pub mod tools;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::openai::{self, OpenAiProvider};
 use super::provider::ModelProvider;
 use super::registry::AgentError;
 use super::scripted::{self, Script, ScriptedProvider};
@@ -25,15 +26,23 @@ pub struct ProviderFactory {
     default_provider: String,
     /// Script used by scripted agents created without one.
     default_script: Option<Script>,
+    /// The configured OpenAI-compatible provider (with the key read at start); agents clone it
+    /// and may choose another model.
+    openai: OpenAiProvider,
 }
 
 impl ProviderFactory {
     /// A factory whose default is `default_provider`; scripted agents without a script use
     /// `default_script` (or none: their first request ends the turn saying the script is empty).
-    pub fn new(default_provider: String, default_script: Option<Script>) -> Self {
+    pub fn new(
+        default_provider: String,
+        default_script: Option<Script>,
+        openai: OpenAiProvider,
+    ) -> Self {
         Self {
             default_provider,
             default_script,
+            openai,
         }
     }
 
@@ -53,9 +62,22 @@ impl ProviderFactory {
                 };
                 Ok(Arc::new(ScriptedProvider::new(script)))
             }
+            openai::PROVIDER_NAME => {
+                if choice.script.is_some() {
+                    return Err(AgentError::InvalidModel {
+                        field: "model.script_json",
+                        message: "a script is only for the scripted provider".into(),
+                    });
+                }
+                let provider = match &choice.model {
+                    Some(model) => self.openai.clone().with_model(model.clone()),
+                    None => self.openai.clone(),
+                };
+                Ok(Arc::new(provider))
+            }
             other => Err(AgentError::InvalidModel {
                 field: "model.provider",
-                message: format!("unknown provider {other:?}; known providers: scripted"),
+                message: format!("unknown provider {other:?}; known providers: scripted, openai"),
             }),
         }
     }

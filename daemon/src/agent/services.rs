@@ -5,6 +5,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::exec::Executor;
 use crate::hooks::Hooks;
 use crate::persistence::PersistenceHandle;
+use crate::skills::Skills;
 use crate::tools::ToolSet;
 
 /// When the loop makes the session durable.
@@ -33,6 +34,8 @@ pub struct AgentServices {
     pub executor: Arc<Executor>,
     /// Claude Code and Codex hooks, run at the loop's interception points.
     pub hooks: Arc<Hooks>,
+    /// Local skills, listed in the system prompt.
+    pub skills: Arc<Skills>,
     /// When to checkpoint.
     pub checkpoint: CheckpointPolicy,
     /// Upper bound on steps in one turn, so a model that never stops calling tools cannot run
@@ -49,6 +52,7 @@ impl AgentServices {
         persistence: Arc<PersistenceHandle>,
         executor: Arc<Executor>,
         hooks: Arc<Hooks>,
+        skills: Arc<Skills>,
         checkpoint: CheckpointPolicy,
         max_steps_per_turn: u32,
     ) -> Self {
@@ -56,6 +60,7 @@ impl AgentServices {
             persistence,
             executor,
             hooks,
+            skills,
             checkpoint,
             max_steps_per_turn,
             tools: RwLock::new(ToolSet::new()),
@@ -75,8 +80,9 @@ impl AgentServices {
             .clone()
     }
 
-    /// The system prompt for the next model request.
+    /// The system prompt for the next model request: the base prompt and the skills found at the
+    /// last discovery (names and descriptions only).
     pub fn system_prompt(&self) -> String {
-        BASE_SYSTEM_PROMPT.to_owned()
+        format!("{BASE_SYSTEM_PROMPT}{}", self.skills.prompt_section())
     }
 }

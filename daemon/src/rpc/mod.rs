@@ -5,10 +5,10 @@ mod agents;
 mod convert;
 mod daemon;
 mod hooks;
-mod pending;
 mod persistence;
 mod shell;
 mod shell_env;
+mod skills;
 
 use std::sync::Arc;
 
@@ -79,7 +79,9 @@ impl Services {
             .add_service(v1::persistence_server::PersistenceServer::new(
                 persistence::PersistenceService::new(daemon.clone()),
             ))
-            .add_service(v1::skills_server::SkillsServer::new(pending::Pending))
+            .add_service(v1::skills_server::SkillsServer::new(
+                skills::SkillsService::new(daemon.clone()),
+            ))
             .add_service(v1::hooks_server::HooksServer::new(
                 hooks::HooksService::new(daemon.clone()),
             )))

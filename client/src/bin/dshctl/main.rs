@@ -12,6 +12,7 @@ mod persistence;
 mod prompt;
 mod run;
 mod session;
+mod skills;
 mod wire;
 
 use std::ffi::OsString;
@@ -84,6 +85,11 @@ enum Command {
     Hooks {
         #[command(subcommand)]
         command: hooks::HooksCommand,
+    },
+    /// Local skills under the harness home.
+    Skills {
+        #[command(subcommand)]
+        command: skills::SkillsCommand,
     },
     /// Print a shell completion script.
     Completions {
@@ -182,6 +188,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Run(args) => return run::run(&client, out, args).await,
         Command::Job { command } => run::job(&client, out, command).await?,
         Command::Hooks { command } => hooks::run(&client, out, command).await?,
+        Command::Skills { command } => skills::run(&client, out, command).await?,
         Command::Completions { .. } => {}
     }
     Ok(ExitCode::SUCCESS)
