@@ -103,7 +103,17 @@ fn discover(dir: &Path) -> Discovery {
             Err(reason) => found.problems.push(format!("{}: {reason}", path.display())),
         }
     }
-    found.skills.sort_by(|a, b| a.name.cmp(&b.name));
+    // Deterministic when two skills share a name: the one whose directory carries the name wins,
+    // then the first path.
+    let dir_matches = |s: &Skill| {
+        s.path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == s.name.as_str())
+    };
+    found.skills.sort_by(|a, b| {
+        (&a.name, !dir_matches(a), &a.path).cmp(&(&b.name, !dir_matches(b), &b.path))
+    });
     let mut seen = std::collections::BTreeSet::new();
     let mut unique = Vec::new();
     for skill in std::mem::take(&mut found.skills) {
