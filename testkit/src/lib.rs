@@ -1,0 +1,291 @@
+//! Test support shared by dsh's crates: a mock of an OpenAI-compatible chat-completions server.
+//!
+//! The mock is an in-process HTTP/1.1 server on 127.0.0.1 that records each request and answers
+//! with a scripted sequence of replies (plain responses, SSE streams that end cleanly, are cut, or
+//! stall). No test reaches the internet.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test support: a broken mock should fail loudly.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the mock answers to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A complete response with `content-length`.
+    Plain {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: String,
+    },
+    /// A 200 event stream: each piece is written and flushed separately, then `end` happens.
+    Stream { pieces: Vec<String>, end: End },
+    /// A complete stream that pauses before its last piece, so the client has caught up and the
+    /// time after that piece is the provider's own (overhead measurement).
+    Paced { pieces: Vec<String> },
+    /// Reads the request, then never answers.
+    Silent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum End {
+    /// Chunked encoding, properly terminated.
+    Complete,
+    /// Chunked encoding, connection closed without the terminating chunk.
+    Cut,
+    /// No framing: the body ends when the connection closes (HTTP/1.1 close-delimited).
+    Close,
+    /// Chunked encoding, then nothing more while the connection stays open.
+    Stall,
+}
+
+/// One request as the mock saw it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// HTTP method.
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// Headers, names lower-cased.
+    pub headers: HashMap<String, String>,
+    /// The JSON body (`null` when it was not JSON).
+    pub body: Value,
+}
+
+pub struct Mock {
+    /// `http://127.0.0.1:<port>`.
+    pub base_url: String,
+    /// Every request seen so far (shared with the serving tasks).
+    pub requests: Arc<Mutex<Vec<Recorded>>>,
+    /// When the last piece of the latest stream was about to be written (overhead measurement).
+    pub last_byte: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Mock {
+    /// Starts a mock answering requests with `replies`, in order (then 500s).
+    pub async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let last_byte = Arc::new(Mutex::new(None));
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let (log, stamp) = (requests.clone(), last_byte.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let (log, stamp, replies) = (log.clone(), stamp.clone(), replies.clone());
+                tokio::spawn(async move {
+                    serve(socket, log, stamp, replies).await;
+                });
+            }
+        });
+        Self {
+            base_url,
+            requests,
+            last_byte,
+        }
+    }
+
+    /// Every request seen so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    log: Arc<Mutex<Vec<Recorded>>>,
+    stamp: Arc<Mutex<Option<Instant>>>,
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+) {
+    // Without it, Nagle's algorithm delays the small SSE writes and the overhead measurement
+    // would time TCP instead of the provider.
+    let _ = socket.set_nodelay(true);
+    let Some(request) = read_request(&mut socket).await else {
+        return;
+    };
+    log.lock().unwrap().push(request);
+    let reply = replies.lock().unwrap().pop_front().unwrap_or(Reply::Plain {
+        status: 500,
+        headers: vec![],
+        body: "mock: no reply scripted".into(),
+    });
+    match reply {
+        Reply::Plain {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} Mock\r\ncontent-length: {}\r\nconnection: close\r\n",
+                body.len()
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            head.push_str(&body);
+            let _ = socket.write_all(head.as_bytes()).await;
+        }
+        Reply::Paced { pieces } => {
+            stream(&mut socket, pieces, End::Complete, Some(&stamp)).await;
+        }
+        Reply::Stream { pieces, end } => {
+            stream(&mut socket, pieces, end, None).await;
+        }
+        Reply::Silent => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+async fn stream(
+    socket: &mut TcpStream,
+    pieces: Vec<String>,
+    end: End,
+    stamp: Option<&Mutex<Option<Instant>>>,
+) {
+    let framing = if end == End::Close {
+        ""
+    } else {
+        "transfer-encoding: chunked\r\n"
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n{framing}\r\n"
+    );
+    if socket.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let count = pieces.len();
+    for (i, piece) in pieces.into_iter().enumerate() {
+        if i + 1 == count
+            && let Some(stamp) = stamp
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            *stamp.lock().unwrap() = Some(Instant::now());
+        }
+        let bytes = if end == End::Close {
+            piece.into_bytes()
+        } else {
+            format!("{:x}\r\n{piece}\r\n", piece.len()).into_bytes()
+        };
+        if socket.write_all(&bytes).await.is_err() || socket.flush().await.is_err() {
+            return;
+        }
+    }
+    match end {
+        End::Complete => {
+            let _ = socket.write_all(b"0\r\n\r\n").await;
+            let _ = socket.flush().await;
+        }
+        End::Cut | End::Close => {}
+        End::Stall => tokio::time::sleep(Duration::from_secs(3600)).await,
+    }
+}
+
+async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
+    let mut buf = Vec::new();
+    let mut piece = [0_u8; 4096];
+    let head_end = loop {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = socket.read(&mut piece).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&piece[..n]);
+    };
+    let head = String::from_utf8(buf[..head_end].to_vec()).ok()?;
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let method = request_line.next()?.to_owned();
+    let path = request_line.next()?.to_owned();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let n = socket.read(&mut piece).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&piece[..n]);
+    }
+    Some(Recorded {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    })
+}
+
+/// An SSE event carrying `value`.
+pub fn event(value: Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+pub fn text_delta(text: &str) -> String {
+    event(json!({
+        "id": "c1", "object": "chat.completion.chunk", "model": "deepseek-chat",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]
+    }))
+}
+
+pub fn finish(reason: &str) -> String {
+    event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}))
+}
+
+pub fn usage_event(prompt: u64, completion: u64, cached: u64) -> String {
+    event(json!({
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "prompt_cache_hit_tokens": cached, "prompt_cache_miss_tokens": prompt - cached}
+    }))
+}
+
+pub const DONE: &str = "data: [DONE]\n\n";
+
+pub fn ok_stream(text: &str) -> Reply {
+    Reply::Stream {
+        pieces: vec![text_delta(text), finish("stop"), DONE.into()],
+        end: End::Complete,
+    }
+}
+
+pub fn status(status: u16, headers: Vec<(&'static str, String)>, body: &str) -> Reply {
+    Reply::Plain {
+        status,
+        headers,
+        body: body.into(),
+    }
+}
+
+/// A streamed tool call whose arguments arrive in `fragments`, then `finish_reason: tool_calls`.
+pub fn tool_call_stream(id: &str, name: &str, fragments: &[&str]) -> Vec<String> {
+    let mut pieces = vec![event(json!({
+        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}]
+    }))];
+    for fragment in fragments {
+        pieces.push(event(json!({
+            "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+                "function": {"arguments": fragment}}]}, "finish_reason": null}]
+        })));
+    }
+    pieces.push(finish("tool_calls"));
+    pieces
+}
