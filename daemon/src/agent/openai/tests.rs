@@ -1,7 +1,7 @@
 //! The provider against an in-process HTTP/1.1 mock on 127.0.0.1: no test reaches the internet.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsh_testkit::{
     DONE, End, Mock, Reply, event, finish, ok_stream, status, text_delta, usage_event,
@@ -765,37 +765,4 @@ fn construction_validates_the_config() {
     )
     .unwrap();
     assert_eq!(v1.endpoint(), "https://api.openai.com/v1/chat/completions");
-}
-
-/// Provider overhead per streamed step: from the mock's last byte to the reply. Run with
-/// `cargo test -p dsh-daemon --release openai_overhead -- --ignored --nocapture`.
-#[tokio::test]
-#[ignore = "measurement, not a check"]
-async fn openai_overhead_per_step() {
-    let rounds = 200;
-    let mut pieces: Vec<String> = (0..200).map(|i| text_delta(&format!("word{i} "))).collect();
-    pieces.push(finish("stop"));
-    pieces.push(usage_event(1000, 200, 500));
-    pieces.push(DONE.into());
-    let mock = Mock::start(vec![Reply::Paced { pieces }; rounds]).await;
-    let provider = provider(&mock.base_url);
-    let request = request();
-    let mut samples = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let reply = provider
-            .complete(&request, &CancellationToken::new(), &|_| {})
-            .await
-            .unwrap();
-        let returned = Instant::now();
-        assert_eq!(reply.finish, FinishReason::Stop);
-        let last = mock.last_byte.lock().unwrap().take().unwrap();
-        samples.push(returned.saturating_duration_since(last));
-    }
-    samples.sort();
-    println!(
-        "openai provider overhead: median {:?}, p90 {:?}, max {:?}",
-        samples[rounds / 2],
-        samples[rounds * 9 / 10],
-        samples[rounds - 1]
-    );
 }

@@ -1,0 +1,412 @@
+//! The `openai` provider end to end: the real dshd talking to a local mock of an OpenAI-compatible
+//! API (no test reaches the internet), skills in the system prompt, and the API key kept from
+//! every child.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use dsh_testkit::{
+    DONE, End, Mock, Reply, finish, ok_stream, status, text_delta, tool_call_stream, usage_event,
+};
+use dsh_tests::{DaemonSpec, TestDaemon, eventually, private_dir};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-e2e-7f3a";
+
+/// A daemon whose `openai` provider points at `mock`, with the key in its environment (unless
+/// `with_key` is false) and `extra` appended to its config.
+fn daemon(mock: &Mock, with_key: bool, extra: &str) -> TestDaemon {
+    let dir = private_dir();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\nretries = 2\nmax_backoff_ms = 10\nidle_timeout_ms = 20000\n{extra}",
+            mock.base_url
+        ),
+    )
+    .unwrap();
+    let mut env = vec![];
+    if with_key {
+        env.push(("DEEPSEEK_API_KEY".into(), KEY.into()));
+    }
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            args: vec!["--config".into(), config.into()],
+            env,
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+    daemon
+}
+
+fn new_agent(daemon: &TestDaemon, cwd: &Path) -> String {
+    daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--model",
+        "openai",
+        "--cwd",
+        cwd.to_str().unwrap(),
+    ])["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Runs `dshctl --json prompt` off the async runtime (the mock serves on it) and parses its lines.
+async fn prompt(daemon: &TestDaemon, agent: &str, text: &str) -> (Output, Vec<Value>) {
+    let socket = daemon.socket.clone();
+    let (agent, text) = (agent.to_owned(), text.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        dsh_tests::dshctl_at(&socket, &["--json", "prompt", "--agent", &agent, &text])
+    })
+    .await
+    .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, lines)
+}
+
+fn turn_end(lines: &[Value]) -> &Value {
+    let last = lines.last().expect("no events");
+    assert_eq!(last["type"], "turn_ended", "{lines:?}");
+    last
+}
+
+fn stream(pieces: Vec<String>) -> Reply {
+    Reply::Stream {
+        pieces,
+        end: End::Complete,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_bash_call_runs_and_the_final_text_streams() {
+    let mut call = tool_call_stream(
+        "call_1",
+        "bash",
+        &[
+            "{\"command\": \"env | grep ^DSH_ | ",
+            "sort; echo ",
+            "marker-ok\"}",
+        ],
+    );
+    call.push(usage_event(120, 30, 20));
+    call.push(DONE.into());
+    let mut answer = vec![text_delta("All "), text_delta("done.")];
+    answer.push(finish("stop"));
+    answer.push(usage_event(200, 5, 100));
+    answer.push(DONE.into());
+    let mock = Mock::start(vec![stream(call), stream(answer)]).await;
+    let daemon = daemon(&mock, true, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+
+    let (out, lines) = prompt(&daemon, &agent, "look around").await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = lines
+        .iter()
+        .find(|l| l["type"] == "tool_result")
+        .expect("no tool result");
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains(&format!("DSH_SESSION_ID={agent}")),
+        "{content}"
+    );
+    assert!(
+        content.contains(&format!("DSH_HOME={}", daemon.home.display())),
+        "{content}"
+    );
+    assert!(
+        content.contains("DSH_SHELL=1") && content.contains("DSH_SESSION_JSONL="),
+        "{content}"
+    );
+    assert!(content.contains("marker-ok"), "{content}");
+    let deltas: String = lines
+        .iter()
+        .filter(|l| l["type"] == "text_delta")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "All done.");
+    let end = turn_end(&lines);
+    assert_eq!(end["reason"]["kind"], "completed");
+    assert_eq!(end["text"], "All done.");
+
+    // Usage is recorded on the assistant messages, cached prompt tokens split out.
+    let events = daemon.dshctl_json(&["session", "events", &agent])["events"].clone();
+    let usages: Vec<Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .map(|e| e["data"]["usage"].clone())
+        .collect();
+    assert_eq!(
+        usages,
+        [
+            json!({"inputTokens": 100, "outputTokens": 30, "cacheReadTokens": 20}),
+            json!({"inputTokens": 100, "outputTokens": 5, "cacheReadTokens": 100})
+        ]
+    );
+
+    // The second request carried the call and its result back to the model, and the key.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0].headers["authorization"],
+        format!("Bearer {KEY}")
+    );
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    let tool = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("no tool message");
+    assert_eq!(tool["tool_call_id"], "call_1");
+    assert!(tool["content"].as_str().unwrap().contains("marker-ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_key_reaches_no_child_hook_or_snapshot() {
+    let mut call = tool_call_stream(
+        "call_1",
+        "bash",
+        &["{\"command\": \"env; echo end-of-env\"}"],
+    );
+    call.push(DONE.into());
+    let mock = Mock::start(vec![stream(call), ok_stream("ok")]).await;
+    let dir = private_dir();
+    let hook_env = dir.path().join("hook-env.txt");
+    let hooks = dir.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": format!("env > {}", hook_env.display())}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let daemon = daemon(
+        &mock,
+        true,
+        &format!("[hooks]\nclaude_code = [\"{}\"]\n", hooks.display()),
+    );
+    let agent = new_agent(&daemon, dir.path());
+
+    let (out, lines) = prompt(&daemon, &agent, "dump env").await;
+    assert!(out.status.success());
+    let content = lines.iter().find(|l| l["type"] == "tool_result").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content.contains("end-of-env") && content.contains("PATH="),
+        "{content}"
+    );
+    assert!(
+        !content.contains(KEY) && !content.contains("DEEPSEEK_API_KEY"),
+        "{content}"
+    );
+    let hook_seen = std::fs::read_to_string(&hook_env).unwrap();
+    assert!(hook_seen.contains("PATH="));
+    assert!(
+        !hook_seen.contains(KEY) && !hook_seen.contains("DEEPSEEK_API_KEY"),
+        "{hook_seen}"
+    );
+    for args in [vec!["env", "show"], vec!["env", "show", "--agent", &agent]] {
+        let shown = daemon.dshctl_json(&args).to_string();
+        assert!(
+            !shown.contains(KEY) && !shown.contains("DEEPSEEK_API_KEY"),
+            "{shown}"
+        );
+    }
+    let run = daemon.dshctl(&["run", "--", "env"]);
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limiting_with_retry_after_is_retried_and_succeeds() {
+    let mock = Mock::start(vec![
+        status(
+            429,
+            vec![("retry-after", "0".into())],
+            r#"{"error":{"message":"slow down"}}"#,
+        ),
+        ok_stream("after the wait"),
+    ])
+    .await;
+    let daemon = daemon(&mock, true, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let (out, lines) = prompt(&daemon, &agent, "hi").await;
+    assert!(out.status.success());
+    assert_eq!(turn_end(&lines)["text"], "after the wait");
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthorized_ends_the_turn_naming_the_key_variable() {
+    let mock = Mock::start(vec![status(
+        401,
+        vec![],
+        r#"{"error":{"message":"bad key"}}"#,
+    )])
+    .await;
+    let daemon = daemon(&mock, true, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let (out, lines) = prompt(&daemon, &agent, "hi").await;
+    assert_eq!(out.status.code(), Some(1));
+    let end = turn_end(&lines);
+    assert_eq!(end["reason"]["kind"], "error");
+    let message = end["reason"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("DEEPSEEK_API_KEY") && message.contains("401"),
+        "{message}"
+    );
+    assert!(!message.contains(KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_key_says_which_variable_to_set_and_sends_nothing() {
+    let mock = Mock::start(vec![ok_stream("never")]).await;
+    let daemon = daemon(&mock, false, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let (_, lines) = prompt(&daemon, &agent, "hi").await;
+    let message = turn_end(&lines)["reason"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("set DEEPSEEK_API_KEY"), "{message}");
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_stream_ends_the_turn_and_the_session_stays_loadable() {
+    let mock = Mock::start(vec![Reply::Stream {
+        pieces: vec![text_delta("half an ans")],
+        end: End::Cut,
+    }])
+    .await;
+    let daemon = daemon(&mock, true, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let (_, lines) = prompt(&daemon, &agent, "hi").await;
+    let end = turn_end(&lines);
+    assert_eq!(end["reason"]["kind"], "error");
+    assert!(
+        end["reason"]["message"].as_str().unwrap().contains("cut"),
+        "{end}"
+    );
+
+    // Closed and resumed from disk: the stored log loads, turn numbers continue.
+    daemon.dshctl_json(&["agent", "close", &agent]);
+    let resumed = daemon.dshctl_json(&["agent", "resume", &agent, "--model", "openai"]);
+    assert_eq!(resumed["agent_id"], agent);
+    assert_eq!(resumed["turns"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_stream_ends_the_turn_aborted() {
+    let mock = Mock::start(vec![Reply::Stream {
+        pieces: vec![text_delta("thinking...")],
+        end: End::Stall,
+    }])
+    .await;
+    let daemon = daemon(&mock, true, "");
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let socket = daemon.socket.clone();
+    let agent_id = agent.clone();
+    let prompting = tokio::task::spawn_blocking(move || {
+        dsh_tests::dshctl_at(&socket, &["--json", "prompt", "--agent", &agent_id, "hi"])
+    });
+    // The stream is open once the agent is running and the mock has the request.
+    assert!(eventually(Duration::from_secs(20), || !mock
+        .requests()
+        .is_empty()));
+    let cancelled = daemon.dshctl_json(&["agent", "cancel", &agent]);
+    assert_eq!(cancelled["cancelled"], true);
+    let out = tokio::time::timeout(Duration::from_secs(20), prompting)
+        .await
+        .expect("the prompt did not end after cancel")
+        .unwrap();
+    let last: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["reason"]["kind"], "aborted");
+    assert_eq!(last["reason"]["message"], "user");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_of_the_home_are_listed_and_reach_the_system_prompt() {
+    let mock = Mock::start(vec![ok_stream("one"), ok_stream("two")]).await;
+    let dir = private_dir();
+    let home = dir.path().join("home");
+    let skill = |name: &str, description: &str| {
+        let path = home.join("skills").join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(
+            path.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\n"),
+        )
+        .unwrap();
+    };
+    skill("pdf-tools", "Read and fill PDF forms");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\n",
+            mock.base_url
+        ),
+    )
+    .unwrap();
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            args: vec!["--config".into(), config.into()],
+            env: vec![("DEEPSEEK_API_KEY".into(), KEY.into())],
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+
+    let listed = daemon.dshctl_json(&["skills", "list"]);
+    assert_eq!(listed["skills"][0]["name"], "pdf-tools");
+    assert_eq!(
+        listed["skills"][0]["path"],
+        home.join("skills/pdf-tools/SKILL.md").display().to_string()
+    );
+    let agent = new_agent(&daemon, daemon.dir.path());
+    prompt(&daemon, &agent, "hi").await;
+    let system = mock.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("pdf-tools: Read and fill PDF forms"),
+        "{system}"
+    );
+
+    skill("sql", "Query the team database");
+    let reloaded = daemon.dshctl_json(&["skills", "reload"]);
+    assert_eq!(reloaded["skills"].as_array().unwrap().len(), 2);
+    prompt(&daemon, &agent, "again").await;
+    let system = mock.requests()[1].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("sql: Query the team database"), "{system}");
+    // The tool schemas went along; the bash description teaches only the $DSH_* convention.
+    let tools = mock.requests()[1].body["tools"].to_string();
+    assert!(
+        tools.contains("\"bash\"") && tools.contains("$DSH_*"),
+        "{tools}"
+    );
+    assert!(!system.contains("DSH_SESSION_JSONL"));
+}
