@@ -78,6 +78,10 @@ impl Daemon {
             persistence::open(config.persistence, backend_path(config, config.persistence))?;
         let persistence = Arc::new(PersistenceHandle::new(backend));
         let executor = Arc::new(Executor::new(config.exec.clone())?);
+        let stale = crate::exec::remove_stale_spills(&config.exec.spill_dir);
+        if stale > 0 {
+            tracing::info!(files = stale, dir = %config.exec.spill_dir.display(), "removed spill files of earlier runs");
+        }
         let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
         let builtin =
             shell_env::register_builtins(&shell_env, persistence.clone(), socket.clone())?;

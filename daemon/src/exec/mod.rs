@@ -34,6 +34,7 @@ mod env;
 mod jobs;
 mod outcome;
 mod output;
+pub use output::remove_stale_spills;
 mod process;
 
 #[cfg(test)]

@@ -74,6 +74,28 @@ impl SpillTarget {
     }
 }
 
+/// Removes spill files that earlier daemon processes left in `dir` (their names carry the pid of
+/// the process that wrote them), so a long-lived home does not collect them forever. Files of this
+/// process and anything not named like a spill file are left alone. Returns how many were removed.
+pub fn remove_stale_spills(dir: &Path) -> usize {
+    let own = format!("dsh-{}-", std::process::id());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("dsh-")
+                && name.ends_with(".log")
+                && !name.starts_with(&own)
+                && entry.file_type().is_ok_and(|t| t.is_file())
+        })
+        .filter(|entry| std::fs::remove_file(entry.path()).is_ok())
+        .count()
+}
+
 /// Makes sure `dir` is a directory only we can use: create it 0700 if missing; refuse a symlink,
 /// a non-directory or a directory owned by someone else (a shared temp dir may hold a planted one);
 /// tighten its mode to 0700 otherwise.
@@ -326,6 +348,27 @@ pub(crate) fn decode_tail(bytes: &[u8], truncated: bool) -> String {
         }
     }
     String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    #[test]
+    fn stale_spills_of_other_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir
+            .path()
+            .join(format!("dsh-{}-x-stdout.log", std::process::id()));
+        let stale = dir.path().join("dsh-1-x-stdout.log");
+        let other = dir.path().join("notes.txt");
+        for path in [&own, &stale, &other] {
+            std::fs::write(path, "x").unwrap();
+        }
+        assert_eq!(remove_stale_spills(dir.path()), 1);
+        assert!(own.exists() && other.exists() && !stale.exists());
+        assert_eq!(remove_stale_spills(&dir.path().join("missing")), 0);
+    }
 }
 
 #[cfg(test)]
