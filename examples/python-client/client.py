@@ -1,0 +1,56 @@
+"""Talk to dshd from Python with grpcio: Daemon.Status, ShellEnv.List, and one scripted turn.
+
+    python -m grpc_tools.protoc -I ../../proto --python_out=gen --grpc_python_out=gen \
+        ../../proto/dsh/v1/*.proto
+    PYTHONPATH=gen python client.py /path/to/dshd.sock
+"""
+
+import json
+import os
+import sys
+
+import grpc
+from google.protobuf.json_format import MessageToJson
+
+from dsh.v1 import agents_pb2, agents_pb2_grpc, daemon_pb2, daemon_pb2_grpc
+from dsh.v1 import shell_env_pb2, shell_env_pb2_grpc
+
+socket_path = sys.argv[1] if len(sys.argv) > 1 else os.environ["DSH_SOCKET"]
+# gRPC core would send the socket path, percent-encoded, as :authority; dshd's HTTP/2 layer
+# rejects that (the call fails INTERNAL "Stream removed"), so name a plain host instead.
+channel = grpc.insecure_channel(
+    f"unix://{socket_path}", options=[("grpc.default_authority", "localhost")]
+)
+
+try:
+    status = daemon_pb2_grpc.DaemonStub(channel).Status(daemon_pb2.StatusRequest(), timeout=10)
+    print(f"dshd {status.version} (protocol {status.protocol_version}), home {status.dsh_home}")
+
+    listed = shell_env_pb2_grpc.ShellEnvStub(channel).List(
+        shell_env_pb2.ListVariablesRequest(), timeout=10
+    )
+    for variable in listed.variables:
+        print(f"  {variable.key}  ({variable.contributor})")
+
+    agents = agents_pb2_grpc.AgentsStub(channel)
+    script = {"replies": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $DSH_SESSION_ID"}}]},
+        {"text": "Done."},
+    ]}
+    model = agents_pb2.ModelSpec(provider="scripted", script_json=json.dumps(script))
+    agent = agents.Create(agents_pb2.CreateAgentRequest(cwd=os.getcwd(), model=model), timeout=10)
+    print(f"agent created: {agent.agent_id}")
+
+    # Server streaming: no deadline, the turn takes as long as it takes.
+    ended = ""
+    for event in agents.Prompt(agents_pb2.PromptRequest(agent_id=agent.agent_id, text="hi")):
+        kind = event.WhichOneof("event")
+        body = getattr(event, kind)
+        print(f"event {kind} {MessageToJson(body, preserving_proto_field_name=True, indent=None)}")
+        if kind == "turn_ended":
+            ended = body.reason.kind
+    agents.Close(agents_pb2.CloseAgentRequest(agent_id=agent.agent_id), timeout=10)
+    sys.exit(0 if ended == "completed" else 1)
+except grpc.RpcError as error:
+    print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
+    sys.exit(1)
