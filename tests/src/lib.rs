@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use dsh_client::Client;
 
+pub mod shell;
+
 /// Path of the freshly built `dshd` binary (built once per test process).
 pub fn dshd_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
