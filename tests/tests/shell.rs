@@ -461,3 +461,81 @@ async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
     );
     assert!(dsh_tests::shell::proc_stat(dshd).is_some_and(|p| p.state != 'Z'));
 }
+
+/// `sleep 300 & echo $! > pid; echo $$ > shell; wait`: a shell and a grandchild that would live
+/// for five minutes, with both pids written down.
+const HOLD: &str = "sleep 300 & echo $! > pid; echo $$ > shell; wait";
+
+#[test]
+fn a_client_that_goes_away_takes_its_foreground_command_with_it() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let mut client = std::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["run", "--cwd", cwd.to_str().unwrap(), "--", HOLD])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let grandchild = read_pid(&cwd.join("pid"));
+    let shell = read_pid(&cwd.join("shell"));
+    assert!(alive(grandchild) && alive(shell));
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)
+            && !alive(shell)),
+        "the command outlived its caller (shell {shell}, grandchild {grandchild})"
+    );
+    assert!(daemon.dshctl(&["status"]).status.success());
+}
+
+#[test]
+fn closing_an_agent_kills_its_background_jobs() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let agent = new_agent(&daemon, &cwd, &json!({"replies": []}));
+    let job = background(&daemon, &["--agent", &agent, "--", HOLD]);
+    let grandchild = read_pid(&cwd.join("pid"));
+    daemon.dshctl_json(&["agent", "close", &agent]);
+    let mut stdout = String::new();
+    let end = read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(end["signal"], "SIGTERM", "{end}");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "the closed agent's job left {grandchild} behind"
+    );
+}
+
+#[test]
+fn shutting_down_the_daemon_leaves_no_job_or_command_behind() {
+    let mut daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let (jobs, fg) = (cwd.join("job"), cwd.join("fg"));
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::create_dir_all(&fg).unwrap();
+    background(&daemon, &["--cwd", jobs.to_str().unwrap(), "--", HOLD]);
+    let mut foreground = std::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["run", "--cwd", fg.to_str().unwrap(), "--", HOLD])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids: Vec<i32> = [&jobs, &fg]
+        .iter()
+        .flat_map(|d| [read_pid(&d.join("pid")), read_pid(&d.join("shell"))])
+        .collect();
+    assert!(pids.iter().all(|&p| alive(p)));
+
+    let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{}", daemon.log_text());
+    // SIGKILL was sent to every group before dshd exited; the kernel finishes them off.
+    assert!(
+        eventually(Duration::from_secs(10), || pids.iter().all(|&p| !alive(p))),
+        "processes survived the daemon: {:?}",
+        pids.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+    );
+    foreground.wait().unwrap();
+}
