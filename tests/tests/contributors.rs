@@ -370,3 +370,38 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
     assert_eq!(seen.len(), AGENTS);
     assert!(seen.values().all(|&n| n == CALLS), "{seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contributor_that_disconnects_mid_question_fails_the_call_at_once() {
+    let dir = dsh_tests::private_dir();
+    let config = dir.path().join("dshd.toml");
+    // Far longer than the test may take: only the disconnect can end the wait.
+    std::fs::write(&config, "[shell_env]\nresolve_timeout_ms = 600000\n").unwrap();
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        args: vec!["--config".into(), config.into()],
+        ..DaemonSpec::default()
+    });
+    let client = daemon.client().await;
+    let mut leaving = Contributor::declare(&client, "leaving", &[("DSH_MY_KEY", DESCRIBED)])
+        .await
+        .unwrap();
+    let cwd = workdir(&daemon, "w");
+    let socket = daemon.socket.clone();
+    let cwd_arg = cwd.to_str().unwrap().to_owned();
+    let run = tokio::task::spawn_blocking(move || {
+        dsh_tests::dshctl_at(&socket, &["run", "--cwd", &cwd_arg, "--", "touch ran"])
+    });
+    leaving.next_request().await;
+    drop(leaving);
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the call kept waiting for a contributor that had gone")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("\"leaving\"") && stderr.contains("disconnected"),
+        "{stderr}"
+    );
+    assert!(!cwd.join("ran").exists(), "the command ran");
+}

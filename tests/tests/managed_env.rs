@@ -360,3 +360,46 @@ fn a_non_utf8_daemon_environment_is_passed_on_verbatim_or_dropped_never_mangled(
     assert_eq!(out["exit_code"], 0, "{out}");
     assert_eq!(out["stdout"], "61ff62\n0\n", "{out}");
 }
+
+#[test]
+fn env_show_reports_the_snapshot_a_call_of_the_agent_gets() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let agent = new_agent(&daemon, &cwd, &json!({"replies": []}));
+    let shown = daemon.dshctl_json(&["env", "show", "--agent", &agent]);
+    let mut shown: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(shown["env"].clone()).unwrap();
+    let out = run_json(&daemon, &["--agent", &agent, "--", PRINT_MANAGED]);
+    let mut ran = managed_of(out["stdout"].as_str().unwrap());
+    // Each collection is its own call, with its own id.
+    let (a, b) = (
+        shown.remove("DSH_TOOL_CALL_ID").unwrap(),
+        ran.remove("DSH_TOOL_CALL_ID").unwrap(),
+    );
+    assert_ne!(a, b);
+    assert_eq!(shown, ran);
+    assert_eq!(shown["DSH_SESSION_JSONL"], locate(&daemon, &agent).unwrap());
+
+    let listed = daemon.dshctl_json(&["env", "list"]);
+    let keys: BTreeSet<&str> = listed["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from([
+            "DSH_AGENT_DEPTH",
+            "DSH_HOME",
+            "DSH_PARENT_SESSION_ID",
+            "DSH_ROOT_SESSION_ID",
+            "DSH_SESSION_ID",
+            "DSH_SESSION_JSONL",
+            "DSH_SHELL",
+            "DSH_SOCKET",
+            "DSH_TOOL_CALL_ID",
+            "DSH_TURN",
+        ])
+    );
+}
