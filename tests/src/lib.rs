@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use dsh_client::Client;
 
+pub mod shell;
+
 /// Path of the freshly built `dshd` binary (built once per test process).
 pub fn dshd_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -23,11 +25,44 @@ pub fn dshctl_bin() -> &'static Path {
 }
 
 fn build_bin(package: &str, bin: &str) -> PathBuf {
+    cargo_build(package, bin, false)
+}
+
+/// Builds `bin` of `package` (release when asked) with escargot and returns its path.
+///
+/// `cargo test` and `cargo bench` run their binaries with the package's `CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ... set. Some build scripts (ring's) declare `rerun-if-env-changed` on exactly
+/// those names, so a nested `cargo build` that inherited them would see "changed" values and
+/// rebuild ring and everything above it, every run, and undo the next plain `cargo build`'s work.
+/// They are removed so the nested build sees what a build from a shell sees.
+pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let run = escargot::CargoBuild::new()
+    let mut build = escargot::CargoBuild::new()
         .manifest_path(manifest)
         .package(package)
-        .bin(bin)
+        .bin(bin);
+    if release {
+        build = build.release();
+    }
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        let set_by_cargo_for_the_runner = name.starts_with("CARGO_PKG_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo_for_the_runner {
+            build = build.env_remove(&key);
+        }
+    }
+    let run = build
         .run()
         .unwrap_or_else(|e| panic!("cannot build {bin}: {e}"));
     run.path().to_path_buf()

@@ -1,0 +1,541 @@
+//! The executor and the bash/job/spawn_agent tools under load and at the edges, end to end:
+//! hundreds of overlapping calls of a parent and its children (through the loop) and of eight
+//! agents (through `Shell.Run`) without cross-talk; background jobs keeping their call's snapshot
+//! and never repeating output; timeouts and kills taking the whole process group; and a thousand
+//! calls leaving no zombie and no process group behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_proto::v1;
+use dsh_tests::shell::{
+    Interval, alive, descendants, intervals, key_values, locate, new_agent, overlap, processes,
+    prompt, prompt_results, session_results, spawn_call, timed, workdir,
+};
+use dsh_tests::{TestDaemon, eventually};
+use serde_json::{Value, json};
+
+/// A command that holds for two seconds between its recorded start and end (long enough for every
+/// call of a fan-out to have started on a loaded machine), then reports who ran it.
+fn reporting(file: &Path, tag: &str) -> String {
+    format!(
+        "{}; echo \"tag={tag}\"; echo \"id=$DSH_SESSION_ID\"; echo \"call=$DSH_TOOL_CALL_ID\"; echo \"parent=${{DSH_PARENT_SESSION_ID-none}}\"",
+        timed(file, tag, "sleep 2")
+    )
+}
+
+fn assert_overlapping(all: &[Interval], sessions: usize) {
+    let o = overlap(all);
+    println!(
+        "{} calls; at most {} running at once, from at most {} sessions",
+        all.len(),
+        o.max_running,
+        o.max_sessions
+    );
+    assert!(
+        o.alone.is_empty(),
+        "{} calls overlapped no call of another session: {:?}",
+        o.alone.len(),
+        o.alone
+    );
+    assert_eq!(
+        o.max_sessions, sessions,
+        "not every session had a call running at one moment"
+    );
+}
+
+#[test]
+fn a_parent_and_its_children_call_bash_concurrently_without_cross_talk() {
+    const CHILDREN: usize = 5;
+    const PER_STEP: usize = 20;
+    const PARENT_CALLS: usize = 10;
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let file = daemon.dir.path().join("intervals");
+    let child_script = |k: usize| {
+        let step = |s: usize| {
+            let calls: Vec<Value> = (0..PER_STEP)
+                .map(|n| dsh_tests::shell::bash_call(&reporting(&file, &format!("c{k}-s{s}-{n}"))))
+                .collect();
+            json!({ "tool_calls": calls })
+        };
+        json!({"replies": [step(1), step(2), {"text": format!("child {k} done")}]})
+    };
+    let mut calls: Vec<Value> = (0..CHILDREN)
+        .map(|k| spawn_call(&format!("task {k}"), &child_script(k)))
+        .collect();
+    calls.extend(
+        (0..PARENT_CALLS)
+            .map(|n| dsh_tests::shell::bash_call(&reporting(&file, &format!("p-{n}")))),
+    );
+    let parent = new_agent(
+        &daemon,
+        &cwd,
+        &json!({"replies": [{"tool_calls": calls}, {"text": "parent done"}]}),
+    );
+
+    let results = prompt_results(&prompt(&daemon, &parent, "fan out"));
+    assert_eq!(results.len(), CHILDREN + PARENT_CALLS);
+    let mut owner_of_tag: BTreeMap<String, String> = BTreeMap::new();
+    for (k, r) in results.iter().take(CHILDREN).enumerate() {
+        assert_eq!(r.name, "spawn_agent");
+        assert_eq!(r.content, format!("child {k} done"), "{r:?}");
+    }
+    for r in results.iter().skip(CHILDREN) {
+        assert!(!r.is_error, "{r:?}");
+        let seen = key_values(&r.content);
+        assert_eq!(seen["id"], parent, "{r:?}");
+        assert_eq!(seen["call"], r.call_id, "{r:?}");
+        assert_eq!(seen["parent"], "none", "{r:?}");
+        owner_of_tag.insert(seen["tag"].clone(), parent.clone());
+    }
+
+    let sessions = daemon.dshctl_json(&["session", "list"]);
+    let children: Vec<String> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["header"]["parent_session"] == parent.as_str())
+        .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(children.len(), CHILDREN);
+    let mut ks_seen = BTreeSet::new();
+    for child in &children {
+        let calls = session_results(&daemon, child);
+        assert_eq!(calls.len(), 2 * PER_STEP, "{child}");
+        let mut ks = BTreeSet::new();
+        for r in &calls {
+            assert!(!r.is_error, "{r:?}");
+            let seen = key_values(&r.content);
+            assert_eq!(&seen["id"], child, "cross-talk: {r:?}");
+            assert_eq!(seen["call"], r.call_id, "cross-talk: {r:?}");
+            assert_eq!(seen["parent"], parent, "{r:?}");
+            ks.insert(seen["tag"].split('-').next().unwrap().to_owned());
+            owner_of_tag.insert(seen["tag"].clone(), child.clone());
+        }
+        assert_eq!(ks.len(), 1, "one child ran another's script: {ks:?}");
+        ks_seen.extend(ks);
+    }
+    assert_eq!(ks_seen.len(), CHILDREN);
+
+    let all = intervals(&file);
+    assert_eq!(all.len(), CHILDREN * 2 * PER_STEP + PARENT_CALLS);
+    assert!(all.len() >= 200);
+    for iv in &all {
+        assert_eq!(
+            owner_of_tag.get(&iv.tag),
+            Some(&iv.session),
+            "the command tagged {} ran as {}",
+            iv.tag,
+            iv.session
+        );
+    }
+    assert_overlapping(&all, CHILDREN + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
+    const AGENTS: usize = 8;
+    const CALLS: usize = 30;
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let file = daemon.dir.path().join("intervals");
+    let client = daemon.client().await;
+    let mut agents = Vec::new();
+    for _ in 0..AGENTS {
+        let info = client
+            .agents()
+            .create(v1::CreateAgentRequest {
+                cwd: cwd.display().to_string(),
+                model: Some(v1::ModelSpec {
+                    provider: "scripted".into(),
+                    model: String::new(),
+                    script_json: r#"{"replies": []}"#.into(),
+                }),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        agents.push(info.agent_id);
+    }
+
+    let mut calls = tokio::task::JoinSet::new();
+    for (a, agent) in agents.iter().enumerate() {
+        for n in 0..CALLS {
+            let mut shell = client.shell();
+            let request = v1::RunRequest {
+                agent_id: agent.clone(),
+                command: reporting(&file, &format!("a{a}-{n}")),
+                ..v1::RunRequest::default()
+            };
+            let agent = agent.clone();
+            calls.spawn(async move {
+                let response = shell.run(request).await.unwrap().into_inner();
+                let Some(v1::run_response::Result::Finished(o)) = response.result else {
+                    panic!("no outcome: {response:?}");
+                };
+                (a, n, agent, o)
+            });
+        }
+    }
+    let mut call_ids = BTreeSet::new();
+    let mut owner_of_tag = BTreeMap::new();
+    while let Some(joined) = calls.join_next().await {
+        let (a, n, agent, o) = joined.unwrap();
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        let seen = key_values(&o.stdout);
+        assert_eq!(seen["tag"], format!("a{a}-{n}"));
+        assert_eq!(seen["id"], agent, "cross-talk: {o:?}");
+        assert_eq!(seen["parent"], "none");
+        assert!(call_ids.insert(seen["call"].clone()), "a call id repeated");
+        owner_of_tag.insert(seen["tag"].clone(), agent);
+    }
+    assert_eq!(call_ids.len(), AGENTS * CALLS);
+
+    let all = intervals(&file);
+    assert_eq!(all.len(), AGENTS * CALLS);
+    for iv in &all {
+        assert_eq!(owner_of_tag.get(&iv.tag), Some(&iv.session), "{iv:?}");
+    }
+    assert_overlapping(&all, AGENTS);
+}
+
+/// `dshctl --json job output ID`.
+fn job_output(daemon: &TestDaemon, job: &str) -> Value {
+    daemon.dshctl_json(&["job", "output", job])
+}
+
+/// Starts a background job with `dshctl run --background`; returns its id.
+fn background(daemon: &TestDaemon, args: &[&str]) -> String {
+    let mut full = vec!["run", "--background"];
+    full.extend_from_slice(args);
+    let doc = daemon.dshctl_json(&full);
+    doc["job_id"].as_str().unwrap().to_owned()
+}
+
+/// Reads the job until it has ended; returns everything read and the last document.
+fn read_to_end(daemon: &TestDaemon, job: &str, stdout: &mut String) -> Value {
+    let mut last = Value::Null;
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            last = job_output(daemon, job);
+            stdout.push_str(last["stdout"].as_str().unwrap());
+            last["running"] == false
+        }),
+        "job {job} did not end"
+    );
+    last
+}
+
+#[test]
+fn a_background_job_keeps_the_snapshot_taken_at_call_time() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let agent = new_agent(&daemon, &cwd, &json!({"replies": []}));
+    let path = locate(&daemon, &agent).unwrap();
+    let job = background(
+        &daemon,
+        &[
+            "--agent",
+            &agent,
+            "--",
+            "while [ ! -e go ]; do sleep 0.01; done; echo \"id=$DSH_SESSION_ID\"; echo \"jsonl=${DSH_SESSION_JSONL-unset}\"",
+        ],
+    );
+
+    daemon.dshctl_json(&["persistence", "use", "sqlite"]);
+    // The swap is in force for new calls...
+    let now = dsh_tests::shell::run_json(
+        &daemon,
+        &[
+            "--agent",
+            &agent,
+            "--",
+            "echo \"jsonl=${DSH_SESSION_JSONL-unset}\"",
+        ],
+    );
+    assert_eq!(now["stdout"], "jsonl=unset\n");
+    // ...while the job, released only now, still has what its call was given.
+    std::fs::write(cwd.join("go"), "").unwrap();
+    let mut stdout = String::new();
+    let end = read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(end["exit_code"], 0, "{end}");
+    let seen = key_values(&stdout);
+    assert_eq!(seen["id"], agent);
+    assert_eq!(seen["jsonl"], path);
+}
+
+#[test]
+fn job_output_never_repeats_or_loses_a_byte() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let job = background(
+        &daemon,
+        &[
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--",
+            "seq 1 1000; while [ ! -e g1 ]; do sleep 0.01; done; seq 1001 2000; while [ ! -e g2 ]; do sleep 0.01; done; seq 2001 3000",
+        ],
+    );
+    let mut stdout = String::new();
+    let mut reads_while_running = 0;
+    let mut read_until = |stdout: &mut String, last: &str| {
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                let o = job_output(&daemon, &job);
+                assert_eq!(o["running"], true, "the job ended early: {o}");
+                stdout.push_str(o["stdout"].as_str().unwrap());
+                reads_while_running += 1;
+                stdout.ends_with(&format!("\n{last}\n"))
+            }),
+            "never saw {last}"
+        );
+    };
+    read_until(&mut stdout, "1000");
+    std::fs::write(cwd.join("g1"), "").unwrap();
+    read_until(&mut stdout, "2000");
+    std::fs::write(cwd.join("g2"), "").unwrap();
+    let end = read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(end["exit_code"], 0, "{end}");
+
+    let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+    assert!(reads_while_running >= 2);
+    assert_eq!(
+        stdout.len(),
+        expected.len(),
+        "bytes repeated or lost over {reads_while_running} reads"
+    );
+    assert_eq!(stdout, expected);
+    // Nothing is left to read.
+    let again = job_output(&daemon, &job);
+    assert_eq!(again["stdout"], "");
+    assert_eq!(again["running"], false);
+}
+
+#[test]
+fn job_output_holds_back_a_character_split_across_reads() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    // "é" is C3 A9; the job writes C3, waits, then writes A9.
+    let job = background(
+        &daemon,
+        &[
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--",
+            r"printf 'caf\303'; while [ ! -e go ]; do sleep 0.01; done; printf '\251\n'",
+        ],
+    );
+    let mut stdout = String::new();
+    assert!(eventually(Duration::from_secs(30), || {
+        stdout.push_str(job_output(&daemon, &job)["stdout"].as_str().unwrap());
+        !stdout.is_empty()
+    }));
+    assert_eq!(stdout, "caf", "half a character was handed out");
+    std::fs::write(cwd.join("go"), "").unwrap();
+    read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(stdout, "café\n");
+}
+
+fn read_pid(file: &Path) -> i32 {
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "{} was never written",
+        file.display()
+    );
+    std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_killed_job_reports_the_signal_and_its_whole_group_dies() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let job = background(
+        &daemon,
+        &[
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--",
+            "sleep 300 & echo $! > pid; wait",
+        ],
+    );
+    let grandchild = read_pid(&cwd.join("pid"));
+    assert!(alive(grandchild));
+
+    let killed = daemon.dshctl_json(&["job", "kill", &job]);
+    assert_eq!(killed["killed"], true, "{killed}");
+    let mut stdout = String::new();
+    let end = read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(end["signal"], "SIGTERM", "{end}");
+    assert_eq!(end["exit_code"], Value::Null, "{end}");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "the job's grandchild {grandchild} survived the kill"
+    );
+    let again = daemon.dshctl_json(&["job", "kill", &job]);
+    assert_eq!(again["killed"], false, "{again}");
+}
+
+#[test]
+fn a_timed_out_commands_grandchildren_are_gone() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let out = daemon.dshctl(&[
+        "run",
+        "--cwd",
+        cwd.to_str().unwrap(),
+        "--timeout-ms",
+        "300",
+        "--",
+        "sleep 300 & echo $! > pidfile; wait",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    assert!(stderr.contains("timed out"), "{stderr}");
+    let grandchild = read_pid(&cwd.join("pidfile"));
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "the timed-out command's grandchild {grandchild} survived"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
+    const CALLS: usize = 1000;
+    const IN_FLIGHT: usize = 8;
+    let daemon = TestDaemon::start();
+    let dshd = i32::try_from(daemon.child.id()).unwrap();
+    let client = daemon.client().await;
+    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..CALLS {
+        let permit = slots.clone().acquire_owned().await.unwrap();
+        let mut shell = client.shell();
+        calls.spawn(async move {
+            // `$$` is the shell, which leads the command's own process group.
+            let response = shell
+                .run(v1::RunRequest {
+                    command: "echo $$".into(),
+                    ..v1::RunRequest::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            drop(permit);
+            let Some(v1::run_response::Result::Finished(o)) = response.result else {
+                panic!("no outcome: {response:?}");
+            };
+            assert_eq!(o.exit_code, Some(0), "{o:?}");
+            o.stdout.trim().parse::<i32>().unwrap()
+        });
+    }
+    let mut groups = BTreeSet::new();
+    while let Some(pgid) = calls.join_next().await {
+        groups.insert(pgid.unwrap());
+    }
+    assert!(!groups.contains(&dshd));
+
+    // Every call has returned, and each one reaps its shell before it answers.
+    let all = processes();
+    let zombies: Vec<_> = all
+        .iter()
+        .filter(|p| p.ppid == dshd && p.state == 'Z')
+        .collect();
+    assert!(zombies.is_empty(), "zombie children of dshd: {zombies:?}");
+    let left = descendants(dshd);
+    assert!(left.is_empty(), "processes left under dshd: {left:?}");
+    let in_groups: Vec<_> = all.iter().filter(|p| groups.contains(&p.pgid)).collect();
+    assert!(
+        in_groups.is_empty(),
+        "processes left in the commands' groups: {in_groups:?}"
+    );
+    assert!(dsh_tests::shell::proc_stat(dshd).is_some_and(|p| p.state != 'Z'));
+}
+
+/// `sleep 300 & echo $! > pid; echo $$ > shell; wait`: a shell and a grandchild that would live
+/// for five minutes, with both pids written down.
+const HOLD: &str = "sleep 300 & echo $! > pid; echo $$ > shell; wait";
+
+#[test]
+fn a_client_that_goes_away_takes_its_foreground_command_with_it() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let mut client = std::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["run", "--cwd", cwd.to_str().unwrap(), "--", HOLD])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let grandchild = read_pid(&cwd.join("pid"));
+    let shell = read_pid(&cwd.join("shell"));
+    assert!(alive(grandchild) && alive(shell));
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)
+            && !alive(shell)),
+        "the command outlived its caller (shell {shell}, grandchild {grandchild})"
+    );
+    assert!(daemon.dshctl(&["status"]).status.success());
+}
+
+#[test]
+fn closing_an_agent_kills_its_background_jobs() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let agent = new_agent(&daemon, &cwd, &json!({"replies": []}));
+    let job = background(&daemon, &["--agent", &agent, "--", HOLD]);
+    let grandchild = read_pid(&cwd.join("pid"));
+    daemon.dshctl_json(&["agent", "close", &agent]);
+    let mut stdout = String::new();
+    let end = read_to_end(&daemon, &job, &mut stdout);
+    assert_eq!(end["signal"], "SIGTERM", "{end}");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "the closed agent's job left {grandchild} behind"
+    );
+}
+
+#[test]
+fn shutting_down_the_daemon_leaves_no_job_or_command_behind() {
+    let mut daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let (jobs, fg) = (cwd.join("job"), cwd.join("fg"));
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::create_dir_all(&fg).unwrap();
+    background(&daemon, &["--cwd", jobs.to_str().unwrap(), "--", HOLD]);
+    let mut foreground = std::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["run", "--cwd", fg.to_str().unwrap(), "--", HOLD])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids: Vec<i32> = [&jobs, &fg]
+        .iter()
+        .flat_map(|d| [read_pid(&d.join("pid")), read_pid(&d.join("shell"))])
+        .collect();
+    assert!(pids.iter().all(|&p| alive(p)));
+
+    let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{}", daemon.log_text());
+    // SIGKILL was sent to every group before dshd exited; the kernel finishes them off.
+    assert!(
+        eventually(Duration::from_secs(10), || pids.iter().all(|&p| !alive(p))),
+        "processes survived the daemon: {:?}",
+        pids.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+    );
+    foreground.wait().unwrap();
+}
