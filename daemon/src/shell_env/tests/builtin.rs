@@ -2,7 +2,6 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::time::Instant;
 
 use super::*;
 use crate::persistence::{
@@ -315,32 +314,4 @@ fn concurrent_collects_each_see_only_their_own_session() {
     for thread in threads {
         thread.join().unwrap();
     }
-}
-
-/// Not a test of speed (no absolute time is asserted): prints the median collect time with every
-/// shipped contributor, for `docs/BENCHMARKS.md`. Run with
-/// `cargo test --release -p dsh-daemon collect_timing_probe -- --ignored --nocapture`.
-#[test]
-#[ignore = "timing probe, run by hand"]
-fn collect_timing_probe() {
-    let (registry, _handle, _guards) = shipped(Locator::jsonl("/sessions"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let mut call = exec(Some(child("kid", "parent", "root")));
-    call.turn = Some(1);
-    let mut samples = Vec::with_capacity(20_000);
-    for _ in 0..20_000 {
-        let start = Instant::now();
-        let env = runtime.block_on(registry.collect(&call)).unwrap();
-        samples.push(start.elapsed());
-        std::hint::black_box(env);
-    }
-    samples.sort_unstable();
-    println!(
-        "collect with shipped contributors: median {:?}, p99 {:?}",
-        samples[samples.len() / 2],
-        samples[samples.len() * 99 / 100]
-    );
 }
