@@ -23,14 +23,37 @@ pub fn dshctl_bin() -> &'static Path {
 }
 
 fn build_bin(package: &str, bin: &str) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let run = escargot::CargoBuild::new()
-        .manifest_path(manifest)
+    let run = cargo_build()
         .package(package)
         .bin(bin)
         .run()
         .unwrap_or_else(|e| panic!("cannot build {bin}: {e}"));
     run.path().to_path_buf()
+}
+
+/// A `cargo build` of this workspace without the variables cargo sets for the running test or
+/// bench (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...). Some build scripts (ring's) track those
+/// as ordinary environment variables, so inheriting them made every nested build rebuild ring and
+/// everything above it, and the next plain `cargo` command rebuild them back.
+pub fn cargo_build() -> escargot::CargoBuild {
+    let mut build = escargot::CargoBuild::new()
+        .manifest_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_for_the_crate = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&key.as_ref());
+        if set_for_the_crate {
+            build = build.env_remove(key.as_ref());
+        }
+    }
+    build
 }
 
 /// A private (0700) temporary directory: `tempfile` directories are 0755.
