@@ -17,4 +17,6 @@ pub mod session;
 pub mod shell_env;
 pub mod skills;
 pub mod socket;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod tools;

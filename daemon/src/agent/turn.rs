@@ -209,7 +209,10 @@ impl TurnRun {
                 })
                 .await
                 .outcome;
-            if stop.decision < Decision::Ask || self.cancel.is_cancelled() {
+            if self.cancel.is_cancelled() {
+                return self.aborted();
+            }
+            if stop.decision < Decision::Ask {
                 return TurnEndReason::Completed;
             }
             if continuations >= self.services.hooks.stop_continuation_cap() {

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::hooks::{Decision, Dialect, EventName, FileStatus, SessionSource};
+use crate::test_support::require_jq;
 
 const SCRIPTS: [&str; 3] = ["guard-rm-rf.sh", "backup-transcript.sh", "audit-log.sh"];
 

@@ -1,0 +1,408 @@
+//! Hooks end to end (DESIGN §8): the real `dshd` with `[hooks]` in a `--config` file, real bash
+//! hook scripts, the keyless scripted model, and `dshctl` to drive and inspect it.
+//!
+//! Hooks record what they saw in files of the test's private directory; the tests then compare
+//! that with what `dshctl` reports. Nothing waits on time: a turn is over when `dshctl prompt`
+//! returns, and anything else is polled for with a generous bound (`dsh_tests::eventually`).
+//! Long-running hooks use distinctive `sleep` arguments so `/proc/<pid>/cmdline` tells them apart
+//! from an unrelated process that reused the pid.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+#[path = "hooks/config.rs"]
+mod config;
+#[path = "hooks/decisions.rs"]
+mod decisions;
+#[path = "hooks/examples.rs"]
+mod examples;
+#[path = "hooks/lifecycle.rs"]
+mod lifecycle;
+#[path = "hooks/payload.rs"]
+mod payload;
+#[path = "hooks/process.rs"]
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin, eventually, private_dir};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long to wait for an observable condition before failing.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A directory of the test: paths in it, quoted for hook commands, and their contents.
+struct Dir(PathBuf);
+
+impl Dir {
+    /// `<dir>/name`.
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// `<dir>/name`, single-quoted for a hook command (temporary paths have no quotes).
+    fn q(&self, name: &str) -> String {
+        format!("'{}'", self.path(name).display())
+    }
+}
+
+/// A daemon configured with hook files, and a private directory holding the session's working
+/// directory (`proj/`), the hook files, the config, the model scripts and whatever hooks write.
+struct World {
+    /// Declared first so the daemon is killed before its files are removed.
+    daemon: TestDaemon,
+    dir: Dir,
+    _tmp: TempDir,
+    /// The sessions' working directory, `<dir>/proj`.
+    cwd: PathBuf,
+    scripts: AtomicUsize,
+}
+
+/// What to configure.
+#[derive(Default)]
+struct Setup {
+    /// Claude Code hook files (their JSON), in order.
+    claude_code: Vec<Value>,
+    /// Codex hook files, in order.
+    codex: Vec<Value>,
+    /// More lines for the `[hooks]` table, e.g. `stop_continuation_cap = 2`.
+    hooks_toml: String,
+}
+
+impl Setup {
+    fn claude_code(file: Value) -> Self {
+        Self {
+            claude_code: vec![file],
+            ..Self::default()
+        }
+    }
+}
+
+impl World {
+    /// Writes the hook files `setup` gives for the world's directory and starts the daemon.
+    fn new(setup: impl FnOnce(&Dir) -> Setup) -> Self {
+        let tmp = private_dir();
+        let dir = Dir(tmp.path().to_path_buf());
+        let cwd = dir.path("proj");
+        std::fs::create_dir(&cwd).unwrap();
+        let setup = setup(&dir);
+        let write = |prefix: &str, files: &[Value]| -> Vec<String> {
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, file)| {
+                    let path = dir.path(&format!("{prefix}-{i}.json"));
+                    std::fs::write(&path, serde_json::to_vec_pretty(file).unwrap()).unwrap();
+                    path.display().to_string()
+                })
+                .collect()
+        };
+        let claude_code = write("claude-code", &setup.claude_code);
+        let codex = write("codex", &setup.codex);
+        let config = dir.path("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[hooks]\nclaude_code = {}\ncodex = {}\n{}\n",
+                toml_list(&claude_code),
+                toml_list(&codex),
+                setup.hooks_toml
+            ),
+        )
+        .unwrap();
+        let daemon = TestDaemon::start_with(spec(&config));
+        Self {
+            daemon,
+            dir,
+            _tmp: tmp,
+            cwd,
+            scripts: AtomicUsize::new(0),
+        }
+    }
+
+    /// `<dir>/name`.
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path(name)
+    }
+
+    /// `<dir>/name`, quoted for a hook command.
+    fn q(&self, name: &str) -> String {
+        self.dir.q(name)
+    }
+
+    /// The contents of `<dir>/name`; fails the test when it does not exist.
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}; daemon log:\n{}", self.daemon.log_text()))
+    }
+
+    /// Writes the scripted model's `script` to a new file and returns its path.
+    fn script(&self, script: &Value) -> PathBuf {
+        let n = self.scripts.fetch_add(1, Ordering::SeqCst);
+        let path = self.path(&format!("script-{n}.json"));
+        std::fs::write(&path, script.to_string()).unwrap();
+        path
+    }
+
+    /// Creates an agent in `<dir>/proj` replaying `script`; returns its id.
+    fn agent(&self, script: &Value) -> String {
+        let file = self.script(script);
+        let info = self.daemon.dshctl_json(&[
+            "agent",
+            "new",
+            "--cwd",
+            self.cwd.to_str().unwrap(),
+            "--script",
+            file.to_str().unwrap(),
+        ]);
+        info["agent_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs one turn with `dshctl --json prompt` and returns its event lines.
+    fn prompt(&self, agent: &str, text: &str) -> Turn {
+        let out = self
+            .daemon
+            .dshctl(&["--json", "prompt", "--agent", agent, text]);
+        Turn::parse(&out.stdout, &String::from_utf8_lossy(&out.stderr))
+    }
+
+    /// Starts `dshctl --json prompt` without waiting for the turn (see [`Turn::wait`]).
+    fn prompt_in_background(&self, agent: &str, text: &str) -> Child {
+        Command::new(dshctl_bin())
+            .arg("--socket")
+            .arg(&self.daemon.socket)
+            .args(["--json", "prompt", "--agent", agent, text])
+            .env_remove("DSH_SOCKET")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The session's events (`dshctl session events`), each `{type, seq, time, data}`.
+    fn events(&self, session: &str) -> Vec<Value> {
+        let doc = self.daemon.dshctl_json(&["session", "events", session]);
+        doc["events"].as_array().unwrap().clone()
+    }
+
+    /// `dshctl session locate`: the transcript path, or `None` when the backend keeps no file.
+    fn locate(&self, session: &str) -> Option<String> {
+        let doc = self.daemon.dshctl_json(&["session", "locate", session]);
+        doc["location"]["path"].as_str().map(str::to_owned)
+    }
+
+    /// Waits for a hook to write a pid (one full line) to `<dir>/name` and returns it.
+    fn pid(&self, name: &str) -> i32 {
+        let path = self.path(name);
+        let mut pid = None;
+        let found = eventually(PATIENCE, || {
+            pid = std::fs::read_to_string(&path)
+                .ok()
+                .filter(|s| s.ends_with('\n'))
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        });
+        assert!(
+            found,
+            "no pid in {name}; daemon log:\n{}",
+            self.daemon.log_text()
+        );
+        pid.unwrap()
+    }
+}
+
+/// The `dshd` arguments for a config file.
+fn spec(config: &Path) -> DaemonSpec {
+    DaemonSpec {
+        args: vec!["--config".into(), config.into()],
+        ..DaemonSpec::default()
+    }
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// One turn as `dshctl --json prompt` printed it.
+struct Turn {
+    lines: Vec<Value>,
+}
+
+impl Turn {
+    fn parse(stdout: &[u8], stderr: &str) -> Self {
+        let text = String::from_utf8_lossy(stdout);
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}; {stderr}"))
+            })
+            .collect();
+        assert!(
+            lines.last().is_some_and(|l| l["type"] == "turn_ended"),
+            "the prompt stream did not end with turn_ended: {text}\n{stderr}"
+        );
+        Self { lines }
+    }
+
+    /// Waits for a background `dshctl prompt` (bounded) and parses its output.
+    fn wait(child: Child) -> Self {
+        let pid = child.id();
+        let mut child = Some(child);
+        let mut output = None;
+        let done = eventually(PATIENCE, || {
+            if let Some(c) = child.as_mut()
+                && c.try_wait().unwrap().is_some()
+            {
+                output = Some(child.take().unwrap().wait_with_output().unwrap());
+            }
+            output.is_some()
+        });
+        if let Some(mut c) = child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert!(done, "dshctl prompt (pid {pid}) did not finish");
+        let out = output.unwrap();
+        Self::parse(&out.stdout, &String::from_utf8_lossy(&out.stderr))
+    }
+
+    fn end(&self) -> &Value {
+        self.lines.last().unwrap()
+    }
+
+    /// `completed`, `blocked`, `aborted`, `error`.
+    fn kind(&self) -> &str {
+        self.end()["reason"]["kind"].as_str().unwrap()
+    }
+
+    fn message(&self) -> &str {
+        self.end()["reason"]["message"].as_str().unwrap()
+    }
+
+    /// The turn's answer (the last non-empty assistant text).
+    fn text(&self) -> &str {
+        self.end()["text"].as_str().unwrap()
+    }
+
+    fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["type"] == kind).collect()
+    }
+
+    /// The `tool_result` lines.
+    fn tool_results(&self) -> Vec<&Value> {
+        self.of_type("tool_result")
+    }
+}
+
+/// `{"hooks": {event: [{"matcher": m, "hooks": [{"type": "command", "command": c}]}]}}` for each
+/// `(event, matcher, command)`, one group each, in order.
+fn hook_file(entries: &[(&str, Option<&str>, &str)]) -> Value {
+    let mut events = serde_json::Map::new();
+    for (event, matcher, command) in entries {
+        let mut group = json!({"hooks": [{"type": "command", "command": command}]});
+        if let Some(m) = matcher {
+            group["matcher"] = json!(m);
+        }
+        events
+            .entry(*event)
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .unwrap()
+            .push(group);
+    }
+    json!({ "hooks": events })
+}
+
+/// A scripted model reply with one bash call.
+fn bash_reply(text: &str, command: &str) -> Value {
+    json!({"text": text, "tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
+}
+
+/// Events of `kind` (e.g. `assistant/message`).
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The `user/message` events written by a plugin (hook context, Stop reasons).
+fn plugin_messages(events: &[Value]) -> Vec<&Value> {
+    of_type(events, "user/message")
+        .into_iter()
+        .filter(|e| e["data"]["message"]["source"]["kind"] == "plugin")
+        .collect()
+}
+
+fn seq(event: &Value) -> u64 {
+    event["seq"].as_u64().unwrap()
+}
+
+/// The top-level keys of a JSON object, in the order they are written.
+fn keys(json: &str) -> Vec<String> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys(Vec<String>);
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<IgnoredAny>()?;
+                        keys.push(key);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_str::<Keys>(json)
+        .unwrap_or_else(|e| panic!("not a JSON object ({e}): {json:?}"))
+        .0
+}
+
+/// Parses one JSON document (e.g. a saved payload).
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
+}
+
+/// Parses JSON lines.
+fn parse_lines(text: &str) -> Vec<Value> {
+    text.lines().filter(|l| !l.is_empty()).map(parse).collect()
+}
+
+/// `pid` is a live (non-zombie) process whose command line contains `needle`.
+fn alive(pid: i32, needle: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or("Z");
+    if state == "Z" {
+        return false;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline)
+        .replace('\0', " ")
+        .contains(needle)
+}
+
+/// Fails the test unless `pid` (running `needle`) goes away within the patience bound.
+fn assert_gone(pid: i32, needle: &str) {
+    assert!(
+        eventually(PATIENCE, || !alive(pid, needle)),
+        "process {pid} ({needle}) is still running"
+    );
+}

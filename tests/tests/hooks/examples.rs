@@ -1,0 +1,247 @@
+//! The three real-world scripts of `examples/hooks/scripts/`, unmodified, installed in a project
+//! with the sample configs the way the README says, run by the daemon for a scripted model.
+
+use super::*;
+
+use std::collections::BTreeMap;
+
+const SCRIPTS: [&str; 3] = ["guard-rm-rf.sh", "backup-transcript.sh", "audit-log.sh"];
+
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    ClaudeCode,
+    Codex,
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hooks")
+}
+
+/// A daemon reading project hook files, with the examples installed in `<dir>/proj` for `layouts`
+/// (`.claude/hooks/*.sh` + `.claude/settings.json`, `.codex/hooks/*.sh` + `.codex/hooks.json`).
+fn project(layouts: &[Layout]) -> World {
+    dsh_daemon::test_support::require_jq();
+    let w = World::new(|_| Setup {
+        hooks_toml: "project_hooks = true".into(),
+        ..Setup::default()
+    });
+    for layout in layouts {
+        let (dir, config, name) = match layout {
+            Layout::ClaudeCode => (".claude", "claude-code/settings.json", "settings.json"),
+            Layout::Codex => (".codex", "codex/hooks.json", "hooks.json"),
+        };
+        let scripts = w.cwd.join(dir).join("hooks");
+        std::fs::create_dir_all(&scripts).unwrap();
+        for script in SCRIPTS {
+            // `copy` keeps the executable bit the repository gives the scripts.
+            std::fs::copy(
+                examples().join("scripts").join(script),
+                scripts.join(script),
+            )
+            .unwrap();
+        }
+        std::fs::copy(examples().join(config), w.cwd.join(dir).join(name)).unwrap();
+    }
+    w
+}
+
+#[test]
+fn the_example_guard_blocks_a_models_rm_rf_in_both_dialects() {
+    let w = project(&[Layout::ClaudeCode, Layout::Codex]);
+    let victim = w.cwd.join("build");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("precious"), "keep me").unwrap();
+    let agent = w.agent(&json!({"replies": [
+        {"text": "cleaning up", "tool_calls": [
+            {"id": "rm", "name": "bash", "arguments": {"command": "rm -rf build"}},
+            {"id": "ls", "name": "bash", "arguments": {"command": "ls build > listing.txt"}},
+        ]},
+        {"text": "done"},
+    ]}));
+    let turn = w.prompt(&agent, "clean the build directory");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+
+    assert!(victim.join("precious").exists(), "rm -rf ran");
+    let results = turn.tool_results();
+    let rm = results.iter().find(|r| r["call_id"] == "rm").unwrap();
+    assert_eq!(rm["is_error"], true, "{rm}");
+    assert!(
+        rm["content"].as_str().unwrap().contains("blocked: rm -rf"),
+        "{rm}"
+    );
+    // Other commands pass the guard.
+    assert_eq!(
+        std::fs::read_to_string(w.cwd.join("listing.txt")).unwrap(),
+        "precious\n"
+    );
+    // Both dialects' guards blocked it.
+    let events = w.events(&agent);
+    let guard_results: Vec<(&str, &str)> = of_type(&events, "hook/result")
+        .into_iter()
+        .filter(|e| e["data"]["event"] == "PreToolUse" && e["data"]["decision"] == "block")
+        .map(|e| {
+            (
+                e["data"]["dialect"].as_str().unwrap(),
+                e["data"]["stderrSummary"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        guard_results,
+        [
+            ("claude-code", "blocked: rm -rf"),
+            ("codex", "blocked: rm -rf")
+        ],
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn the_example_backup_copies_the_transcript_as_of_the_last_checkpoint_on_stop() {
+    let w = project(&[Layout::ClaudeCode]);
+    let agent = w.agent(&json!({"replies": [
+        bash_reply("looking", "echo hi"),
+        {"text": "done"},
+    ]}));
+    let transcript = PathBuf::from(w.locate(&agent).unwrap());
+    // The script's default: `$HOME/.transcript-backups/<session>.jsonl`, HOME being the daemon's.
+    let backup = w
+        .daemon
+        .dir
+        .path()
+        .join("user/.transcript-backups")
+        .join(format!("{agent}.jsonl"));
+
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+    let copied = std::fs::read_to_string(&backup)
+        .unwrap_or_else(|e| panic!("no backup at {}: {e}", backup.display()));
+    let full = std::fs::read_to_string(&transcript).unwrap();
+    // Stop runs after the last step's checkpoint and before the turn's: the backup is the file as
+    // it was then, a proper prefix of what the turn end wrote.
+    assert!(
+        full.starts_with(&copied) && full.len() > copied.len(),
+        "backup:\n{copied}\ntranscript:\n{full}"
+    );
+    let types = |text: &str| -> Vec<String> {
+        parse_lines(text)
+            .iter()
+            .filter_map(|l| l["type"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let copied_types = types(&copied);
+    assert_eq!(
+        copied_types
+            .iter()
+            .filter(|t| *t == "assistant/message")
+            .count(),
+        2,
+        "{copied_types:?}"
+    );
+    assert_eq!(copied_types.last().map(String::as_str), Some("step/end"));
+    assert!(!copied_types.iter().any(|t| t == "turn/end"));
+    assert_eq!(types(&full).last().map(String::as_str), Some("turn/end"));
+}
+
+#[test]
+fn the_example_audit_logger_records_every_event_the_daemon_fires() {
+    let w = project(&[Layout::ClaudeCode, Layout::Codex]);
+    let agent = w.agent(&json!({"replies": [
+        {"text": "delegating", "tool_calls": [
+            {"name": "bash", "arguments": {"command": "echo hi"}},
+            {"name": "spawn_agent", "arguments": {"prompt": "count to three"},
+             "child_script": {"replies": [{"text": "one two three"}]}},
+        ]},
+        {"text": "done"},
+    ]}));
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+
+    let log = std::fs::read_to_string(w.cwd.join(".hook-audit.jsonl")).unwrap();
+    let lines = parse_lines(&log);
+    let start = lines
+        .iter()
+        .find(|l| l["hook_event_name"] == "SubagentStart")
+        .expect("a SubagentStart line");
+    let child = start["agent_id"].as_str().unwrap().to_owned();
+
+    // What the log holds: (dialect, session, event) -> count. Codex payloads carry `model`.
+    let mut logged: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for l in &lines {
+        let dialect = if l.get("model").is_some() {
+            "codex"
+        } else {
+            "claude-code"
+        };
+        let key = (
+            dialect.to_owned(),
+            l["session_id"].as_str().unwrap().to_owned(),
+            l["hook_event_name"].as_str().unwrap().to_owned(),
+        );
+        *logged.entry(key).or_default() += 1;
+    }
+    let count = |dialect: &str, session: &str, event: &str| {
+        logged
+            .get(&(dialect.to_owned(), session.to_owned(), event.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    for (event, parent_cc, parent_codex, child_both) in [
+        ("SessionStart", 1, 1, 1),
+        ("UserPromptSubmit", 1, 1, 1),
+        ("PreToolUse", 2, 2, 0),
+        ("PostToolUse", 2, 2, 0),
+        ("SubagentStart", 1, 0, 0),
+        ("SubagentStop", 1, 0, 0),
+        ("Stop", 1, 1, 1),
+    ] {
+        assert_eq!(
+            count("claude-code", &agent, event),
+            parent_cc,
+            "{event}: {logged:?}"
+        );
+        assert_eq!(
+            count("codex", &agent, event),
+            parent_codex,
+            "{event}: {logged:?}"
+        );
+        assert_eq!(
+            count("claude-code", &child, event),
+            child_both,
+            "{event}: {logged:?}"
+        );
+        assert_eq!(
+            count("codex", &child, event),
+            child_both,
+            "{event}: {logged:?}"
+        );
+    }
+
+    // And that is every invocation of the logger the daemon recorded, in either session (subagent
+    // events are recorded in the parent's log, under the parent's session id).
+    let listed = w.daemon.dshctl_json(&["hooks", "list"]);
+    let audit_handlers: Vec<String> = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["handlers"].as_array().unwrap().clone())
+        .filter(|h| h["command"].as_str().unwrap().contains("audit-log.sh"))
+        .map(|h| h["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(audit_handlers.len(), 7 + 5, "{listed}");
+    let mut recorded: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for session in [&agent, &child] {
+        for e in of_type(&w.events(session), "hook/invoked") {
+            if audit_handlers
+                .iter()
+                .any(|h| e["data"]["handler"] == h.as_str())
+            {
+                let key = (
+                    e["data"]["dialect"].as_str().unwrap().to_owned(),
+                    session.clone(),
+                    e["data"]["event"].as_str().unwrap().to_owned(),
+                );
+                *recorded.entry(key).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(logged, recorded);
+}
