@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use dsh_client::Client;
 
+pub mod agents;
 pub mod shell;
 
 /// Path of the freshly built `dshd` binary (built once per test process).
@@ -125,18 +126,8 @@ impl TestDaemon {
         let home = dir.path().join("home");
         let socket = dir.path().join("run/dshd.sock");
         let log = dir.path().join("dshd.log");
-        let mut cmd = daemon_command(&dir);
-        if !spec.no_home_flag {
-            cmd.arg("--dsh-home").arg(&home);
-        }
-        if !spec.no_socket_flag {
-            cmd.arg("--socket").arg(&socket);
-        }
-        cmd.args(&spec.args);
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
         let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
-        cmd.stderr(log_file).stdout(Stdio::null());
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn dshd: {e}"));
+        let child = launch(&spec, &dir, &home, &socket, log_file);
         Self {
             child,
             dir,
@@ -144,6 +135,31 @@ impl TestDaemon {
             socket,
             log,
         }
+    }
+
+    /// Starts a new daemon on the same home, socket and log (appended to) once the previous one
+    /// has exited, and waits until it answers. Fails the test if the previous one still runs.
+    pub fn restart_with(&mut self, spec: DaemonSpec) {
+        assert!(
+            matches!(self.child.try_wait(), Ok(Some(_))),
+            "restart_with: the previous dshd is still running; stop or kill it first"
+        );
+        let log_file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .unwrap_or_else(|e| panic!("log file: {e}"));
+        self.child = launch(&spec, &self.dir, &self.home, &self.socket, log_file);
+        self.wait_ready();
+    }
+
+    /// Kills the daemon with SIGKILL (a crash: nothing is flushed or cleaned up) and reaps it.
+    pub fn kill9(&mut self) {
+        self.child
+            .kill()
+            .unwrap_or_else(|e| panic!("kill -9 dshd: {e}"));
+        self.child
+            .wait()
+            .unwrap_or_else(|e| panic!("reap dshd: {e}"));
     }
 
     /// Waits until the daemon answers `Status` (or fails the test after 20 s with its log).
@@ -222,6 +238,26 @@ impl Drop for TestDaemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn launch(
+    spec: &DaemonSpec,
+    dir: &tempfile::TempDir,
+    home: &Path,
+    socket: &Path,
+    log: std::fs::File,
+) -> Child {
+    let mut cmd = daemon_command(dir);
+    if !spec.no_home_flag {
+        cmd.arg("--dsh-home").arg(home);
+    }
+    if !spec.no_socket_flag {
+        cmd.arg("--socket").arg(socket);
+    }
+    cmd.args(&spec.args);
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    cmd.stderr(log).stdout(Stdio::null());
+    cmd.spawn().unwrap_or_else(|e| panic!("spawn dshd: {e}"))
 }
 
 /// A `dshd` command with a clean, predictable environment: no outer `DSH_*`, no

@@ -169,13 +169,20 @@ impl AgentRegistry {
         let provider = self.providers.build(choice)?;
         let (backend, generation) = self.services.persistence.current();
         let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || backend.load(&wanted))
-            .await
-            .map_err(|e| join_error(&e))?
-            .map_err(|e| match e {
-                PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
-                other => AgentError::Persistence(other),
-            })?;
+        let stored = tokio::task::spawn_blocking(move || {
+            let loaded = backend.load(&wanted);
+            if loaded.is_err() {
+                // Nothing will write this session: keep no state for an id a client made up.
+                backend.release(&wanted);
+            }
+            loaded
+        })
+        .await
+        .map_err(|e| join_error(&e))?
+        .map_err(|e| match e {
+            PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+            other => AgentError::Persistence(other),
+        })?;
         let durable = stored.events.len() as u64;
         let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
             AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
@@ -329,6 +336,8 @@ impl AgentRegistry {
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
         let result = agent.checkpoint(&self.services).await;
+        // Still registered, so no resume of this id can start before its log is let go.
+        self.services.persistence.backend().release(agent.id());
         self.lock().remove(id);
         Ok(result?)
     }

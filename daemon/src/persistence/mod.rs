@@ -170,6 +170,11 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
 
     /// Headers of every stored session, oldest first.
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
+
+    /// Lets go of whatever the backend keeps for the session between calls (the JSONL backend's
+    /// open file), because no agent writes it any more. The session stays stored; a later call
+    /// reads it again. The caller guarantees that no append of this session is in flight.
+    fn release(&self, _id: &SessionId) {}
 }
 
 /// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file). Like the

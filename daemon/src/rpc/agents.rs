@@ -114,6 +114,7 @@ impl agents_server::Agents for AgentsService {
             .prompt(&id, req.text, None)
             .map_err(agent_status)?;
         let mut updates = handle.updates;
+        let mut outcome = Some(handle.outcome);
         let stream = async_stream(move |tx| async move {
             let mut last_text = String::new();
             while let Some(update) = updates.recv().await {
@@ -134,6 +135,12 @@ impl agents_server::Agents for AgentsService {
                         }
                         let wire = match &event.data {
                             EventData::TurnEnd { turn, reason } => {
+                                // Report the end only once the turn task is done: its final
+                                // checkpoint made, the agent idle again. A client that prompts
+                                // as soon as it reads turn_ended must not be told "busy".
+                                if let Some(finished) = outcome.take() {
+                                    let _ = finished.await;
+                                }
                                 Some(v1::turn_event::Event::TurnEnded(v1::TurnEnded {
                                     turn: *turn,
                                     reason: Some(v1::TurnEndReason {

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::async_stream;
 use super::convert::{event, header, persistence_status, session_id};
 use crate::daemon::Daemon;
-use crate::persistence::{BackendKind, Persistence, StoredSession};
+use crate::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
 use crate::session::{Event, SessionHeader, SessionId};
 
 /// The `Persistence` service.
@@ -80,20 +80,30 @@ impl persistence_server::Persistence for PersistenceService {
         &self,
         request: Request<v1::UseBackendRequest>,
     ) -> Reply<v1::BackendDescription> {
-        let (kind, path) = match request.into_inner().backend {
-            Some(v1::use_backend_request::Backend::Jsonl(j)) => {
-                (BackendKind::Jsonl, absolute("jsonl.root", j.root)?)
-            }
-            Some(v1::use_backend_request::Backend::Sqlite(s)) => {
-                (BackendKind::Sqlite, absolute("sqlite.path", s.path)?)
-            }
+        let (kind, field, path) = match request.into_inner().backend {
+            Some(v1::use_backend_request::Backend::Jsonl(j)) => (
+                BackendKind::Jsonl,
+                "jsonl.root",
+                absolute("jsonl.root", j.root)?,
+            ),
+            Some(v1::use_backend_request::Backend::Sqlite(s)) => (
+                BackendKind::Sqlite,
+                "sqlite.path",
+                absolute("sqlite.path", s.path)?,
+            ),
             None => return Err(Status::invalid_argument("backend: give jsonl or sqlite")),
         };
         let backend = self
             .daemon
             .open_backend(kind, path)
             .await
-            .map_err(persistence_status)?;
+            .map_err(|error| match error {
+                // The location asked for cannot be read: bad input, not a daemon failure.
+                e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
+                    Status::invalid_argument(format!("{field}: {e}"))
+                }
+                other => persistence_status(other),
+            })?;
         self.daemon.persistence.swap(backend);
         let description = self.describe();
         tracing::info!(backend = %description.name, path = %description.path, "persistence backend swapped");

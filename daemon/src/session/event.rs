@@ -310,12 +310,37 @@ impl Event {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// The event's data object alone, as JSON text.
+    /// The event's data object alone, as JSON text: exactly the `data` member of
+    /// [`to_json`](Self::to_json), serialised directly (no `Value` tree in between; the SQLite
+    /// backend calls this for every event it stores).
     pub fn data_json(&self) -> String {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(mut map)) => map.remove("data").unwrap_or(Value::Null).to_string(),
-            _ => "null".to_owned(),
+        let mut data = DataOnly(Vec::new());
+        match self.data.serialize_data(&mut data) {
+            // serde_json writes UTF-8 only.
+            Ok(()) => String::from_utf8(data.0).unwrap_or_else(|_| "null".to_owned()),
+            Err(_) => "null".to_owned(),
         }
+    }
+}
+
+/// Receives the one `data` field [`EventData::serialize_data`] writes and keeps its JSON.
+struct DataOnly(Vec<u8>);
+
+impl SerializeStruct for DataOnly {
+    type Ok = ();
+    type Error = serde_json::Error;
+
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        _key: &'static str,
+        value: &T,
+    ) -> Result<(), Self::Error> {
+        self.0.clear();
+        serde_json::to_writer(&mut self.0, value)
+    }
+
+    fn end(self) -> Result<(), Self::Error> {
+        Ok(())
     }
 }
 
@@ -336,6 +361,39 @@ mod tests {
             "{json}"
         );
         json
+    }
+
+    #[test]
+    fn data_json_is_the_data_member_of_the_line() {
+        for data in [
+            EventData::EndSeed {},
+            EventData::TurnEnd {
+                turn: 2,
+                reason: TurnEndReason::Aborted {
+                    cause: AbortCause::User,
+                },
+            },
+            EventData::ToolResult {
+                turn: 1,
+                step: 2,
+                call_id: "c1".into(),
+                content: "out \"quoted\"\n".into(),
+                is_error: true,
+                code: Some("TOOL_OUTCOME_UNKNOWN".into()),
+            },
+        ] {
+            let event = Event {
+                seq: 7,
+                time: 9,
+                data,
+            };
+            let line = event.to_json();
+            let prefix = format!(
+                r#"{{"type":"{}","seq":7,"time":9,"data":"#,
+                event.data.type_name()
+            );
+            assert_eq!(line, format!("{prefix}{}}}", event.data_json()));
+        }
     }
 
     #[test]

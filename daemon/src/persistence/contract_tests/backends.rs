@@ -173,6 +173,27 @@ fn jsonl_append_after_torn_tail_cuts_it_first() {
     assert_eq!(reread.events.len(), 16);
 }
 
+#[test]
+fn jsonl_release_closes_the_log_and_the_next_append_continues_it() {
+    let s = scratch();
+    let backend = JsonlBackend::new(jsonl_root(&s.dir)).unwrap();
+    let h = header("released");
+    backend.append(&h, &turn(0, 1)).unwrap();
+    let open_logs = || {
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|fd| fs::read_link(fd.unwrap().path()).ok())
+            .filter(|target| target.starts_with(&s.dir))
+            .count()
+    };
+    assert_eq!(open_logs(), 1, "the writer keeps its log open");
+    backend.release(&h.id);
+    assert_eq!(open_logs(), 0, "release closes it");
+    backend.release(&id("never-seen"));
+    backend.append(&h, &turn(8, 2)).unwrap();
+    assert_eq!(backend.load(&h.id).unwrap().events.len(), 16);
+}
+
 // ---------------------------------------------------------------------------------------------
 // SQLite specifics
 

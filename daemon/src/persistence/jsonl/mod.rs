@@ -353,6 +353,14 @@ impl Persistence for JsonlBackend {
         })
     }
 
+    fn release(&self, id: &SessionId) {
+        // Dropping the slot closes the file (once any reader holding the slot is done with it).
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         let projects = match fs::read_dir(&self.root) {
             Ok(entries) => entries,

@@ -1,0 +1,122 @@
+//! `Persistence.Locate` against `Daemon.Status` on the release `dshd`: the same client and socket,
+//! a live agent's session, calls interleaved one for one so drift hits both alike. Target: Locate
+//! p50 ≤ 1.25 × Status p50 (Status is the floor: a unary call that touches nothing).
+//!
+//! Run: `cargo bench -p dsh-tests --bench rpc`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::os::unix::net::UnixStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use dsh_proto::v1;
+
+const WARMUP: usize = 500;
+const CALLS: usize = 10_000;
+
+fn main() {
+    let dshd = escargot::CargoBuild::new()
+        .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .package("dsh-daemon")
+        .bin("dshd")
+        .release()
+        .run()
+        .expect("build release dshd")
+        .path()
+        .to_path_buf();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let dir = dsh_tests::private_dir();
+    let socket = dir.path().join("d.sock");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
+        .env("RUST_LOG", "warn")
+        .arg("--dsh-home")
+        .arg(dir.path().join("home"))
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while UnixStream::connect(&socket).is_err() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    let (mut status, mut locate) = runtime.block_on(async {
+        let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let agent = client
+            .agents()
+            .create(v1::CreateAgentRequest {
+                cwd: work.display().to_string(),
+                model: Some(v1::ModelSpec {
+                    provider: "scripted".into(),
+                    ..v1::ModelSpec::default()
+                }),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut daemon = client.daemon();
+        let mut persistence = client.persistence();
+        let request = v1::LocateRequest {
+            session_id: agent.agent_id.clone(),
+        };
+        let answer = persistence
+            .locate(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.location.unwrap().kind, "jsonl");
+
+        let mut status = Vec::with_capacity(CALLS);
+        let mut locate = Vec::with_capacity(CALLS);
+        for i in 0..WARMUP + CALLS {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            let s = t.elapsed();
+            let t = Instant::now();
+            persistence.locate(request.clone()).await.unwrap();
+            let l = t.elapsed();
+            if i >= WARMUP {
+                status.push(s);
+                locate.push(l);
+            }
+        }
+        (status, locate)
+    });
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    child.wait().unwrap();
+
+    status.sort_unstable();
+    locate.sort_unstable();
+    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    let ratio = p(&locate, 0.5).as_secs_f64() / p(&status, 0.5).as_secs_f64();
+    println!(
+        "Locate vs Status over the Unix socket (release dshd, one client, live agent, {CALLS} calls each, interleaved)"
+    );
+    for (name, v) in [("Locate", &locate), ("Status (floor)", &status)] {
+        println!(
+            "  {name:<15} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
+            us(p(v, 0.5)),
+            us(p(v, 0.9)),
+            us(p(v, 0.99))
+        );
+    }
+    println!(
+        "  ratio of p50s: {ratio:.2} (target <= 1.25: {})",
+        if ratio <= 1.25 { "met" } else { "MISSED" }
+    );
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

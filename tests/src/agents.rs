@@ -1,0 +1,279 @@
+//! Helpers for agent and session tests: scripted agents created and prompted through `dshctl`, and
+//! session logs read back as JSON, from the daemon (`session events`) or from the JSONL file itself.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{TestDaemon, dshctl_bin, eventually, wait_child};
+
+/// How long a test waits for an observable state (a turn starting, a file appearing).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The result of one `dshctl --json prompt`.
+#[derive(Debug)]
+pub struct Prompted {
+    /// dshctl's exit code (0 only when the turn completed).
+    pub code: Option<i32>,
+    /// One JSON object per stdout line.
+    pub lines: Vec<Value>,
+    /// dshctl's stderr.
+    pub stderr: String,
+}
+
+impl Prompted {
+    /// The final `turn_ended` object; fails the test if the stream did not end with one.
+    pub fn turn_ended(&self) -> &Value {
+        let last = self.lines.last().unwrap_or_else(|| {
+            panic!(
+                "prompt printed nothing (exit {:?}): {}",
+                self.code, self.stderr
+            )
+        });
+        assert_eq!(
+            last["type"], "turn_ended",
+            "last line is not turn_ended: {last}"
+        );
+        last
+    }
+
+    /// The turn number of the `turn_started` line.
+    pub fn turn_started(&self) -> u64 {
+        self.lines
+            .iter()
+            .find(|l| l["type"] == "turn_started")
+            .and_then(|l| l["turn"].as_u64())
+            .unwrap_or_else(|| panic!("no turn_started line in {:?}", self.lines))
+    }
+
+    /// `(reason.kind, reason.message)` of the end of the turn.
+    pub fn reason(&self) -> (String, String) {
+        let end = self.turn_ended();
+        (
+            end["reason"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            end["reason"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    }
+
+    /// Fails the test unless the turn completed and dshctl exited 0.
+    pub fn assert_completed(&self) -> &Self {
+        assert_eq!(
+            self.reason().0,
+            "completed",
+            "turn did not complete: {:?}\n{}",
+            self.lines,
+            self.stderr
+        );
+        assert_eq!(self.code, Some(0), "{}", self.stderr);
+        self
+    }
+}
+
+/// A session log as stored in a JSONL file: the header line and the complete event lines after it.
+#[derive(Debug, Clone)]
+pub struct SessionFile {
+    /// Line 1.
+    pub header: Value,
+    /// Every later complete line (a line still being written, without its `\n`, is left out).
+    pub events: Vec<Value>,
+}
+
+/// Reads a JSONL session log; `None` when the file does not exist (or has no complete line yet).
+pub fn read_session_file(path: &Path) -> Option<SessionFile> {
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8(bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let complete = match text.rfind('\n') {
+        Some(end) => &text[..end],
+        None => return None,
+    };
+    let mut lines = complete.split('\n').map(|line| {
+        serde_json::from_str::<Value>(line)
+            .unwrap_or_else(|e| panic!("{}: bad line {line:?}: {e}", path.display()))
+    });
+    let header = lines.next()?;
+    Some(SessionFile {
+        header,
+        events: lines.collect(),
+    })
+}
+
+/// The `type` of each event.
+pub fn types(events: &[Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?"))
+        .collect()
+}
+
+/// Fails the test unless the events' seqs are 0, 1, 2, ...
+pub fn assert_contiguous(events: &[Value]) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(
+            event["seq"].as_u64(),
+            Some(i as u64),
+            "seq gap at index {i}: {event}"
+        );
+    }
+}
+
+/// How many events have type `kind`.
+pub fn count(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["type"] == kind).count()
+}
+
+/// True when `events` hold a `step/start` of `turn`, `step`.
+pub fn has_step_start(events: &[Value], turn: u64, step: u64) -> bool {
+    events.iter().any(|e| {
+        e["type"] == "step/start" && e["data"]["turn"] == turn && e["data"]["step"] == step
+    })
+}
+
+/// True when `events` hold a `step/end` of `turn`, `step`.
+pub fn has_step_end(events: &[Value], turn: u64, step: u64) -> bool {
+    events
+        .iter()
+        .any(|e| e["type"] == "step/end" && e["data"]["turn"] == turn && e["data"]["step"] == step)
+}
+
+/// Waits for a `dshctl prompt` started with [`TestDaemon::prompt_in_background`] to finish.
+pub fn finish_prompt(mut child: Child) -> Prompted {
+    let status = wait_child(&mut child, PATIENCE).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("dshctl prompt did not finish within {PATIENCE:?}")
+    });
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("dshctl output: {e}"));
+    Prompted {
+        code: status.code(),
+        lines: parse_lines(&output.stdout),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn parse_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+impl TestDaemon {
+    /// A fresh working directory `<dir>/work/<name>` for agents.
+    pub fn workdir(&self, name: &str) -> PathBuf {
+        let dir = self.dir.path().join("work").join(name);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        dir
+    }
+
+    /// Writes `script` to a new file in the test directory and returns its path.
+    pub fn write_script(&self, script: &Value) -> PathBuf {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = self.dir.path().join(format!(
+            "script-{}.json",
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::write(&path, script.to_string()).unwrap_or_else(|e| panic!("write script: {e}"));
+        path
+    }
+
+    /// `dshctl agent new --cwd CWD --script <script>`; returns the new agent's id.
+    pub fn new_agent(&self, cwd: &Path, script: &Value) -> String {
+        let script = self.write_script(script);
+        let info = self.dshctl_json(&[
+            "agent",
+            "new",
+            "--cwd",
+            path_str(cwd),
+            "--script",
+            path_str(&script),
+        ]);
+        info["agent_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no agent_id in {info}"))
+            .to_owned()
+    }
+
+    /// `dshctl agent <verb> <target-args> --script <script>` (spawn, fork, resume); returns the
+    /// agent JSON document.
+    pub fn agent_with_script(&self, verb_and_target: &[&str], script: &Value) -> Value {
+        let script = self.write_script(script);
+        let mut args = vec!["agent"];
+        args.extend_from_slice(verb_and_target);
+        args.extend_from_slice(&["--script", path_str(&script)]);
+        self.dshctl_json(&args)
+    }
+
+    /// Runs `dshctl --json prompt --agent ID TEXT` to the end of the turn.
+    pub fn prompt(&self, id: &str, text: &str) -> Prompted {
+        finish_prompt(self.prompt_in_background(id, text))
+    }
+
+    /// Starts `dshctl --json prompt --agent ID TEXT` without waiting for it.
+    pub fn prompt_in_background(&self, id: &str, text: &str) -> Child {
+        Command::new(dshctl_bin())
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["--json", "prompt", "--agent", id, text])
+            .env_remove("DSH_SOCKET")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("run dshctl prompt: {e}"))
+    }
+
+    /// The session's events as the daemon reports them (`dshctl session events`).
+    pub fn events(&self, id: &str) -> Vec<Value> {
+        let doc = self.dshctl_json(&["session", "events", id]);
+        doc["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no events array in {doc}"))
+            .clone()
+    }
+
+    /// The `location` member of `dshctl session locate ID` (`null` when the backend keeps none).
+    pub fn locate(&self, id: &str) -> Value {
+        self.dshctl_json(&["session", "locate", id])["location"].clone()
+    }
+
+    /// The JSONL path `session locate` answers; fails the test if it answers none.
+    pub fn located_path(&self, id: &str) -> PathBuf {
+        let location = self.locate(id);
+        assert_eq!(location["kind"], "jsonl", "{location}");
+        PathBuf::from(location["path"].as_str().unwrap_or_default())
+    }
+
+    /// Waits until the daemon's events for `id` satisfy `condition`; fails the test otherwise.
+    pub fn wait_for_events(&self, id: &str, what: &str, condition: impl Fn(&[Value]) -> bool) {
+        let held = eventually(PATIENCE, || condition(&self.events(id)));
+        assert!(held, "{what}: not seen; events: {:?}", self.events(id));
+    }
+
+    /// Waits until the JSONL file at `path` exists and satisfies `condition`.
+    pub fn wait_for_file(&self, path: &Path, what: &str, condition: impl Fn(&SessionFile) -> bool) {
+        let held = eventually(PATIENCE, || {
+            read_session_file(path).is_some_and(|file| condition(&file))
+        });
+        assert!(
+            held,
+            "{what}: not seen in {}: {:?}",
+            path.display(),
+            read_session_file(path)
+        );
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("non-UTF-8 path {}", path.display()))
+}
