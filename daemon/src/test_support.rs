@@ -57,3 +57,60 @@ fn find_or_install_jq() -> Result<(), String> {
         )
     }
 }
+
+/// Polls `cond` until it holds; fails the calling test after a generous bound. For waiting on an
+/// observable state (a pid file written, a process gone), never as a stand-in for synchronisation.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits for a command to write a pid (one complete line) to `path` and returns it.
+pub async fn read_pid(path: &std::path::Path) -> i32 {
+    let mut pid = None;
+    eventually(&format!("pid file {}", path.display()), || {
+        pid = std::fs::read_to_string(path)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+            .and_then(|s| s.trim().parse().ok());
+        pid.is_some()
+    })
+    .await;
+    pid.unwrap_or_default()
+}
+
+/// State letter and parent pid from `/proc/<pid>/stat`.
+pub fn proc_state(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// `pid` is a live (non-zombie) process whose command line contains `needle` (so a reused pid
+/// cannot pass for the process a test started).
+pub fn alive(pid: i32, needle: &str) -> bool {
+    match proc_state(pid) {
+        Some((state, _)) if state != 'Z' => {}
+        _ => return false,
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline)
+        .replace('\0', " ")
+        .contains(needle)
+}
+
+/// Waits until `pid` (running `needle`) is dead; a zombie awaiting init counts as dead.
+pub async fn assert_dies(pid: i32, needle: &str) {
+    eventually(&format!("pid {pid} ({needle}) to die"), || {
+        !alive(pid, needle)
+    })
+    .await;
+}

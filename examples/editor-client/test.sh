@@ -9,33 +9,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-dshd=$(realpath "${1:-$repo/target/debug/dshd}")
-dshctl=${2:-$(dirname "$dshd")/dshctl}
-if [[ -x $dshctl ]]; then dshctl=$(realpath "$dshctl"); else dshctl=; fi
-[[ -x $dshd ]] || { echo "test.sh: no dshd binary at $dshd (cargo build --bin dshd)" >&2; exit 1; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dsh-editor-client.XXXXXX")
-chmod 700 "$tmp"
-home=$tmp/home
-sock=$tmp/run/dshd.sock
-pid=
-cleanup() {
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "test.sh: FAIL: $*" >&2
-  for f in "$tmp/client.out" "$tmp/client.err" "$tmp/dshd.log"; do
-    [[ -s $f ]] && { echo "--- $(basename "$f")" >&2; cat "$f" >&2; }
-  done
-  exit 1
-}
+# shellcheck source=../lib/dshd-harness.sh
+source "$here/../lib/dshd-harness.sh" editor-client "$@"
 
 echo "==> build the example (npm ci, npm run build)"
 (cd "$here" && npm ci --no-audit --no-fund && npm run build)
@@ -51,24 +26,7 @@ set -e
 hint="no dshd is listening on $tmp/nohome/run/dshd.sock; start it with 'dshd' or 'systemctl --user start dshd'"
 grep -qF "$hint" "$tmp/client.err" || fail "missing the not-listening hint"
 
-echo "==> start dshd on $sock"
-mkdir -p "$tmp/user" "$tmp/work"
-# A clean environment, as the Rust end-to-end tests use: no outer DSH_*, no systemd or runtime dir.
-unset_env=(-u XDG_RUNTIME_DIR -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID)
-while IFS= read -r name; do unset_env+=(-u "$name"); done < <(compgen -e | grep '^DSH_' || true)
-(cd "$tmp" && exec env "${unset_env[@]}" HOME="$tmp/user" RUST_LOG=info \
-  "$dshd" --dsh-home "$home" --socket "$sock" 2>"$tmp/dshd.log" >/dev/null) &
-pid=$!
-for _ in $(seq 200); do
-  kill -0 "$pid" 2>/dev/null || fail "dshd exited during start-up"
-  if [[ -n $dshctl ]]; then
-    "$dshctl" --socket "$sock" status >/dev/null 2>&1 && break
-  elif [[ -S $sock ]]; then
-    break
-  fi
-  sleep 0.1
-done
-[[ -S $sock ]] || fail "dshd did not create $sock within 20 s"
+start_dshd
 
 echo "==> run the client"
 set +e
@@ -95,18 +53,6 @@ transcript=$(sed -n 's/^locate: kind: jsonl path: //p' "$out")
 head -n 1 "$transcript" | grep -qF "\"$id\"" || fail "transcript header does not name $id"
 grep -qF "agent closed: $id" "$out" || fail "the agent was not closed"
 
-echo "==> stop dshd"
-if [[ -n $dshctl ]]; then
-  "$dshctl" --socket "$sock" shutdown
-else
-  kill -TERM "$pid"
-fi
-set +e
-wait "$pid"
-rc=$?
-set -e
-pid=
-[[ $rc -eq 0 ]] || fail "dshd exited $rc"
-[[ ! -e $sock ]] || fail "dshd left its socket behind"
+stop_dshd
 
 echo "editor-client: OK"

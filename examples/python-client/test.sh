@@ -10,32 +10,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-dshd=$(realpath "${1:-$repo/target/debug/dshd}")
-dshctl=${2:-$(dirname "$dshd")/dshctl}
-if [[ -x $dshctl ]]; then dshctl=$(realpath "$dshctl"); else dshctl=; fi
-[[ -x $dshd ]] || { echo "test.sh: no dshd binary at $dshd (cargo build --bin dshd)" >&2; exit 1; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dsh-python-client.XXXXXX")
-chmod 700 "$tmp"
-sock=$tmp/run/dshd.sock
-pid=
-cleanup() {
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "test.sh: FAIL: $*" >&2
-  for f in "$tmp/client.out" "$tmp/client.err" "$tmp/dshd.log"; do
-    [[ -s $f ]] && { echo "--- $(basename "$f")" >&2; cat "$f" >&2; }
-  done
-  exit 1
-}
+# shellcheck source=../lib/dshd-harness.sh
+source "$here/../lib/dshd-harness.sh" python-client "$@"
 
 echo "==> the guide quotes client.py verbatim"
 quoted=$(python3 - "$here/client.py" "$repo/docs/PROTOCOL.md" <<'PY'
@@ -53,23 +29,7 @@ mkdir "$tmp/gen"
 (cd "$repo/proto" && "$tmp/venv/bin/python" -m grpc_tools.protoc -I . \
   --python_out="$tmp/gen" --grpc_python_out="$tmp/gen" dsh/v1/*.proto)
 
-echo "==> start dshd on $sock"
-mkdir -p "$tmp/user" "$tmp/work"
-unset_env=(-u XDG_RUNTIME_DIR -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID)
-while IFS= read -r name; do unset_env+=(-u "$name"); done < <(compgen -e | grep '^DSH_' || true)
-(cd "$tmp" && exec env "${unset_env[@]}" HOME="$tmp/user" RUST_LOG=info \
-  "$dshd" --dsh-home "$tmp/home" --socket "$sock" 2>"$tmp/dshd.log" >/dev/null) &
-pid=$!
-for _ in $(seq 200); do
-  kill -0 "$pid" 2>/dev/null || fail "dshd exited during start-up"
-  if [[ -n $dshctl ]]; then
-    "$dshctl" --socket "$sock" status >/dev/null 2>&1 && break
-  elif [[ -S $sock ]]; then
-    break
-  fi
-  sleep 0.1
-done
-[[ -S $sock ]] || fail "dshd did not create $sock within 20 s"
+start_dshd
 
 echo "==> run client.py"
 set +e
@@ -88,17 +48,6 @@ grep -q '^event tool_call .*"name": "bash"' "$out" || fail "no bash tool_call ev
 grep -qF "\"content\": \"${id}\\n\"" "$out" || fail "the tool result is not the agent's session id"
 grep -q '^event turn_ended .*"kind": "completed"' "$out" || fail "no turn_ended completed event"
 
-echo "==> stop dshd"
-if [[ -n $dshctl ]]; then
-  "$dshctl" --socket "$sock" shutdown
-else
-  kill -TERM "$pid"
-fi
-set +e
-wait "$pid"
-rc=$?
-set -e
-pid=
-[[ $rc -eq 0 ]] || fail "dshd exited $rc"
+stop_dshd
 
 echo "python-client: OK"

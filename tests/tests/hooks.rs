@@ -27,6 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use dsh_daemon::test_support::alive;
 use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin, eventually, private_dir};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -379,24 +380,6 @@ fn parse(text: &str) -> Value {
 /// Parses JSON lines.
 fn parse_lines(text: &str) -> Vec<Value> {
     text.lines().filter(|l| !l.is_empty()).map(parse).collect()
-}
-
-/// `pid` is a live (non-zombie) process whose command line contains `needle`.
-fn alive(pid: i32, needle: &str) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("Z");
-    if state == "Z" {
-        return false;
-    }
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&cmdline)
-        .replace('\0', " ")
-        .contains(needle)
 }
 
 /// Fails the test unless `pid` (running `needle`) goes away within the patience bound.

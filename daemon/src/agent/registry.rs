@@ -14,8 +14,8 @@ use super::model::{ModelChoice, ProviderFactory};
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
 use crate::hooks::SessionSource;
-use crate::persistence::PersistenceError;
 use crate::persistence::handle::DurableCursor;
+use crate::persistence::{PersistenceError, StoredSession};
 use crate::session::{
     AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
 };
@@ -167,22 +167,7 @@ impl AgentRegistry {
             return Err(AgentError::AlreadyLive(id.clone()));
         }
         let provider = self.providers.build(choice)?;
-        let (backend, generation) = self.services.persistence.current();
-        let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || {
-            let loaded = backend.load(&wanted);
-            if loaded.is_err() {
-                // Nothing will write this session: keep no state for an id a client made up.
-                backend.release(&wanted);
-            }
-            loaded
-        })
-        .await
-        .map_err(|e| join_error(&e))?
-        .map_err(|e| match e {
-            PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
-            other => AgentError::Persistence(other),
-        })?;
+        let (stored, generation) = self.read_stored(id, Read::Load).await?;
         let durable = stored.events.len() as u64;
         let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
             AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
@@ -218,15 +203,7 @@ impl AgentRegistry {
                 live.read_log(|log| log.events().to_vec()),
             ),
             Err(_) => {
-                let backend = self.services.persistence.backend();
-                let wanted = source.clone();
-                let stored = tokio::task::spawn_blocking(move || backend.inspect(&wanted))
-                    .await
-                    .map_err(|e| join_error(&e))?
-                    .map_err(|e| match e {
-                        PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
-                        other => AgentError::Persistence(other),
-                    })?;
+                let (stored, _) = self.read_stored(source, Read::Inspect).await?;
                 (stored.header, stored.events)
             }
         };
@@ -359,6 +336,35 @@ impl AgentRegistry {
         }
     }
 
+    /// Reads a stored session from the active backend on the blocking pool, with the backend's
+    /// generation: `Load` repairs it (for resuming), `Inspect` only reads (for forking).
+    async fn read_stored(
+        &self,
+        id: &SessionId,
+        how: Read,
+    ) -> Result<(StoredSession, u64), AgentError> {
+        let (backend, generation) = self.services.persistence.current();
+        let wanted = id.clone();
+        let stored = tokio::task::spawn_blocking(move || match how {
+            Read::Inspect => backend.inspect(&wanted),
+            Read::Load => {
+                let loaded = backend.load(&wanted);
+                if loaded.is_err() {
+                    // Nothing will write this session: keep no state for an id a client made up.
+                    backend.release(&wanted);
+                }
+                loaded
+            }
+        })
+        .await
+        .map_err(|e| join_error(&e))?
+        .map_err(|e| match e {
+            PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+            other => AgentError::Persistence(other),
+        })?;
+        Ok((stored, generation))
+    }
+
     fn insert(&self, agent: Agent) -> Result<Arc<Agent>, AgentError> {
         let agent = Arc::new(agent);
         let mut agents = self.lock();
@@ -383,6 +389,15 @@ impl AgentRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Agent>>> {
         self.agents.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// How [`AgentRegistry::read_stored`] reads.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// With repair, for resuming.
+    Load,
+    /// Without, for forking.
+    Inspect,
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), AgentError> {

@@ -11,7 +11,7 @@ mod jobs;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{CommandSpec, ExecConfig, Executor};
 
@@ -59,57 +59,7 @@ pub(super) fn spec(command: &str, cwd: &Path) -> CommandSpec {
     CommandSpec::new(command, cwd)
 }
 
-/// Polls `cond` until it holds; fails the test after a generous bound.
-pub(crate) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Waits for a command to write a pid (one line) to `path` and returns it.
-pub(super) async fn read_pid(path: &Path) -> i32 {
-    let mut pid = None;
-    eventually(&format!("pid file {}", path.display()), || {
-        pid = std::fs::read_to_string(path)
-            .ok()
-            .filter(|s| s.ends_with('\n'))
-            .and_then(|s| s.trim().parse().ok());
-        pid.is_some()
-    })
-    .await;
-    pid.unwrap()
-}
-
-/// State letter and parent pid from `/proc/<pid>/stat`.
-pub(crate) fn proc_state(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-/// `pid` is a live (non-zombie) process whose command line contains `needle`.
-pub(crate) fn alive(pid: i32, needle: &str) -> bool {
-    match proc_state(pid) {
-        Some((state, _)) if state != 'Z' => {}
-        _ => return false,
-    }
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&cmdline)
-        .replace('\0', " ")
-        .contains(needle)
-}
-
-/// Waits until `pid` (running `needle`) is dead; a zombie awaiting init counts as dead.
-pub(crate) async fn assert_dies(pid: i32, needle: &str) {
-    eventually(&format!("pid {pid} ({needle}) to die"), || {
-        !alive(pid, needle)
-    })
-    .await;
-}
+pub(crate) use crate::test_support::{assert_dies, eventually, proc_state, read_pid};
 
 /// Parses `env -0` output.
 pub(super) fn parse_env0(out: &str) -> BTreeMap<String, String> {

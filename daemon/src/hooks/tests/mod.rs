@@ -16,7 +16,7 @@ mod process;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -270,43 +270,4 @@ pub(super) fn keys(json: &[u8]) -> Vec<String> {
     serde_json::from_slice::<Keys>(json).unwrap().0
 }
 
-/// Polls `cond` until it holds; fails the test after a generous bound.
-pub(super) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Waits for a hook to write a pid (one line) to `path` and returns it.
-pub(super) async fn read_pid(path: &Path) -> i32 {
-    let mut pid = None;
-    eventually(&format!("pid file {}", path.display()), || {
-        pid = std::fs::read_to_string(path)
-            .ok()
-            .filter(|s| s.ends_with('\n'))
-            .and_then(|s| s.trim().parse().ok());
-        pid.is_some()
-    })
-    .await;
-    pid.unwrap()
-}
-
-/// `pid` is a live (non-zombie) process whose command line contains `needle`.
-pub(super) fn alive(pid: i32, needle: &str) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("Z");
-    if state == "Z" {
-        return false;
-    }
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&cmdline)
-        .replace('\0', " ")
-        .contains(needle)
-}
+pub(super) use crate::test_support::{alive, eventually, read_pid};
