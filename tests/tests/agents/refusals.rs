@@ -6,8 +6,6 @@ use super::*;
 async fn unknown_agent_and_session_ids_are_not_found_and_named() {
     let daemon = TestDaemon::start();
     let client = daemon.client().await;
-    let mut agents = client.agents();
-    let mut persistence = client.persistence();
     // A well-formed id nobody has, an id that would climb out of the sessions root if it were
     // used as a path, and the longest id accepted (256 bytes).
     for id in [
@@ -15,95 +13,8 @@ async fn unknown_agent_and_session_ids_are_not_found_and_named() {
         "../../etc".to_owned(),
         "x".repeat(256),
     ] {
-        let codes = [
-            (
-                "get",
-                agents
-                    .get(v1::GetAgentRequest {
-                        agent_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "prompt",
-                agents
-                    .prompt(v1::PromptRequest {
-                        agent_id: id.clone(),
-                        text: "hi".into(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "cancel",
-                agents
-                    .cancel(v1::CancelAgentRequest {
-                        agent_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "close",
-                agents
-                    .close(v1::CloseAgentRequest {
-                        agent_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "spawn",
-                agents
-                    .spawn(v1::SpawnAgentRequest {
-                        parent_agent_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "resume",
-                agents
-                    .resume(v1::ResumeAgentRequest {
-                        session_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "fork",
-                agents
-                    .fork(v1::ForkAgentRequest {
-                        session_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "locate",
-                persistence
-                    .locate(v1::LocateRequest {
-                        session_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "read_events",
-                persistence
-                    .read_events(v1::ReadEventsRequest {
-                        session_id: id.clone(),
-                        from_seq: 0,
-                    })
-                    .await
-                    .map(drop),
-            ),
-        ];
-        for (rpc, result) in codes {
+        let codes = calls_naming(&client, &id).await;
+        for (rpc, _, result) in codes {
             let status = result.expect_err(rpc);
             assert_eq!(status.code(), Code::NotFound, "{rpc} {id}: {status:?}");
             assert!(
@@ -138,93 +49,14 @@ async fn empty_and_oversized_ids_are_invalid_arguments_naming_the_field() {
     let daemon = TestDaemon::start();
     let client = daemon.client().await;
     let mut agents = client.agents();
-    let mut persistence = client.persistence();
     for id in [String::new(), "x".repeat(257)] {
-        let calls = [
-            (
-                "agent_id",
-                agents
-                    .get(v1::GetAgentRequest {
-                        agent_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "agent_id",
-                agents
-                    .prompt(v1::PromptRequest {
-                        agent_id: id.clone(),
-                        text: "hi".into(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "agent_id",
-                agents
-                    .cancel(v1::CancelAgentRequest {
-                        agent_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "parent_agent_id",
-                agents
-                    .spawn(v1::SpawnAgentRequest {
-                        parent_agent_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "session_id",
-                agents
-                    .resume(v1::ResumeAgentRequest {
-                        session_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "session_id",
-                agents
-                    .fork(v1::ForkAgentRequest {
-                        session_id: id.clone(),
-                        model: None,
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "session_id",
-                persistence
-                    .locate(v1::LocateRequest {
-                        session_id: id.clone(),
-                    })
-                    .await
-                    .map(drop),
-            ),
-            (
-                "session_id",
-                persistence
-                    .read_events(v1::ReadEventsRequest {
-                        session_id: id.clone(),
-                        from_seq: 0,
-                    })
-                    .await
-                    .map(drop),
-            ),
-        ];
-        for (field, result) in calls {
-            let status = result.expect_err(field);
+        let calls = calls_naming(&client, &id).await;
+        for (rpc, field, result) in calls {
+            let status = result.expect_err(rpc);
             assert_eq!(
                 status.code(),
                 Code::InvalidArgument,
-                "{field} of {} bytes: {status:?}",
+                "{rpc} with a {}-byte {field}: {status:?}",
                 id.len()
             );
             assert!(status.message().starts_with(field), "{}", status.message());
@@ -377,4 +209,102 @@ async fn a_prompt_while_a_turn_runs_is_refused_not_queued() {
     assert_eq!(count(&events, "turn/start"), 1);
     assert_eq!(count(&events, "user/message"), 1);
     assert_serving(&daemon);
+}
+
+/// Every RPC that takes an agent or session id, called with `id`: (method, id field, result).
+async fn calls_naming(
+    client: &dsh_client::Client,
+    id: &str,
+) -> Vec<(&'static str, &'static str, Result<(), tonic::Status>)> {
+    let (mut agents, mut persistence) = (client.agents(), client.persistence());
+    let id = || id.to_owned();
+    vec![
+        (
+            "get",
+            "agent_id",
+            agents
+                .get(v1::GetAgentRequest { agent_id: id() })
+                .await
+                .map(drop),
+        ),
+        (
+            "prompt",
+            "agent_id",
+            agents
+                .prompt(v1::PromptRequest {
+                    agent_id: id(),
+                    text: "hi".into(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "cancel",
+            "agent_id",
+            agents
+                .cancel(v1::CancelAgentRequest { agent_id: id() })
+                .await
+                .map(drop),
+        ),
+        (
+            "close",
+            "agent_id",
+            agents
+                .close(v1::CloseAgentRequest { agent_id: id() })
+                .await
+                .map(drop),
+        ),
+        (
+            "spawn",
+            "parent_agent_id",
+            agents
+                .spawn(v1::SpawnAgentRequest {
+                    parent_agent_id: id(),
+                    model: None,
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "resume",
+            "session_id",
+            agents
+                .resume(v1::ResumeAgentRequest {
+                    session_id: id(),
+                    model: None,
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "fork",
+            "session_id",
+            agents
+                .fork(v1::ForkAgentRequest {
+                    session_id: id(),
+                    model: None,
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "locate",
+            "session_id",
+            persistence
+                .locate(v1::LocateRequest { session_id: id() })
+                .await
+                .map(drop),
+        ),
+        (
+            "read_events",
+            "session_id",
+            persistence
+                .read_events(v1::ReadEventsRequest {
+                    session_id: id(),
+                    from_seq: 0,
+                })
+                .await
+                .map(drop),
+        ),
+    ]
 }
