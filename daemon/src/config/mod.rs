@@ -19,7 +19,7 @@ use file::FileConfig;
 use crate::agent::CheckpointPolicy;
 use crate::agent::openai::{self, OpenAiConfig};
 use crate::agent::scripted::{self, Script};
-use crate::exec::ExecConfig;
+use crate::exec::{ExecConfig, compile_secret_pattern};
 use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use crate::hooks::HookSettings;
 use crate::persistence::BackendKind;
@@ -400,13 +400,13 @@ impl Builder<'_> {
     fn exec(&self, shell: &file::ShellSection) -> Result<ExecConfig, ConfigError> {
         let defaults = ExecConfig::default();
         let secret_pattern = match &shell.secret_pattern {
-            Some(pattern) => regex::RegexBuilder::new(pattern)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| ConfigError::Value {
+            Some(pattern) => {
+                compile_secret_pattern(pattern).map_err(|e| ConfigError::Value {
                     origin: self.origin("shell.secret_pattern"),
                     message: format!("not a valid regex: {e}"),
-                })?,
+                })?;
+                pattern.clone()
+            }
             None => defaults.secret_pattern.clone(),
         };
         let default_timeout = self.positive_ms(

@@ -65,23 +65,26 @@ use crate::session::SessionId;
 /// The default secret pattern, matched case-insensitively anywhere in a variable name.
 pub const DEFAULT_SECRET_PATTERN: &str = "KEY|PASSWORD|SECRET|TOKEN|CREDENTIAL";
 
-/// [`DEFAULT_SECRET_PATTERN`], compiled case-insensitively.
-#[expect(
-    clippy::expect_used,
-    reason = "a constant pattern; every test that builds a default config compiles it"
-)]
-pub fn default_secret_pattern() -> Regex {
-    regex::RegexBuilder::new(DEFAULT_SECRET_PATTERN)
+/// Compiles a secret pattern the way the executor uses it: case-insensitive, matched anywhere in
+/// a variable name.
+pub fn compile_secret_pattern(pattern: &str) -> Result<Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
         .case_insensitive(true)
         .build()
-        .expect("the default secret pattern compiles")
+}
+
+/// [`DEFAULT_SECRET_PATTERN`], compiled (tests).
+#[cfg(test)]
+pub(crate) fn default_secret_pattern() -> Regex {
+    compile_secret_pattern(DEFAULT_SECRET_PATTERN).unwrap()
 }
 
 /// Executor settings. [`Executor::new`] validates them.
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
-    /// Names in the daemon's environment matching this are not passed to children.
-    pub secret_pattern: Regex,
+    /// Names in the daemon's environment matching this regex (case-insensitively, anywhere in the
+    /// name) are not passed to children. Compiled by [`Executor::new`].
+    pub secret_pattern: String,
     /// Further names (ASCII case-insensitive, exact) not passed on, e.g. the model key variable.
     pub extra_scrub: Vec<String>,
     /// The shell; a bare name is looked up once in the daemon's `PATH`.
@@ -107,7 +110,7 @@ pub struct ExecConfig {
 impl Default for ExecConfig {
     fn default() -> Self {
         Self {
-            secret_pattern: default_secret_pattern(),
+            secret_pattern: DEFAULT_SECRET_PATTERN.to_owned(),
             extra_scrub: Vec::new(),
             shell: PathBuf::from("bash"),
             default_timeout: Duration::from_secs(120),
@@ -293,7 +296,13 @@ impl Executor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone());
         let shell = resolve_shell(&config.shell, path_var.as_deref());
-        let base = BaseEnv::new(ambient, &config.secret_pattern, &config.extra_scrub);
+        let secret_pattern = compile_secret_pattern(&config.secret_pattern).map_err(|e| {
+            ExecError::InvalidConfig {
+                field: "secret_pattern",
+                reason: format!("is not a valid regex: {e}"),
+            }
+        })?;
+        let base = BaseEnv::new(ambient, &secret_pattern, &config.extra_scrub);
         let spill = Arc::new(SpillTarget::new(
             config.spill_dir.clone(),
             config.spill_cap_bytes,

@@ -368,6 +368,10 @@ fn config_is_validated() {
             max_timeout: Duration::from_secs(1),
             ..config(tmp.path())
         },
+        ExecConfig {
+            secret_pattern: "(unclosed".into(),
+            ..config(tmp.path())
+        },
     ];
     for c in bad {
         let err = Executor::with_base_env(c, ambient()).unwrap_err();
