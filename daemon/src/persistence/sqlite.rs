@@ -410,8 +410,12 @@ impl Persistence for SqliteBackend {
         let conn = self
             .connection(&mut slot, true)?
             .ok_or_else(|| PersistenceError::Config("database was not created".to_owned()))?;
+        // A deferred transaction (as plain inserts use) is enough, and measurably cheaper than
+        // BEGIN IMMEDIATE: our own appends are serialised by the connection lock, and if another
+        // process commits between the tail check below and our first insert, SQLite refuses to
+        // upgrade the stale read (SQLITE_BUSY_SNAPSHOT), so a stale check can never write a gap.
         let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(self.sqlite())?;
         let stored: Option<(String, Option<i64>)> = tx
             .prepare_cached(
