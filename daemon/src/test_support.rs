@@ -114,3 +114,35 @@ pub async fn assert_dies(pid: i32, needle: &str) {
     })
     .await;
 }
+
+/// The top-level keys of a JSON object, in the order they are written (hook payloads promise an
+/// order, which `serde_json::Value` would lose). Panics, failing the test, on anything else.
+pub fn keys(json: impl AsRef<[u8]>) -> Vec<String> {
+    let json = json.as_ref();
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys(Vec<String>);
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<IgnoredAny>()?;
+                        keys.push(key);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    match serde_json::from_slice::<Keys>(json) {
+        Ok(keys) => keys.0,
+        Err(e) => panic!("not a JSON object ({e}): {}", String::from_utf8_lossy(json)),
+    }
+}

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_daemon::test_support::alive;
+use dsh_daemon::test_support::{alive, keys};
 use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin, eventually, private_dir};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -341,35 +341,6 @@ fn plugin_messages(events: &[Value]) -> Vec<&Value> {
 
 fn seq(event: &Value) -> u64 {
     event["seq"].as_u64().unwrap()
-}
-
-/// The top-level keys of a JSON object, in the order they are written.
-fn keys(json: &str) -> Vec<String> {
-    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
-    struct Keys(Vec<String>);
-    impl<'de> Deserialize<'de> for Keys {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Keys;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
-                    let mut keys = Vec::new();
-                    while let Some(key) = map.next_key::<String>()? {
-                        map.next_value::<IgnoredAny>()?;
-                        keys.push(key);
-                    }
-                    Ok(Keys(keys))
-                }
-            }
-            d.deserialize_map(V)
-        }
-    }
-    serde_json::from_str::<Keys>(json)
-        .unwrap_or_else(|e| panic!("not a JSON object ({e}): {json:?}"))
-        .0
 }
 
 /// Parses one JSON document (e.g. a saved payload).

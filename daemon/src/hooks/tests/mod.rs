@@ -243,31 +243,6 @@ pub(super) fn results(run: &HookRun) -> Vec<&EventData> {
         .collect()
 }
 
-/// The top-level keys of a JSON object, in the order they are written.
-pub(super) fn keys(json: &[u8]) -> Vec<String> {
-    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
-    struct Keys(Vec<String>);
-    impl<'de> Deserialize<'de> for Keys {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Keys;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
-                    let mut keys = Vec::new();
-                    while let Some(key) = map.next_key::<String>()? {
-                        map.next_value::<IgnoredAny>()?;
-                        keys.push(key);
-                    }
-                    Ok(Keys(keys))
-                }
-            }
-            d.deserialize_map(V)
-        }
-    }
-    serde_json::from_slice::<Keys>(json).unwrap().0
-}
+pub(super) use crate::test_support::keys;
 
 pub(super) use crate::test_support::{alive, eventually, read_pid};
