@@ -91,6 +91,8 @@ pub struct DaemonSpec {
     pub no_home_flag: bool,
     /// Do not pass `--socket`.
     pub no_socket_flag: bool,
+    /// A config file's text, written to `<dir>/config.toml` and passed with `--config`.
+    pub config: Option<String>,
 }
 
 /// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
@@ -253,6 +255,11 @@ fn launch(
     }
     if !spec.no_socket_flag {
         cmd.arg("--socket").arg(socket);
+    }
+    if let Some(text) = &spec.config {
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("config file: {e}"));
+        cmd.arg("--config").arg(path);
     }
     cmd.args(&spec.args);
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));

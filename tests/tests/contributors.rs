@@ -255,11 +255,8 @@ async fn a_live_contributors_values_reach_bash_for_the_right_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contributor_that_never_answers_fails_the_call_after_the_resolve_timeout() {
-    let dir = dsh_tests::private_dir();
-    let config = dir.path().join("dshd.toml");
-    std::fs::write(&config, "[shell_env]\nresolve_timeout_ms = 200\n").unwrap();
     let daemon = TestDaemon::start_with(DaemonSpec {
-        args: vec!["--config".into(), config.into()],
+        config: Some("[shell_env]\nresolve_timeout_ms = 200\n".into()),
         ..DaemonSpec::default()
     });
     let client = daemon.client().await;
@@ -298,12 +295,9 @@ async fn a_contributor_that_never_answers_fails_the_call_after_the_resolve_timeo
 async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_order() {
     const AGENTS: usize = 8;
     const CALLS: usize = 4;
-    let dir = dsh_tests::private_dir();
-    let config = dir.path().join("dshd.toml");
     // Generous: every call's question must be waiting at once before any is answered.
-    std::fs::write(&config, "[shell_env]\nresolve_timeout_ms = 60000\n").unwrap();
     let daemon = TestDaemon::start_with(DaemonSpec {
-        args: vec!["--config".into(), config.into()],
+        config: Some("[shell_env]\nresolve_timeout_ms = 60000\n".into()),
         ..DaemonSpec::default()
     });
     let client = daemon.client().await;
@@ -373,12 +367,9 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contributor_that_disconnects_mid_question_fails_the_call_at_once() {
-    let dir = dsh_tests::private_dir();
-    let config = dir.path().join("dshd.toml");
     // Far longer than the test may take: only the disconnect can end the wait.
-    std::fs::write(&config, "[shell_env]\nresolve_timeout_ms = 600000\n").unwrap();
     let daemon = TestDaemon::start_with(DaemonSpec {
-        args: vec!["--config".into(), config.into()],
+        config: Some("[shell_env]\nresolve_timeout_ms = 600000\n".into()),
         ..DaemonSpec::default()
     });
     let client = daemon.client().await;

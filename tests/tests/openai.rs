@@ -19,30 +19,18 @@ const KEY: &str = "sk-test-e2e-7f3a";
 /// A daemon whose `openai` provider points at `mock`, with the key in its environment (unless
 /// `with_key` is false) and `extra` appended to its config.
 fn daemon(mock: &Mock, with_key: bool, extra: &str) -> TestDaemon {
-    let dir = private_dir();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\nretries = 2\nmax_backoff_ms = 10\nidle_timeout_ms = 20000\n{extra}",
-            mock.base_url
-        ),
-    )
-    .unwrap();
     let mut env = vec![];
     if with_key {
         env.push(("DEEPSEEK_API_KEY".into(), KEY.into()));
     }
-    let daemon = TestDaemon::spawn(
-        DaemonSpec {
-            args: vec!["--config".into(), config.into()],
-            env,
-            ..DaemonSpec::default()
-        },
-        dir,
-    );
-    daemon.wait_ready();
-    daemon
+    TestDaemon::start_with(DaemonSpec {
+        config: Some(format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\nretries = 2\nmax_backoff_ms = 10\nidle_timeout_ms = 20000\n{extra}",
+            mock.base_url
+        )),
+        env,
+        ..DaemonSpec::default()
+    })
 }
 
 fn new_agent(daemon: &TestDaemon, cwd: &Path) -> String {
@@ -357,18 +345,12 @@ async fn skills_of_the_home_are_listed_and_reach_the_system_prompt() {
         .unwrap();
     };
     skill("pdf-tools", "Read and fill PDF forms");
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\n",
-            mock.base_url
-        ),
-    )
-    .unwrap();
     let daemon = TestDaemon::spawn(
         DaemonSpec {
-            args: vec!["--config".into(), config.into()],
+            config: Some(format!(
+                "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\n",
+                mock.base_url
+            )),
             env: vec![("DEEPSEEK_API_KEY".into(), KEY.into())],
             ..DaemonSpec::default()
         },
