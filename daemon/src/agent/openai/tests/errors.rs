@@ -60,12 +60,7 @@ async fn unauthorized_names_the_key_variable() {
             r#"{"error":{"message":"Authentication Fails, Your api key: ****cret is invalid","type":"authentication_error"}}"#,
         )])
         .await;
-        let (reply, _) = complete(
-            &provider(&mock.base_url),
-            &request(),
-            &CancellationToken::new(),
-        )
-        .await;
+        let (reply, _) = complete_once(&mock).await;
         let err = reply.unwrap_err();
         assert!(
             matches!(&err, ModelError::Unauthorized { variable, status, .. } if variable == "DEEPSEEK_API_KEY" && *status == code),
@@ -90,12 +85,7 @@ async fn a_stream_cut_in_the_middle_says_so() {
             end,
         }])
         .await;
-        let (reply, fragments) = complete(
-            &provider(&mock.base_url),
-            &request(),
-            &CancellationToken::new(),
-        )
-        .await;
+        let (reply, fragments) = complete_once(&mock).await;
         let err = reply.unwrap_err();
         assert!(matches!(err, ModelError::Transport(_)), "{end:?}: {err:?}");
         assert!(err.to_string().contains("cut off"), "{end:?}: {err}");
@@ -192,12 +182,7 @@ async fn server_error_is_retried_then_succeeds() {
         ok_stream("recovered"),
     ])
     .await;
-    let (reply, _) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, _) = complete_once(&mock).await;
     assert_eq!(reply.unwrap().text, "recovered");
     assert_eq!(mock.requests().len(), 3);
 }
@@ -234,12 +219,7 @@ async fn client_error_reports_the_api_message_without_retrying() {
         r#"{"error":{"message":"This model's maximum context length is 65536 tokens","type":"invalid_request_error"}}"#,
     )])
     .await;
-    let (reply, _) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, _) = complete_once(&mock).await;
     assert_eq!(
         reply.unwrap_err(),
         ModelError::Http {
@@ -258,12 +238,7 @@ async fn a_redirect_is_reported_not_followed() {
         "",
     )])
     .await;
-    let (reply, _) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, _) = complete_once(&mock).await;
     let err = reply.unwrap_err();
     assert!(
         matches!(&err, ModelError::Http { status: 301, message } if message.contains("https://api.example.invalid/") && message.contains("base_url")),
@@ -328,12 +303,7 @@ async fn a_non_streamed_json_reply_is_accepted() {
         &body.to_string(),
     )])
     .await;
-    let (reply, fragments) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, fragments) = complete_once(&mock).await;
     let reply = reply.unwrap();
     assert_eq!(
         (reply.text.as_str(), reply.finish),
@@ -352,12 +322,7 @@ async fn an_error_event_inside_the_stream_is_reported() {
         end: End::Complete,
     }])
     .await;
-    let (reply, _) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, _) = complete_once(&mock).await;
     let err = reply.unwrap_err();
     assert!(err.to_string().contains("model overloaded"), "{err}");
 }

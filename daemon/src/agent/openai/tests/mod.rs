@@ -49,6 +49,16 @@ fn bash_tool() -> ToolSchema {
     }
 }
 
+/// One completion of the default request by a provider pointed at `mock`.
+async fn complete_once(mock: &Mock) -> (Result<ModelReply, ModelError>, Vec<String>) {
+    complete(
+        &provider(&mock.base_url),
+        &request(),
+        &CancellationToken::new(),
+    )
+    .await
+}
+
 /// Runs one completion, collecting the `on_text` fragments; guarded so a bug fails instead of
 /// hanging the suite.
 async fn complete(
@@ -82,12 +92,7 @@ async fn streams_text_in_chunks_with_usage() {
         end: End::Complete,
     }])
     .await;
-    let (reply, fragments) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, fragments) = complete_once(&mock).await;
     let reply = reply.unwrap();
     assert_eq!(reply.text, "Hello, world");
     assert_eq!(fragments, ["Hel", "lo, ", "world"]);
@@ -128,12 +133,7 @@ async fn streams_a_tool_call_whose_arguments_arrive_in_fragments() {
         end: End::Complete,
     }])
     .await;
-    let (reply, fragments) = complete(
-        &provider(&mock.base_url),
-        &request(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (reply, fragments) = complete_once(&mock).await;
     let reply = reply.unwrap();
     assert_eq!(fragments, ["Let me look."]);
     assert_eq!(reply.finish, FinishReason::ToolCalls);
