@@ -94,6 +94,10 @@ pub async fn run(
         let token = token.clone();
         tokio::spawn(async move {
             token.cancelled().await;
+            // Said here, not in tonic's shutdown future: tonic may stop on the end of the
+            // incoming stream (the accept loop also watches the token) without ever polling it.
+            notify_systemd(sd_notify::NotifyState::Stopping);
+            tracing::info!("shutting down: no new connections; letting in-flight calls finish");
             daemon.wind_down().await;
         })
     };
@@ -128,8 +132,6 @@ pub async fn run(
     let deadline = config.shutdown_timeout;
     let serve = router.serve_with_incoming_shutdown(incoming, async move {
         drain.cancelled().await;
-        notify_systemd(sd_notify::NotifyState::Stopping);
-        tracing::info!("shutting down: no new connections; letting in-flight calls finish");
     });
     tokio::pin!(serve);
     let result = tokio::select! {
