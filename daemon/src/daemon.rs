@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::openai::{OpenAiProvider, OpenAiSetupError};
 use crate::agent::{AgentRegistry, AgentServices, ProviderFactory};
 use crate::config::Config;
-use crate::exec::{ExecError, Executor};
+use crate::exec::{ExecConfig, ExecError, Executor};
 use crate::hooks::Hooks;
 use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
@@ -77,7 +77,17 @@ impl Daemon {
         let backend =
             persistence::open(config.persistence, backend_path(config, config.persistence))?;
         let persistence = Arc::new(PersistenceHandle::new(backend));
-        let executor = Arc::new(Executor::new(config.exec.clone())?);
+        let executor = Arc::new(Executor::new(ExecConfig {
+            owner_scope: home.to_string_lossy().into_owned(),
+            ..config.exec.clone()
+        })?);
+        let leftovers = executor.kill_leftovers();
+        if leftovers > 0 {
+            tracing::warn!(
+                processes = leftovers,
+                "killed processes an earlier dshd of this home left running"
+            );
+        }
         let stale = crate::exec::remove_stale_spills(&config.exec.spill_dir);
         if stale > 0 {
             tracing::info!(files = stale, dir = %config.exec.spill_dir.display(), "removed spill files of earlier runs");

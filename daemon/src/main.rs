@@ -83,6 +83,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
+    // Before the first child: processes that leave their group (`setsid`, a double fork) are
+    // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
+    dsh_daemon::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,6 +7,8 @@
 //! - `output`: per-stream memory tail and private spill files.
 //! - `outcome`: [`CommandOutcome`] and its text for a model.
 //! - `jobs`: background jobs with consuming reads.
+//! - `reaper`: owner markers, adopted orphans and a crashed daemon's leftovers, so that no
+//!   descendant outlives its owner even after leaving the process group.
 //!
 //! Decisions worth knowing (details in each file):
 //!
@@ -36,6 +38,8 @@ mod outcome;
 mod output;
 pub use output::remove_stale_spills;
 mod process;
+mod reaper;
+pub use reaper::{OWNER_VAR, adopt_orphans};
 
 #[cfg(test)]
 mod tests;
@@ -105,6 +109,9 @@ pub struct ExecConfig {
     pub spill_dir: PathBuf,
     /// Finished jobs kept readable before the oldest are forgotten.
     pub max_finished_jobs: usize,
+    /// Names the deployment (the daemon sets the harness home) in every child's owner marker, so
+    /// the next daemon of the same home can find and kill what a killed one left behind.
+    pub owner_scope: String,
 }
 
 impl Default for ExecConfig {
@@ -121,6 +128,7 @@ impl Default for ExecConfig {
             spill_cap_bytes: 16 * 1024 * 1024,
             spill_dir: default_spill_dir(),
             max_finished_jobs: 256,
+            owner_scope: String::new(),
         }
     }
 }
@@ -265,6 +273,8 @@ pub struct Executor {
     stop: CancellationToken,
     closed: AtomicBool,
     tracker: Tracker,
+    /// [`ExecConfig::owner_scope`] hashed: the scope part of every owner marker.
+    scope: String,
 }
 
 impl std::fmt::Debug for Executor {
@@ -307,16 +317,26 @@ impl Executor {
             config.spill_dir.clone(),
             config.spill_cap_bytes,
         ));
+        let stop = CancellationToken::new();
+        spawn_sweeper(stop.clone());
         Ok(Self {
+            scope: reaper::scope_of(&config.owner_scope),
             config,
             base,
             shell,
             spill,
             jobs: JobTable::default(),
-            stop: CancellationToken::new(),
+            stop,
             closed: AtomicBool::new(false),
             tracker: Tracker(Arc::new(watch::channel(0).0)),
         })
+    }
+
+    /// Kills every process an earlier, no longer running daemon of the same
+    /// [`ExecConfig::owner_scope`] left behind (it was killed before it could clean up), and waits
+    /// until they are gone. Returns how many there were. Blocking: call it once, at start.
+    pub fn kill_leftovers(&self) -> usize {
+        reaper::kill_leftovers(&self.scope)
     }
 
     /// The validated settings.
@@ -355,6 +375,7 @@ impl Executor {
             env: &spec.env,
             managed: &spec.managed,
             stdin,
+            scope: &self.scope,
         }
     }
 
@@ -524,6 +545,9 @@ impl Executor {
                 "executor shutdown: some processes did not end in time"
             );
         }
+        // Whatever was adopted and is still here (one that cleared its environment and so its
+        // owner marker) goes now.
+        reaper::kill_all_adopted().await;
     }
 }
 
@@ -532,6 +556,30 @@ impl Drop for Executor {
         // Without a shutdown, still terminate everything: the supervising tasks do the killing.
         self.stop.cancel();
     }
+}
+
+/// How often adopted processes are looked at between owner ends: reaps those that exited on their
+/// own and kills those of an owner that ended without a close.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Starts the periodic sweep, in a process that adopts orphans and inside a runtime; it stops with
+/// the executor.
+fn spawn_sweeper(stop: CancellationToken) {
+    if rustix::process::child_subreaper().ok().flatten().is_none() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => { reaper::sweep(); }
+            }
+        }
+    });
 }
 
 fn validate(c: &ExecConfig) -> Result<(), ExecError> {

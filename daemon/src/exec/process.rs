@@ -23,10 +23,13 @@
 //! are unavailable the shell is reaped as it exits; the later group kill then has a theoretical
 //! pid-reuse window of microseconds.
 //!
+//! 6. **Close the owner**: descendants that left the group (`setsid`, a double fork) carry the
+//!    shell's owner marker and were adopted by the daemon; they are killed and reaped now (see
+//!    `reaper`).
+//!
 //! If the supervising future is dropped midway (caller gave up, runtime shutting down), a guard
-//! sends SIGKILL to the group and tokio's `kill_on_drop` kills and reaps the shell, so nothing
-//! is left behind either way. Grandchildren are not our children: once killed they are reaped by
-//! init (or the nearest subreaper).
+//! sends SIGKILL to the group and tokio's `kill_on_drop` kills and reaps the shell; the owner ends
+//! with the future, so the reaper's periodic sweep kills whatever escaped the group.
 
 use std::collections::BTreeMap;
 use std::future::pending;
@@ -45,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use super::ExecError;
 use super::env::{BaseEnv, validate_layers};
 use super::output::Collector;
+use super::reaper::{OWNER_VAR, Owner, ShellRecord, SpawnGate};
 
 /// What to start.
 pub(crate) struct Launch<'a> {
@@ -55,6 +59,9 @@ pub(crate) struct Launch<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub managed: &'a BTreeMap<String, String>,
     pub stdin: Option<Vec<u8>>,
+    /// Names the harness home in the owner marker, so a later daemon of the same home can tell
+    /// what an earlier one left behind.
+    pub scope: &'a str,
 }
 
 /// Time bounds for one process.
@@ -81,6 +88,10 @@ pub(crate) struct Spawned {
     group: GroupGuard,
     exit: ExitWatch,
     stdin: Option<(ChildStdin, Vec<u8>)>,
+    /// Whose processes these are; closed once the shell is reaped.
+    owner: Owner,
+    /// Keeps the reaper's hands off the shell until tokio has reaped it.
+    _record: ShellRecord,
 }
 
 enum ExitWatch {
@@ -130,6 +141,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         return Err(ExecError::NulInCommand);
     }
     check_cwd(launch.cwd)?;
+    let owner = Owner::new(launch.scope);
     let mut cmd = Command::new(launch.shell);
     cmd.arg("-c")
         .arg(launch.command)
@@ -137,6 +149,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .envs(launch.base.iter())
         .envs(launch.env)
         .envs(launch.managed)
+        .env(OWNER_VAR, owner.marker())
         .current_dir(launch.cwd)
         .process_group(0)
         .kill_on_drop(true)
@@ -151,6 +164,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         shell: launch.shell.to_path_buf(),
         source,
     };
+    let gate = SpawnGate::enter();
     let mut child = cmd.spawn().map_err(spawn_error)?;
     let Some(pgid) = child
         .id()
@@ -160,6 +174,8 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
         return Err(spawn_error(io::Error::other("spawned shell has no pid")));
     };
+    let record = gate.register(pgid);
+    drop(gate);
     let group = GroupGuard { pgid, armed: true };
     let exit = watch_exit(pgid);
     let stdin = match (child.stdin.take(), launch.stdin) {
@@ -171,6 +187,8 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         group,
         exit,
         stdin,
+        owner,
+        _record: record,
     })
 }
 
@@ -378,6 +396,7 @@ pub(crate) async fn supervise(
     }
     let status = sp.reap().await;
     sp.group.armed = false;
+    sp.owner.close(pgid).await;
     lock(&stdout).finish();
     lock(&stderr).finish();
 
@@ -415,6 +434,7 @@ mod tests {
             env: empty,
             managed: empty,
             stdin: None,
+            scope: "test",
         }
     }
 
