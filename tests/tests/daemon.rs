@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
+#[path = "daemon/deploy.rs"]
+mod deploy;
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::os::unix::process::CommandExt;
