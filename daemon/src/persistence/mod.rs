@@ -103,6 +103,15 @@ pub enum PersistenceError {
         /// The first seq offered.
         got: u64,
     },
+    /// The stored log changed behind this daemon's back (another process appended to it, replaced
+    /// or removed it): nothing was written, so nothing of the other writer's is overwritten.
+    #[error("{}: {reason}; refusing to append (is another dshd using this home?)", path.display())]
+    Diverged {
+        /// The log file.
+        path: PathBuf,
+        /// What changed.
+        reason: String,
+    },
     /// The database file belongs to something else.
     #[error("{} is not a dsh session database: {reason}", path.display())]
     ForeignDatabase {

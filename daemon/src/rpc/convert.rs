@@ -153,7 +153,9 @@ pub fn persistence_status(error: PersistenceError) -> Status {
         e @ (PersistenceError::ForeignDatabase { .. } | PersistenceError::Config(_)) => {
             Status::failed_precondition(e.to_string())
         }
-        e @ PersistenceError::SeqMismatch { .. } => Status::aborted(e.to_string()),
+        e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
+            Status::aborted(e.to_string())
+        }
         e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
             Status::internal(e.to_string())
         }

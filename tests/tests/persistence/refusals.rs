@@ -183,3 +183,32 @@ async fn closed_sessions_do_not_keep_their_log_files_open() {
     assert_contiguous(&stored);
     assert_eq!(stored, daemon.events(first));
 }
+
+/// Two writers on one log (a second daemon on the same home) must never overwrite each other: a
+/// log appended to behind the daemon's back stops the next append, and the foreign line stays.
+#[test]
+fn a_log_appended_to_behind_the_daemons_back_is_never_overwritten() {
+    let daemon = TestDaemon::start();
+    let cwd = daemon.workdir("p");
+    let id = daemon.new_agent(&cwd, &text_replies(&["one", "two"]));
+    daemon.prompt(&id, "first").assert_completed();
+    let path = PathBuf::from(daemon.locate(&id)["path"].as_str().unwrap());
+    // A well-formed line, as another daemon would write it (a malformed one would be a torn tail).
+    let foreign = r#"{"type":"turn/start","seq":6,"time":0,"data":{"turn":2}}"#;
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(foreign);
+    text.push('\n');
+    std::fs::write(&path, &text).unwrap();
+
+    let second = daemon.prompt(&id, "second");
+    let (kind, message) = second.reason();
+    assert_eq!(kind, "error", "{:?}", second.lines);
+    assert!(message.contains(path.to_str().unwrap()), "{message}");
+    assert!(message.contains("another writer"), "{message}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "the foreign line was overwritten or moved"
+    );
+    assert_serving(&daemon);
+}

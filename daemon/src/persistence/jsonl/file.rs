@@ -129,6 +129,35 @@ pub(super) fn open_log(path: &Path) -> Result<File, PersistenceError> {
         .map_err(io_error("open", path))
 }
 
+/// Checks that the log at `path` is still the file we hold open and still `len` bytes long: one
+/// writer per session is an invariant, and this catches a second one (another daemon on the same
+/// home) before an append would overwrite what it wrote at the same offset.
+pub(super) fn check_unchanged(file: &File, path: &Path, len: u64) -> Result<(), PersistenceError> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = file.metadata().map_err(io_error("inspect", path))?;
+    let diverged = |reason: String| PersistenceError::Diverged {
+        path: path.to_owned(),
+        reason,
+    };
+    let named = match fs::metadata(path) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error("inspect", path)(e)),
+    };
+    if ours.nlink() == 0 || named.is_none_or(|n| (n.dev(), n.ino()) != (ours.dev(), ours.ino())) {
+        return Err(diverged(
+            "the log was removed or replaced by another file".to_owned(),
+        ));
+    }
+    if ours.len() != len {
+        return Err(diverged(format!(
+            "the log is {} bytes but this daemon wrote {len}: another writer changed it",
+            ours.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Writes `bytes` at `offset` (the end of the committed log) and waits until they are durable. On
 /// any failure the file is cut back to `offset`, so no partial line is left for the next append to
 /// land after.
@@ -201,6 +230,31 @@ mod tests {
             fs::metadata(dir).unwrap().permissions().mode() & 0o777,
             0o700
         );
+    }
+
+    #[test]
+    fn a_log_changed_by_another_writer_is_noticed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        let file = create_new_log(&path, b"h\n").unwrap();
+        check_unchanged(&file, &path, 2).unwrap();
+        // Another writer appends a line.
+        let mut other = OpenOptions::new().append(true).open(&path).unwrap();
+        io::Write::write_all(&mut other, b"theirs\n").unwrap();
+        let err = check_unchanged(&file, &path, 2).unwrap_err();
+        assert!(
+            matches!(&err, PersistenceError::Diverged { reason, .. } if reason.contains("9 bytes")),
+            "{err}"
+        );
+        // Replaced by another file of the same length.
+        let fresh = tmp.path().join("fresh");
+        fs::write(&fresh, b"h\ntheirs\n").unwrap();
+        fs::rename(&fresh, &path).unwrap();
+        let err = check_unchanged(&file, &path, 9).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        fs::remove_file(&path).unwrap();
+        let err = check_unchanged(&file, &path, 9).unwrap_err();
+        assert!(err.to_string().contains("removed"), "{err}");
     }
 
     #[test]

@@ -264,6 +264,7 @@ impl Persistence for JsonlBackend {
         let mut buf = Vec::with_capacity(events.len() * 160);
         read::push_event_lines(&mut buf, events);
         let result = (|| {
+            file::check_unchanged(&open.file, &open.path, open.file_len)?;
             if open.file_len > open.committed {
                 // A torn tail from a crash is still on disk; the new lines must not land after it.
                 tracing::warn!(path = %open.path.display(), "dropping a torn tail before appending");
