@@ -101,14 +101,16 @@ impl Daemon {
             persistence.clone(),
         ));
         let skills = Arc::new(Skills::new(&home));
-        let services = Arc::new(AgentServices::new(
+        let mut services = AgentServices::new(
             persistence.clone(),
             executor.clone(),
             hooks.clone(),
             skills.clone(),
             config.checkpoint,
             config.max_steps_per_turn,
-        ));
+        );
+        services.limits = config.agent_limits;
+        let services = Arc::new(services);
         // The key is read once, here; the variable is scrubbed from every child (see config).
         let api_key = std::env::var(&config.openai.api_key_env).ok();
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;

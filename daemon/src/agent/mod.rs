@@ -13,5 +13,5 @@ mod turn;
 pub use live::{Agent, AgentStatus, TurnUpdate};
 pub use model::{ModelChoice, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, TurnHandle};
-pub use services::{AgentServices, BASE_SYSTEM_PROMPT, CheckpointPolicy};
+pub use services::{AgentLimits, AgentServices, BASE_SYSTEM_PROMPT, CheckpointPolicy};
 pub use turn::TurnOutcome;

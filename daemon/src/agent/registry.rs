@@ -59,6 +59,26 @@ pub enum AgentError {
         /// What is wrong.
         message: String,
     },
+    /// Spawning would exceed the configured delegation depth.
+    #[error(
+        "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
+    )]
+    TooDeep {
+        /// The would-be parent.
+        parent: SessionId,
+        /// The child's depth.
+        depth: u32,
+        /// The configured maximum.
+        limit: u32,
+    },
+    /// The registry holds the configured maximum of live agents.
+    #[error(
+        "{limit} agents are live, the limit (agent.max_live_agents); close one or wait for children to finish"
+    )]
+    TooMany {
+        /// The configured maximum.
+        limit: usize,
+    },
     /// Persistence failed (including a corrupt log on resume).
     #[error(transparent)]
     Persistence(#[from] PersistenceError),
@@ -132,12 +152,21 @@ impl AgentRegistry {
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let parent = self.get(parent)?;
-        let provider = self.providers.build(choice)?;
         let parent_header = parent.header();
+        let limit = self.services.limits.max_depth;
+        let depth = parent_header.delegation_depth + 1;
+        if depth > limit {
+            return Err(AgentError::TooDeep {
+                parent: parent_header.id.clone(),
+                depth,
+                limit,
+            });
+        }
+        let provider = self.providers.build(choice)?;
         let header = SessionHeader {
             parent_session: Some(parent_header.id.clone()),
             origin: Some(Origin::Subagent),
-            delegation_depth: parent_header.delegation_depth + 1,
+            delegation_depth: depth,
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 parent_header.cwd.clone(),
@@ -373,6 +402,10 @@ impl AgentRegistry {
         }
         if agents.contains_key(agent.id()) {
             return Err(AgentError::AlreadyLive(agent.id().clone()));
+        }
+        let limit = self.services.limits.max_live_agents;
+        if agents.len() >= limit {
+            return Err(AgentError::TooMany { limit });
         }
         agents.insert(agent.id().clone(), agent.clone());
         Ok(agent)

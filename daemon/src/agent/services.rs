@@ -25,6 +25,31 @@ pub const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You 
 session's working directory and act through the tools you are given: run commands with `bash`, \
 read their output, and answer the user concisely when the task is done.";
 
+/// Bounds on delegation, so a model that calls `spawn_agent` recursively cannot multiply without
+/// end (Codex caps spawn depth and live threads the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// Deepest `delegationDepth` a spawned child may have; an agent at this depth is not offered
+    /// `spawn_agent` at all.
+    pub max_depth: u32,
+    /// Live agents (top-level and children) the registry holds at most.
+    pub max_live_agents: usize,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: DEFAULT_MAX_DEPTH,
+            max_live_agents: DEFAULT_MAX_LIVE_AGENTS,
+        }
+    }
+}
+
+/// Default for [`AgentLimits::max_depth`]: children and grandchildren, and one more level.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+/// Default for [`AgentLimits::max_live_agents`].
+pub const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
+
 /// Services shared by every agent's loop.
 #[derive(Debug)]
 pub struct AgentServices {
@@ -41,6 +66,8 @@ pub struct AgentServices {
     /// Upper bound on steps in one turn, so a model that never stops calling tools cannot run
     /// forever.
     pub max_steps_per_turn: u32,
+    /// Delegation bounds; [`Self::new`] sets the defaults.
+    pub limits: AgentLimits,
     /// The tools; set once after construction (tools such as `spawn_agent` need the registry that
     /// needs these services).
     tools: RwLock<ToolSet>,
@@ -63,6 +90,7 @@ impl AgentServices {
             skills,
             checkpoint,
             max_steps_per_turn,
+            limits: AgentLimits::default(),
             tools: RwLock::new(ToolSet::new()),
         }
     }

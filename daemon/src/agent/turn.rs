@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::live::{Agent, TurnUpdate};
-use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall};
+use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall, ToolSchema};
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::hooks::{Decision, HookContext, HookEvent, HookRun};
 use crate::session::history;
@@ -238,12 +238,23 @@ impl TurnRun {
         }
     }
 
+    /// The tools the model is offered: all of them, except `spawn_agent` for an agent already at
+    /// the deepest delegation level (its children would be refused anyway).
+    fn offered(&self, tools: &ToolSet) -> Vec<ToolSchema> {
+        let at_limit = self.agent.header().delegation_depth >= self.services.limits.max_depth;
+        tools
+            .schemas()
+            .into_iter()
+            .filter(|t| !(at_limit && t.name == crate::tools::SPAWN_AGENT))
+            .collect()
+    }
+
     async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
         let request = ModelRequest {
             session_id: self.agent.id().clone(),
             system: self.services.system_prompt(),
             messages: self.agent.read_log(|log| history::derive(log.events())),
-            tools: tools.schemas(),
+            tools: self.offered(tools),
         };
         let turn = self.turn;
         let agent = self.agent.clone();

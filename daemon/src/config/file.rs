@@ -73,6 +73,8 @@ pub(super) struct ModelSection {
 #[serde(deny_unknown_fields)]
 pub(super) struct AgentSection {
     pub max_steps_per_turn: Option<u32>,
+    pub max_depth: Option<u32>,
+    pub max_live_agents: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -16,6 +16,7 @@ use serde::Deserialize;
 pub use file::BackendName;
 use file::FileConfig;
 
+use crate::agent::AgentLimits;
 use crate::agent::CheckpointPolicy;
 use crate::agent::openai::{self, OpenAiConfig};
 use crate::agent::scripted::{self, Script};
@@ -92,6 +93,8 @@ pub struct Config {
     pub openai: OpenAiConfig,
     /// Step limit per turn.
     pub max_steps_per_turn: u32,
+    /// Delegation bounds (`agent.max_depth`, `agent.max_live_agents`).
+    pub agent_limits: AgentLimits,
     /// The executor's settings (`[shell]`).
     pub exec: ExecConfig,
     /// Working directory of commands that belong to no agent and name none (`shell.cwd`).
@@ -294,6 +297,21 @@ impl Builder<'_> {
             Some(n) => n,
             None => DEFAULT_MAX_STEPS_PER_TURN,
         };
+        let defaults = AgentLimits::default();
+        let max_live_agents = match parsed.agent.max_live_agents {
+            Some(0) => {
+                return Err(ConfigError::Value {
+                    origin: self.origin("agent.max_live_agents"),
+                    message: "must be at least 1".into(),
+                });
+            }
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => defaults.max_live_agents,
+        };
+        let agent_limits = AgentLimits {
+            max_depth: parsed.agent.max_depth.unwrap_or(defaults.max_depth),
+            max_live_agents,
+        };
         let default_cwd = self.path(
             parsed.shell.cwd.as_ref(),
             "shell.cwd",
@@ -325,6 +343,7 @@ impl Builder<'_> {
             default_provider,
             default_script,
             max_steps_per_turn,
+            agent_limits,
             exec: ExecConfig {
                 // The model key must never reach a child, whatever its name looks like.
                 extra_scrub: vec![openai_config.api_key_env.clone()],

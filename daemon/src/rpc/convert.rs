@@ -175,6 +175,9 @@ pub fn agent_status(error: AgentError) -> Status {
         e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel { .. }) => {
             Status::invalid_argument(e.to_string())
         }
+        e @ (AgentError::TooDeep { .. } | AgentError::TooMany { .. }) => {
+            Status::resource_exhausted(e.to_string())
+        }
         AgentError::Persistence(e) => persistence_status(e),
         e @ AgentError::ShuttingDown => Status::unavailable(e.to_string()),
     }

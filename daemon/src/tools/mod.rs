@@ -7,6 +7,7 @@
 pub mod bash;
 pub mod jobs;
 pub mod spawn_agent;
+pub use spawn_agent::SPAWN_AGENT;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -12,6 +12,9 @@ use crate::agent::{AgentRegistry, ModelChoice, scripted};
 use crate::hooks::{HookContext, HookEvent};
 use crate::session::TurnEndReason;
 
+/// The tool's name, as the model calls it.
+pub const SPAWN_AGENT: &str = "spawn_agent";
+
 /// The agent type hooks see for children spawned by this tool (Claude Code's default subagent).
 const AGENT_TYPE: &str = "general-purpose";
 
@@ -34,7 +37,7 @@ impl SpawnAgentTool {
 impl Tool for SpawnAgentTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
-            name: "spawn_agent".into(),
+            name: SPAWN_AGENT.into(),
             description: "Delegate a self-contained task to a child agent working in the same \
 directory. The child runs until it has an answer, which is returned as this call's result. Call it \
 several times in one step to run children in parallel."

@@ -308,3 +308,74 @@ async fn calls_naming(
         ),
     ]
 }
+
+/// A model that delegates recursively, and one that fans out wider than the daemon allows, stop at
+/// the configured bounds with a tool error the model can read; RPC callers get RESOURCE_EXHAUSTED;
+/// the daemon keeps serving.
+#[tokio::test]
+async fn recursive_and_wide_delegation_stop_at_the_configured_limits() {
+    use dsh_tests::shell::{session_results, spawn_call};
+    let daemon = TestDaemon::start_with(dsh_tests::DaemonSpec {
+        config: Some("[agent]\nmax_depth = 2\nmax_live_agents = 4\n".into()),
+        ..Default::default()
+    });
+    let cwd = daemon.workdir("w");
+    // Each level spawns the next, forever if nothing stops it.
+    let mut script = json!({"replies": [{"text": "bottom"}]});
+    for level in (0..4).rev() {
+        script = json!({"replies": [
+            {"tool_calls": [spawn_call(&format!("level {level}"), &script)]},
+            {"text": format!("level {level} done")},
+        ]});
+    }
+    let root = daemon.new_agent(&cwd, &script);
+    daemon.prompt(&root, "go").assert_completed();
+    let sessions = daemon.dshctl_json(&["session", "list"]);
+    let sessions = sessions["sessions"].as_array().unwrap();
+    let depths: Vec<u64> = sessions
+        .iter()
+        .map(|s| s["header"]["delegation_depth"].as_u64().unwrap())
+        .collect();
+    assert_eq!(depths.iter().max(), Some(&2), "{sessions:?}");
+    let deepest = sessions
+        .iter()
+        .find(|s| s["header"]["delegation_depth"] == 2)
+        .unwrap();
+    let refused = session_results(&daemon, deepest["header"]["id"].as_str().unwrap());
+    assert!(refused[0].is_error, "{refused:?}");
+    assert!(
+        refused[0].content.contains("agent.max_depth"),
+        "{}",
+        refused[0].content
+    );
+
+    // Wide: five children in one step while the root and one other agent are live (limit 4).
+    let wide = json!({"replies": [
+        {"tool_calls": (0..5).map(|i| spawn_call(&format!("child {i}"), &json!({"replies": [{"text": "ok"}]}))).collect::<Vec<_>>()},
+        {"text": "fanned out"},
+    ]});
+    let parent = daemon.new_agent(&cwd, &wide);
+    daemon.prompt(&parent, "go").assert_completed();
+    let results = session_results(&daemon, &parent);
+    let refusals = results
+        .iter()
+        .filter(|r| r.is_error && r.content.contains("agent.max_live_agents"))
+        .count();
+    assert!(refusals >= 1, "{results:?}");
+
+    // Over RPC the same bound is RESOURCE_EXHAUSTED, and the daemon still answers.
+    let client = daemon.client().await;
+    let mut agents = client.agents();
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        let result = agents
+            .create(v1::CreateAgentRequest {
+                cwd: cwd.display().to_string(),
+                ..Default::default()
+            })
+            .await;
+        codes.push(result.map(|_| ()).map_err(|s| s.code()));
+    }
+    assert!(codes.contains(&Err(Code::ResourceExhausted)), "{codes:?}");
+    assert!(daemon.dshctl(&["status"]).status.success());
+}
