@@ -1,12 +1,17 @@
 //! A client for dshd: finds the socket the way `dshd` does, connects over it, and hands out the typed
 //! gRPC clients of every dsh service.
+//!
+//! Before a single byte is sent, every connection checks who serves the socket (`SO_PEERCRED`): a
+//! socket served by another uid is refused. Without that check, another user who could replace the
+//! socket file would receive our requests (prompts, commands, environment values).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use dsh_daemon::home::{self, Ambient};
 use dsh_proto::v1;
-use tonic::transport::{Channel, Endpoint};
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
 
 /// The environment variable that names the socket (set by dshd in every bash child it starts).
 pub const SOCKET_ENV: &str = "DSH_SOCKET";
@@ -28,6 +33,19 @@ pub enum ConnectError {
     PermissionDenied {
         /// The socket path.
         path: PathBuf,
+    },
+    /// The socket is served by a process of another user; nothing was sent to it.
+    #[error(
+        "refusing to talk to {}: it is served by uid {server_uid}, not by you (uid {own_uid}); nothing was sent. Another user may be impersonating dshd: check who owns the socket and its directory",
+        path.display()
+    )]
+    ForeignServer {
+        /// The socket path.
+        path: PathBuf,
+        /// The uid of the process that serves the socket.
+        server_uid: u32,
+        /// Our effective uid.
+        own_uid: u32,
     },
     /// The path cannot be used as a socket address.
     #[error("cannot connect to {}: {message}", path.display())]
@@ -69,25 +87,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon listening on `socket`.
+    /// Connects to the daemon listening on `socket`, after checking that the process serving it
+    /// runs as our own uid (every reconnection is checked again).
     pub async fn connect(socket: &Path) -> Result<Self, ConnectError> {
-        let uri = format!("unix://{}", socket.display());
-        let other = |message: String| ConnectError::Other {
-            path: socket.to_owned(),
-            message,
-        };
-        let endpoint = Endpoint::try_from(uri).map_err(|e| other(e.to_string()))?;
-        let channel = endpoint.connect().await.map_err(|e| match io_kind(&e) {
-            Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
-                ConnectError::NotListening {
-                    path: socket.to_owned(),
-                }
-            }
-            Some(std::io::ErrorKind::PermissionDenied) => ConnectError::PermissionDenied {
-                path: socket.to_owned(),
-            },
-            _ => other(error_chain(&e)),
-        })?;
+        let path = socket.to_owned();
+        let connector = tower::service_fn(move |_: Uri| dial(path.clone()));
+        // The URI is not dialled (the connector is); it only gives requests the plain `:authority`
+        // `localhost` that dshd's HTTP/2 layer accepts.
+        let channel = Endpoint::from_static("http://localhost")
+            .connect_with_connector(connector)
+            .await
+            .map_err(|e| connect_error(socket, &e))?;
         Ok(Self {
             channel,
             socket: socket.to_owned(),
@@ -140,15 +150,75 @@ impl Client {
     }
 }
 
-fn io_kind(error: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
-    let mut current = Some(error);
+/// Why one connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("the socket is served by uid {server_uid}, not by uid {own_uid}")]
+    ForeignServer { server_uid: u32, own_uid: u32 },
+}
+
+/// Connects to `path` and hands the stream to tonic only if its server runs as our effective uid.
+async fn dial(path: PathBuf) -> Result<TokioIo<tokio::net::UnixStream>, DialError> {
+    let stream = tokio::net::UnixStream::connect(&path).await?;
+    check_server(&stream)?;
+    Ok(TokioIo::new(stream))
+}
+
+/// The server's credentials are those it had when it called `listen`, recorded by the kernel: they
+/// cannot be forged by the server and are known before anything is sent.
+fn check_server(stream: &tokio::net::UnixStream) -> Result<(), DialError> {
+    let server_uid = rustix::net::sockopt::socket_peercred(stream)
+        .map_err(std::io::Error::from)?
+        .uid
+        .as_raw();
+    let own_uid = rustix::process::geteuid().as_raw();
+    if server_uid == own_uid {
+        Ok(())
+    } else {
+        Err(DialError::ForeignServer {
+            server_uid,
+            own_uid,
+        })
+    }
+}
+
+fn connect_error(socket: &Path, error: &tonic::transport::Error) -> ConnectError {
+    let path = socket.to_owned();
+    let mut kind = None;
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = current {
+        match e.downcast_ref::<DialError>() {
+            Some(&DialError::ForeignServer {
+                server_uid,
+                own_uid,
+            }) => {
+                return ConnectError::ForeignServer {
+                    path,
+                    server_uid,
+                    own_uid,
+                };
+            }
+            // `transparent` hides the io::Error from `source()`, so look inside.
+            Some(DialError::Io(io)) => kind = kind.or(Some(io.kind())),
+            None => {}
+        }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
+            kind = kind.or(Some(io.kind()));
         }
         current = e.source();
     }
-    None
+    match kind {
+        Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+            ConnectError::NotListening { path }
+        }
+        Some(std::io::ErrorKind::PermissionDenied) => ConnectError::PermissionDenied { path },
+        _ => ConnectError::Other {
+            path,
+            message: error_chain(error),
+        },
+    }
 }
 
 /// An error and its sources, joined with ": ".

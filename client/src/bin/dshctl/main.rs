@@ -131,6 +131,7 @@ fn describe(error: &anyhow::Error) -> (String, String) {
         let kind = match e {
             ConnectError::NotListening { .. } => "not_listening",
             ConnectError::PermissionDenied { .. } => "permission_denied",
+            ConnectError::ForeignServer { .. } => "foreign_server",
             _ => "connect",
         };
         return (kind.to_owned(), e.to_string());
