@@ -2,6 +2,8 @@
 //!
 //! - [`env`]: the child environment, four layers; the scrubbed daemon environment and the terminal
 //!   overrides are computed once per [`Executor`].
+//! - `limits`: `execve`'s size limits, checked before every spawn ([`ExecError::TooLong`],
+//!   [`ExecError::TooLarge`]).
 //! - `process`: spawn in a new process group, timeout and cancellation (SIGTERM to the group,
 //!   SIGKILL after the grace), bounded pipe drain, group kill after the shell exits, reaping.
 //! - `output`: per-stream memory tail and private spill files.
@@ -34,6 +36,7 @@
 
 mod env;
 mod jobs;
+mod limits;
 mod outcome;
 mod output;
 pub use output::remove_stale_spills;
@@ -55,8 +58,12 @@ use regex::Regex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use env::{MANAGED_PREFIX, TERMINAL_OVERRIDES, is_managed_name};
+pub use env::{
+    MANAGED_PREFIX, OWNER_MARKER, SHELL_STARTUP_VARIABLES, TERMINAL_OVERRIDES, check_caller_env,
+    check_command, has_url_password, is_managed_name, is_reserved_name, shell_startup_effect,
+};
 pub use jobs::{JobEnd, JobId, JobIdError, JobInfo, JobOutput, JobState};
+pub use limits::{LaunchPart, MAX_STRING_BYTES, RESERVE_BYTES, total_limit};
 pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;
@@ -67,7 +74,20 @@ use process::{Launch, Limits};
 use crate::session::SessionId;
 
 /// The default secret pattern, matched case-insensitively anywhere in a variable name.
-pub const DEFAULT_SECRET_PATTERN: &str = "KEY|PASSWORD|SECRET|TOKEN|CREDENTIAL";
+///
+/// Long, unambiguous words match anywhere (`GITHUB_TOKEN`, `PGPASSWORD`, `SLACK_WEBHOOK_URL`,
+/// `PRIVATE_PEM`, `HTTP_AUTHORIZATION`). Short words match only as whole `_`-separated tokens, so
+/// they do not catch longer words that contain them: `PASS`, `PW` and `DSN` anywhere as a token
+/// (`DB_PASS`, `LDAP_PW`, `SENTRY_DSN`, not `PASSENGER_*` or `BYPASS`); `PWD` only after another
+/// token (`MYSQL_PWD`, not the working directory `PWD` or `OLDPWD`); `AUTH` only as the whole name,
+/// the first or the last token (`AUTH`, `AUTH_HEADER`, `HF_AUTH`, `NPM_CONFIG__AUTH`), so
+/// `XAUTHORITY`, `GIT_AUTHOR_NAME` and the agent socket path `SSH_AUTH_SOCK` stay. Values are
+/// checked too, whatever the pattern ([`has_url_password`]). `docs/CONFIG.md` states the rule.
+pub const DEFAULT_SECRET_PATTERN: &str = concat!(
+    "KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|BEARER|WEBHOOK",
+    "|AUTHORIZATION|CONNECTION_?STRING",
+    "|(^|_)(PASS|PW|DSN)(_|$)|_PWD(_|$)|^AUTH(_|$)|_AUTH$",
+);
 
 /// Compiles a secret pattern the way the executor uses it: case-insensitive, matched anywhere in
 /// a variable name.
@@ -178,6 +198,48 @@ pub enum ExecError {
     DshKeyInEnv {
         /// The key.
         key: String,
+    },
+    /// A key bash (or a shell the command starts) acts on at startup, in the ordinary `env` layer.
+    #[error(
+        "env key {key:?} is refused: it is {effect}, so it could run code or change the command before the command itself runs"
+    )]
+    ShellStartupKeyInEnv {
+        /// The key.
+        key: String,
+        /// What bash does with it.
+        effect: &'static str,
+    },
+    /// The executor's reserved owner marker ([`OWNER_MARKER`]) in the ordinary `env` layer.
+    #[error("env key {key:?} is reserved: the executor sets it on every child itself")]
+    ReservedKeyInEnv {
+        /// The key.
+        key: String,
+    },
+    /// One `execve` string (the command, or one `NAME=value`) longer than the kernel accepts.
+    #[error(
+        "{part} is {bytes} bytes; one execve argument or environment string may take at most {limit} bytes (MAX_ARG_STRLEN; `NAME=` and the final NUL count)"
+    )]
+    TooLong {
+        /// Which string.
+        part: LaunchPart,
+        /// Its size, `NAME=` and NUL included.
+        bytes: usize,
+        /// [`MAX_STRING_BYTES`].
+        limit: usize,
+    },
+    /// The command and environment together are larger than `execve` accepts.
+    #[error(
+        "the command and its environment take {bytes} bytes (strings and their pointers), more than the {limit} bytes execve accepts here (a quarter of the stack limit, at most 6 MiB, less a {RESERVE_BYTES}-byte reserve); the largest part is {largest} ({largest_bytes} bytes)"
+    )]
+    TooLarge {
+        /// What the launch needs.
+        bytes: usize,
+        /// What is available ([`total_limit`] less [`RESERVE_BYTES`]).
+        limit: usize,
+        /// The largest single part, the first candidate to shrink.
+        largest: LaunchPart,
+        /// Its size.
+        largest_bytes: usize,
     },
     /// A managed snapshot key without the `DSH_` prefix.
     #[error("managed snapshot key {key:?} does not start with DSH_")]

@@ -46,7 +46,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
 
 use super::ExecError;
-use super::env::{BaseEnv, validate_layers};
+use super::env::{BaseEnv, validate_launch};
 use super::output::Collector;
 use super::reaper::{OWNER_VAR, Owner, ShellRecord, SpawnGate};
 
@@ -136,10 +136,13 @@ pub(crate) fn lock(m: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
 
 /// Validates the launch and starts the shell.
 pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
-    validate_layers(launch.env, launch.managed)?;
-    if launch.command.contains('\0') {
-        return Err(ExecError::NulInCommand);
-    }
+    validate_launch(
+        launch.shell,
+        launch.base,
+        launch.command,
+        launch.env,
+        launch.managed,
+    )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
     let mut cmd = Command::new(launch.shell);

@@ -5,6 +5,7 @@ use dsh_proto::v1;
 use tonic::Status;
 
 use crate::agent::{Agent, AgentError, AgentStatus, ModelChoice};
+use crate::exec::ExecError;
 use crate::persistence::{PersistenceError, SessionLocation};
 use crate::session::{Event, EventData, SessionHeader, SessionId};
 
@@ -180,5 +181,41 @@ pub fn agent_status(error: AgentError) -> Status {
         }
         AgentError::Persistence(e) => persistence_status(e),
         e @ AgentError::ShuttingDown => Status::unavailable(e.to_string()),
+    }
+}
+
+/// An executor error as a status naming the request field it is about. Exhaustive on purpose: a
+/// new variant must be given its code here.
+pub fn exec_status(error: ExecError) -> Status {
+    match error {
+        e @ (ExecError::DshKeyInEnv { .. }
+        | ExecError::ShellStartupKeyInEnv { .. }
+        | ExecError::ReservedKeyInEnv { .. }
+        | ExecError::BadEnvName { .. }
+        | ExecError::NulInEnvValue { .. }
+        | ExecError::UnmanagedKeyInSnapshot { .. }) => {
+            Status::invalid_argument(format!("env: {e}"))
+        }
+        e @ ExecError::NulInCommand => Status::invalid_argument(format!("command: {e}")),
+        ExecError::TooLong { ref part, .. } => {
+            Status::invalid_argument(format!("{}: {error}", part.field()))
+        }
+        ExecError::TooLarge { ref largest, .. } => {
+            Status::invalid_argument(format!("{}: {error}", largest.field()))
+        }
+        e @ ExecError::BadCwd { .. } => Status::invalid_argument(format!("cwd: {e}")),
+        e @ ExecError::BadJobId(_) => Status::invalid_argument(format!("job_id: {e}")),
+        e @ ExecError::UnknownJob(_) => Status::not_found(e.to_string()),
+        e @ (ExecError::ShuttingDown | ExecError::Cancelled) => Status::unavailable(e.to_string()),
+        // The size checks run first, so E2BIG here means a limit they do not model; it is still
+        // the request that is too large, not the daemon that failed.
+        ExecError::Spawn { ref source, .. }
+            if source.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) =>
+        {
+            Status::invalid_argument(format!("command and env: {error}"))
+        }
+        e @ (ExecError::Spawn { .. } | ExecError::InvalidConfig { .. } | ExecError::NoRuntime) => {
+            Status::internal(e.to_string())
+        }
     }
 }

@@ -8,9 +8,9 @@ use dsh_proto::v1::{self, shell_server};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::convert::{agent_status, session_id};
+use super::convert::{agent_status, exec_status, session_id};
 use crate::daemon::Daemon;
-use crate::exec::{CommandOutcome, CommandSpec, ExecError, JobId, is_managed_name};
+use crate::exec::{CommandOutcome, CommandSpec, JobId, check_caller_env, check_command};
 use crate::tools::ToolExecution;
 
 /// The `Shell` service.
@@ -64,24 +64,6 @@ pub fn execution(
     })
 }
 
-/// An executor error as a status naming the field.
-pub fn exec_status(error: ExecError) -> Status {
-    match error {
-        e @ (ExecError::DshKeyInEnv { .. }
-        | ExecError::BadEnvName { .. }
-        | ExecError::NulInEnvValue { .. }
-        | ExecError::UnmanagedKeyInSnapshot { .. }) => {
-            Status::invalid_argument(format!("env: {e}"))
-        }
-        e @ ExecError::NulInCommand => Status::invalid_argument(format!("command: {e}")),
-        e @ ExecError::BadCwd { .. } => Status::invalid_argument(format!("cwd: {e}")),
-        e @ ExecError::BadJobId(_) => Status::invalid_argument(format!("job_id: {e}")),
-        e @ ExecError::UnknownJob(_) => Status::not_found(e.to_string()),
-        e @ (ExecError::ShuttingDown | ExecError::Cancelled) => Status::unavailable(e.to_string()),
-        e => Status::internal(e.to_string()),
-    }
-}
-
 /// An outcome for the wire.
 pub fn outcome(o: &CommandOutcome) -> v1::CommandOutcome {
     let path = |p: &Option<PathBuf>| {
@@ -118,12 +100,11 @@ impl shell_server::Shell for ShellService {
         if req.command.trim().is_empty() {
             return Err(Status::invalid_argument("command: required"));
         }
-        // Checked before anything else runs: managed values come only from the snapshot.
-        if let Some(key) = req.env.keys().find(|k| is_managed_name(k)) {
-            return Err(Status::invalid_argument(format!(
-                "env: {key} is a managed DSH_* key; managed values come only from the daemon's snapshot"
-            )));
-        }
+        // Checked before anything else runs (the snapshot's contributors included): managed
+        // values come only from the snapshot, startup variables and oversized strings are refused.
+        let env = req.env.into_iter().collect();
+        check_caller_env(&env).map_err(exec_status)?;
+        check_command(&req.command).map_err(exec_status)?;
         let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
         let managed = self
             .daemon
@@ -136,7 +117,7 @@ impl shell_server::Shell for ShellService {
             command: req.command,
             cwd: exec.cwd.clone(),
             timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
-            env: req.env.into_iter().collect(),
+            env,
             managed,
             stdin: None,
             cancel: if req.background {

@@ -202,6 +202,58 @@ mod tests {
         );
     }
 
+    /// A command too large for `execve` is the model's mistake to fix: it gets a tool error that
+    /// names the argument and the limit, and the turn goes on.
+    #[tokio::test]
+    async fn an_oversized_command_is_a_tool_error_naming_command_and_the_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let executor = Arc::new(
+            Executor::with_base_env(
+                crate::exec::ExecConfig {
+                    spill_dir: tmp.path().join("spill"),
+                    ..crate::exec::ExecConfig::default()
+                },
+                std::env::vars_os(),
+            )
+            .unwrap(),
+        );
+        let tool = BashTool::new(
+            executor,
+            ShellEnvRegistry::new(tmp.path().join("home"), Duration::from_secs(5)),
+        );
+        let exec = ToolExecution {
+            call_id: "c1".into(),
+            tool_name: "bash".into(),
+            agent: None,
+            turn: Some(1),
+            step: Some(1),
+            cwd: tmp.path().to_path_buf(),
+            cancel: CancellationToken::new(),
+            child_script: None,
+        };
+        let marker = tmp.path().join("ran");
+        let command = format!("touch '{}'; : {}", marker.display(), "x".repeat(200 * 1024));
+        for background in [false, true] {
+            let out = tool
+                .call(
+                    &exec,
+                    &json!({"command": command, "run_in_background": background}),
+                )
+                .await;
+            assert!(out.is_error, "{out:?}");
+            assert!(
+                out.content.starts_with("Error: bash: command is "),
+                "{out:?}"
+            );
+            assert!(
+                out.content
+                    .contains(&crate::exec::MAX_STRING_BYTES.to_string()),
+                "{out:?}"
+            );
+        }
+        assert!(!marker.exists(), "the command ran");
+    }
+
     #[test]
     fn description_teaches_only_the_convention() {
         assert!(DESCRIPTION.contains("$DSH_*"));

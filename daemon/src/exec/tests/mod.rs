@@ -5,6 +5,7 @@
 //! use distinctive `sleep` arguments so `/proc/<pid>/cmdline` tells them apart from an unrelated
 //! process that reused the pid.
 
+mod env_guards;
 mod foreground;
 mod jobs;
 
