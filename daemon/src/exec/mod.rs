@@ -42,7 +42,7 @@ mod output;
 pub use output::remove_stale_spills;
 mod process;
 mod reaper;
-pub use reaper::{OWNER_VAR, adopt_orphans};
+pub use reaper::adopt_orphans;
 
 #[cfg(test)]
 mod tests;

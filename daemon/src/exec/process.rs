@@ -46,9 +46,10 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
 
 use super::ExecError;
+use super::env::OWNER_MARKER;
 use super::env::{BaseEnv, validate_launch};
 use super::output::Collector;
-use super::reaper::{OWNER_VAR, Owner, ShellRecord, SpawnGate};
+use super::reaper::{Owner, ShellRecord, SpawnGate};
 
 /// What to start.
 pub(crate) struct Launch<'a> {
@@ -152,7 +153,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .envs(launch.base.iter())
         .envs(launch.env)
         .envs(launch.managed)
-        .env(OWNER_VAR, owner.marker())
+        .env(OWNER_MARKER, owner.marker())
         .current_dir(launch.cwd)
         .process_group(0)
         .kill_on_drop(true)

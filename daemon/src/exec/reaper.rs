@@ -36,8 +36,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
-/// The environment variable that carries the owner marker.
-pub const OWNER_VAR: &str = "DSHD_OWNER";
+use super::env::OWNER_MARKER;
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
@@ -140,7 +139,7 @@ fn parse_marker(value: &str) -> Option<Marker> {
 /// The marker in `/proc/<pid>/environ`, if the process carries one (and we may read it).
 fn read_marker(pid: i32) -> Option<Marker> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{OWNER_VAR}=");
+    let prefix = format!("{OWNER_MARKER}=");
     environ
         .split(|b| *b == 0)
         .find_map(|entry| entry.strip_prefix(prefix.as_bytes()))
@@ -183,7 +182,7 @@ impl Owner {
         }
     }
 
-    /// The value of [`OWNER_VAR`] for this owner's shell.
+    /// The value of [`OWNER_MARKER`] for this owner's shell.
     pub(crate) fn marker(&self) -> &str {
         &self.marker
     }
