@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::openai::{OpenAiProvider, OpenAiSetupError};
-use crate::agent::{AgentRegistry, AgentServices, ProviderFactory};
+use crate::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
 use crate::config::Config;
 use crate::exec::{ExecConfig, ExecError, Executor};
 use crate::hooks::Hooks;
@@ -181,10 +181,18 @@ impl Daemon {
     }
 
     /// Winds the core down: every turn cancelled and its session checkpointed, every child process
-    /// killed and reaped.
-    pub async fn wind_down(&self) {
-        self.agents.shutdown().await;
+    /// killed and reaped. Returns the sessions that could not be saved (each with its rescue copy).
+    pub async fn wind_down(&self) -> Vec<Unsaved> {
+        let rescue_dirs = [
+            self.home.join("rescue"),
+            std::env::temp_dir().join(format!(
+                "dsh-rescue-{}",
+                rustix::process::geteuid().as_raw()
+            )),
+        ];
+        let unsaved = self.agents.shutdown(&rescue_dirs).await;
         self.executor.shutdown().await;
+        unsaved
     }
 }
 

@@ -64,6 +64,31 @@ pub enum ServeError {
     /// The daemon's core could not be assembled.
     #[error(transparent)]
     Start(#[from] crate::daemon::StartError),
+    /// Shutdown could not save every session to its backend.
+    #[error("{}", describe_unsaved(.0))]
+    Unsaved(Vec<crate::agent::Unsaved>),
+}
+
+fn describe_unsaved(unsaved: &[crate::agent::Unsaved]) -> String {
+    let mut text = format!(
+        "{} session(s) could not be saved to the persistence backend at shutdown:",
+        unsaved.len()
+    );
+    for u in unsaved {
+        match &u.rescue {
+            Ok(path) => text.push_str(&format!(
+                "\n  {}: {}; its whole log was written to {} (resume it after copying it back, or read it with jq)",
+                u.id,
+                u.error,
+                path.display()
+            )),
+            Err(rescue) => text.push_str(&format!(
+                "\n  {}: {}; no rescue copy either: {rescue}",
+                u.id, u.error
+            )),
+        }
+    }
+    text
 }
 
 /// Serves the daemon on `listener` until `shutdown` resolves or `Daemon.Shutdown` is called, then
@@ -98,7 +123,7 @@ pub async fn run(
             // incoming stream (the accept loop also watches the token) without ever polling it.
             notify_systemd(sd_notify::NotifyState::Stopping);
             tracing::info!("shutting down: no new connections; letting in-flight calls finish");
-            daemon.wind_down().await;
+            daemon.wind_down().await
         })
     };
 
@@ -146,10 +171,23 @@ pub async fn run(
         .await;
     // The core's wind-down normally finished during the drain; never wait past the deadline.
     token.cancel();
-    if tokio::time::timeout(deadline, wind_down).await.is_err() {
-        tracing::warn!("winding down agents and processes took longer than the shutdown deadline");
-    }
+    let unsaved = match tokio::time::timeout(deadline, wind_down).await {
+        Ok(Ok(unsaved)) => unsaved,
+        Ok(Err(join)) => {
+            tracing::error!(error = %join, "winding down the core failed");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::warn!(
+                "winding down agents and processes took longer than the shutdown deadline"
+            );
+            Vec::new()
+        }
+    };
     drop(guard);
+    if !unsaved.is_empty() {
+        return Err(ServeError::Unsaved(unsaved));
+    }
     tracing::info!("dshd stopped");
     result.map_err(ServeError::from)
 }

@@ -292,6 +292,11 @@ impl Agent {
         self.lock_state().closed = true;
     }
 
+    /// Takes new turns again: a close that could not save the session leaves the agent as it was.
+    pub(crate) fn reopen(&self) {
+        self.lock_state().closed = false;
+    }
+
     /// True once closed.
     pub fn is_closed(&self) -> bool {
         self.lock_state().closed

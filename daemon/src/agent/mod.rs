@@ -12,6 +12,6 @@ mod turn;
 
 pub use live::{Agent, AgentStatus, TurnUpdate};
 pub use model::{ModelChoice, ProviderFactory};
-pub use registry::{AgentError, AgentRegistry, TurnHandle};
+pub use registry::{AgentError, AgentRegistry, TurnHandle, Unsaved};
 pub use services::{AgentLimits, AgentServices, BASE_SYSTEM_PROMPT, CheckpointPolicy};
 pub use turn::TurnOutcome;

@@ -87,6 +87,17 @@ pub enum AgentError {
     ShuttingDown,
 }
 
+/// A session the shutdown could not save to its backend.
+#[derive(Debug)]
+pub struct Unsaved {
+    /// The session.
+    pub id: SessionId,
+    /// Why its checkpoint failed.
+    pub error: PersistenceError,
+    /// Where its whole log was written instead, if anywhere could take it.
+    pub rescue: Result<PathBuf, PersistenceError>,
+}
+
 /// A running turn, as its caller sees it.
 #[derive(Debug)]
 pub struct TurnHandle {
@@ -104,6 +115,10 @@ pub struct AgentRegistry {
     services: Arc<AgentServices>,
     providers: ProviderFactory,
     agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    /// Finished children whose close could not save them: still registered (so their events stay
+    /// in memory and nothing can resume them meanwhile), closed again by every later close and
+    /// spawn, and saved at shutdown at the latest.
+    pending_closes: Mutex<Vec<SessionId>>,
     /// Set at shutdown: no agent may be added or prompted after it.
     shutting_down: AtomicBool,
 }
@@ -115,6 +130,7 @@ impl AgentRegistry {
             services,
             providers,
             agents: Mutex::new(HashMap::new()),
+            pending_closes: Mutex::new(Vec::new()),
             shutting_down: AtomicBool::new(false),
         }
     }
@@ -335,34 +351,113 @@ impl AgentRegistry {
 
     /// Closes agent `id`: cancels its turn, waits for it, kills its background jobs, checkpoints,
     /// and removes it. Its session stays stored and can be resumed.
+    ///
+    /// When the checkpoint fails nothing is lost: the agent stays live (and takes turns again),
+    /// the error is returned, and a later close retries. Closing also retries the closes of
+    /// finished children that could not be saved before.
     pub async fn close(&self, id: &SessionId) -> Result<(), AgentError> {
+        let result = self.close_one(id).await;
+        self.retry_pending_closes().await;
+        result
+    }
+
+    async fn close_one(&self, id: &SessionId) -> Result<(), AgentError> {
         let agent = self.get(id)?;
         agent.mark_closed();
         agent.cancel(AbortCause::Closed);
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
-        let result = agent.checkpoint(&self.services).await;
+        if let Err(error) = agent.checkpoint(&self.services).await {
+            agent.reopen();
+            return Err(error.into());
+        }
         // Still registered, so no resume of this id can start before its log is let go.
         self.services.persistence.backend().release(agent.id());
         self.lock().remove(id);
-        Ok(result?)
+        Ok(())
+    }
+
+    /// Closes a finished child agent; when its session cannot be saved now, keeps it registered
+    /// (closed to new turns) and retries with every later close and spawn, and at shutdown.
+    pub async fn close_child(&self, id: &SessionId) -> Result<(), AgentError> {
+        let result = self.close_one(id).await;
+        if result.is_err()
+            && let Ok(agent) = self.get(id)
+        {
+            agent.mark_closed();
+            self.pending().push(id.clone());
+        }
+        self.retry_pending_closes().await;
+        result
+    }
+
+    /// Tries again to close every child whose close could not save it.
+    pub async fn retry_pending_closes(&self) {
+        let pending = std::mem::take(&mut *self.pending());
+        for id in pending {
+            match self.close_one(&id).await {
+                Ok(()) | Err(AgentError::NotFound(_)) => {
+                    tracing::info!(session = %id, "saved a child session whose earlier close failed");
+                }
+                Err(error) => {
+                    tracing::warn!(session = %id, %error, "a finished child still cannot be saved");
+                    if let Ok(agent) = self.get(&id) {
+                        agent.mark_closed();
+                    }
+                    self.pending().push(id);
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<SessionId>> {
+        self.pending_closes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
-    /// to end, and checkpoints every session.
-    pub async fn shutdown(&self) {
+    /// to end, and checkpoints every session. A session that cannot be saved is written whole to
+    /// the first of `rescue_dirs` that takes it, and reported, so the caller can say which
+    /// sessions did not reach their backend (and exit non-zero).
+    pub async fn shutdown(&self, rescue_dirs: &[PathBuf]) -> Vec<Unsaved> {
         self.shutting_down.store(true, Ordering::SeqCst);
         let agents = self.list();
         for agent in &agents {
             agent.mark_closed();
             agent.cancel(AbortCause::Shutdown);
         }
+        let mut unsaved = Vec::new();
         for agent in &agents {
             agent.wait_idle().await;
-            if let Err(error) = agent.checkpoint(&self.services).await {
-                tracing::error!(session = %agent.id(), %error, "cannot persist the session at shutdown");
+            let Err(error) = agent.checkpoint(&self.services).await else {
+                continue;
+            };
+            let (header, events) =
+                agent.read_log(|log| (log.header().as_ref().clone(), log.events().to_vec()));
+            let dirs = rescue_dirs.to_vec();
+            let rescue = tokio::task::spawn_blocking(move || {
+                crate::persistence::jsonl::rescue_copy(&dirs, &header, &events)
+            })
+            .await
+            .unwrap_or_else(|join| Err(PersistenceError::Config(join.to_string())));
+            match &rescue {
+                Ok(path) => tracing::error!(
+                    session = %agent.id(), %error, rescue = %path.display(),
+                    "cannot persist the session at shutdown; wrote a rescue copy"
+                ),
+                Err(rescue_error) => tracing::error!(
+                    session = %agent.id(), %error, %rescue_error,
+                    "cannot persist the session at shutdown, nor write a rescue copy"
+                ),
             }
+            unsaved.push(Unsaved {
+                id: agent.id().clone(),
+                error,
+                rescue,
+            });
         }
+        unsaved
     }
 
     /// Reads a stored session from the active backend on the blocking pool, with the backend's

@@ -98,6 +98,8 @@ several times in one step to run children in parallel."
                     script: None,
                 }
             };
+            // A good moment to save children whose earlier close could not.
+            agents.retry_pending_closes().await;
             let child = match agents.spawn(parent_id, &choice) {
                 Ok(child) => child,
                 Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
@@ -126,7 +128,7 @@ several times in one step to run children in parallel."
             let outcome = match agents.prompt(&child_id, prompt.to_owned(), Some(&exec.cancel)) {
                 Ok(handle) => handle.outcome.await,
                 Err(error) => {
-                    let _ = agents.close(&child_id).await;
+                    let _ = agents.close_child(&child_id).await;
                     return ToolOutput::error(format!("Error: spawn_agent: {error}"));
                 }
             };
@@ -143,9 +145,11 @@ several times in one step to run children in parallel."
             for record in stop.records {
                 parent.append(record);
             }
-            // The child is one-shot: its session stays stored (resumable by id), the agent goes.
-            if let Err(error) = agents.close(&child_id).await {
-                tracing::warn!(child = %child_id, %error, "closing a finished child agent failed");
+            // The child is one-shot: its session stays stored (resumable by id), the agent goes. If
+            // it cannot be saved now it stays in memory and is saved by a later close or spawn, or
+            // at shutdown.
+            if let Err(error) = agents.close_child(&child_id).await {
+                tracing::warn!(child = %child_id, %error, "a finished child could not be saved yet; it stays in memory");
             }
             match outcome {
                 Ok(outcome) if outcome.reason == TurnEndReason::Completed => {

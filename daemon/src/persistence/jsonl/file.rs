@@ -58,6 +58,26 @@ pub(super) fn create_private_dirs(dir: &Path) -> Result<(), PersistenceError> {
     Ok(())
 }
 
+/// Refuses a directory that is not ours or that group or others may write: a file created there
+/// could be read or replaced by someone else. Used for directories outside the home (rescue copies
+/// in the temporary directory).
+pub(super) fn check_private_dir(dir: &Path) -> Result<(), PersistenceError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::symlink_metadata(dir).map_err(io_error("inspect", dir))?;
+    let ours = meta.uid() == rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || !ours || meta.mode() & 0o022 != 0 {
+        return Err(PersistenceError::Io {
+            action: "use",
+            path: dir.to_owned(),
+            source: io::Error::new(
+                ErrorKind::PermissionDenied,
+                "not a private directory of ours (owner, mode or a link)",
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Publishes a new log at `path` holding exactly `content`: written to a temporary file in the
 /// same directory, fsynced, then hard-linked to the final name. `link` fails if the name exists,
 /// so an existing log is never overwritten, and a crash leaves either no log or the whole one.

@@ -407,3 +407,32 @@ impl Persistence for JsonlBackend {
         Ok(headers)
     }
 }
+
+/// Writes a whole session (header and every event) as a new JSONL log in the first of `dirs` that
+/// takes it: the last resort when a session cannot be saved to its backend at shutdown, so its
+/// events are on disk somewhere. A directory is used only if it is ours and private (created 0700
+/// when missing); the file is new (never overwrites), 0600, fsynced. Returns its path.
+pub fn rescue_copy(
+    dirs: &[PathBuf],
+    header: &SessionHeader,
+    events: &[Event],
+) -> Result<PathBuf, PersistenceError> {
+    let mut content = read::header_line(header);
+    read::push_event_lines(&mut content, events);
+    let name = format!(
+        "{}-{}.jsonl",
+        layout::escape_id(header.id.as_str()),
+        crate::daemon::now_ms()
+    );
+    let mut last = PersistenceError::Config("no rescue directory configured".into());
+    for dir in dirs {
+        let attempt = file::create_private_dirs(dir)
+            .and_then(|()| file::check_private_dir(dir))
+            .and_then(|()| file::create_new_log(&dir.join(&name), &content));
+        match attempt {
+            Ok(_file) => return Ok(dir.join(&name)),
+            Err(error) => last = error,
+        }
+    }
+    Err(last)
+}
