@@ -83,6 +83,16 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
+    // Before serving: the server keeps its connections to half of the resulting limit.
+    match dsh_daemon::connection::raise_open_file_limit() {
+        Ok(limit) if limit.after != limit.before => tracing::info!(
+            from = limit.before,
+            to = limit.after,
+            "raised the open-file limit to the hard limit"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
