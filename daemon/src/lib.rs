@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod connection;
 pub mod daemon;
 pub mod exec;
 pub mod home;

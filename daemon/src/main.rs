@@ -87,6 +87,17 @@ fn run(args: Args) -> anyhow::Result<()> {
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
     dsh_daemon::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
 
+    // Before serving: the server keeps its connections to half of the resulting limit.
+    match dsh_daemon::connection::raise_open_file_limit() {
+        Ok(limit) if limit.after != limit.before => tracing::info!(
+            from = limit.before,
+            to = limit.after,
+            "raised the open-file limit to the hard limit"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

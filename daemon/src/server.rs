@@ -1,4 +1,5 @@
-//! Serving: the listener, the peer check, the gRPC services, readiness and graceful shutdown.
+//! Serving: the listener, the peer check, connection limits, the gRPC services, readiness and
+//! graceful shutdown.
 //!
 //! [`run`] is the one entry that `dshd` and the tests share: give it a configuration, a listener and
 //! a shutdown future, and it serves until the future resolves or a client calls `Daemon.Shutdown`.
@@ -13,6 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::connection::{self, Admission, Tracked};
 use crate::daemon::Daemon;
 use crate::rpc;
 use crate::socket::{self, SocketError, SocketGuard};
@@ -140,9 +142,25 @@ pub async fn run(
     let services = rpc::Services::new(daemon.clone());
     services.mark_serving(&health).await;
 
-    let incoming = accept_own_user(listener, token.clone());
+    let open_files = connection::open_file_limit();
+    let max_connections = connection::effective_max_connections(config.max_connections, open_files);
+    if max_connections < config.max_connections {
+        tracing::warn!(
+            configured = config.max_connections,
+            used = max_connections,
+            open_file_limit = open_files,
+            "max_connections lowered to half the open-file limit"
+        );
+    }
+    let admission = Admission::new(
+        max_connections,
+        config.connection_idle_timeout,
+        token.clone(),
+    );
+    let incoming = accept_own_user(listener, admission, token.clone());
+    let server = tonic::transport::Server::builder().layer(connection::TrackRequestsLayer);
     let router = services
-        .router(health_service)
+        .router(server, health_service)
         .map_err(ServeError::Listener)?;
 
     notify_systemd(sd_notify::NotifyState::Ready);
@@ -150,6 +168,8 @@ pub async fn run(
         socket = %path.display(),
         home = %daemon.home.display(),
         pid = std::process::id(),
+        max_connections,
+        idle_timeout_ms = config.connection_idle_timeout.as_millis(),
         "dshd is serving"
     );
 
@@ -192,12 +212,14 @@ pub async fn run(
     result.map_err(ServeError::from)
 }
 
-/// Accepts connections and hands over only those whose peer runs as our own uid. Stops (dropping
-/// the listener, so new connections are refused) when shutdown begins.
+/// Accepts connections and hands over only those whose peer runs as our own uid, while admission
+/// has a free slot (a connection beyond the limit is closed at once, so this loop never waits for
+/// one). Stops (dropping the listener, so new connections are refused) when shutdown begins.
 fn accept_own_user(
     listener: UnixListener,
+    mut admission: Admission,
     token: CancellationToken,
-) -> ReceiverStream<Result<UnixStream, std::io::Error>> {
+) -> ReceiverStream<Result<Tracked<UnixStream>, std::io::Error>> {
     let (tx, rx) = mpsc::channel(16);
     let own_uid = rustix::process::geteuid().as_raw();
     tokio::spawn(async move {
@@ -217,6 +239,9 @@ fn accept_own_user(
             };
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == own_uid => {
+                    let Some(stream) = admission.admit(stream) else {
+                        continue;
+                    };
                     if tx.send(Ok(stream)).await.is_err() {
                         break;
                     }

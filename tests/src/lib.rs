@@ -93,6 +93,9 @@ pub struct DaemonSpec {
     pub no_socket_flag: bool,
     /// A config file's text, written to `<dir>/config.toml` and passed with `--config`.
     pub config: Option<String>,
+    /// Start dshd with this soft open-file limit (the hard limit unchanged), as a login session
+    /// with the usual 1024 would.
+    pub open_file_soft_limit: Option<u64>,
 }
 
 /// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
@@ -263,8 +266,55 @@ fn launch(
     }
     cmd.args(&spec.args);
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(limit) = spec.open_file_soft_limit {
+        cmd = with_soft_open_file_limit(&cmd, limit);
+    }
     cmd.stderr(log).stdout(Stdio::null());
     cmd.spawn().unwrap_or_else(|e| panic!("spawn dshd: {e}"))
+}
+
+/// `cmd` run through bash, which lowers its soft open-file limit and then execs it: the same
+/// process (so the same pid), environment and directory.
+fn with_soft_open_file_limit(cmd: &Command, limit: u64) -> Command {
+    let mut wrapped = Command::new("bash");
+    wrapped
+        .arg("-c")
+        .arg(r#"ulimit -S -n "$0" && exec "$@""#)
+        .arg(limit.to_string())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+/// How many descriptors process `pid` has open (from `/proc`).
+pub fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
+}
+
+/// The soft and hard open-file limits of process `pid` (from `/proc`; `None`: unlimited).
+pub fn open_file_limits(pid: u32) -> (Option<u64>, Option<u64>) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/limits: {e}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open-file limit in /proc/{pid}/limits:\n{text}"));
+    let mut values = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .map(|v| v.parse().ok());
+    (values.next().flatten(), values.next().flatten())
 }
 
 /// A `dshd` command with a clean, predictable environment: no outer `DSH_*`, no

@@ -1,15 +1,23 @@
 //! The socket's safety end to end: what dshd refuses to bind (a lock file that is a link, a socket
 //! directory others can write or that another user owns, a linked directory), what dshctl refuses
-//! to talk to (a socket served by another uid), and how dshd bounds its connections.
+//! to talk to (a socket served by another uid), and how dshd bounds its connections (idle ones
+//! cannot starve it, and are closed after the idle timeout; a maximum is enforced).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use dsh_tests::{daemon_command, dshctl_at, eventually, private_dir, require_root, wait_child};
+use dsh_proto::v1;
+use dsh_tests::agents::finish_prompt;
+use dsh_tests::{
+    DaemonSpec, TestDaemon, daemon_command, dshctl_at, eventually, open_descriptors,
+    open_file_limits, private_dir, require_root, wait_child,
+};
 
 const NOBODY: u32 = 65534;
 
@@ -91,7 +99,7 @@ fn a_socket_directory_others_can_write_is_refused_with_the_fix() {
 
     // The fix it names works.
     chmod(&run, 0o700);
-    let mut daemon = dsh_tests::TestDaemon::spawn(dsh_tests::DaemonSpec::default(), dir);
+    let mut daemon = TestDaemon::spawn(DaemonSpec::default(), dir);
     daemon.wait_ready();
     daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(5));
 }
@@ -227,4 +235,234 @@ fn dshctl_refuses_a_socket_served_by_another_uid_and_sends_it_nothing() {
         "0\n0\n",
         "dshctl sent bytes to a server of another uid"
     );
+}
+
+/// Lifts this test process's soft open-file limit to the hard limit (it opens thousands of
+/// connections) and returns that limit.
+fn raise_own_open_file_limit() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    )
+    .unwrap();
+    limit.maximum.unwrap_or(u64::MAX)
+}
+
+/// Sends the HTTP/2 client preface and an empty SETTINGS frame, reads the server's SETTINGS frame
+/// and acknowledges it: a connection that is fully set up and then says nothing.
+fn http2_handshake(stream: &mut UnixStream) {
+    const SETTINGS: u8 = 4;
+    const ACK: u8 = 1;
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .unwrap();
+    stream
+        .write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
+        .unwrap();
+    let mut header = [0u8; 9];
+    stream.read_exact(&mut header).unwrap();
+    assert_eq!(
+        header[3], SETTINGS,
+        "the server's first frame is not SETTINGS"
+    );
+    assert_eq!(header[4] & ACK, 0);
+    let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+    stream.read_exact(&mut vec![0u8; len]).unwrap();
+    stream
+        .write_all(&[0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0])
+        .unwrap();
+}
+
+/// Reads until the server closes the connection, or fails the test at `deadline`.
+fn read_until_closed(stream: &mut UnixStream, deadline: Instant, what: &str) {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    stream
+        .set_read_timeout(Some(remaining.max(Duration::from_millis(1))))
+        .unwrap();
+    let mut sink = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut sink) {
+        panic!("{what}: not closed by the daemon ({e})");
+    }
+}
+
+#[test]
+fn two_thousand_idle_connections_neither_starve_the_daemon_nor_outlive_the_idle_timeout() {
+    const RAW: usize = 1500;
+    const HANDSHAKEN: usize = 500;
+    let hard = raise_own_open_file_limit();
+    assert!(
+        hard / 2 > (RAW + HANDSHAKEN + 64) as u64,
+        "this test needs a hard open-file limit above {} (dshd keeps connections to half of it); it is {hard}",
+        2 * (RAW + HANDSHAKEN + 64)
+    );
+    let idle = Duration::from_secs(4);
+    // Started with the soft limit of a login session: before dshd raised it, ~1,020 connections
+    // exhausted its descriptors and Status hung until they closed.
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(format!(
+            "connection_idle_timeout_ms = {}\n",
+            idle.as_millis()
+        )),
+        open_file_soft_limit: Some(1024),
+        ..DaemonSpec::default()
+    });
+    let pid = daemon.child.id();
+    let (soft, hard_of_dshd) = open_file_limits(pid);
+    assert_eq!(
+        soft, hard_of_dshd,
+        "dshd did not raise its soft open-file limit"
+    );
+    assert!(soft.is_some_and(|s| s > 1024));
+
+    // Requests silent for longer than the idle timeout, each on its own connection: a unary
+    // Shell.Run of `sleep`, and a Prompt stream whose only tool call sleeps.
+    let silent = (idle * 2).as_secs();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(daemon.client());
+    let run = runtime.spawn(async move {
+        client
+            .shell()
+            .run(v1::RunRequest {
+                command: format!("sleep {silent}; echo slept"),
+                ..v1::RunRequest::default()
+            })
+            .await
+    });
+    let cwd = daemon.workdir("silent");
+    let agent = daemon.new_agent(
+        &cwd,
+        &serde_json::json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": format!("sleep {silent}")}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let prompt = daemon.prompt_in_background(&agent, "wait");
+
+    let mut connections: Vec<UnixStream> = (0..RAW)
+        .map(|_| UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
+    for _ in 0..HANDSHAKEN {
+        let mut stream = UnixStream::connect(&daemon.socket).unwrap();
+        http2_handshake(&mut stream);
+        connections.push(stream);
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || open_descriptors(pid)
+            >= RAW + HANDSHAKEN),
+        "dshd holds {} descriptors, not every idle connection",
+        open_descriptors(pid)
+    );
+    let status = daemon.dshctl(&["status"]);
+    assert!(
+        status.status.success(),
+        "Status failed with {} idle connections open: {}",
+        RAW + HANDSHAKEN,
+        String::from_utf8_lossy(&status.stderr)
+    );
+
+    // Every idle connection is closed once the timeout has passed: reads see end of file.
+    let deadline = Instant::now() + idle + Duration::from_secs(60);
+    for (i, stream) in connections.iter_mut().enumerate() {
+        read_until_closed(stream, deadline, &format!("idle connection {i}"));
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || open_descriptors(pid) < 200),
+        "dshd still holds {} descriptors",
+        open_descriptors(pid)
+    );
+
+    // The silent requests were not cut.
+    let outcome = match runtime.block_on(run).unwrap().unwrap().into_inner().result {
+        Some(v1::run_response::Result::Finished(outcome)) => outcome,
+        other => panic!("Shell.Run answered {other:?}"),
+    };
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert_eq!(outcome.stdout, "slept\n");
+    finish_prompt(prompt).assert_completed();
+    assert!(daemon.dshctl(&["status"]).status.success());
+}
+
+#[test]
+fn connections_beyond_max_connections_are_closed_at_once_until_some_end() {
+    const MAX: usize = 16;
+    // The default idle timeout (5 minutes) is far away: only the limit can close anything here.
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(format!("max_connections = {MAX}\n")),
+        ..DaemonSpec::default()
+    });
+    let held: Vec<UnixStream> = (0..MAX)
+        .map(|_| UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
+    // The listen queue is first in, first out: these are accepted after the ones held.
+    let mut extra = UnixStream::connect(&daemon.socket).unwrap();
+    read_until_closed(
+        &mut extra,
+        Instant::now() + Duration::from_secs(60),
+        "the connection beyond the limit",
+    );
+    let refused = daemon.dshctl(&["status"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "Status got a slot beyond the limit"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || daemon
+            .log_text()
+            .contains("connection limit reached")),
+        "{}",
+        daemon.log_text()
+    );
+    assert!(
+        daemon
+            .log_text()
+            .contains(&format!("max_connections={MAX}"))
+    );
+
+    drop(held);
+    assert!(
+        eventually(Duration::from_secs(20), || daemon
+            .dshctl(&["status"])
+            .status
+            .success()),
+        "slots were not freed when their connections closed:\n{}",
+        daemon.log_text()
+    );
+}
+
+#[test]
+fn a_zero_connection_limit_or_idle_timeout_names_the_file_line_and_key() {
+    for (text, key) in [
+        ("max_connections = 0\n", "max_connections"),
+        (
+            "\nconnection_idle_timeout_ms = 0\n",
+            "connection_idle_timeout_ms",
+        ),
+    ] {
+        let dir = private_dir();
+        let config = dir.path().join("c.toml");
+        std::fs::write(&config, text).unwrap();
+        let mut child = daemon_command(&dir)
+            .arg("--config")
+            .arg(&config)
+            .arg("--socket")
+            .arg(dir.path().join("s.sock"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_child(&mut child, Duration::from_secs(10)).expect("dshd did not exit");
+        assert!(!status.success());
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        let line = text.lines().position(|l| l.starts_with(key)).unwrap() + 1;
+        assert!(
+            stderr.contains(&format!("{}:{line}: key `{key}`", config.display())),
+            "{stderr}"
+        );
+    }
 }

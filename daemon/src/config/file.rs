@@ -14,6 +14,9 @@ pub(super) struct FileConfig {
     pub socket: Option<String>,
     pub log_format: Option<LogFormat>,
     pub shutdown_timeout_ms: Option<u64>,
+    // NonZero: a 0 is refused while parsing, so the error names its line and key.
+    pub max_connections: Option<std::num::NonZeroUsize>,
+    pub connection_idle_timeout_ms: Option<std::num::NonZeroU64>,
     pub persistence: Option<BackendName>,
     pub checkpoint: Option<CheckpointPolicy>,
     #[serde(default)]

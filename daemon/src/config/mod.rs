@@ -20,6 +20,7 @@ use crate::agent::AgentLimits;
 use crate::agent::CheckpointPolicy;
 use crate::agent::openai::{self, OpenAiConfig};
 use crate::agent::scripted::{self, Script};
+use crate::connection;
 use crate::exec::{ExecConfig, compile_secret_pattern};
 use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use crate::hooks::HookSettings;
@@ -77,6 +78,12 @@ pub struct Config {
     pub log_format: LogFormat,
     /// How long in-flight calls may run after shutdown starts before they are abandoned.
     pub shutdown_timeout: Duration,
+    /// Most client connections open at once (`max_connections`); the server also caps it at half
+    /// the open-file limit.
+    pub max_connections: usize,
+    /// A connection with no open request and no traffic for this long is closed
+    /// (`connection_idle_timeout_ms`).
+    pub connection_idle_timeout: Duration,
     /// The backend active at start.
     pub persistence: BackendKind,
     /// JSONL sessions root (`jsonl.root`, default `<home>/sessions`).
@@ -328,6 +335,15 @@ impl Builder<'_> {
                 "shutdown_timeout_ms",
                 DEFAULT_SHUTDOWN_TIMEOUT,
             )?,
+            max_connections: parsed.max_connections.map_or(
+                connection::DEFAULT_MAX_CONNECTIONS,
+                std::num::NonZeroUsize::get,
+            ),
+            connection_idle_timeout: parsed
+                .connection_idle_timeout_ms
+                .map_or(connection::DEFAULT_IDLE_TIMEOUT, |ms| {
+                    Duration::from_millis(ms.get())
+                }),
             persistence,
             jsonl_root: self.path(
                 parsed.jsonl.root.as_ref(),

@@ -195,6 +195,41 @@ fn sections_have_defaults_under_the_home() {
     assert_eq!(cfg.exec.spill_dir, PathBuf::from("/h/run/spill"));
     assert_eq!(cfg.default_cwd, PathBuf::from("/work"));
     assert_eq!(cfg.resolve_timeout, DEFAULT_RESOLVE_TIMEOUT);
+    assert_eq!(cfg.max_connections, connection::DEFAULT_MAX_CONNECTIONS);
+    assert_eq!(
+        cfg.connection_idle_timeout,
+        connection::DEFAULT_IDLE_TIMEOUT
+    );
+}
+
+#[test]
+fn connection_limits_are_read_and_zero_is_refused_at_its_line() {
+    let cfg = parse("max_connections = 64\nconnection_idle_timeout_ms = 1500\n").unwrap();
+    assert_eq!(
+        cfg.max_connections.map(std::num::NonZeroUsize::get),
+        Some(64)
+    );
+    assert_eq!(
+        cfg.connection_idle_timeout_ms
+            .map(std::num::NonZeroU64::get),
+        Some(1500)
+    );
+    for (text, line, key) in [
+        ("max_connections = 0\n", 1, "max_connections"),
+        (
+            "log_format = \"text\"\nconnection_idle_timeout_ms = 0\n",
+            2,
+            "connection_idle_timeout_ms",
+        ),
+        ("max_connections = -3\n", 1, "max_connections"),
+    ] {
+        let err = parse(text).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_str()),
+            (line, key),
+            "{text:?}: {err:?}"
+        );
+    }
 }
 
 #[test]

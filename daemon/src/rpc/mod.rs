@@ -13,6 +13,7 @@ mod skills;
 use std::sync::Arc;
 
 use dsh_proto::v1;
+use tonic::transport::Server;
 use tonic::transport::server::Router;
 use tonic_health::server::HealthReporter;
 
@@ -43,13 +44,15 @@ impl Services {
         }
     }
 
-    /// A router with the dsh services, health and reflection (v1 and v1alpha).
-    pub fn router(
+    /// A router with the dsh services, health and reflection (v1 and v1alpha), on `server` (whose
+    /// layers and settings the caller chose).
+    pub fn router<L: Clone>(
         self,
+        mut server: Server<L>,
         health: tonic_health::pb::health_server::HealthServer<
             impl tonic_health::pb::health_server::Health,
         >,
-    ) -> std::io::Result<Router> {
+    ) -> std::io::Result<Router<L>> {
         let reflection = || {
             tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(dsh_proto::FILE_DESCRIPTOR_SET)
@@ -60,7 +63,7 @@ impl Services {
             .build_v1alpha()
             .map_err(std::io::Error::other)?;
         let daemon = self.daemon;
-        Ok(tonic::transport::Server::builder()
+        Ok(server
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)

@@ -1,0 +1,605 @@
+//! Bounding the daemon's connections, so that idle sockets cannot starve it of descriptors.
+//!
+//! Three parts work together:
+//!
+//! - [`raise_open_file_limit`] lifts the soft `RLIMIT_NOFILE` to the hard limit at start, and
+//!   [`effective_max_connections`] keeps connections to half of whatever limit results, so the
+//!   other half stays for session logs, command pipes and hooks.
+//! - [`Admission`] admits at most that many connections at once; a connection beyond it is closed
+//!   at once (with a rate-limited warning), so the accept loop never waits for a slot.
+//! - Each admitted connection is wrapped in [`Tracked`], which reports end of file to the HTTP/2
+//!   server once the connection has had no open request and no bytes in either direction for the
+//!   idle timeout; the server then closes it. [`TrackRequestsLayer`] counts a connection's open
+//!   requests, from the call until its response body is dropped, so a `Prompt` stream whose model
+//!   is silent for minutes, or a unary `Shell.Run` of a long command, is never cut. A client that
+//!   connects and sends nothing is closed after the same timeout. Once shutdown begins, a
+//!   connection that has not sent a single byte ends at once: the HTTP/2 server's graceful
+//!   shutdown cannot close a connection still waiting for the client's preface, so it would hold
+//!   the drain until the shutdown deadline. Connections that did talk are left to that graceful
+//!   shutdown (GOAWAY, then close once their calls end), which never cuts a response being sent.
+//!
+//! HTTP/2 keepalive pings would not help here: on a Unix socket a peer that dies closes its end
+//! anyway, and a live peer that merely holds connections open answers pings.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tonic::transport::server::Connected;
+
+/// Default for [`crate::config::Config::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Default for [`crate::config::Config::connection_idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How often at most the "connection limit reached" warning is logged.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The soft open-file limit before and after [`raise_open_file_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFileLimit {
+    /// The soft limit the process started with (`None`: unlimited).
+    pub before: Option<u64>,
+    /// The soft limit now.
+    pub after: Option<u64>,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit. The default soft limit (often 1024) is a
+/// guard for programs that use `select`, which dshd does not; the hard limit is what the
+/// administrator actually granted.
+pub fn raise_open_file_limit() -> Result<OpenFileLimit, rustix::io::Errno> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let before = limit.current;
+    if limit.current == limit.maximum {
+        return Ok(OpenFileLimit {
+            before,
+            after: before,
+        });
+    }
+    setrlimit(
+        Resource::Nofile,
+        rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    )?;
+    Ok(OpenFileLimit {
+        before,
+        after: getrlimit(Resource::Nofile).current,
+    })
+}
+
+/// The current soft open-file limit (`None`: unlimited).
+pub fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// The connection limit actually used: the configured one, but at most half the open-file limit
+/// (and at least 1), so connections alone can never exhaust the daemon's descriptors.
+pub fn effective_max_connections(configured: usize, open_file_limit: Option<u64>) -> usize {
+    let cap = open_file_limit
+        .map(|limit| usize::try_from(limit / 2).unwrap_or(usize::MAX))
+        .unwrap_or(usize::MAX);
+    configured.min(cap).max(1)
+}
+
+/// What one connection is doing, shared by its IO wrapper and its requests.
+#[derive(Debug)]
+pub struct ConnectionState {
+    /// Requests whose response (body included) has not ended yet.
+    open_requests: AtomicUsize,
+    /// The origin of `last_activity_ms`.
+    born: Instant,
+    /// Milliseconds after `born` of the last byte read or written, or request begun or ended.
+    last_activity_ms: AtomicU64,
+}
+
+impl ConnectionState {
+    fn new() -> Self {
+        Self {
+            open_requests: AtomicUsize::new(0),
+            born: Instant::now(),
+            last_activity_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn last_activity(&self) -> Instant {
+        self.born + Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed))
+    }
+
+    fn open_requests(&self) -> usize {
+        self.open_requests.load(Ordering::Acquire)
+    }
+
+    /// Counts a request as open until the returned guard is dropped.
+    fn begin_request(self: &Arc<Self>) -> RequestGuard {
+        self.open_requests.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        RequestGuard {
+            state: self.clone(),
+        }
+    }
+}
+
+/// An open request; dropping it ends it (and restarts the connection's idle clock).
+#[derive(Debug)]
+struct RequestGuard {
+    state: Arc<ConnectionState>,
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.state.touch();
+        self.state.open_requests.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The connect info tonic puts into every request's extensions, so [`TrackRequestsLayer`] finds
+/// the connection a request arrived on.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    state: Arc<ConnectionState>,
+}
+
+/// A connection whose reads end (EOF) once it has been idle for the timeout: no open request and
+/// no bytes in either direction. It holds the connection's admission slot until dropped.
+#[derive(Debug)]
+pub struct Tracked<IO> {
+    io: IO,
+    state: Arc<ConnectionState>,
+    idle_timeout: Duration,
+    /// Armed at the moment the connection would become idle; re-armed lazily when it fires early.
+    timer: Pin<Box<Sleep>>,
+    /// Set once the idle timeout has ended the connection; every later read is EOF too.
+    expired: bool,
+    /// Resolves when the daemon begins shutting down (`None`: never, or already seen).
+    shutdown: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    shutting_down: bool,
+    /// Whether the client has sent anything yet.
+    heard_from: bool,
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+impl<IO> Tracked<IO> {
+    /// Wraps `io`; the idle clock starts now. The connection holds `slot` until dropped, and ends
+    /// as soon as it is idle once `shutdown` is cancelled. Must be called inside the tokio runtime.
+    pub fn new(
+        io: IO,
+        idle_timeout: Duration,
+        slot: Option<OwnedSemaphorePermit>,
+        shutdown: Option<CancellationToken>,
+    ) -> Self {
+        Self {
+            io,
+            state: Arc::new(ConnectionState::new()),
+            idle_timeout,
+            timer: Box::pin(tokio::time::sleep(idle_timeout)),
+            expired: false,
+            shutdown: shutdown.map(|token| Box::pin(token.cancelled_owned())),
+            shutting_down: false,
+            heard_from: false,
+            _slot: slot,
+        }
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// Whether the connection is idle past its timeout now; if not, arms the timer for the next
+    /// moment it could be (and registers `cx` to be woken then).
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(shutdown) = &mut self.shutdown
+            && shutdown.as_mut().poll(cx).is_ready()
+        {
+            self.shutdown = None;
+            self.shutting_down = true;
+        }
+        if self.shutting_down && !self.heard_from {
+            return Poll::Ready(());
+        }
+        loop {
+            let now = Instant::now();
+            let deadline = if self.state.open_requests() > 0 {
+                // A request is open: look again a whole timeout later.
+                now + self.idle_timeout
+            } else {
+                self.state.last_activity() + self.idle_timeout
+            };
+            if deadline <= now {
+                return Poll::Ready(());
+            }
+            self.timer.as_mut().reset(deadline);
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Tracked<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.expired {
+            return Poll::Ready(Ok(()));
+        }
+        let filled = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > filled {
+                    this.heard_from = true;
+                    this.state.touch();
+                }
+                return Poll::Ready(result);
+            }
+            Poll::Pending => {}
+        }
+        ready!(this.poll_idle(cx));
+        this.expired = true;
+        tracing::debug!(
+            idle_ms = this.idle_timeout.as_millis(),
+            "closing an idle connection"
+        );
+        // End of file: the HTTP/2 server ends the connection and drops this stream.
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Tracked<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let result = ready!(Pin::new(&mut this.io).poll_write(cx, buf));
+        if matches!(result, Ok(n) if n > 0) {
+            this.state.touch();
+        }
+        Poll::Ready(result)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let result = ready!(Pin::new(&mut this.io).poll_write_vectored(cx, bufs));
+        if matches!(result, Ok(n) if n > 0) {
+            this.state.touch();
+        }
+        Poll::Ready(result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<IO> Connected for Tracked<IO> {
+    type ConnectInfo = ConnectionInfo;
+
+    fn connect_info(&self) -> ConnectionInfo {
+        ConnectionInfo {
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Admits connections up to a maximum: each admitted one holds a slot until its stream is dropped.
+#[derive(Debug)]
+pub struct Admission {
+    slots: Arc<Semaphore>,
+    max: usize,
+    idle_timeout: Duration,
+    shutdown: CancellationToken,
+    refused_since_warning: u64,
+    last_warning: Option<Instant>,
+}
+
+impl Admission {
+    /// At most `max` connections at once, each closed after `idle_timeout` of idleness, or when
+    /// idle once `shutdown` is cancelled.
+    pub fn new(max: usize, idle_timeout: Duration, shutdown: CancellationToken) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            idle_timeout,
+            shutdown,
+            refused_since_warning: 0,
+            last_warning: None,
+        }
+    }
+
+    /// Wraps `io` if a slot is free; otherwise drops it (closing the connection at once) and
+    /// returns `None`. Never waits.
+    pub fn admit<IO>(&mut self, io: IO) -> Option<Tracked<IO>> {
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(Tracked::new(
+                io,
+                self.idle_timeout,
+                Some(slot),
+                Some(self.shutdown.clone()),
+            )),
+            Err(_) => {
+                drop(io);
+                self.refused_since_warning += 1;
+                let due = self
+                    .last_warning
+                    .is_none_or(|at| at.elapsed() >= REFUSAL_WARNING_INTERVAL);
+                if due {
+                    tracing::warn!(
+                        max_connections = self.max,
+                        refused = self.refused_since_warning,
+                        "connection limit reached: closing new connections until some end (idle ones close after connection_idle_timeout_ms)"
+                    );
+                    self.last_warning = Some(Instant::now());
+                    self.refused_since_warning = 0;
+                }
+                None
+            }
+        }
+    }
+}
+
+/// A tower layer that counts each connection's open requests (see [`Tracked`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrackRequestsLayer;
+
+impl<S> tower::Layer<S> for TrackRequestsLayer {
+    type Service = TrackRequests<S>;
+
+    fn layer(&self, inner: S) -> TrackRequests<S> {
+        TrackRequests { inner }
+    }
+}
+
+/// The service of [`TrackRequestsLayer`].
+#[derive(Debug, Clone)]
+pub struct TrackRequests<S> {
+    inner: S,
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for TrackRequests<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+{
+    type Response = http::Response<TrackedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = TrackedResponse<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        let guard = request
+            .extensions()
+            .get::<ConnectionInfo>()
+            .map(|info| info.state.begin_request());
+        TrackedResponse {
+            inner: Box::pin(self.inner.call(request)),
+            guard,
+        }
+    }
+}
+
+/// The response future of [`TrackRequests`]: the request stays open while it runs.
+pub struct TrackedResponse<F> {
+    inner: Pin<Box<F>>,
+    guard: Option<RequestGuard>,
+}
+
+impl<F, ResBody, E> Future for TrackedResponse<F>
+where
+    F: Future<Output = Result<http::Response<ResBody>, E>>,
+{
+    type Output = Result<http::Response<TrackedBody<ResBody>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let result = ready!(this.inner.as_mut().poll(cx));
+        let guard = this.guard.take();
+        Poll::Ready(result.map(|response| {
+            response.map(|body| TrackedBody {
+                body,
+                _guard: guard,
+            })
+        }))
+    }
+}
+
+/// A response body that keeps its request open until it is dropped (fully sent, or abandoned when
+/// the client cancels or the connection ends).
+pub struct TrackedBody<B> {
+    body: B,
+    _guard: Option<RequestGuard>,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for TrackedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Short, so the tests run in real time. Every assertion about time is a lower bound ("not
+    /// before"), which a slow machine cannot break; "eventually" gets a generous limit.
+    const IDLE: Duration = Duration::from_millis(200);
+    const EVENTUALLY: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn the_connection_cap_is_half_the_descriptors() {
+        assert_eq!(effective_max_connections(4096, Some(1_048_576)), 4096);
+        assert_eq!(effective_max_connections(4096, Some(1024)), 512);
+        assert_eq!(effective_max_connections(4096, None), 4096);
+        assert_eq!(effective_max_connections(10, Some(1)), 1);
+    }
+
+    #[test]
+    fn raising_the_limit_reaches_the_hard_limit() {
+        let limit = raise_open_file_limit().unwrap();
+        let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(limit.after, now.current);
+        assert_eq!(now.current, now.maximum);
+    }
+
+    /// Reads until EOF or until `limit` passes; `None` when the read did not end.
+    async fn read_to_eof<R: AsyncRead + Unpin>(reader: &mut R, limit: Duration) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        tokio::time::timeout(limit, reader.read_to_end(&mut out))
+            .await
+            .ok()
+            .map(|r| {
+                r.unwrap();
+                out
+            })
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_ends_after_the_idle_timeout() {
+        let (server, _client) = tokio::io::duplex(64);
+        let started = Instant::now();
+        let mut tracked = Tracked::new(server, IDLE, None, None);
+        assert_eq!(
+            read_to_eof(&mut tracked, EVENTUALLY).await,
+            Some(Vec::new())
+        );
+        assert!(started.elapsed() >= IDLE, "closed before the idle timeout");
+        // It stays ended.
+        assert_eq!(tracked.read(&mut [0u8; 4]).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn bytes_in_either_direction_restart_the_idle_clock() {
+        let (server, mut client) = tokio::io::duplex(64);
+        let mut tracked = Tracked::new(server, IDLE, None, None);
+        let mut buf = [0u8; 8];
+        client.write_all(b"ping").await.unwrap();
+        assert_eq!(tracked.read(&mut buf).await.unwrap(), 4);
+        tokio::time::sleep(IDLE / 2).await;
+        tracked.write_all(b"pong").await.unwrap();
+        let last_byte = Instant::now();
+        assert_eq!(
+            read_to_eof(&mut tracked, EVENTUALLY).await,
+            Some(Vec::new())
+        );
+        assert!(
+            last_byte.elapsed() >= IDLE,
+            "closed less than a timeout after the last byte"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_open_request_keeps_a_silent_connection_until_it_ends() {
+        let (server, _client) = tokio::io::duplex(64);
+        let mut tracked = Tracked::new(server, IDLE, None, None);
+        let request = tracked.connect_info().state.begin_request();
+        // The scenario: a request silent for several idle timeouts.
+        assert!(read_to_eof(&mut tracked, IDLE * 4).await.is_none());
+        drop(request);
+        let ended = Instant::now();
+        assert_eq!(
+            read_to_eof(&mut tracked, EVENTUALLY).await,
+            Some(Vec::new())
+        );
+        assert!(
+            ended.elapsed() >= IDLE,
+            "closed before a whole idle timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn at_shutdown_a_connection_that_never_spoke_ends_at_once_and_others_are_left() {
+        let long = Duration::from_secs(3600);
+        let token = CancellationToken::new();
+        let (silent, _a) = tokio::io::duplex(64);
+        let (spoke, mut client) = tokio::io::duplex(64);
+        let mut silent = Tracked::new(silent, long, None, Some(token.clone()));
+        let mut spoke = Tracked::new(spoke, long, None, Some(token.clone()));
+        client.write_all(b"PRI").await.unwrap();
+        assert_eq!(spoke.read(&mut [0u8; 8]).await.unwrap(), 3);
+        token.cancel();
+        assert_eq!(read_to_eof(&mut silent, EVENTUALLY).await, Some(Vec::new()));
+        // The HTTP/2 server closes this one gracefully; the wrapper does not cut it.
+        assert!(read_to_eof(&mut spoke, IDLE * 2).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn admission_refuses_beyond_the_maximum_until_a_slot_frees() {
+        let mut admission = Admission::new(2, IDLE, CancellationToken::new());
+        let first = admission.admit(tokio::io::duplex(8).0).unwrap();
+        let _second = admission.admit(tokio::io::duplex(8).0).unwrap();
+        let (refused, mut peer) = tokio::io::duplex(8);
+        assert!(admission.admit(refused).is_none());
+        // The refused connection was closed: its peer reads EOF at once.
+        let mut out = Vec::new();
+        assert_eq!(peer.read_to_end(&mut out).await.unwrap(), 0);
+        drop(first);
+        assert!(admission.admit(tokio::io::duplex(8).0).is_some());
+    }
+
+    #[tokio::test]
+    async fn the_layer_counts_a_request_until_its_body_is_dropped() {
+        use tower::{Layer, Service, ServiceExt};
+        let state = Arc::new(ConnectionState::new());
+        let mut service =
+            TrackRequestsLayer.layer(tower::service_fn(|_: http::Request<()>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+            }));
+        let mut request = http::Request::new(());
+        request.extensions_mut().insert(ConnectionInfo {
+            state: state.clone(),
+        });
+        let response = service.ready().await.unwrap().call(request).await.unwrap();
+        assert_eq!(state.open_requests(), 1, "the body is still to be sent");
+        drop(response);
+        assert_eq!(state.open_requests(), 0);
+    }
+}
