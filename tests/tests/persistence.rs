@@ -285,6 +285,8 @@ fn each_bash_call_sees_the_backend_active_when_it_runs() {
 
 #[path = "persistence/crash.rs"]
 mod crash;
+#[path = "persistence/faults.rs"]
+mod faults;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
 #[path = "persistence/refusals.rs"]

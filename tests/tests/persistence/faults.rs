@@ -1,0 +1,188 @@
+//! A full disk under the home (a small tmpfs; mounting needs root, which CI has): nothing that was
+//! acknowledged is lost. Children spawned while the disk is full are saved once it has room; a
+//! close that cannot save fails and can be retried; a shutdown that cannot save exits non-zero,
+//! names the session and leaves a readable rescue copy.
+
+use std::io::Write;
+use std::process::Command;
+
+use dsh_tests::private_dir;
+use dsh_tests::shell::spawn_call;
+
+use super::*;
+
+/// A tmpfs mounted at a path for the test's life.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Self {
+        dsh_tests::require_root("mounting a small tmpfs as a full disk");
+        std::fs::create_dir_all(at).unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mount tmpfs: {out:?}");
+        Self(at.to_owned())
+    }
+
+    /// Fills the file system until a write fails with ENOSPC; returns the filler's path.
+    fn fill(&self) -> PathBuf {
+        let path = self.0.join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 4096];
+        loop {
+            match file.write_all(&chunk).and_then(|()| file.sync_all()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("filling the tmpfs: {e}"),
+            }
+        }
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A daemon whose home is a fresh tmpfs of `size`, with its temporary directory (where rescue
+/// copies go when the home is full) inside the test's directory.
+fn daemon_on_tmpfs(size: &str) -> (TestDaemon, Tmpfs, PathBuf) {
+    let dir = private_dir();
+    let fs = Tmpfs::mount(&dir.path().join("home"), size);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            env: vec![("TMPDIR".into(), tmp.clone().into())],
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+    (daemon, fs, tmp)
+}
+
+fn children_of(daemon: &TestDaemon, parent: &str) -> Vec<String> {
+    let sessions = daemon.dshctl_json(&["session", "list"]);
+    sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["header"]["parent_session"] == parent)
+        .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn children_spawned_on_a_full_disk_are_saved_once_it_has_room() {
+    let (mut daemon, fs, _tmp) = daemon_on_tmpfs("1m");
+    let cwd = daemon.workdir("p");
+    let child = |n: u32| json!({"replies": [{"text": format!("child {n} done")}]});
+    let parent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [spawn_call("one", &child(1)), spawn_call("two", &child(2))]},
+            {"text": "parent done"},
+        ]}),
+    );
+    let filler = fs.fill();
+    let first = daemon.prompt(&parent, "spawn two");
+    assert_eq!(first.reason().0, "error", "{:?}", first.lines);
+    std::fs::remove_file(filler).unwrap();
+    daemon.prompt(&parent, "again").assert_completed();
+    stop_gracefully(&mut daemon);
+    daemon.restart_with(DaemonSpec::default());
+
+    let children = children_of(&daemon, &parent);
+    assert_eq!(
+        children.len(),
+        2,
+        "children lost: {children:?}\n{}",
+        daemon.log_text()
+    );
+    for child in &children {
+        let events = daemon.events(child);
+        assert_eq!(count(&events, "turn/end"), 1, "{child}: {events:?}");
+        let resumed = daemon.agent_with_script(&["resume", child], &text_replies(&["more"]));
+        assert_eq!(resumed["agent_id"], child.as_str(), "{resumed}");
+        daemon.prompt(child, "and?").assert_completed();
+    }
+    let events = daemon.events(&parent);
+    assert_eq!(count(&events, "turn/end"), 2, "{events:?}");
+}
+
+#[test]
+fn a_close_that_cannot_save_fails_and_a_retry_succeeds() {
+    let (daemon, fs, _tmp) = daemon_on_tmpfs("1m");
+    let cwd = daemon.workdir("p");
+    // The second reply is larger than a page: the log's last page has room for a short append
+    // even on a full tmpfs.
+    let long = "two ".repeat(4096);
+    let id = daemon.new_agent(&cwd, &text_replies(&["one", &long]));
+    daemon.prompt(&id, "first").assert_completed();
+    let filler = fs.fill();
+    let second = daemon.prompt(&id, "second");
+    assert_eq!(second.reason().0, "error", "{:?}", second.lines);
+
+    let (kind, message) = refused(&daemon, &["agent", "close", &id]);
+    assert_eq!(kind, "internal", "{message}");
+    assert!(message.contains("No space left"), "{message}");
+    // Still live: it is listed, and nothing of the second turn is lost.
+    let listed = daemon.dshctl_json(&["agent", "list"]);
+    assert!(listed.to_string().contains(&id), "{listed}");
+
+    std::fs::remove_file(filler).unwrap();
+    let closed = daemon.dshctl(&["agent", "close", &id]);
+    assert!(closed.status.success(), "{closed:?}");
+    let events = daemon.events(&id);
+    assert_eq!(count(&events, "turn/end"), 2, "{events:?}");
+    assert_serving(&daemon);
+}
+
+#[test]
+fn a_shutdown_that_cannot_save_exits_non_zero_and_leaves_a_rescue_copy() {
+    let (mut daemon, fs, tmp) = daemon_on_tmpfs("1m");
+    let cwd = daemon.workdir("p");
+    let id = daemon.new_agent(&cwd, &text_replies(&["one"]));
+    let _filler = fs.fill();
+    let turn = daemon.prompt(&id, "first");
+    assert_eq!(turn.reason().0, "error", "{:?}", turn.lines);
+
+    let _ = daemon.dshctl(&["shutdown"]);
+    let status = daemon.wait_exit(Duration::from_secs(20));
+    let log = daemon.log_text();
+    assert!(
+        !status.success(),
+        "dshd exited 0 with an unsaved session:\n{log}"
+    );
+    assert!(
+        log.contains(&id),
+        "the exit does not name the session:\n{log}"
+    );
+
+    let rescue_dir = tmp.join(format!(
+        "dsh-rescue-{}",
+        rustix::process::geteuid().as_raw()
+    ));
+    let copies: Vec<PathBuf> = std::fs::read_dir(&rescue_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{log}", rescue_dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(log.contains(copies[0].to_str().unwrap()), "{log}");
+    let copy = file(&copies[0]);
+    assert_eq!(copy.header["id"], id.as_str());
+    assert_eq!(types(&copy.events)[..2], ["turn/start", "user/message"]);
+    assert_eq!(count(&copy.events, "turn/end"), 1, "{:?}", copy.events);
+}
