@@ -186,6 +186,33 @@ pub fn run_json(daemon: &TestDaemon, args: &[&str]) -> Value {
     daemon.dshctl_json(&full)
 }
 
+/// `dshctl --json job output ID`.
+pub fn job_output(daemon: &TestDaemon, job: &str) -> Value {
+    daemon.dshctl_json(&["job", "output", job])
+}
+
+/// Starts a background job with `dshctl run --background ARGS...`; returns its id.
+pub fn background(daemon: &TestDaemon, args: &[&str]) -> String {
+    let mut full = vec!["run", "--background"];
+    full.extend_from_slice(args);
+    let doc = daemon.dshctl_json(&full);
+    doc["job_id"].as_str().unwrap().to_owned()
+}
+
+/// Reads the job until it has ended (bounded); returns everything read and the last document.
+pub fn read_to_end(daemon: &TestDaemon, job: &str, stdout: &mut String) -> Value {
+    let mut last = Value::Null;
+    assert!(
+        crate::eventually(std::time::Duration::from_secs(30), || {
+            last = job_output(daemon, job);
+            stdout.push_str(last["stdout"].as_str().unwrap());
+            last["running"] == false
+        }),
+        "job {job} did not end"
+    );
+    last
+}
+
 /// A command that records its own start and end (`$EPOCHREALTIME`, microseconds) with `tag` in
 /// `file`, around `body`.
 pub fn timed(file: &Path, tag: &str, body: &str) -> String {

@@ -211,45 +211,60 @@ fn a_backend_swap_shows_in_the_very_next_call() {
     assert_eq!(loop_call()["DSH_SESSION_JSONL"], path);
 }
 
-/// Secrets in the daemon's environment, and an outer `DSH_*` value.
+/// Secrets in the daemon's environment (by name, and a credential URL under a harmless name), an
+/// outer `DSH_*` value and the reserved owner marker, plus look-alikes that must pass.
+const SECRETS: [(&str, &str); 13] = [
+    ("MY_API_KEY", "sk-secret-1"),
+    ("GITHUB_TOKEN", "ghp-secret-2"),
+    ("DB_PASSWORD", "hunter2-secret-3"),
+    ("MYSQL_PWD", "secret-4"),
+    ("HF_AUTH", "secret-5"),
+    ("SENTRY_DSN", "https://secret-6@o1.ingest.sentry.io/1"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.com/services/secret-7",
+    ),
+    ("PASSPHRASE", "secret-8"),
+    ("COOKIE", "session=secret-9"),
+    ("DATABASE_URL", "postgres://u:pw-secret-10@h/db"),
+    ("DSH_FOO", "outer-foo"),
+    ("dsh_lower", "outer-lower"),
+    ("DSHD_OWNER", "outer-owner"),
+];
+
+/// Names that look like secrets but are not, and must reach children.
+const LOOK_ALIKES: [(&str, &str); 4] = [
+    ("XAUTHORITY", "/run/user/xauth"),
+    ("SSH_AUTH_SOCK", "/run/user/agent.sock"),
+    ("GIT_AUTHOR_NAME", "Ada"),
+    ("REPO_URL", "ssh://git@example.com/o/r"),
+];
+
 fn daemon_with_secrets() -> TestDaemon {
     TestDaemon::start_with(DaemonSpec {
-        env: vec![
-            ("MY_API_KEY".into(), "sk-secret-1".into()),
-            ("GITHUB_TOKEN".into(), "ghp-secret-2".into()),
-            ("DB_PASSWORD".into(), "hunter2-secret-3".into()),
-            ("DSH_FOO".into(), "outer-foo".into()),
-            ("dsh_lower".into(), "outer-lower".into()),
-        ],
+        env: SECRETS
+            .iter()
+            .chain(&LOOK_ALIKES)
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
         ..DaemonSpec::default()
     })
 }
 
 fn assert_scrubbed(daemon: &TestDaemon, env_output: &str) {
     let env = key_values(env_output);
-    for name in [
-        "MY_API_KEY",
-        "GITHUB_TOKEN",
-        "DB_PASSWORD",
-        "DSH_FOO",
-        "dsh_lower",
-    ] {
+    for (name, value) in SECRETS {
         assert!(
             !env.contains_key(name),
             "{name} reached bash:\n{env_output}"
         );
-    }
-    for value in [
-        "sk-secret-1",
-        "ghp-secret-2",
-        "hunter2-secret-3",
-        "outer-foo",
-        "outer-lower",
-    ] {
         assert!(
             !env_output.contains(value),
             "{value} reached bash:\n{env_output}"
         );
+    }
+    for (name, value) in LOOK_ALIKES {
+        assert_eq!(env.get(name).map(String::as_str), Some(value), "{name}");
     }
     assert_eq!(
         env["PATH"],
@@ -332,6 +347,53 @@ fn dshctl_run_refuses_a_managed_env_key_and_passes_an_ordinary_one() {
     let out = daemon.dshctl(&["run", "--env", "FOO=1", "--", "echo foo=$FOO"]);
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "foo=1\n");
+}
+
+/// Variables bash acts on at startup, and the reserved owner marker, are refused from a caller
+/// naming the key, for foreground and background calls, before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_run_refuses_startup_variables_and_the_owner_marker_naming_the_key() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let startup = cwd.join("startup.sh");
+    std::fs::write(&startup, "export DSH_SESSION_ID=forged; touch sourced\n").unwrap();
+    let startup = startup.display().to_string();
+    let mut shell = daemon.client().await.shell();
+    for (key, value) in [
+        ("BASH_ENV", startup.as_str()),
+        ("ENV", startup.as_str()),
+        ("BASH_FUNC_x%%", "() {  echo forged\n}"),
+        ("BASH_FUNC_echo%%", "() {  builtin echo forged\n}"),
+        ("SHELLOPTS", "xtrace"),
+        ("BASHOPTS", "extglob"),
+        ("PS4", "$(touch sourced)+ "),
+        ("DSHD_OWNER", "forged"),
+    ] {
+        for background in [false, true] {
+            let status = shell
+                .run(dsh_proto::v1::RunRequest {
+                    command: "touch ran".into(),
+                    cwd: cwd.display().to_string(),
+                    env: [(key.to_owned(), value.to_owned())].into(),
+                    background,
+                    ..dsh_proto::v1::RunRequest::default()
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(
+                status.code(),
+                tonic::Code::InvalidArgument,
+                "{key}: {status:?}"
+            );
+            assert!(
+                status.message().starts_with("env: ")
+                    && status.message().contains(&format!("{key:?}")),
+                "{key}: {status:?}"
+            );
+        }
+    }
+    assert!(!cwd.join("ran").exists(), "a refused command ran");
+    assert!(!cwd.join("sourced").exists());
 }
 
 #[test]

@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use dsh_proto::v1;
 use dsh_tests::shell::{
-    Interval, alive, descendants, intervals, key_values, locate, new_agent, overlap, processes,
-    prompt, prompt_results, session_results, spawn_call, timed, workdir,
+    Interval, alive, background, descendants, intervals, job_output, key_values, locate, new_agent,
+    overlap, processes, prompt, prompt_results, read_to_end, session_results, spawn_call, timed,
+    workdir,
 };
 use dsh_tests::{TestDaemon, eventually};
 use serde_json::{Value, json};
@@ -205,33 +206,6 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
         assert_eq!(owner_of_tag.get(&iv.tag), Some(&iv.session), "{iv:?}");
     }
     assert_overlapping(&all, AGENTS);
-}
-
-/// `dshctl --json job output ID`.
-fn job_output(daemon: &TestDaemon, job: &str) -> Value {
-    daemon.dshctl_json(&["job", "output", job])
-}
-
-/// Starts a background job with `dshctl run --background`; returns its id.
-fn background(daemon: &TestDaemon, args: &[&str]) -> String {
-    let mut full = vec!["run", "--background"];
-    full.extend_from_slice(args);
-    let doc = daemon.dshctl_json(&full);
-    doc["job_id"].as_str().unwrap().to_owned()
-}
-
-/// Reads the job until it has ended; returns everything read and the last document.
-fn read_to_end(daemon: &TestDaemon, job: &str, stdout: &mut String) -> Value {
-    let mut last = Value::Null;
-    assert!(
-        eventually(Duration::from_secs(30), || {
-            last = job_output(daemon, job);
-            stdout.push_str(last["stdout"].as_str().unwrap());
-            last["running"] == false
-        }),
-        "job {job} did not end"
-    );
-    last
 }
 
 #[test]
@@ -541,4 +515,107 @@ fn shutting_down_the_daemon_leaves_no_job_or_command_behind() {
         pids.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
     );
     foreground.wait().unwrap();
+}
+
+/// A command or an `env` value too large for `execve` is the caller's error: `INVALID_ARGUMENT`
+/// naming `command` or the key, with the limit, for foreground and background calls, and nothing
+/// runs. (The agent's bash tool turns the same error into a tool error; a unit test covers it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_commands_and_env_values_are_invalid_arguments_naming_the_field() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let mut shell = daemon.client().await.shell();
+    let run = |command: String, env: Vec<(&str, String)>, background: bool| v1::RunRequest {
+        command,
+        cwd: cwd.display().to_string(),
+        env: env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        background,
+        ..v1::RunRequest::default()
+    };
+    let big_command = format!("touch ran; : {}", "x".repeat(200 * 1024));
+    for background in [false, true] {
+        let status = shell
+            .run(run(big_command.clone(), Vec::new(), background))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        let message = status.message();
+        assert!(message.starts_with("command: command is "), "{message}");
+        assert!(message.contains("131072"), "{message}");
+
+        let big_value = "v".repeat(3_000_000);
+        let status = shell
+            .run(run(
+                "touch ran".into(),
+                vec![("BIG_VALUE", big_value)],
+                background,
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        let message = status.message();
+        assert!(
+            message.starts_with("env: env key \"BIG_VALUE\" is 3000011 bytes"),
+            "{message}"
+        );
+        assert!(message.contains("131072"), "{message}");
+
+        // Each value fits, the whole does not: the message names the total's limit and the
+        // largest entry. With a stack limit above 12 MiB the total (up to 6 MiB) no longer fits
+        // in one gRPC message (4 MiB), so only the unit tests can reach it.
+        let limit = dsh_daemon::exec::total_limit();
+        if limit > 3 * 1024 * 1024 {
+            println!("total-size case skipped: execve's total is {limit} bytes here");
+            continue;
+        }
+        let entries = limit / 100_000 + 1;
+        let mut env: Vec<(&str, String)> = Vec::new();
+        let names: Vec<String> = (0..entries).map(|i| format!("FILL_{i:03}")).collect();
+        for name in &names {
+            env.push((name.as_str(), "f".repeat(100_000)));
+        }
+        env.push(("THE_LARGEST", "l".repeat(120_000)));
+        let status = shell
+            .run(run("touch ran".into(), env, background))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        let message = status.message();
+        assert!(
+            message.starts_with("env: the command and its environment take"),
+            "{message}"
+        );
+        assert!(
+            message.contains(&(limit - dsh_daemon::exec::RESERVE_BYTES).to_string())
+                && message.contains("\"THE_LARGEST\""),
+            "{message}"
+        );
+    }
+    assert!(!cwd.join("ran").exists(), "a refused command ran");
+}
+
+/// Through the loop, the same refusal is a tool error the model reads, and the turn goes on.
+#[test]
+fn an_oversized_command_from_the_model_is_a_tool_error() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let command = format!("touch ran; : {}", "x".repeat(200 * 1024));
+    let agent = new_agent(
+        &daemon,
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [dsh_tests::shell::bash_call(&command)]},
+            {"text": "understood"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &agent, "go"));
+    assert_eq!(results.len(), 1);
+    assert!(results[0].is_error, "{:?}", results[0]);
+    assert!(
+        results[0].content.starts_with("Error: bash: command is ")
+            && results[0].content.contains("131072"),
+        "{:?}",
+        results[0]
+    );
+    assert!(!cwd.join("ran").exists(), "the refused command ran");
 }

@@ -219,3 +219,41 @@ pub fn exec_status(error: ExecError) -> Status {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use tonic::Code;
+
+    use super::*;
+    use crate::exec::LaunchPart;
+
+    /// The one mapping end-to-end tests cannot reach: an `E2BIG` the size checks did not predict.
+    #[test]
+    fn e2big_from_the_kernel_is_the_callers_error_other_spawn_failures_are_ours() {
+        let spawn = |errno: rustix::io::Errno| ExecError::Spawn {
+            shell: PathBuf::from("/bin/bash"),
+            source: std::io::Error::from_raw_os_error(errno.raw_os_error()),
+        };
+        let status = exec_status(spawn(rustix::io::Errno::TOOBIG));
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        let status = exec_status(spawn(rustix::io::Errno::NOENT));
+        assert_eq!(status.code(), Code::Internal, "{status:?}");
+    }
+
+    #[test]
+    fn size_errors_lead_with_their_field() {
+        let status = exec_status(ExecError::TooLarge {
+            bytes: 10,
+            limit: 5,
+            largest: LaunchPart::Managed("DSH_X".into()),
+            largest_bytes: 8,
+        });
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(
+            status.message().starts_with("managed environment: "),
+            "{status:?}"
+        );
+    }
+}
