@@ -102,6 +102,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // One daemon per home, whatever socket each would serve: taken before the socket, held until
+    // exit.
+    let _home = dsh_daemon::socket::lock_home(&config.home.path, &config.socket)?;
     runtime.block_on(async {
         let listener = match Listener::from_systemd().context("cannot use the socket systemd passed")? {
             Some(listener) => {

@@ -67,6 +67,22 @@ pub enum SocketError {
         /// The other daemon's pid, when it could be learned.
         pid: Option<u32>,
     },
+    /// Another daemon serves the same harness home (perhaps on another socket: two logins with
+    /// different runtime directories do exactly this).
+    #[error(
+        "another dshd is running on home {} (pid {}, socket {}); one home has one daemon: stop it, or use another --dsh-home",
+        home.display(),
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+        socket.as_deref().map_or_else(|| "unknown".to_owned(), |s| s.display().to_string())
+    )]
+    HomeInUse {
+        /// The home.
+        home: PathBuf,
+        /// The running daemon's pid, when it could be learned.
+        pid: Option<u32>,
+        /// The running daemon's socket, when it could be learned.
+        socket: Option<PathBuf>,
+    },
     /// Something that is not a socket sits at the path.
     #[error("{} exists and is not a socket; refusing to replace it", path.display())]
     NotASocket {
@@ -379,6 +395,57 @@ fn open_lock(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<File, SocketErr
         )));
     }
     Ok(File::from(fd))
+}
+
+/// The lock that makes a harness home one daemon's: held for the daemon's life (closing the file
+/// releases it, also when the daemon is killed).
+#[derive(Debug)]
+pub struct HomeLock {
+    _lock: File,
+}
+
+/// File name of the home lock, directly in the home.
+pub const HOME_LOCK_NAME: &str = "dshd.lock";
+
+/// Takes `home` for this daemon: creates it (0700) if missing, checks it like the socket
+/// directory (ours, not writable by group or others, not a link), and takes `<home>/dshd.lock`
+/// through the same link-refusing opener. A second daemon on the same home is refused with the
+/// first one's pid and socket, which the lock file records.
+pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, SocketError> {
+    if let Err(e) = std::fs::symlink_metadata(home) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(io_error("inspect", home)(e));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home)
+            .map_err(io_error("create directory", home))?;
+    }
+    let dir = open_private_dir(home)?;
+    let path = home.join(HOME_LOCK_NAME);
+    let mut lock = open_lock(&dir, OsStr::new(HOME_LOCK_NAME), &path)?;
+    if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+        let mut text = String::new();
+        let _ = lock.seek(SeekFrom::Start(0));
+        let _ = lock.read_to_string(&mut text);
+        let mut lines = text.lines();
+        return Err(SocketError::HomeInUse {
+            home: home.to_owned(),
+            pid: lines.next().and_then(|l| l.trim().parse().ok()),
+            socket: lines.next().map(PathBuf::from),
+        });
+    }
+    let record = (|| {
+        lock.set_len(0)?;
+        lock.seek(SeekFrom::Start(0))?;
+        writeln!(lock, "{}", std::process::id())?;
+        lock.write_all(socket.as_os_str().as_encoded_bytes())?;
+        writeln!(lock)?;
+        lock.sync_data()
+    })();
+    record.map_err(io_error("write lock file", &path))?;
+    Ok(HomeLock { _lock: lock })
 }
 
 /// The listening socket systemd handed over (socket activation), with its path.

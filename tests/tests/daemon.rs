@@ -154,6 +154,40 @@ fn a_second_daemon_on_the_same_socket_exits_and_the_first_keeps_serving() {
     assert!(first.socket.exists());
 }
 
+/// Two logins with different runtime directories start two daemons on one home: the second is
+/// refused before it takes any socket, naming the first one's pid and socket.
+#[test]
+fn a_second_daemon_on_the_same_home_is_refused_whatever_its_socket() {
+    let first = TestDaemon::start();
+    let dir = private_dir();
+    let other_socket = dir.path().join("run/other.sock");
+    let mut second = daemon_command(&dir)
+        .arg("--dsh-home")
+        .arg(&first.home)
+        .arg("--socket")
+        .arg(&other_socket)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_child(&mut second, Duration::from_secs(5))
+        .expect("second dshd still running after 5 s");
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let want = format!(
+        "another dshd is running on home {} (pid {}, socket {})",
+        first.home.display(),
+        first.child.id(),
+        first.socket.display()
+    );
+    assert!(stderr.contains(&want), "stderr was: {stderr}");
+    assert!(
+        !other_socket.exists(),
+        "the refused daemon bound its socket"
+    );
+    assert!(first.dshctl(&["status"]).status.success());
+}
+
 #[test]
 fn a_stale_socket_file_is_replaced() {
     let dir = private_dir();
