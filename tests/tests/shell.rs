@@ -8,6 +8,8 @@
 
 #[path = "shell/escapees.rs"]
 mod escapees;
+#[path = "shell/spills.rs"]
+mod spills;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -367,6 +367,7 @@ impl AgentRegistry {
         agent.cancel(AbortCause::Closed);
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
+        self.services.executor.release_spills_of(agent.id());
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();
             return Err(error.into());

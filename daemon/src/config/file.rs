@@ -89,6 +89,7 @@ pub(super) struct ShellSection {
     pub kill_grace_ms: Option<u64>,
     pub output_cap_bytes: Option<usize>,
     pub spill_cap_bytes: Option<u64>,
+    pub spill_total_cap_bytes: Option<u64>,
     pub spill_dir: Option<String>,
     pub cwd: Option<String>,
 }

@@ -485,6 +485,9 @@ impl Builder<'_> {
             )?,
             output_cap_bytes,
             spill_cap_bytes: shell.spill_cap_bytes.unwrap_or(defaults.spill_cap_bytes),
+            spill_total_cap_bytes: shell
+                .spill_total_cap_bytes
+                .unwrap_or(defaults.spill_total_cap_bytes),
             spill_dir: self.path(
                 shell.spill_dir.as_ref(),
                 "shell.spill_dir",

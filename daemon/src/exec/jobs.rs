@@ -200,8 +200,9 @@ pub(crate) struct Job {
     pub started: Instant,
     pub stdout: Arc<Mutex<Collector>>,
     pub stderr: Arc<Mutex<Collector>>,
-    /// Whole-stream offsets of the next read (stdout, stderr).
-    cursor: Mutex<(u64, u64)>,
+    /// Whole-stream offsets of the next read (stdout, stderr), and whether the reader ever fell
+    /// behind the memory window (then only the spill files hold what it missed, so they stay).
+    cursor: Mutex<(u64, u64, bool)>,
     /// Cancelled to kill the job; a child of the executor's stop token.
     pub kill: CancellationToken,
     kill_requested: AtomicBool,
@@ -224,7 +225,7 @@ impl Job {
             started: Instant::now(),
             stdout: Arc::new(Mutex::new(stdout)),
             stderr: Arc::new(Mutex::new(stderr)),
-            cursor: Mutex::new((0, 0)),
+            cursor: Mutex::new((0, 0, false)),
             kill,
             kill_requested: AtomicBool::new(false),
             end: watch::channel(None).0,
@@ -256,15 +257,21 @@ impl Job {
         // end, so a `Finished` read is guaranteed to carry the last bytes.
         let state = self.state();
         let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
-        let (out, out_spill) = {
-            let c = lock(&self.stdout);
-            (c.read_since(cursor.0), c.spill_info().0)
+        let out = lock(&self.stdout).read_since(cursor.0);
+        let err = lock(&self.stderr).read_since(cursor.1);
+        let missed = cursor.2 || out.dropped > 0 || err.dropped > 0;
+        *cursor = (out.next, err.next, missed);
+        // A read of a finished job returns everything that is left. If the reader never fell
+        // behind, it now has every byte and nothing can want the spill files: they go now (and
+        // this read names none). Otherwise they stay until the job is forgotten.
+        let spill = |collector: &Mutex<Collector>| {
+            let mut c = lock(collector);
+            if matches!(state, JobState::Finished(_)) && !missed {
+                c.release_spill();
+            }
+            c.spill_info().0
         };
-        let (err, err_spill) = {
-            let c = lock(&self.stderr);
-            (c.read_since(cursor.1), c.spill_info().0)
-        };
-        *cursor = (out.next, err.next);
+        let (out_spill, err_spill) = (spill(&self.stdout), spill(&self.stderr));
         JobOutput {
             id: self.id.clone(),
             stdout: decode_tail(&out.bytes, out.dropped > 0),
@@ -309,7 +316,11 @@ impl JobTable {
         if finished.len() > max_finished {
             finished.sort();
             for (_, id) in finished.iter().take(finished.len() - max_finished) {
-                map.remove(id);
+                if let Some(job) = map.remove(id) {
+                    // Forgotten: nothing can read its output any more.
+                    lock(&job.stdout).release_spill();
+                    lock(&job.stderr).release_spill();
+                }
             }
         }
         map.insert(job.id.clone(), job);

@@ -125,6 +125,8 @@ pub struct ExecConfig {
     pub output_cap_bytes: usize,
     /// Bytes of each stream written to its spill file at most.
     pub spill_cap_bytes: u64,
+    /// Bytes all live spill files may hold together; past it a stream keeps no full copy.
+    pub spill_total_cap_bytes: u64,
     /// Private directory for spill files.
     pub spill_dir: PathBuf,
     /// Finished jobs kept readable before the oldest are forgotten.
@@ -146,6 +148,7 @@ impl Default for ExecConfig {
             pipe_drain: Duration::from_millis(200),
             output_cap_bytes: 64_000,
             spill_cap_bytes: 16 * 1024 * 1024,
+            spill_total_cap_bytes: 1024 * 1024 * 1024,
             spill_dir: default_spill_dir(),
             max_finished_jobs: 256,
             owner_scope: String::new(),
@@ -175,6 +178,9 @@ pub struct CommandSpec {
     pub stdin: Option<Vec<u8>>,
     /// Cancels the command (foreground: `aborted`; background: the job is killed).
     pub cancel: CancellationToken,
+    /// The agent on whose behalf a foreground command runs: its spill files are kept until that
+    /// agent closes (its model may read them later). `None`: removed when the call returns.
+    pub spill_owner: Option<SessionId>,
 }
 
 impl CommandSpec {
@@ -378,6 +384,7 @@ impl Executor {
         let spill = Arc::new(SpillTarget::new(
             config.spill_dir.clone(),
             config.spill_cap_bytes,
+            config.spill_total_cap_bytes,
         ));
         let stop = CancellationToken::new();
         spawn_sweeper(stop.clone());
@@ -477,8 +484,23 @@ impl Executor {
         )
         .await;
         let duration = started.elapsed();
-        let stdout = process::lock(&out).snapshot();
-        let stderr = process::lock(&err).snapshot();
+        // Spill files live as long as someone can read them: the agent's model (until the agent
+        // closes), or nobody once this call returns.
+        let mut streams = [process::lock(&out), process::lock(&err)];
+        for collector in &mut streams {
+            match &spec.spill_owner {
+                Some(owner) => {
+                    if let Some(spill) = collector.spill_file() {
+                        self.spill.keep_for(owner, spill);
+                    }
+                }
+                None => collector.release_spill(),
+            }
+        }
+        let [out_guard, err_guard] = streams;
+        let stdout = out_guard.snapshot();
+        let stderr = err_guard.snapshot();
+        drop((out_guard, err_guard));
         Ok(CommandOutcome::from_parts(
             ended, timeout, stdout, stderr, duration,
         ))
@@ -569,6 +591,17 @@ impl Executor {
     /// request while it runs; false when it has ended or a kill is already under way.
     pub fn job_kill(&self, id: &JobId) -> Result<bool, ExecError> {
         Ok(self.job(id)?.request_kill())
+    }
+
+    /// Removes the spill files of `owner`'s foreground commands, kept so its model could read
+    /// them (call when the agent closes); returns how many.
+    pub fn release_spills_of(&self, owner: &SessionId) -> usize {
+        self.spill.remove_kept(owner)
+    }
+
+    /// Bytes the live spill files hold now.
+    pub fn spill_bytes(&self) -> u64 {
+        self.spill.used()
     }
 
     /// Kills every running job of `owner` (e.g. when its agent closes); returns how many.
@@ -672,6 +705,9 @@ fn validate(c: &ExecConfig) -> Result<(), ExecError> {
     }
     if c.spill_cap_bytes < c.output_cap_bytes as u64 {
         return bad("spill_cap_bytes", "must be at least output_cap_bytes");
+    }
+    if c.spill_total_cap_bytes < c.spill_cap_bytes {
+        return bad("spill_total_cap_bytes", "must be at least spill_cap_bytes");
     }
     if c.spill_dir.as_os_str().is_empty() {
         return bad("spill_dir", "must not be empty");

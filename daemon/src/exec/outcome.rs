@@ -45,6 +45,9 @@ pub struct CommandOutcome {
     pub stdout_spill_capped: bool,
     /// Same for stderr.
     pub stderr_spill_capped: bool,
+    /// A truncated stream kept no full copy because the spill files together already held
+    /// `shell.spill_total_cap_bytes`.
+    pub spill_no_room: bool,
     /// Wall time from spawn to the end of capture.
     pub duration: Duration,
 }
@@ -73,6 +76,7 @@ impl CommandOutcome {
             stderr_spill: stderr.spill,
             stdout_spill_capped: stdout.spill_capped,
             stderr_spill_capped: stderr.spill_capped,
+            spill_no_room: stdout.spill_no_room || stderr.spill_no_room,
             duration,
         }
     }
@@ -100,6 +104,7 @@ impl CommandOutcome {
                     self.stdout_bytes,
                     self.stdout_spill.as_deref(),
                     self.stdout_spill_capped,
+                    self.spill_no_room,
                 ),
             );
         }
@@ -114,6 +119,7 @@ impl CommandOutcome {
                         self.stderr_bytes,
                         self.stderr_spill.as_deref(),
                         self.stderr_spill_capped,
+                        self.spill_no_room,
                     ),
                 );
             }
@@ -150,9 +156,18 @@ pub(crate) fn push_line(out: &mut String, line: &str) {
     out.push_str(line);
 }
 
-fn truncation_note(stream: &str, total: u64, spill: Option<&Path>, capped: bool) -> String {
+fn truncation_note(
+    stream: &str,
+    total: u64,
+    spill: Option<&Path>,
+    capped: bool,
+    no_room: bool,
+) -> String {
     let head = format!("[{stream} truncated: {total} bytes in total, only the end is shown");
     match (spill, capped) {
+        (None, _) if no_room => {
+            format!("{head}; no full copy: the spill files are full (shell.spill_total_cap_bytes)]")
+        }
         (Some(path), false) => format!("{head}; full output: {}]", path.display()),
         (Some(path), true) => format!(
             "{head}; the beginning (up to the spill limit) is in {}]",
@@ -230,6 +245,7 @@ mod tests {
             stderr_spill: None,
             stdout_spill_capped: false,
             stderr_spill_capped: false,
+            spill_no_room: false,
             duration: Duration::ZERO,
         }
     }

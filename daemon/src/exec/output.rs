@@ -13,19 +13,30 @@
 //! by us, tightened to 0700 if needed) and are created with `O_EXCL` and mode 0600 under a name with
 //! the daemon's pid and a UUID v7 (random bits), so names are unique and not guessable. Spill files
 //! are writes to the page cache of at most `spill_cap_bytes`, so they are done synchronously on the
-//! reading task. Nothing deletes them afterwards: the outcome hands the path to a model that may read
-//! it later; cleaning the directory is the composition's job (e.g. at daemon start).
+//! reading task.
+//!
+//! A spill file lives as long as something can still read it, and no longer: an agent's foreground
+//! spills until the agent closes (its model is handed the path and may read it in a later step);
+//! a command run for no agent only until the call returns (nothing in the daemon will read it, so
+//! its outcome reports no path); a background job's until its output has been read to the end
+//! after it ended, it is forgotten, or its agent closes. Together they may hold at most
+//! `spill_total_cap_bytes`: past that a stream gets no full copy, and the outcome and the log say
+//! which setting to raise. Files of earlier daemon processes are removed at start.
 //!
 //! Background jobs read a collector incrementally with [`Collector::read_since`]: offsets are
 //! whole-stream byte offsets, and a reader that fell behind the memory window is told how many
 //! bytes it missed.
 
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::session::SessionId;
 
 /// Which stream a collector captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +58,77 @@ impl Stream {
 #[derive(Debug)]
 pub(crate) struct SpillTarget {
     dir: PathBuf,
+    /// Bytes of one stream's spill at most.
     cap: u64,
+    /// Bytes of all live spill files together at most.
+    total_cap: u64,
+    /// Bytes the live spill files hold now.
+    used: AtomicU64,
+    /// Foreground spills kept for an agent's model, removed when it closes.
+    kept: Mutex<HashMap<SessionId, Vec<(PathBuf, u64)>>>,
 }
 
 impl SpillTarget {
-    pub(crate) fn new(dir: PathBuf, cap: u64) -> Self {
-        Self { dir, cap }
+    pub(crate) fn new(dir: PathBuf, cap: u64, total_cap: u64) -> Self {
+        Self {
+            dir,
+            cap,
+            total_cap,
+            used: AtomicU64::new(0),
+            kept: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Claims `n` bytes of the total; false when that would pass `total_cap`.
+    fn reserve(&self, n: u64) -> bool {
+        self.used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(n).filter(|&after| after <= self.total_cap)
+            })
+            .is_ok()
+    }
+
+    /// Removes a spill file and gives its bytes back.
+    fn remove(&self, path: &Path, bytes: u64) {
+        if let Err(error) = std::fs::remove_file(path)
+            && error.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(%error, path = %path.display(), "cannot remove a spill file");
+        }
+        let _ = self
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// Keeps a finished foreground spill until `owner` closes.
+    pub(crate) fn keep_for(&self, owner: &SessionId, spill: (PathBuf, u64)) {
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(owner.clone())
+            .or_default()
+            .push(spill);
+    }
+
+    /// Removes every spill kept for `owner`; returns how many.
+    pub(crate) fn remove_kept(&self, owner: &SessionId) -> usize {
+        let files = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(owner)
+            .unwrap_or_default();
+        for (path, bytes) in &files {
+            self.remove(path, *bytes);
+        }
+        files.len()
+    }
+
+    /// Bytes the live spill files hold.
+    pub(crate) fn used(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
     }
 
     /// Creates a new private spill file for `stream`.
@@ -140,11 +216,15 @@ enum Spill {
         written: u64,
     },
     /// Closed at the end of the stream, holding all of it.
-    Complete { path: PathBuf },
+    Complete { path: PathBuf, written: u64 },
     /// Reached the spill cap: the file holds the first `cap` bytes and is closed.
-    Capped { path: PathBuf },
+    Capped { path: PathBuf, written: u64 },
     /// Could not be created or written; no full copy exists.
     Failed,
+    /// Refused: the live spill files already hold `spill_total_cap_bytes`.
+    NoRoom,
+    /// Removed because nothing can read it any more.
+    Released,
 }
 
 /// What a finished (or current) stream looks like, for a [`super::CommandOutcome`].
@@ -160,6 +240,8 @@ pub(crate) struct StreamSnapshot {
     pub spill: Option<PathBuf>,
     /// The spill file stopped at the spill cap.
     pub spill_capped: bool,
+    /// No full copy because the spill files' total cap was reached.
+    pub spill_no_room: bool,
 }
 
 /// One incremental read.
@@ -251,27 +333,69 @@ impl Collector {
         };
         let room = usize::try_from(cap.saturating_sub(*written)).unwrap_or(usize::MAX);
         let take = data.len().min(room);
+        if !self.target.reserve(take as u64) {
+            tracing::warn!(
+                total_cap = self.target.total_cap,
+                "spill files hold shell.spill_total_cap_bytes; this stream keeps no full copy"
+            );
+            let (path, written) = (std::mem::take(path), *written);
+            self.target.remove(&path, written);
+            self.spill = Spill::NoRoom;
+            return;
+        }
         if let Err(error) = file.write_all(&data[..take]) {
             tracing::warn!(%error, path = %path.display(), "spill write failed; dropping the spill");
-            let _ = std::fs::remove_file(&*path);
+            let (path, written) = (std::mem::take(path), *written + take as u64);
+            self.target.remove(&path, written);
             self.spill = Spill::Failed;
             return;
         }
         *written += take as u64;
         if take < data.len() {
-            let path = std::mem::take(path);
-            self.spill = Spill::Capped { path };
+            let (path, written) = (std::mem::take(path), *written);
+            self.spill = Spill::Capped { path, written };
+        }
+    }
+
+    /// Bytes in this stream's spill file (0 without one).
+    fn spilled(&self) -> u64 {
+        match &self.spill {
+            Spill::Open { written, .. }
+            | Spill::Complete { written, .. }
+            | Spill::Capped { written, .. } => *written,
+            _ => 0,
+        }
+    }
+
+    /// The finished spill file (path and size), for someone else to remove later.
+    pub(crate) fn spill_file(&self) -> Option<(PathBuf, u64)> {
+        match &self.spill {
+            Spill::Complete { path, written } | Spill::Capped { path, written } => {
+                Some((path.clone(), *written))
+            }
+            _ => None,
+        }
+    }
+
+    /// Removes the spill file now: nothing will read it any more.
+    pub(crate) fn release_spill(&mut self) {
+        let bytes = self.spilled();
+        if let Spill::Open { path, .. }
+        | Spill::Complete { path, .. }
+        | Spill::Capped { path, .. } = std::mem::replace(&mut self.spill, Spill::Released)
+        {
+            self.target.remove(&path, bytes);
         }
     }
 
     /// The stream ended (EOF, or the process is gone and the pipe was abandoned): close the spill.
     pub(crate) fn finish(&mut self) {
         self.finished = true;
-        if let Spill::Open { path, .. } = &mut self.spill {
+        if let Spill::Open { path, written, .. } = &mut self.spill {
             // Replacing the state drops the File, which closes it; page-cache writes have nothing
             // left to report at close.
-            let path = std::mem::take(path);
-            self.spill = Spill::Complete { path };
+            let (path, written) = (std::mem::take(path), *written);
+            self.spill = Spill::Complete { path, written };
         }
     }
 
@@ -283,15 +407,16 @@ impl Collector {
             truncated: self.total > self.cap as u64,
             spill,
             spill_capped,
+            spill_no_room: matches!(self.spill, Spill::NoRoom),
         }
     }
 
     /// The spill path (if any) and whether it stopped at the spill cap.
     pub(crate) fn spill_info(&self) -> (Option<PathBuf>, bool) {
         match &self.spill {
-            Spill::Open { path, .. } | Spill::Complete { path } => (Some(path.clone()), false),
-            Spill::Capped { path } => (Some(path.clone()), true),
-            Spill::Idle | Spill::Failed => (None, false),
+            Spill::Open { path, .. } | Spill::Complete { path, .. } => (Some(path.clone()), false),
+            Spill::Capped { path, .. } => (Some(path.clone()), true),
+            Spill::Idle | Spill::Failed | Spill::NoRoom | Spill::Released => (None, false),
         }
     }
 
@@ -378,7 +503,7 @@ mod tests {
     use super::*;
 
     fn target(dir: &Path, cap: u64) -> Arc<SpillTarget> {
-        Arc::new(SpillTarget::new(dir.join("spill"), cap))
+        Arc::new(SpillTarget::new(dir.join("spill"), cap, u64::MAX))
     }
 
     fn mode(path: &Path) -> u32 {
@@ -473,7 +598,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("not-a-dir");
         std::fs::write(&file, b"").unwrap();
-        let t = Arc::new(SpillTarget::new(file, 100));
+        let t = Arc::new(SpillTarget::new(file, 100, u64::MAX));
         let mut c = Collector::new(Stream::Stdout, 2, t);
         c.push(b"abcd");
         let s = c.snapshot();

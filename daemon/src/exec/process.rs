@@ -419,7 +419,7 @@ mod tests {
     use crate::exec::output::{SpillTarget, Stream};
 
     fn collectors(dir: &Path) -> (Arc<Mutex<Collector>>, Arc<Mutex<Collector>>) {
-        let target = Arc::new(SpillTarget::new(dir.join("spill"), 1 << 20));
+        let target = Arc::new(SpillTarget::new(dir.join("spill"), 1 << 20, u64::MAX));
         let c = |s| Arc::new(Mutex::new(Collector::new(s, 1 << 16, target.clone())));
         (c(Stream::Stdout), c(Stream::Stderr))
     }

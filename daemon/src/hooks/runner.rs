@@ -56,6 +56,8 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
         managed: BTreeMap::new(),
         stdin: Some(job.stdin.to_vec()),
         cancel: job.cancel,
+        // The daemon decodes a hook's output and nothing reads it afterwards.
+        spill_owner: None,
     };
     match executor.run(spec).await {
         Ok(o) => {

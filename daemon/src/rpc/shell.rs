@@ -125,6 +125,7 @@ impl shell_server::Shell for ShellService {
             } else {
                 exec.cancel.clone()
             },
+            spill_owner: exec.session_id().cloned(),
         };
         let result = if req.background {
             let job = self

@@ -141,6 +141,8 @@ impl Tool for BashTool {
                 } else {
                     exec.cancel.clone()
                 },
+                // The model is told where the full output is; it stays until the agent closes.
+                spill_owner: exec.session_id().cloned(),
                 ..CommandSpec::default()
             };
             if args.background {

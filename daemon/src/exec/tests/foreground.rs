@@ -253,7 +253,7 @@ async fn large_output_keeps_the_tail_and_spills_everything() {
     });
     let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
     let o = ex
-        .run(spec("seq 1 3000; seq 1 3000 >&2", tmp.path()))
+        .run(kept_spec("seq 1 3000; seq 1 3000 >&2", tmp.path()))
         .await
         .unwrap();
     assert!(o.stdout_truncated && o.stderr_truncated);
@@ -294,7 +294,10 @@ async fn output_exactly_at_the_cap_is_whole_and_the_spill_cap_holds() {
     assert!(!o.stdout_truncated && o.stdout_spill.is_none());
 
     let o = ex
-        .run(spec("head -c 10000 /dev/zero | tr '\\0' b", tmp.path()))
+        .run(kept_spec(
+            "head -c 10000 /dev/zero | tr '\\0' b",
+            tmp.path(),
+        ))
         .await
         .unwrap();
     assert!(o.stdout_truncated && o.stdout_spill_capped);

@@ -8,6 +8,7 @@
 mod env_guards;
 mod foreground;
 mod jobs;
+mod spills;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -58,6 +59,14 @@ pub(super) fn executor(tmp: &Path) -> Executor {
 
 pub(super) fn spec(command: &str, cwd: &Path) -> CommandSpec {
     CommandSpec::new(command, cwd)
+}
+
+/// A spec run on behalf of an agent, so its spill files stay until that agent's are released.
+pub(super) fn kept_spec(command: &str, cwd: &Path) -> CommandSpec {
+    CommandSpec {
+        spill_owner: Some(crate::session::SessionId::new_v7()),
+        ..CommandSpec::new(command, cwd)
+    }
 }
 
 pub(crate) use crate::test_support::{assert_dies, eventually, proc_state, read_pid};
