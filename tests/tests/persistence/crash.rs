@@ -293,3 +293,91 @@ fn a_torn_tail_is_cut_on_resume() {
     assert_eq!(prompted.turn_started(), 2);
     assert_contiguous(&file(&path).events);
 }
+
+/// `kill -9` at several points of a turn whose children are running: after the restart every
+/// acknowledged turn is there — the parent's, and those of the children whose answers the parent
+/// had received — and every stored session, children included, resumes.
+#[test]
+fn a_crash_while_children_run_loses_no_acknowledged_turn_of_any_session() {
+    use dsh_tests::shell::spawn_call;
+    let quick = |n: u32| json!({"replies": [{"text": format!("quick {n}")}]});
+    let slow = json!({"replies": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 600"}}]},
+        {"text": "never"},
+    ]});
+    let script = json!({"replies": [
+        {"tool_calls": [spawn_call("a", &quick(1)), spawn_call("b", &quick(2))]},
+        {"text": "first turn done"},
+        {"tool_calls": [spawn_call("c", &quick(3)), spawn_call("d", &slow)]},
+        {"text": "never"},
+    ]});
+    type Point = fn(&TestDaemon, &str) -> bool;
+    let points: [(&str, Point); 3] = [
+        ("the second turn has started", |d, id| {
+            d.events(id)
+                .iter()
+                .any(|e| e["type"] == "turn/start" && e["data"]["turn"] == 2)
+        }),
+        ("the second turn's children were spawned", |d, id| {
+            count(&d.events(id), "tool/call") >= 4
+        }),
+        ("a child of the second turn is in its bash call", |d, _| {
+            d.dshctl_json(&["session", "list"])["sessions"]
+                .as_array()
+                .unwrap()
+                .len()
+                >= 4
+                && d.dshctl_json(&["agent", "list"])
+                    .to_string()
+                    .contains("running")
+        }),
+    ];
+    for (what, reached) in points {
+        let mut daemon = TestDaemon::start();
+        let cwd = daemon.workdir("p");
+        let parent = daemon.new_agent(&cwd, &script);
+        daemon.prompt(&parent, "first").assert_completed();
+        let acknowledged = daemon.events(&parent);
+        let running = daemon.prompt_in_background(&parent, "second");
+        assert!(
+            eventually(PATIENCE, || reached(&daemon, &parent)),
+            "{what}: never reached\n{}",
+            daemon.log_text()
+        );
+        daemon.kill9();
+        let _ = dsh_tests::agents::finish_prompt(running);
+        daemon.restart_with(DaemonSpec::default());
+
+        let stored = daemon.events(&parent);
+        assert_eq!(
+            stored[..acknowledged.len()],
+            acknowledged[..],
+            "{what}: the acknowledged first turn changed"
+        );
+        // Children whose answers the parent's durable log holds were saved before it got them.
+        let answered = stored
+            .iter()
+            .filter(|e| e["type"] == "tool/result" && e["data"]["isError"] == false)
+            .count();
+        let sessions = daemon.dshctl_json(&["session", "list"]);
+        let children: Vec<String> = sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["header"]["parent_session"] == parent.as_str())
+            .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        let complete = children
+            .iter()
+            .filter(|c| count(&daemon.events(c), "turn/end") == 1)
+            .count();
+        assert!(
+            complete >= answered,
+            "{what}: {answered} child answers acknowledged, {complete} child sessions complete"
+        );
+        for session in children.iter().chain([&parent]) {
+            let resumed = daemon.agent_with_script(&["resume", session], &text_replies(&["ok"]));
+            assert_eq!(resumed["agent_id"], session.as_str(), "{what}: {resumed}");
+        }
+    }
+}
