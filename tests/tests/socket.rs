@@ -466,3 +466,26 @@ fn a_zero_connection_limit_or_idle_timeout_names_the_file_line_and_key() {
         );
     }
 }
+
+/// dshd raises its own soft open-file limit for connections, but its children get the one it
+/// started with: programs using `select` misbehave on descriptors past 1024.
+#[test]
+fn children_keep_the_open_file_limit_dshd_started_with() {
+    let hard = raise_own_open_file_limit();
+    assert!(
+        hard > 1024,
+        "this test needs a hard open-file limit above 1024; it is {hard}"
+    );
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        open_file_soft_limit: Some(1024),
+        ..DaemonSpec::default()
+    });
+    let (soft, _) = open_file_limits(daemon.child.id());
+    assert!(
+        soft.is_some_and(|s| s > 1024),
+        "dshd did not raise its own limit"
+    );
+    let out = daemon.dshctl(&["run", "--", "ulimit -Sn; sh -c 'ulimit -Sn'"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1024\n1024\n");
+}

@@ -131,6 +131,10 @@ pub struct ExecConfig {
     pub spill_dir: PathBuf,
     /// Finished jobs kept readable before the oldest are forgotten.
     pub max_finished_jobs: usize,
+    /// The soft open-file limit every child gets back. dshd raises its own to the hard limit (for
+    /// connections), but children keep the conventional one: programs using `select` break on
+    /// descriptors past 1024. `None`: children inherit the daemon's.
+    pub child_open_file_limit: Option<u64>,
     /// Names the deployment (the daemon sets the harness home) in every child's owner marker, so
     /// the next daemon of the same home can find and kill what a killed one left behind.
     pub owner_scope: String,
@@ -152,6 +156,7 @@ impl Default for ExecConfig {
             spill_dir: default_spill_dir(),
             max_finished_jobs: 256,
             owner_scope: String::new(),
+            child_open_file_limit: None,
         }
     }
 }
@@ -445,6 +450,7 @@ impl Executor {
             managed: &spec.managed,
             stdin,
             scope: &self.scope,
+            open_file_limit: self.config.child_open_file_limit,
         }
     }
 

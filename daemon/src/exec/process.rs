@@ -63,6 +63,8 @@ pub(crate) struct Launch<'a> {
     /// Names the harness home in the owner marker, so a later daemon of the same home can tell
     /// what an earlier one left behind.
     pub scope: &'a str,
+    /// The soft open-file limit to give the shell back (see `ExecConfig::child_open_file_limit`).
+    pub open_file_limit: Option<u64>,
 }
 
 /// Time bounds for one process.
@@ -180,6 +182,9 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     };
     let record = gate.register(pgid);
     drop(gate);
+    if let Some(soft) = launch.open_file_limit {
+        restore_open_file_limit(pgid, soft);
+    }
     let group = GroupGuard { pgid, armed: true };
     let exit = watch_exit(pgid);
     let stdin = match (child.stdin.take(), launch.stdin) {
@@ -194,6 +199,22 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         owner,
         _record: record,
     })
+}
+
+/// Lowers the shell's soft open-file limit right after the spawn (std's fast spawn path takes no
+/// `pre_exec`, and this crate has no unsafe code). bash takes about a millisecond to start and
+/// this follows the spawn within microseconds, so in practice the command and everything it starts
+/// get the lowered limit; it is not a guarantee (a stalled daemon thread could lose the race).
+fn restore_open_file_limit(pid: Pid, soft: u64) {
+    use rustix::process::{Resource, Rlimit, getrlimit, prlimit};
+    let hard = getrlimit(Resource::Nofile).maximum;
+    let limit = Rlimit {
+        current: Some(hard.map_or(soft, |h| soft.min(h))),
+        maximum: hard,
+    };
+    if let Err(error) = prlimit(Some(pid), Resource::Nofile, limit) {
+        tracing::debug!(%error, pid = pid.as_raw_pid(), "cannot restore the child's open-file limit");
+    }
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
@@ -439,6 +460,7 @@ mod tests {
             managed: empty,
             stdin: None,
             scope: "test",
+            open_file_limit: None,
         }
     }
 
