@@ -22,75 +22,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_daemon::agent::openai::{OpenAiConfig, OpenAiProvider};
-use dsh_daemon::agent::{
-    AgentRegistry, AgentServices, CheckpointPolicy, ModelChoice, ProviderFactory,
-};
-use dsh_daemon::exec::{ExecConfig, Executor};
-use dsh_daemon::hooks::{HookSettings, Hooks};
+use dsh_daemon::agent::{CheckpointPolicy, ModelChoice};
+use dsh_daemon::persistence::Persistence;
 use dsh_daemon::persistence::jsonl::JsonlBackend;
-use dsh_daemon::persistence::{
-    BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
-};
-use dsh_daemon::session::{Event, SessionHeader, SessionId, TurnEndReason};
-use dsh_daemon::skills::Skills;
+use dsh_daemon::session::TurnEndReason;
 use serde_json::{Value, json};
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::CountingBackend;
 
 const AGENTS: usize = 40;
 const TURNS: usize = 20;
 const STEPS: usize = 9;
-
-/// A backend that only counts what it is given: no I/O at all.
-#[derive(Debug, Default)]
-struct CountingBackend {
-    stored: Mutex<HashMap<SessionId, u64>>,
-}
-
-impl Persistence for CountingBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Jsonl
-    }
-
-    fn path(&self) -> PathBuf {
-        PathBuf::from("/dev/null")
-    }
-
-    fn locate(&self, _header: &SessionHeader) -> Option<SessionLocation> {
-        None
-    }
-
-    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
-        Ok(self.stored.lock().unwrap().get(id).copied())
-    }
-
-    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError> {
-        *self
-            .stored
-            .lock()
-            .unwrap()
-            .entry(header.id.clone())
-            .or_default() += events.len() as u64;
-        Ok(())
-    }
-
-    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        Err(PersistenceError::NotFound(id.clone()))
-    }
-
-    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        Err(PersistenceError::NotFound(id.clone()))
-    }
-
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
-        Ok(Vec::new())
-    }
-}
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -197,23 +147,7 @@ async fn per_turn(
     steps: usize,
     floor: Option<&std::fs::File>,
 ) -> (Duration, Duration) {
-    let handle = Arc::new(PersistenceHandle::new(backend));
-    let executor = Arc::new(Executor::new(ExecConfig::default()).unwrap());
-    // No hook files: the loop still asks the hook engine at every point, as in a default daemon.
-    let hooks = Arc::new(Hooks::new(
-        HookSettings::default(),
-        executor.clone(),
-        handle.clone(),
-    ));
-    let skills = Arc::new(Skills::new(cwd));
-    let services = Arc::new(AgentServices::new(
-        handle, executor, hooks, skills, policy, 1000,
-    ));
-    let openai = OpenAiProvider::new(OpenAiConfig::default(), None).unwrap();
-    let registry = AgentRegistry::new(
-        services,
-        ProviderFactory::new("scripted".into(), None, openai),
-    );
+    let registry = common::registry(backend, policy, cwd, 1000);
 
     let mut replies: Vec<Value> = Vec::new();
     for turn in 0..TURNS {

@@ -45,7 +45,7 @@ fn main() {
             messages: vec![HistoryMessage::User {
                 text: "hello".into(),
                 source: MessageSource::User,
-            }],
+            }].into(),
             tools: Vec::new(),
         };
         let mut samples = Vec::with_capacity(ROUNDS);

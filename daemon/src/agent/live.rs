@@ -10,6 +10,7 @@ use super::services::AgentServices;
 use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
+use crate::session::history::{HistoryCache, HistoryMessage};
 use crate::session::{
     AbortCause, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog, UserMessage,
 };
@@ -80,6 +81,8 @@ pub struct Agent {
     busy: watch::Sender<bool>,
     /// How this live agent came to be, for the SessionStart hook of its first turn; taken once.
     session_start: Mutex<Option<SessionSource>>,
+    /// The model history, extended with each request instead of derived anew.
+    history: Mutex<HistoryCache>,
 }
 
 impl Agent {
@@ -104,7 +107,17 @@ impl Agent {
             state: Mutex::new(TurnState::default()),
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
+            history: Mutex::new(HistoryCache::default()),
         }
+    }
+
+    /// The model history derived from the log as it is now (only new events are projected).
+    pub fn history(&self) -> Arc<Vec<HistoryMessage>> {
+        let log = self.log.read().unwrap_or_else(PoisonError::into_inner);
+        self.history
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .update(log.events())
     }
 
     /// The SessionStart source, the first time it is asked (the first turn of this live agent).

@@ -32,7 +32,7 @@ pub struct ModelRequest {
     /// System prompt.
     pub system: String,
     /// The history derived from the log, in order.
-    pub messages: Vec<HistoryMessage>,
+    pub messages: std::sync::Arc<Vec<HistoryMessage>>,
     /// Tools the model may call.
     pub tools: Vec<ToolSchema>,
 }

@@ -230,7 +230,7 @@ mod tests {
         ModelRequest {
             session_id: SessionId::parse("s").unwrap(),
             system: String::new(),
-            messages: Vec::new(),
+            messages: Default::default(),
             tools: Vec::new(),
         }
     }

@@ -22,7 +22,6 @@ use super::live::{Agent, TurnUpdate};
 use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall, ToolSchema};
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::hooks::{Decision, HookContext, HookEvent, HookRun};
-use crate::session::history;
 use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
 use crate::tools::{ToolExecution, ToolOutput, ToolSet};
 
@@ -253,7 +252,7 @@ impl TurnRun {
         let request = ModelRequest {
             session_id: self.agent.id().clone(),
             system: self.services.system_prompt(),
-            messages: self.agent.read_log(|log| history::derive(log.events())),
+            messages: self.agent.history(),
             tools: self.offered(tools),
         };
         let turn = self.turn;

@@ -1,5 +1,7 @@
 //! The model's conversation history, derived from the session log (never stored separately).
 
+use std::sync::Arc;
+
 use super::{Event, EventData, MessageSource, ToolCallRequest};
 
 /// One message of the history sent to a model.
@@ -28,6 +30,33 @@ pub enum HistoryMessage {
         /// True when the call failed.
         is_error: bool,
     },
+}
+
+/// A live session's history, kept up to date incrementally. Deriving the whole history for every
+/// model request made each step cost in proportion to the turn so far; instead only the events
+/// appended since the last request are projected, and each request shares the result (an `Arc`
+/// that is extended in place once the previous request has been dropped).
+#[derive(Debug, Default)]
+pub struct HistoryCache {
+    /// Events already projected (a prefix of the append-only log).
+    derived: usize,
+    messages: Arc<Vec<HistoryMessage>>,
+}
+
+impl HistoryCache {
+    /// The history of `events`, which must extend the events seen before (a session's log only
+    /// grows); a shorter log starts the cache afresh.
+    pub fn update(&mut self, events: &[Event]) -> Arc<Vec<HistoryMessage>> {
+        if events.len() < self.derived {
+            *self = Self::default();
+        }
+        let new = derive(&events[self.derived..]);
+        if !new.is_empty() {
+            Arc::make_mut(&mut self.messages).extend(new);
+        }
+        self.derived = events.len();
+        self.messages.clone()
+    }
 }
 
 /// Projects the log's user, assistant and tool-result events to messages, in order.

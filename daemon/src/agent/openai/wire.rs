@@ -19,7 +19,7 @@ pub(super) fn request_body(model: &str, request: &ModelRequest) -> serde_json::R
     messages.push(Message::System {
         content: &request.system,
     });
-    for message in &request.messages {
+    for message in request.messages.iter() {
         messages.push(match message {
             HistoryMessage::User { text, .. } => Message::User { content: text },
             HistoryMessage::Assistant { text, tool_calls } => Message::Assistant {

@@ -36,7 +36,8 @@ fn request() -> ModelRequest {
         messages: vec![HistoryMessage::User {
             text: "hello".into(),
             source: MessageSource::User,
-        }],
+        }]
+        .into(),
         tools: vec![bash_tool()],
     }
 }
@@ -196,7 +197,8 @@ async fn request_body_and_headers_have_the_chat_completions_shape() {
                     plugin: "hooks-claude-code".into(),
                 },
             },
-        ],
+        ]
+        .into(),
         tools: vec![bash_tool()],
     };
     let (reply, _) = complete(

@@ -1,0 +1,128 @@
+//! The release `dshd`'s CPU per step of one long turn: a scripted agent whose turn is K - 1 steps
+//! each calling `bash` (`true`) and a final text step, for K = 100, 1,000 and 5,000, under both
+//! checkpoint policies (real JSONL files). CPU is dshd's own user + system time (`/proc/<pid>/stat`,
+//! so exited threads count) over the turn, divided by K; the bash children's CPU is not dshd's.
+//! K = 100 runs ten turns (ten agents) to rise above the 10 ms clock tick. Prints the ratio of
+//! K = 5,000 to K = 100 (target ≤ 1.2×).
+//!
+//! Run: `cargo bench -p dsh-tests --bench turn_length`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+const SIZES: [(usize, usize); 3] = [(100, 10), (1_000, 1), (5_000, 1)];
+
+fn main() {
+    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
+    println!(
+        "dshd CPU per step by turn length (release dshd, scripted model, one bash call a step)"
+    );
+    for policy in ["step", "turn"] {
+        let dir = dsh_tests::private_dir();
+        let socket = dir.path().join("d.sock");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!("checkpoint = \"{policy}\"\n[agent]\nmax_steps_per_turn = 6000\n"),
+        )
+        .unwrap();
+        let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
+            .env("RUST_LOG", "warn")
+            .arg("--dsh-home")
+            .arg(dir.path().join("home"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--config")
+            .arg(&config)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !dsh_tests::dshctl_at(&socket, &["status"]).status.success() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "dshd never answered"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = child.id();
+        let figures: Vec<(f64, f64)> = SIZES
+            .iter()
+            .map(|&(steps, turns)| per_step(&socket, dir.path(), pid, steps, turns))
+            .collect();
+        let cells: Vec<String> = SIZES
+            .iter()
+            .zip(&figures)
+            .map(|((k, _), (cpu, wall))| format!("K={k}: cpu {cpu:>6.0} us wall {wall:>6.0} us"))
+            .collect();
+        let ratio = figures[2].0 / figures[0].0;
+        println!(
+            "  checkpoint={policy:<4}  {}   cpu K=5000/K=100 = {ratio:.2}x (target <= 1.2x: {})",
+            cells.join("   "),
+            if ratio <= 1.2 { "met" } else { "MISSED" }
+        );
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        child.wait().unwrap();
+    }
+}
+
+/// dshd's CPU time (user + system) in microseconds.
+fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second here).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 * 10_000.0
+}
+
+/// (CPU, wall) microseconds per step over `turns` turns of `steps` steps.
+fn per_step(
+    socket: &std::path::Path,
+    dir: &std::path::Path,
+    pid: u32,
+    steps: usize,
+    turns: usize,
+) -> (f64, f64) {
+    let mut replies: Vec<serde_json::Value> = (1..steps)
+        .map(|_| json!({"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}))
+        .collect();
+    replies.push(json!({"text": "done"}));
+    let script = dir.join(format!("script-{steps}.json"));
+    std::fs::write(&script, json!({ "replies": replies }).to_string()).unwrap();
+    let agents: Vec<String> = (0..turns)
+        .map(|_| {
+            let out = dsh_tests::dshctl_at(
+                socket,
+                &[
+                    "--json",
+                    "agent",
+                    "new",
+                    "--cwd",
+                    dir.to_str().unwrap(),
+                    "--script",
+                    script.to_str().unwrap(),
+                ],
+            );
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            doc["agent_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let (cpu, wall) = (cpu_us(pid), Instant::now());
+    for agent in &agents {
+        let out = dsh_tests::dshctl_at(socket, &["prompt", "--agent", agent, "go"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let total = (steps * turns) as f64;
+    (
+        (cpu_us(pid) - cpu) / total,
+        wall.elapsed().as_secs_f64() * 1e6 / total,
+    )
+}
