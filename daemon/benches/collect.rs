@@ -1,5 +1,5 @@
 //! `ShellEnvRegistry::collect` with every shipped contributor, in process: the per-call cost of the
-//! managed `DSH_*` snapshot (DESIGN §5; target: median ≤ 5 µs). The execution is an agent's bash
+//! managed `DSH_*` snapshot (CONTRACTS §5; target: median ≤ 5 µs). The execution is an agent's bash
 //! call inside a turn, so every contributor answers (JSONL location, lineage, tool call, socket).
 //!
 //! Run: `cargo bench -p dsh-daemon --bench collect`

@@ -1,4 +1,4 @@
-//! Harness-home resolution (DESIGN §3).
+//! Harness-home resolution (CONTRACTS §3).
 //!
 //! The harness home is the daemon's deployment directory: config, sessions, skills and `run/`. It is
 //! resolved once at start and the same value feeds `DSH_HOME` for every bash child and skill

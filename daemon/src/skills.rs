@@ -1,5 +1,5 @@
 //! Local skills: `<home>/skills/<name>/SKILL.md`, whose front matter gives `name` and
-//! `description` (DESIGN §3). Discovered at start and on reload; the agent's system prompt lists
+//! `description` (CONTRACTS §3). Discovered at start and on reload; the agent's system prompt lists
 //! names and descriptions only, and the model reads a skill's file with bash when it needs it.
 //!
 //! The home is the same resolved value that feeds `DSH_HOME`, so a skill's path always lies under

@@ -1,4 +1,4 @@
-//! The daemon's cost per command, as ratios to the floor measured in the same run (DESIGN §10):
+//! The daemon's cost per command, as ratios to the floor measured in the same run (CONTRACTS §10):
 //!
 //! - latency: `Shell.Run` of `true` (release `dshd`, one call at a time, p50) against a direct tokio
 //!   spawn of `bash -c true` with piped output and an environment of the same size (target ≤ 1.10×);

@@ -1,4 +1,4 @@
-//! Hooks end to end (DESIGN §8): the real `dshd` with `[hooks]` in a `--config` file, real bash
+//! Hooks end to end (CONTRACTS §8): the real `dshd` with `[hooks]` in a `--config` file, real bash
 //! hook scripts, the keyless scripted model, and `dshctl` to drive and inspect it.
 //!
 //! Hooks record what they saw in files of the test's private directory; the tests then compare

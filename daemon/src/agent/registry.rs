@@ -1,5 +1,5 @@
 //! The registry of live agents: creating, resuming, forking and spawning them, running their turns,
-//! closing them, and winding them all down at shutdown (DESIGN §4.2, §7).
+//! closing them, and winding them all down at shutdown (CONTRACTS §4.2, §7).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

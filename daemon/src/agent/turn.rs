@@ -1,4 +1,4 @@
-//! The agent loop (DESIGN §7): one turn, from the user's prompt to `turn/end`.
+//! The agent loop (CONTRACTS §7): one turn, from the user's prompt to `turn/end`.
 //!
 //! `turn/start`, then steps until the model answers without tool calls: `step/start`, a model request
 //! built from the derived history, `assistant/message`, the step's tool calls (`tool/call` for each,
@@ -7,7 +7,7 @@
 //! error, a failed checkpoint, the step limit, a blocking hook — ends the turn with a `turn/end` that
 //! says why.
 //!
-//! Hooks (DESIGN §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
+//! Hooks (CONTRACTS §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
 //! (may block the turn before any model request), PreToolUse (may deny a call; `ask` fails closed
 //! because dsh has no interactive approver), PostToolUse (may replace a result), and Stop (may force
 //! another step, up to `hooks.stop_continuation_cap` times). Their context reaches the next model

@@ -1,4 +1,4 @@
-//! The child environment (DESIGN §5.3).
+//! The child environment (CONTRACTS §5.3).
 //!
 //! Four layers, later entries winning:
 //!

@@ -1,4 +1,4 @@
-//! The local executor: runs `bash -c <command>` for tools, hooks and RPC clients (DESIGN §5.3, §6).
+//! The local executor: runs `bash -c <command>` for tools, hooks and RPC clients (CONTRACTS §5.3, §6).
 //!
 //! - [`env`]: the child environment, four layers; the scrubbed daemon environment and the terminal
 //!   overrides are computed once per [`Executor`].

@@ -1,4 +1,4 @@
-//! The result of a foreground command and its text for a model (DESIGN §6).
+//! The result of a foreground command and its text for a model (CONTRACTS §6).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

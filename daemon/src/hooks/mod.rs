@@ -1,5 +1,5 @@
 //! Hooks: run the command hooks people already wrote for Claude Code and Codex, unchanged
-//! (DESIGN §8).
+//! (CONTRACTS §8).
 //!
 //! One dialect-neutral core — `matcher.rs`, `runner.rs`, `decode.rs`, `merge.rs` and the durable
 //! `hook/invoked` / `hook/result` records — under two dialect bridges that only differ in what they

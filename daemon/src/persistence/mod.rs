@@ -1,6 +1,6 @@
 //! Persistence: the [`Persistence`] trait every backend implements, the [`SessionLocation`] it
 //! answers, and the swappable [`PersistenceHandle`] that every consumer asks at the time of use
-//! (DESIGN §4.3).
+//! (CONTRACTS §4.3).
 //!
 //! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
 //! called on async paths, and it does no I/O at all.
@@ -143,7 +143,7 @@ pub enum PersistenceError {
     Config(String),
 }
 
-/// A session store (DESIGN §4.3). Implementations: [`jsonl::JsonlBackend`], [`sqlite::SqliteBackend`].
+/// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`], [`sqlite::SqliteBackend`].
 ///
 /// Contract (checked by one suite against every backend):
 /// - creation is lazy: nothing is written for a session before its first [`append`](Self::append);

@@ -1,4 +1,4 @@
-//! SQLite backend (DESIGN §4.6): one database for every session; `locate` answers `None` because
+//! SQLite backend (CONTRACTS §4.6): one database for every session; `locate` answers `None` because
 //! there is no honest per-session file to point a bash child or a hook at.
 //!
 //! Every append, and every repair, is one `BEGIN IMMEDIATE` transaction that checks the stored

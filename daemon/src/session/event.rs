@@ -1,4 +1,4 @@
-//! Session events: the envelope `{type, seq, time, data}` and the closed vocabulary of DESIGN §4.1.
+//! Session events: the envelope `{type, seq, time, data}` and the closed vocabulary of CONTRACTS §4.1.
 
 use serde::de::Error as _;
 use serde::ser::SerializeStruct;

@@ -1,4 +1,4 @@
-//! The immutable session header (DESIGN §4.1).
+//! The immutable session header (CONTRACTS §4.1).
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
 //! Sessions: ids, the immutable header, the event vocabulary, the in-memory log, the history
-//! derived from it, and the repair of a turn left open by a crash (DESIGN §4).
+//! derived from it, and the repair of a turn left open by a crash (CONTRACTS §4).
 
 mod event;
 mod header;

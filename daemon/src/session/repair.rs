@@ -1,4 +1,4 @@
-//! Closing a turn left open by a crash (DESIGN §4.5). Backends call this on load; the result is
+//! Closing a turn left open by a crash (CONTRACTS §4.5). Backends call this on load; the result is
 //! the same whatever stored the log.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! The contributors the daemon ships (DESIGN §5.2). Each asks its source at call time, so a fact
+//! The contributors the daemon ships (CONTRACTS §5.2). Each asks its source at call time, so a fact
 //! that changes (a persistence backend swap) is seen by the very next call.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Contributors: a name, the managed keys it may return, and how it resolves them (DESIGN §5.1).
+//! Contributors: a name, the managed keys it may return, and how it resolves them (CONTRACTS §5.1).
 
 use std::collections::BTreeMap;
 use std::fmt;

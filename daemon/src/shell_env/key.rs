@@ -1,4 +1,4 @@
-//! Managed keys: the `DSH_*` names a contributor may declare (DESIGN §5.1).
+//! Managed keys: the `DSH_*` names a contributor may declare (CONTRACTS §5.1).
 
 use std::borrow::Borrow;
 use std::fmt;

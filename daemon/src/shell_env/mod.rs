@@ -1,4 +1,4 @@
-//! The managed environment (DESIGN §5): the registry of contributors of `DSH_*` variables and the
+//! The managed environment (CONTRACTS §5): the registry of contributors of `DSH_*` variables and the
 //! immutable snapshot collected for each tool call.
 //!
 //! The registry owns three facts itself (`DSH_HOME`, `DSH_SHELL`, `DSH_SESSION_ID`); every other
@@ -8,7 +8,7 @@
 //! only from the call's [`ToolExecution`](crate::tools::ToolExecution), so concurrent calls of
 //! different agents never see each other's facts.
 //!
-//! Decisions where the upstream contract leaves room (see `shared/reference/managed-env-upstream.md`):
+//! Decisions where the contract (CONTRACTS §5) leaves room:
 //! - `list()` includes the registry's own keys under contributor `builtin`, and that name can
 //!   therefore never be registered (refused as already registered).
 //! - Contributors resolve, and `list()` and snapshots sort, in byte order (`"B" < "_" < "a"`).

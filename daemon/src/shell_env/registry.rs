@@ -1,4 +1,4 @@
-//! The registry: who contributes which managed keys, and the per-call snapshot (DESIGN §5.1).
+//! The registry: who contributes which managed keys, and the per-call snapshot (CONTRACTS §5.1).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -60,7 +60,7 @@ struct Entry {
 }
 
 impl ShellEnvRegistry {
-    /// A registry with no contributors. `home` is what `DSH_HOME` says (resolved once, DESIGN §3);
+    /// A registry with no contributors. `home` is what `DSH_HOME` says (resolved once, CONTRACTS §3);
     /// `resolve_timeout` bounds each asynchronous resolver's answer.
     pub fn new(home: PathBuf, resolve_timeout: Duration) -> Self {
         let home = home.into_os_string().into_string().map_err(PathBuf::from);

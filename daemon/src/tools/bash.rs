@@ -1,5 +1,5 @@
 //! The `bash` tool: runs a command through the executor with a managed `DSH_*` snapshot collected
-//! for this one call (DESIGN §6).
+//! for this one call (CONTRACTS §6).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The persistence contract (DESIGN §4.3–§4.6), one suite run against every backend, plus the
+//! The persistence contract (CONTRACTS §4.3–§4.6), one suite run against every backend, plus the
 //! backend-specific checks and the swap logic of [`super::handle::checkpoint`].
 //!
 //! Every test uses real files in a private (0700) temporary directory, real fsyncs and a real

@@ -1,4 +1,4 @@
-//! Durable file operations for the JSONL backend (DESIGN §4.4): private directories, atomic
+//! Durable file operations for the JSONL backend (CONTRACTS §4.4): private directories, atomic
 //! creation that never overwrites, and appends that leave no partial write behind.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};

@@ -1,4 +1,4 @@
-//! Where a JSONL session lives: `<root>/--<projectKey(cwd)>--/<dir(id)>/session.jsonl` (DESIGN
+//! Where a JSONL session lives: `<root>/--<projectKey(cwd)>--/<dir(id)>/session.jsonl` (CONTRACTS
 //! §4.4). Pure string and path computation: nothing here touches the file system, so
 //! [`locate`](super::JsonlBackend) can use it on async paths.
 

@@ -1,4 +1,4 @@
-//! JSONL backend (DESIGN §4.4, §4.5): one plain `.jsonl` file per session, at
+//! JSONL backend (CONTRACTS §4.4, §4.5): one plain `.jsonl` file per session, at
 //! `<root>/--<projectKey(cwd)>--/<escape(id)>/session.jsonl`, readable with `tail`, `grep` and `jq`.
 //!
 //! Each session has one writer: the backend keeps the file of every session it has touched open,

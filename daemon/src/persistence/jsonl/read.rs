@@ -1,4 +1,4 @@
-//! The JSONL line format and its reader (DESIGN §4.4, §4.5): line 1 is the header tagged
+//! The JSONL line format and its reader (CONTRACTS §4.4, §4.5): line 1 is the header tagged
 //! `"type":"session"`, each later line one event, every line ends with `\n`. Reading finds the
 //! committed prefix and tells a torn tail (droppable) from corruption (refused).
 
@@ -90,7 +90,7 @@ pub(super) struct Scan {
     pub torn: Option<Repair>,
 }
 
-/// Splits a log into its committed prefix and torn tail, or reports corruption (DESIGN §4.5).
+/// Splits a log into its committed prefix and torn tail, or reports corruption (CONTRACTS §4.5).
 ///
 /// A final line without `\n`, or a bad line (invalid JSON, unknown type, wrong seq) after which no
 /// `turn/end` follows, starts a torn tail. A bad line at or before the last `turn/end` means data
