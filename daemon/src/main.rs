@@ -12,8 +12,28 @@ use dsh_daemon::home::Ambient;
 use dsh_daemon::server::{self, Listener};
 
 /// The dsh daemon: hosts coding agents for one user and serves gRPC on a user-only Unix socket.
+const DSHD_AFTER_HELP: &str = "\
+Examples:
+  dshd                                  run on the defaults (home ~/.dsh, JSONL sessions)
+  dshd --dsh-home ~/work/.dsh           another harness home
+  dshd --persistence sqlite             keep sessions in <home>/sessions.sqlite3
+  RUST_LOG=debug dshd --log-format json  verbose, machine-readable logs
+  systemctl --user start dshd           as a systemd user service (see deploy/README.md)
+
+Talk to it with dshctl (dshctl status, dshctl agent new, dshctl prompt ...).
+
+Exit status:
+  0  stopped cleanly (SIGTERM, SIGINT or dshctl shutdown) with every session saved
+  1  could not start (bad config, socket or home in use, ...) or a session could not be saved at
+     shutdown; stderr says which and what to do";
+
 #[derive(Debug, Parser)]
-#[command(name = "dshd", version, about)]
+#[command(
+    name = "dshd",
+    version,
+    about = "The dsh daemon: hosts coding agents for you and serves them over a private Unix socket.",
+    after_help = DSHD_AFTER_HELP
+)]
 struct Args {
     /// Config file (TOML). Default: <home>/config.toml when it exists.
     #[arg(long, value_name = "FILE")]

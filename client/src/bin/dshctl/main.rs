@@ -26,8 +26,28 @@ use output::Output;
 use serde_json::json;
 
 /// Command-line client for dshd, the dsh agent daemon.
+const DSHCTL_AFTER_HELP: &str = "\
+Examples:
+  dshctl status
+  AGENT=$(dshctl --json agent new --cwd . --script examples/scripts/facts.json | jq -r .agent_id)
+  dshctl prompt --agent \"$AGENT\" \"which facts does your shell get?\"
+  dshctl session locate \"$AGENT\"          where the transcript is
+  dshctl run -- 'echo $DSH_HOME'           a command through the daemon
+  dshctl completions bash > ~/.local/share/bash-completion/completions/dshctl
+
+Exit status:
+  0    success (for prompt: the turn completed)
+  1    an error (the daemon is not running, refused the request, or the turn did not complete)
+  2    bad usage
+  run  exits with the command's own status (124 on timeout, 128+N when killed by signal N)";
+
 #[derive(Debug, Parser)]
-#[command(name = "dshctl", version, about)]
+#[command(
+    name = "dshctl",
+    version,
+    about = "Drive and inspect dshd, the dsh agent daemon: agents, prompts, sessions, commands.",
+    after_help = DSHCTL_AFTER_HELP
+)]
 struct Cli {
     /// Socket of the daemon. Default: $DSH_SOCKET, else $XDG_RUNTIME_DIR/dsh/dshd.sock, else
     /// <home>/run/dshd.sock.
