@@ -1,6 +1,10 @@
-//! `Persistence.Locate` against `Daemon.Status` on the release `dshd`: the same client and socket,
-//! a live agent's session, calls interleaved one for one so drift hits both alike. Target: Locate
-//! p50 ≤ 1.25 × Status p50 (Status is the floor: a unary call that touches nothing).
+//! Two ratios over Unix sockets, calls interleaved one for one so drift hits both sides alike:
+//!
+//! - `Persistence.Locate` of a live agent's session against `Daemon.Status` on the release `dshd`
+//!   (target: Locate p50 ≤ 1.25 × Status p50; Status is a unary call that touches nothing);
+//! - `Daemon.Status` against the floor of any tonic unary call: a bare tonic server built here
+//!   (the standard health service, nothing else, on its own runtime thread and socket) answering
+//!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×).
 //!
 //! Run: `cargo bench -p dsh-tests --bench rpc`
 
@@ -47,8 +51,13 @@ fn main() {
         std::thread::sleep(Duration::from_millis(1));
     }
 
-    let (mut status, mut locate) = runtime.block_on(async {
+    let floor_socket = dir.path().join("floor.sock");
+    start_bare_tonic_server(&floor_socket);
+
+    let (mut status, mut locate, mut floor) = runtime.block_on(async {
         let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let bare = dsh_client::Client::connect(&floor_socket).await.unwrap();
+        let mut health = tonic_health::pb::health_client::HealthClient::new(bare.channel());
         let agent = client
             .agents()
             .create(v1::CreateAgentRequest {
@@ -75,6 +84,7 @@ fn main() {
 
         let mut status = Vec::with_capacity(CALLS);
         let mut locate = Vec::with_capacity(CALLS);
+        let mut floor = Vec::with_capacity(CALLS);
         for i in 0..WARMUP + CALLS {
             let t = Instant::now();
             daemon.status(v1::StatusRequest {}).await.unwrap();
@@ -82,12 +92,19 @@ fn main() {
             let t = Instant::now();
             persistence.locate(request.clone()).await.unwrap();
             let l = t.elapsed();
+            let t = Instant::now();
+            health
+                .check(tonic_health::pb::HealthCheckRequest::default())
+                .await
+                .unwrap();
+            let f = t.elapsed();
             if i >= WARMUP {
                 status.push(s);
                 locate.push(l);
+                floor.push(f);
             }
         }
-        (status, locate)
+        (status, locate, floor)
     });
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&child),
@@ -98,6 +115,7 @@ fn main() {
 
     status.sort_unstable();
     locate.sort_unstable();
+    floor.sort_unstable();
     let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
     let ratio = p(&locate, 0.5).as_secs_f64() / p(&status, 0.5).as_secs_f64();
     println!(
@@ -115,6 +133,43 @@ fn main() {
         "  ratio of p50s: {ratio:.2} (target <= 1.25: {})",
         if ratio <= 1.25 { "met" } else { "MISSED" }
     );
+    let ratio = p(&status, 0.5).as_secs_f64() / p(&floor, 0.5).as_secs_f64();
+    println!("Status vs a bare tonic server's Health/Check (same client kind, {CALLS} calls each)");
+    for (name, v) in [("Status", &status), ("bare tonic", &floor)] {
+        println!(
+            "  {name:<15} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
+            us(p(v, 0.5)),
+            us(p(v, 0.9)),
+            us(p(v, 0.99))
+        );
+    }
+    println!(
+        "  ratio of p50s: {ratio:.2} (target <= 1.5: {})",
+        if ratio <= 1.5 { "met" } else { "MISSED" }
+    );
+}
+
+/// A tonic server with only the standard health service, on `socket`, on a runtime thread of its
+/// own (as dshd runs in a process of its own): the floor of a unary call over a Unix socket.
+fn start_bare_tonic_server(socket: &std::path::Path) {
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let (_reporter, service) = tonic_health::server::health_reporter();
+            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+    });
 }
 
 fn us(d: Duration) -> f64 {
