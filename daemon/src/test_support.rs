@@ -2,7 +2,6 @@
 //! the `test-support` feature). Nothing here is part of the daemon's behaviour; `dshd` is built
 //! without it.
 
-
 /// Fails the calling test unless `jq` works, saying how to install it. Tests never install
 /// anything themselves: `.ci/run` installs what CI needs.
 pub fn require_jq() {

@@ -1,0 +1,115 @@
+//! dshd's memory with many live agents, and whether closing them gives it back: the release
+//! `dshd`'s RSS (`VmRSS`) idle, with 1,000 live idle agents (scripted, each created over the
+//! socket and never prompted), and after closing them all. Targets: at most 64 KiB per live agent
+//! above the idle figure; after closing, at most 2 × the idle figure.
+//!
+//! Run: `cargo bench -p dsh-tests --bench memory`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use dsh_proto::v1;
+
+const AGENTS: usize = 1_000;
+
+fn main() {
+    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
+    let dir = dsh_tests::private_dir();
+    let socket = dir.path().join("d.sock");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
+        .env("RUST_LOG", "warn")
+        .arg("--dsh-home")
+        .arg(dir.path().join("home"))
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dsh_tests::dshctl_at(&socket, &["status"]).status.success() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "dshd never answered"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (idle, live, closed) = runtime.block_on(async {
+        let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let mut agents = client.agents();
+        // One create and close first, so what the first agent ever allocates (lazy statics, the
+        // blocking pool) counts in the idle figure rather than per agent.
+        let warm = create(&mut agents, &work).await;
+        close(&mut agents, warm).await;
+        let idle = rss_kib(pid);
+        let mut ids = Vec::with_capacity(AGENTS);
+        for _ in 0..AGENTS {
+            ids.push(create(&mut agents, &work).await);
+        }
+        let live = rss_kib(pid);
+        for id in ids {
+            close(&mut agents, id).await;
+        }
+        (idle, live, rss_kib(pid))
+    });
+    let per_agent = (live.saturating_sub(idle)) as f64 / AGENTS as f64;
+    let back = closed as f64 / idle as f64;
+    println!("dshd RSS with {AGENTS} live idle agents (release dshd, scripted agents)");
+    println!("  idle {idle} KiB; {AGENTS} live {live} KiB; all closed {closed} KiB");
+    println!(
+        "  per live agent {per_agent:.1} KiB (target <= 64: {}); closed / idle {back:.2}x (target <= 2: {})",
+        if per_agent <= 64.0 { "met" } else { "MISSED" },
+        if back <= 2.0 { "met" } else { "MISSED" }
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+async fn create(
+    agents: &mut v1::agents_client::AgentsClient<tonic::transport::Channel>,
+    work: &std::path::Path,
+) -> String {
+    agents
+        .create(v1::CreateAgentRequest {
+            cwd: work.display().to_string(),
+            model: Some(v1::ModelSpec {
+                provider: "scripted".into(),
+                ..v1::ModelSpec::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .agent_id
+}
+
+async fn close(
+    agents: &mut v1::agents_client::AgentsClient<tonic::transport::Channel>,
+    id: String,
+) {
+    agents
+        .close(v1::CloseAgentRequest { agent_id: id })
+        .await
+        .unwrap();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
