@@ -240,18 +240,7 @@ pub fn bind(path: &Path) -> Result<(UnixListener, SocketGuard), SocketError> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if let Err(e) = std::fs::symlink_metadata(dir) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            return Err(io_error("inspect", dir)(e));
-        }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_error("create directory", dir))?;
-    }
-    // Checked even when we just created it: someone may have made it first.
-    let dir_fd = open_private_dir(dir)?;
+    let dir_fd = create_private_dir(dir)?;
 
     let lock_file = lock_path(path);
     let mut lock_name = OsString::from(name);
@@ -304,6 +293,22 @@ pub fn bind(path: &Path) -> Result<(UnixListener, SocketGuard), SocketError> {
             _lock: lock,
         },
     ))
+}
+
+/// Creates `dir` (0700, with its parents) when it is missing, then opens and checks it like
+/// [`open_private_dir`] — checked even when we just created it: someone may have made it first.
+fn create_private_dir(dir: &Path) -> Result<OwnedFd, SocketError> {
+    if let Err(e) = std::fs::symlink_metadata(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(io_error("inspect", dir)(e));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_error("create directory", dir))?;
+    }
+    open_private_dir(dir)
 }
 
 /// Opens the socket's directory without following a link and checks that it is ours and that
@@ -412,17 +417,7 @@ pub const HOME_LOCK_NAME: &str = "dshd.lock";
 /// through the same link-refusing opener. A second daemon on the same home is refused with the
 /// first one's pid and socket, which the lock file records.
 pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, SocketError> {
-    if let Err(e) = std::fs::symlink_metadata(home) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            return Err(io_error("inspect", home)(e));
-        }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(home)
-            .map_err(io_error("create directory", home))?;
-    }
-    let dir = open_private_dir(home)?;
+    let dir = create_private_dir(home)?;
     let path = home.join(HOME_LOCK_NAME);
     let mut lock = open_lock(&dir, OsStr::new(HOME_LOCK_NAME), &path)?;
     if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {

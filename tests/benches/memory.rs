@@ -7,37 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use dsh_proto::v1;
 
 const AGENTS: usize = 1_000;
 
 fn main() {
-    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
     let dir = dsh_tests::private_dir();
-    let socket = dir.path().join("d.sock");
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
-    let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
-        .env("RUST_LOG", "warn")
-        .arg("--dsh-home")
-        .arg(dir.path().join("home"))
-        .arg("--socket")
-        .arg(&socket)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !dsh_tests::dshctl_at(&socket, &["status"]).status.success() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "dshd never answered"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let pid = child.id();
+    let daemon = dsh_tests::bench::ReleaseDaemon::start(&dir, &[]);
+    let socket = daemon.socket.clone();
+    let pid = daemon.pid();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -69,12 +49,6 @@ fn main() {
         if per_agent <= 64.0 { "met" } else { "MISSED" },
         if back <= 2.0 { "met" } else { "MISSED" }
     );
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    child.wait().unwrap();
 }
 
 async fn create(

@@ -9,47 +9,28 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 
 const SIZES: [(usize, usize); 3] = [(100, 10), (1_000, 1), (5_000, 1)];
 
 fn main() {
-    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
     println!(
         "dshd CPU per step by turn length (release dshd, scripted model, one bash call a step)"
     );
     for policy in ["step", "turn"] {
         let dir = dsh_tests::private_dir();
-        let socket = dir.path().join("d.sock");
         let config = dir.path().join("config.toml");
         std::fs::write(
             &config,
             format!("checkpoint = \"{policy}\"\n[agent]\nmax_steps_per_turn = 6000\n"),
         )
         .unwrap();
-        let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
-            .env("RUST_LOG", "warn")
-            .arg("--dsh-home")
-            .arg(dir.path().join("home"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--config")
-            .arg(&config)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !dsh_tests::dshctl_at(&socket, &["status"]).status.success() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "dshd never answered"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let pid = child.id();
+        let daemon =
+            dsh_tests::bench::ReleaseDaemon::start(&dir, &["--config", config.to_str().unwrap()]);
+        let socket = daemon.socket.clone();
+        let pid = daemon.pid();
         let figures: Vec<(f64, f64)> = SIZES
             .iter()
             .map(|&(steps, turns)| per_step(&socket, dir.path(), pid, steps, turns))
@@ -65,12 +46,6 @@ fn main() {
             cells.join("   "),
             if ratio <= 1.2 { "met" } else { "MISSED" }
         );
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&child),
-            rustix::process::Signal::TERM,
-        )
-        .unwrap();
-        child.wait().unwrap();
     }
 }
 

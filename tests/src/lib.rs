@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use dsh_client::Client;
 
 pub mod agents;
+pub mod bench;
 pub mod shell;
 
 /// Path of the freshly built `dshd` binary (built once per test process).

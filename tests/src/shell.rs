@@ -456,3 +456,15 @@ pub fn descendants(ancestor: i32) -> Vec<ProcStat> {
         })
         .collect()
 }
+
+/// Live and stored sessions whose header names `parent`.
+pub fn children_of(daemon: &TestDaemon, parent: &str) -> Vec<String> {
+    let sessions = daemon.dshctl_json(&["session", "list"]);
+    sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["header"]["parent_session"] == parent)
+        .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use dsh_tests::shell::{
-    PRINT_MANAGED, bash_call, key_values, locate, managed_of, new_agent, prompt, prompt_results,
-    run_json, session_results, spawn_call, workdir,
+    PRINT_MANAGED, bash_call, children_of, key_values, locate, managed_of, new_agent, prompt,
+    prompt_results, run_json, session_results, spawn_call, workdir,
 };
 use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin};
 use serde_json::json;
@@ -49,18 +49,6 @@ fn an_agent_call_carries_home_session_transcript_lineage_and_its_tool_call() {
             "a top-level agent has no parent: {env:?}"
         );
     }
-}
-
-/// Live and stored sessions whose header names `parent`.
-fn children_of(daemon: &TestDaemon, parent: &str) -> Vec<String> {
-    let sessions = daemon.dshctl_json(&["session", "list"]);
-    sessions["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["header"]["parent_session"] == parent)
-        .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

@@ -359,14 +359,7 @@ fn a_crash_while_children_run_loses_no_acknowledged_turn_of_any_session() {
             .iter()
             .filter(|e| e["type"] == "tool/result" && e["data"]["isError"] == false)
             .count();
-        let sessions = daemon.dshctl_json(&["session", "list"]);
-        let children: Vec<String> = sessions["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["header"]["parent_session"] == parent.as_str())
-            .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
-            .collect();
+        let children = dsh_tests::shell::children_of(&daemon, &parent);
         let complete = children
             .iter()
             .filter(|c| count(&daemon.events(c), "turn/end") == 1)

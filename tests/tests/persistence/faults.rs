@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::Command;
 
 use dsh_tests::private_dir;
-use dsh_tests::shell::spawn_call;
+use dsh_tests::shell::{children_of, spawn_call};
 
 use super::*;
 
@@ -73,17 +73,6 @@ fn daemon_on_tmpfs(size: &str) -> Option<(TestDaemon, Tmpfs, PathBuf)> {
     );
     daemon.wait_ready();
     Some((daemon, fs, tmp))
-}
-
-fn children_of(daemon: &TestDaemon, parent: &str) -> Vec<String> {
-    let sessions = daemon.dshctl_json(&["session", "list"]);
-    sessions["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["header"]["parent_session"] == parent)
-        .map(|s| s["header"]["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

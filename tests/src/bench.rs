@@ -1,0 +1,68 @@
+//! Support for the benchmarks that measure the release `dshd` through its socket.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A release `dshd` on a private home and socket in `dir`, logging warnings only; stopped with
+/// SIGTERM when dropped.
+#[derive(Debug)]
+pub struct ReleaseDaemon {
+    /// The daemon process.
+    pub child: Child,
+    /// Its socket.
+    pub socket: PathBuf,
+}
+
+impl ReleaseDaemon {
+    /// Builds (once) and starts the release `dshd` with `extra` arguments, and waits until it
+    /// answers `Status`.
+    pub fn start(dir: &tempfile::TempDir, extra: &[&str]) -> Self {
+        let dshd = crate::cargo_build("dsh-daemon", "dshd", true);
+        let socket = dir.path().join("d.sock");
+        let child = crate::daemon_command_for(&dshd, dir)
+            .env("RUST_LOG", "warn")
+            .arg("--dsh-home")
+            .arg(dir.path().join("home"))
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start release dshd: {e}"));
+        let daemon = Self { child, socket };
+        daemon.wait_ready();
+        daemon
+    }
+
+    fn wait_ready(&self) {
+        let started = Instant::now();
+        while !crate::dshctl_at(&self.socket, &["status"]).status.success() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the release dshd never answered"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for ReleaseDaemon {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.child),
+            rustix::process::Signal::TERM,
+        );
+        let _ = self.child.wait();
+    }
+}
