@@ -79,6 +79,12 @@ pub fn resolve_socket(
     ))
 }
 
+/// The largest message the `Agents` and `Persistence` clients accept. A message carries one logged
+/// event, and an event is as large as the model's reply or a tool's captured output, which may well
+/// pass tonic's default of 4 MiB; the server is our own uid's dshd (checked on every connection), so
+/// the limit only guards against nonsense.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
 /// A connection to dshd.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -122,6 +128,7 @@ impl Client {
     /// `dsh.v1.Agents`.
     pub fn agents(&self) -> v1::agents_client::AgentsClient<Channel> {
         v1::agents_client::AgentsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// `dsh.v1.Shell`.
@@ -137,6 +144,7 @@ impl Client {
     /// `dsh.v1.Persistence`.
     pub fn persistence(&self) -> v1::persistence_client::PersistenceClient<Channel> {
         v1::persistence_client::PersistenceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// `dsh.v1.Skills`.

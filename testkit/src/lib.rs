@@ -28,6 +28,10 @@ pub enum Reply {
     /// A complete stream that pauses before its last piece, so the client has caught up and the
     /// time after that piece is the provider's own (overhead measurement).
     Paced { pieces: Vec<String> },
+    /// A complete 200 event stream of [`huge_text`]`(bytes, fragment)`: one text delta per
+    /// fragment, then `finish_reason: stop` and `[DONE]`, written in large chunks as fast as the
+    /// client reads (a reply of tens of megabytes without building it in memory first).
+    Huge { bytes: usize, fragment: usize },
     /// Reads the request, then never answers.
     Silent,
 }
@@ -140,6 +144,7 @@ async fn serve(
         Reply::Stream { pieces, end } => {
             stream(&mut socket, pieces, end, None).await;
         }
+        Reply::Huge { bytes, fragment } => huge(&mut socket, bytes, fragment).await,
         Reply::Silent => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -189,6 +194,59 @@ async fn stream(
         End::Cut | End::Close => {}
         End::Stall => tokio::time::sleep(Duration::from_secs(3600)).await,
     }
+}
+
+async fn huge(socket: &mut TcpStream, bytes: usize, fragment: usize) {
+    const CHUNK: usize = 256 * 1024;
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
+    if socket.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let mut chunk = String::with_capacity(CHUNK + 1024);
+    let tail = [finish("stop"), DONE.to_owned()];
+    let pieces = huge_fragments(bytes, fragment)
+        .map(|text| text_delta(&text))
+        .chain(tail);
+    for piece in pieces {
+        chunk.push_str(&piece);
+        if chunk.len() >= CHUNK {
+            let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+            if socket.write_all(framed.as_bytes()).await.is_err() {
+                return;
+            }
+            chunk.clear();
+        }
+    }
+    if !chunk.is_empty() {
+        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+        if socket.write_all(framed.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+    let _ = socket.write_all(b"0\r\n\r\n").await;
+    let _ = socket.flush().await;
+}
+
+/// The fragments of [`Reply::Huge`]: `bytes` bytes of ASCII text in pieces of `fragment` bytes
+/// (the last one shorter), each starting with its index in brackets so that a piece out of place
+/// is visible.
+pub fn huge_fragments(bytes: usize, fragment: usize) -> impl Iterator<Item = String> {
+    const FILL: &str = "abcdefghijklmnopqrstuvwxyz ";
+    let fragment = fragment.max(1);
+    (0..bytes.div_ceil(fragment)).map(move |i| {
+        let len = fragment.min(bytes - i * fragment);
+        let mut text = format!("[{i}]");
+        while text.len() < len {
+            text.push_str(FILL);
+        }
+        text.truncate(len);
+        text
+    })
+}
+
+/// The whole text of [`Reply::Huge`]`{ bytes, fragment }`.
+pub fn huge_text(bytes: usize, fragment: usize) -> String {
+    huge_fragments(bytes, fragment).collect()
 }
 
 async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {

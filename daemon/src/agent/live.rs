@@ -2,9 +2,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::feed::{self, EventSource, FeedSender, TurnFeed};
 use super::provider::ModelProvider;
 use super::services::AgentServices;
 use crate::hooks::SessionSource;
@@ -15,22 +16,6 @@ use crate::session::{
     AbortCause, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog, UserMessage,
 };
 use crate::tools::AgentContext;
-
-/// Something a client watching a turn is told.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnUpdate {
-    /// An event was appended to the session log.
-    Logged(Event),
-    /// The model streamed some text (not logged; the full text follows in `assistant/message`).
-    TextDelta {
-        /// Turn number.
-        turn: u32,
-        /// Step number.
-        step: u32,
-        /// The fragment.
-        text: String,
-    },
-}
 
 /// Whether an agent is running a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +43,9 @@ struct RunningTurn {
     cancel: CancellationToken,
     /// Who cancelled, read by the loop to write `turn/end {aborted{cause}}`.
     cause: Option<AbortCause>,
-    /// Where the turn's events go (the Prompt stream, if anyone listens).
-    updates: mpsc::UnboundedSender<TurnUpdate>,
+    /// Where the turn's updates go (the Prompt stream, if anyone listens). Dropped with the
+    /// running turn, which tells the watcher the turn is over.
+    updates: FeedSender,
 }
 
 /// A live agent. Agent id = session id.
@@ -182,16 +168,19 @@ impl Agent {
         })
     }
 
-    /// Appends an event and tells the running turn's listener about it.
-    pub(crate) fn append(&self, data: EventData) -> Event {
-        let event = self
+    /// Appends an event, tells the running turn's watcher about it, and returns its seq. The
+    /// watcher reads the event from the log, so nothing is copied for it.
+    pub(crate) fn append(&self, data: EventData) -> u64 {
+        let seq = self
             .log
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .append(data)
-            .clone();
-        self.notify(TurnUpdate::Logged(event.clone()));
-        event
+            .seq;
+        if let Some(running) = &self.lock_state().running {
+            running.updates.logged(seq);
+        }
+        seq
     }
 
     /// Logs hook context as user-role messages from the hook plugin, one message per plugin, so the
@@ -217,11 +206,11 @@ impl Agent {
         }
     }
 
-    /// Tells the running turn's listener something (a client that stopped listening does not
-    /// stop the turn).
-    pub(crate) fn notify(&self, update: TurnUpdate) {
+    /// Tells the running turn's watcher that the model streamed `text` in `step` (never waits: a
+    /// slow watcher gets pending text merged, or skipped beyond a bound; see [`feed`]).
+    pub(crate) fn stream_text(&self, turn: u32, step: u32, text: &str) {
         if let Some(running) = &self.lock_state().running {
-            let _ = running.updates.send(update);
+            running.updates.text(turn, step, text);
         }
     }
 
@@ -248,20 +237,21 @@ impl Agent {
     }
 
     /// Claims the agent for its next turn: the turn number, its cancellation token and the
-    /// receiver of its updates. `None` when a turn is already running or the agent is closed (the
-    /// caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
+    /// watcher's end of its updates. `None` when a turn is already running or the agent is closed
+    /// (the caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
     pub(crate) fn begin_turn(
-        &self,
+        self: &Arc<Self>,
         parent_cancel: Option<&CancellationToken>,
-    ) -> Option<(u32, CancellationToken, mpsc::UnboundedReceiver<TurnUpdate>)> {
+    ) -> Option<(u32, CancellationToken, TurnFeed)> {
         let mut state = self.lock_state();
         if state.closed || state.running.is_some() {
             return None;
         }
-        let turn = self.last_turn() + 1;
+        let (turn, next_seq) = self.read_log(|log| (log.last_turn() + 1, log.len()));
         let cancel =
             parent_cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let source: Arc<dyn EventSource> = self.clone();
+        let (tx, rx) = feed::channel(source, next_seq);
         state.running = Some(RunningTurn {
             turn,
             cancel: cancel.clone(),
@@ -324,5 +314,16 @@ impl Agent {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, TurnState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl EventSource for Agent {
+    fn event(&self, seq: u64) -> Option<Event> {
+        let index = usize::try_from(seq).ok()?;
+        self.read_log(|log| log.events().get(index).cloned())
+    }
+
+    fn answer(&self, turn: u32) -> String {
+        self.read_log(|log| log.turn_answer(turn).to_owned())
     }
 }

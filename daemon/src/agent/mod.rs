@@ -1,6 +1,7 @@
 //! Agents: the registry of live agents (parents and children), the loop that runs their turns, and
 //! the model providers that answer them.
 
+mod feed;
 mod live;
 pub mod model;
 pub mod openai;
@@ -10,7 +11,8 @@ pub mod scripted;
 mod services;
 mod turn;
 
-pub use live::{Agent, AgentStatus, TurnUpdate};
+pub use feed::{PENDING_TEXT_BUDGET, TurnFeed, TurnUpdate};
+pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, TurnHandle, Unsaved};
 pub use services::{AgentLimits, AgentServices, BASE_SYSTEM_PROMPT, CheckpointPolicy};

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::live::{Agent, TurnUpdate};
+use super::feed::TurnFeed;
+use super::live::Agent;
 use super::model::{ModelChoice, ProviderFactory};
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
@@ -103,8 +103,9 @@ pub struct Unsaved {
 pub struct TurnHandle {
     /// The turn number.
     pub turn: u32,
-    /// Everything the turn logs and streams, ending after its `turn/end`.
-    pub updates: mpsc::UnboundedReceiver<TurnUpdate>,
+    /// Everything the turn logs and streams, ending after its `turn/end` (bounded: see
+    /// [`TurnFeed`]).
+    pub updates: TurnFeed,
     /// Resolves to how the turn ended.
     pub outcome: tokio::task::JoinHandle<TurnOutcome>,
 }

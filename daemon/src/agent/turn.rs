@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::live::{Agent, TurnUpdate};
+use super::live::Agent;
 use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall, ToolSchema};
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::hooks::{Decision, HookContext, HookEvent, HookRun};
@@ -53,7 +53,6 @@ pub(crate) async fn run(
         services,
         turn,
         cancel,
-        text: String::new(),
     };
     let reason = run.steps(prompt).await;
     run.finish(reason).await
@@ -64,8 +63,6 @@ struct TurnRun {
     services: Arc<AgentServices>,
     turn: u32,
     cancel: CancellationToken,
-    /// The last non-empty assistant text, the turn's answer.
-    text: String,
 }
 
 /// Runs `event`'s hooks for `agent` and appends their records to its log.
@@ -171,14 +168,12 @@ impl TurnRun {
                     };
                 }
             };
-            if !reply.text.is_empty() {
-                self.text.clone_from(&reply.text);
-            }
+            // The text moves into the log: a long reply is held once, not once per owner.
             self.log(EventData::AssistantMessage {
                 turn,
                 step,
                 message: AssistantMessage {
-                    text: reply.text.clone(),
+                    text: reply.text,
                     tool_calls: reply.calls.iter().map(|c| c.call.clone()).collect(),
                 },
                 usage: reply.usage,
@@ -204,7 +199,7 @@ impl TurnRun {
             let stop = self
                 .hooks(HookEvent::Stop {
                     stop_hook_active,
-                    last_assistant_message: Some(self.text.clone()),
+                    last_assistant_message: Some(self.answer()),
                 })
                 .await
                 .outcome;
@@ -257,13 +252,7 @@ impl TurnRun {
         };
         let turn = self.turn;
         let agent = self.agent.clone();
-        let on_text = move |text: &str| {
-            agent.notify(TurnUpdate::TextDelta {
-                turn,
-                step,
-                text: text.to_owned(),
-            });
-        };
+        let on_text = move |text: &str| agent.stream_text(turn, step, text);
         let provider = self.agent.provider().clone();
         tokio::select! {
             reply = provider.complete(&request, &self.cancel, &on_text) => reply,
@@ -339,8 +328,14 @@ impl TurnRun {
         TurnOutcome {
             turn: self.turn,
             reason,
-            text: self.text,
+            text: self.answer(),
         }
+    }
+
+    /// The turn's answer so far: its last non-empty assistant text.
+    fn answer(&self) -> String {
+        self.agent
+            .read_log(|log| log.turn_answer(self.turn).to_owned())
     }
 }
 

@@ -1,16 +1,17 @@
 //! `dsh.v1.Agents`: live agents and their turns.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use dsh_proto::v1::{self, agents_server};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::async_stream;
 use super::convert::{agent_info, agent_status, model_choice, session_id, turn_event};
-use crate::agent::TurnUpdate;
+use crate::agent::{TurnFeed, TurnUpdate};
 use crate::daemon::Daemon;
 use crate::session::EventData;
 
@@ -113,61 +114,10 @@ impl agents_server::Agents for AgentsService {
             .agents
             .prompt(&id, req.text, None)
             .map_err(agent_status)?;
-        let mut updates = handle.updates;
-        let mut outcome = Some(handle.outcome);
-        let stream = async_stream(move |tx| async move {
-            let mut last_text = String::new();
-            while let Some(update) = updates.recv().await {
-                let message = match update {
-                    TurnUpdate::TextDelta { turn, step, text } => v1::TurnEvent {
-                        seq: 0,
-                        event: Some(v1::turn_event::Event::TextDelta(v1::TextDelta {
-                            turn,
-                            step,
-                            text,
-                        })),
-                    },
-                    TurnUpdate::Logged(event) => {
-                        if let EventData::AssistantMessage { message, .. } = &event.data
-                            && !message.text.is_empty()
-                        {
-                            last_text.clone_from(&message.text);
-                        }
-                        let wire = match &event.data {
-                            EventData::TurnEnd { turn, reason } => {
-                                // Report the end only once the turn task is done: its final
-                                // checkpoint made, the agent idle again. A client that prompts
-                                // as soon as it reads turn_ended must not be told "busy".
-                                if let Some(finished) = outcome.take() {
-                                    let _ = finished.await;
-                                }
-                                Some(v1::turn_event::Event::TurnEnded(v1::TurnEnded {
-                                    turn: *turn,
-                                    reason: Some(v1::TurnEndReason {
-                                        kind: reason.kind().to_owned(),
-                                        message: reason.message(),
-                                    }),
-                                    text: last_text.clone(),
-                                }))
-                            }
-                            _ => turn_event(&event),
-                        };
-                        match wire {
-                            Some(wire) => v1::TurnEvent {
-                                seq: event.seq,
-                                event: Some(wire),
-                            },
-                            None => continue,
-                        }
-                    }
-                };
-                if tx.send(Ok(message)).await.is_err() {
-                    // The client went away; the turn goes on without it.
-                    break;
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(stream)))
+        // The turn's outcome is not needed here: the feed hands out `turn/end` only once the
+        // turn task is done. Dropping the handle lets the finished task free its result at once.
+        drop(handle.outcome);
+        Ok(Response::new(Box::pin(PromptStream::new(handle.updates))))
     }
 
     async fn cancel(
@@ -186,5 +136,91 @@ impl agents_server::Agents for AgentsService {
         let id = session_id("agent_id", request.into_inner().agent_id)?;
         self.daemon.agents.close(&id).await.map_err(agent_status)?;
         Ok(Response::new(v1::CloseAgentResponse {}))
+    }
+}
+
+/// The Prompt stream. It takes the next update from the turn's feed only when tonic asks for the
+/// next message, which hyper does only when the connection can send more: a client that stops
+/// reading leaves the backlog in the feed, where it is bounded (no channel of ready messages in
+/// between that would grow with the stream).
+struct PromptStream {
+    next: Option<NextMessage>,
+}
+
+/// [`next_message`], boxed so the stream can hold it between polls.
+type NextMessage = Pin<Box<dyn Future<Output = Option<(v1::TurnEvent, TurnFeed)>> + Send>>;
+
+impl PromptStream {
+    fn new(feed: TurnFeed) -> Self {
+        Self {
+            next: Some(Box::pin(next_message(feed))),
+        }
+    }
+}
+
+impl Stream for PromptStream {
+    type Item = Result<v1::TurnEvent, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(next) = self.next.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match next.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.next = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some((message, feed))) => {
+                self.next = Some(Box::pin(next_message(feed)));
+                Poll::Ready(Some(Ok(message)))
+            }
+        }
+    }
+}
+
+/// The next wire message of the turn, and the feed to take the one after from; `None` at the end.
+async fn next_message(mut feed: TurnFeed) -> Option<(v1::TurnEvent, TurnFeed)> {
+    loop {
+        let message = match feed.recv().await? {
+            TurnUpdate::TextDelta {
+                turn,
+                step,
+                offset,
+                text,
+            } => v1::TurnEvent {
+                seq: 0,
+                event: Some(v1::turn_event::Event::TextDelta(v1::TextDelta {
+                    turn,
+                    step,
+                    text,
+                    offset,
+                })),
+            },
+            TurnUpdate::Logged(event) => {
+                let seq = event.seq;
+                let wire = match event.data {
+                    EventData::TurnEnd { turn, reason } => {
+                        Some(v1::turn_event::Event::TurnEnded(v1::TurnEnded {
+                            turn,
+                            reason: Some(v1::TurnEndReason {
+                                kind: reason.kind().to_owned(),
+                                message: reason.message(),
+                            }),
+                            text: feed.answer(turn),
+                        }))
+                    }
+                    data => turn_event(data),
+                };
+                match wire {
+                    Some(wire) => v1::TurnEvent {
+                        seq,
+                        event: Some(wire),
+                    },
+                    None => continue,
+                }
+            }
+        };
+        return Some((message, feed));
     }
 }

@@ -75,28 +75,23 @@ pub fn model_choice(spec: Option<v1::ModelSpec>) -> ModelChoice {
     }
 }
 
-/// The wire form of a logged event, when the Prompt stream reports that type.
-pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
+/// The wire form of a logged event, when the Prompt stream reports that type. Takes the event's
+/// data by value so a long text moves into the message instead of being copied.
+pub fn turn_event(data: EventData) -> Option<v1::turn_event::Event> {
     use v1::turn_event::Event as E;
-    Some(match &e.data {
-        EventData::TurnStart { turn } => E::TurnStarted(v1::TurnStarted { turn: *turn }),
-        EventData::StepStart { turn, step } => E::StepStarted(v1::StepStarted {
-            turn: *turn,
-            step: *step,
-        }),
-        EventData::StepEnd { turn, step } => E::StepEnded(v1::StepEnded {
-            turn: *turn,
-            step: *step,
-        }),
+    Some(match data {
+        EventData::TurnStart { turn } => E::TurnStarted(v1::TurnStarted { turn }),
+        EventData::StepStart { turn, step } => E::StepStarted(v1::StepStarted { turn, step }),
+        EventData::StepEnd { turn, step } => E::StepEnded(v1::StepEnded { turn, step }),
         EventData::AssistantMessage {
             turn,
             step,
             message,
             ..
         } => E::AssistantText(v1::AssistantText {
-            turn: *turn,
-            step: *step,
-            text: message.text.clone(),
+            turn,
+            step,
+            text: message.text,
         }),
         EventData::ToolCall {
             turn,
@@ -105,10 +100,10 @@ pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
             name,
             arguments,
         } => E::ToolCall(v1::ToolCall {
-            turn: *turn,
-            step: *step,
-            call_id: call_id.clone(),
-            name: name.clone(),
+            turn,
+            step,
+            call_id,
+            name,
             arguments_json: arguments.to_string(),
         }),
         EventData::ToolResult {
@@ -119,11 +114,11 @@ pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
             is_error,
             ..
         } => E::ToolResult(v1::ToolResult {
-            turn: *turn,
-            step: *step,
-            call_id: call_id.clone(),
-            content: content.clone(),
-            is_error: *is_error,
+            turn,
+            step,
+            call_id,
+            content,
+            is_error,
         }),
         EventData::HookResult {
             dialect,
@@ -133,11 +128,11 @@ pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
             exit_code,
             ..
         } => E::Hook(v1::HookRan {
-            dialect: dialect.clone(),
-            event: event.clone(),
-            handler: handler.clone(),
-            decision: decision.clone(),
-            exit_code: *exit_code,
+            dialect,
+            event,
+            handler,
+            decision,
+            exit_code,
         }),
         EventData::TurnEnd { .. }
         | EventData::UserMessage { .. }

@@ -88,6 +88,21 @@ impl SessionLog {
             .unwrap_or(0)
     }
 
+    /// The last non-empty assistant text of turn `turn` (the turn's answer), searched back from
+    /// the end of the log to that turn's `turn/start`; empty when the turn has none.
+    pub fn turn_answer(&self, turn: u32) -> &str {
+        for event in self.events.iter().rev() {
+            match &event.data {
+                EventData::AssistantMessage {
+                    turn: t, message, ..
+                } if *t == turn && !message.text.is_empty() => return &message.text,
+                EventData::TurnStart { turn: t } if *t == turn => break,
+                _ => {}
+            }
+        }
+        ""
+    }
+
     /// Length of the completed-turn prefix: every event up to and including the last `turn/end`
     /// (0 when no turn has ended). This is what a fork copies.
     pub fn completed_prefix_len(&self) -> u64 {

@@ -26,7 +26,7 @@ pub async fn run(
         .await?
         .into_inner();
     let mut completed = false;
-    let mut mid_line = false;
+    let mut screen = Screen::default();
     while let Some(message) = stream.next().await {
         let message = message?;
         let Some(event) = message.event else { continue };
@@ -36,7 +36,7 @@ pub async fn run(
         if out.json {
             out.line(&as_json(message.seq, &event))?;
         } else {
-            human(&event, &mut mid_line)?;
+            human(&event, &mut screen)?;
         }
     }
     Ok(completed)
@@ -48,9 +48,10 @@ fn as_json(seq: u64, event: &Event) -> Value {
         Event::StepStarted(e) => {
             json!({"type": "step_started", "seq": seq, "turn": e.turn, "step": e.step})
         }
-        Event::TextDelta(e) => {
-            json!({"type": "text_delta", "turn": e.turn, "step": e.step, "text": e.text})
-        }
+        Event::TextDelta(e) => json!({
+            "type": "text_delta", "turn": e.turn, "step": e.step, "offset": e.offset,
+            "text": e.text,
+        }),
         Event::AssistantText(e) => {
             json!({"type": "assistant_text", "seq": seq, "turn": e.turn, "step": e.step, "text": e.text})
         }
@@ -81,29 +82,72 @@ fn as_json(seq: u64, event: &Event) -> Value {
     }
 }
 
-fn human(event: &Event, mid_line: &mut bool) -> anyhow::Result<()> {
+/// What the human form has printed of the streaming text.
+#[derive(Debug, Default)]
+struct Screen {
+    /// The last line is unfinished.
+    mid_line: bool,
+    /// The step whose text is on screen, and how many of its bytes were printed.
+    step: (u32, u32),
+    printed: u64,
+}
+
+impl Screen {
+    /// Prints a streamed fragment. A fragment past what was printed means dshd skipped text while
+    /// we were slow: nothing more of the step is printed until its full text arrives.
+    fn delta(&mut self, w: &mut dyn Write, e: &v1::TextDelta) -> std::io::Result<()> {
+        if self.step != (e.turn, e.step) {
+            self.step = (e.turn, e.step);
+            self.printed = 0;
+        }
+        if e.offset != self.printed || e.text.is_empty() {
+            return Ok(());
+        }
+        self.printed += e.text.len() as u64;
+        self.mid_line = !e.text.ends_with('\n');
+        write!(w, "{}", e.text)
+    }
+
+    /// The step's full text: prints whatever the deltas did not.
+    fn full(&mut self, w: &mut dyn Write, e: &v1::AssistantText) -> std::io::Result<()> {
+        let printed = if self.step == (e.turn, e.step) {
+            usize::try_from(self.printed).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
+        let rest = e.text.get(printed..).unwrap_or_default();
+        self.step = (e.turn, e.step);
+        self.printed = e.text.len() as u64;
+        if rest.is_empty() {
+            return Ok(());
+        }
+        self.mid_line = !rest.ends_with('\n');
+        write!(w, "{rest}")
+    }
+}
+
+fn human(event: &Event, screen: &mut Screen) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut w = stdout.lock();
-    let mut line = |w: &mut dyn Write, text: String| -> std::io::Result<()> {
-        if *mid_line {
+    let line = |w: &mut dyn Write, screen: &mut Screen, text: String| -> std::io::Result<()> {
+        if screen.mid_line {
             writeln!(w)?;
-            *mid_line = false;
+            screen.mid_line = false;
         }
         writeln!(w, "{text}")
     };
     let result = match event {
-        Event::TurnStarted(e) => line(&mut w, format!("── turn {}", e.turn)),
-        Event::TextDelta(e) => {
-            *mid_line = !e.text.ends_with('\n');
-            write!(w, "{}", e.text)
-        }
-        Event::ToolCall(e) => line(&mut w, format!("▶ {} {}", e.name, e.arguments_json)),
+        Event::TurnStarted(e) => line(&mut w, screen, format!("── turn {}", e.turn)),
+        Event::TextDelta(e) => screen.delta(&mut w, e),
+        Event::AssistantText(e) => screen.full(&mut w, e),
+        Event::ToolCall(e) => line(&mut w, screen, format!("▶ {} {}", e.name, e.arguments_json)),
         Event::ToolResult(e) => {
             let marker = if e.is_error { "✗" } else { "◀" };
-            line(&mut w, format!("{marker} {}", indent(&e.content)))
+            line(&mut w, screen, format!("{marker} {}", indent(&e.content)))
         }
         Event::Hook(e) => line(
             &mut w,
+            screen,
             format!("· {} hook {} → {}", e.dialect, e.event, e.decision),
         ),
         Event::TurnEnded(e) => {
@@ -115,10 +159,11 @@ fn human(event: &Event, mid_line: &mut bool) -> anyhow::Result<()> {
             };
             line(
                 &mut w,
+                screen,
                 format!("── turn {} {}{detail}", e.turn, reason.kind),
             )
         }
-        Event::StepStarted(_) | Event::StepEnded(_) | Event::AssistantText(_) => Ok(()),
+        Event::StepStarted(_) | Event::StepEnded(_) => Ok(()),
     };
     crate::output::finish(result.and_then(|()| w.flush()))
 }
@@ -126,4 +171,52 @@ fn human(event: &Event, mid_line: &mut bool) -> anyhow::Result<()> {
 fn indent(text: &str) -> String {
     let text = text.trim_end();
     text.replace('\n', "\n  ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn delta(step: u32, offset: u64, text: &str) -> v1::TextDelta {
+        v1::TextDelta {
+            turn: 1,
+            step,
+            text: text.to_owned(),
+            offset,
+        }
+    }
+
+    fn full(step: u32, text: &str) -> v1::AssistantText {
+        v1::AssistantText {
+            turn: 1,
+            step,
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn skipped_text_is_taken_from_the_full_text() {
+        let mut screen = Screen::default();
+        let mut out = Vec::new();
+        screen.delta(&mut out, &delta(1, 0, "Hello, ")).unwrap();
+        // dshd skipped "big " while we were slow: nothing after the gap is printed out of place.
+        screen.delta(&mut out, &delta(1, 11, "world")).unwrap();
+        screen.full(&mut out, &full(1, "Hello, big world")).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "Hello, big world");
+    }
+
+    #[test]
+    fn a_step_streamed_whole_is_printed_once() {
+        let mut screen = Screen::default();
+        let mut out = Vec::new();
+        screen.delta(&mut out, &delta(1, 0, "one")).unwrap();
+        screen.full(&mut out, &full(1, "one")).unwrap();
+        screen.delta(&mut out, &delta(2, 0, "two")).unwrap();
+        screen.delta(&mut out, &delta(2, 3, "!")).unwrap();
+        screen.full(&mut out, &full(2, "two!")).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "onetwo!");
+        assert!(screen.mid_line);
+    }
 }
