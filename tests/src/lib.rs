@@ -93,6 +93,10 @@ pub struct DaemonSpec {
     pub no_socket_flag: bool,
     /// A config file's text, written to `<dir>/config.toml` and passed with `--config`.
     pub config: Option<String>,
+    /// A command that starts `dshd`: it is run with these words, then dshd's path and arguments,
+    /// and must end by exec'ing them (so the child is dshd itself), e.g. to give dshd a private
+    /// mount namespace. Empty: dshd is started directly.
+    pub wrapper: Vec<OsString>,
 }
 
 /// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
@@ -249,7 +253,14 @@ fn launch(
     socket: &Path,
     log: std::fs::File,
 ) -> Child {
-    let mut cmd = daemon_command(dir);
+    let mut cmd = match spec.wrapper.split_first() {
+        Some((program, words)) => {
+            let mut cmd = daemon_command_for(Path::new(program), dir);
+            cmd.args(words).arg(dshd_bin());
+            cmd
+        }
+        None => daemon_command(dir),
+    };
     if !spec.no_home_flag {
         cmd.arg("--dsh-home").arg(home);
     }

@@ -287,5 +287,9 @@ fn each_bash_call_sees_the_backend_active_when_it_runs() {
 mod crash;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
+#[path = "persistence/read_only.rs"]
+mod read_only;
 #[path = "persistence/refusals.rs"]
 mod refusals;
+#[path = "persistence/selection.rs"]
+mod selection;
