@@ -155,6 +155,7 @@ pub fn save(home: &Path, choice: &BackendChoice) -> Result<(), ChoiceError> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| failed("create directory", &dir, e))?;
+    // Failures name the state file, not the temporary one: that is the file the user knows.
     let tmp = dir.join(format!(
         ".{FILE_NAME}.{}.tmp",
         uuid::Uuid::now_v7().simple()
@@ -164,13 +165,9 @@ pub fn save(home: &Path, choice: &BackendChoice) -> Result<(), ChoiceError> {
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
-        .map_err(|e| failed("create", &tmp, e))
-        .and_then(|mut file| {
-            file.write_all(&text)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| failed("write", &tmp, e))
-        })
-        .and_then(|()| fs::rename(&tmp, &path).map_err(|e| failed("replace", &path, e)));
+        .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_all()))
+        .and_then(|()| fs::rename(&tmp, &path))
+        .map_err(|e| failed("write", &path, e));
     if let Err(error) = written {
         // The temporary file is ours alone; leave nothing behind. It may not exist at all.
         let _ = fs::remove_file(&tmp);

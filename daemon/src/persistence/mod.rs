@@ -154,13 +154,15 @@ pub enum PersistenceError {
     },
     /// The store can be read but not written: a read-only file system, or no write permission.
     #[error(
-        "{} is not writable ({reason}): its sessions can be read, but nothing can be written there",
+        "cannot {action} {}: {reason}; sessions stored there can still be read",
         path.display()
     )]
     NotWritable {
+        /// What was refused, e.g. `open for writing`.
+        action: &'static str,
         /// The file or directory that cannot be written.
         path: PathBuf,
-        /// What refused the write.
+        /// Why, as the system said it.
         reason: String,
     },
 }
@@ -176,8 +178,9 @@ pub(crate) fn write_error(
     match source.kind() {
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
             PersistenceError::NotWritable {
+                action,
                 path: path.to_owned(),
-                reason: format!("cannot {action} it: {source}"),
+                reason: source.to_string(),
             }
         }
         _ => PersistenceError::Io {

@@ -149,6 +149,7 @@ impl SqliteBackend {
     fn sqlite(&self) -> impl Fn(rusqlite::Error) -> PersistenceError + '_ {
         |source| match source.sqlite_error_code() {
             Some(ErrorCode::ReadOnly) => PersistenceError::NotWritable {
+                action: "write",
                 path: self.path.clone(),
                 reason: source.to_string(),
             },
@@ -185,9 +186,11 @@ impl SqliteBackend {
             if let Some((path, reason)) = self.unwritable() {
                 return match access {
                     Access::Read => Ok(self.open_read_only()?.map(Conn::ReadOnly)),
-                    Access::Write | Access::Create => {
-                        Err(PersistenceError::NotWritable { path, reason })
-                    }
+                    Access::Write | Access::Create => Err(PersistenceError::NotWritable {
+                        action: "write",
+                        path,
+                        reason,
+                    }),
                 };
             }
             let conn = Connection::open_with_flags(

@@ -62,7 +62,9 @@ fn assert_not_writable(daemon: &TestDaemon, args: &[&str], path: &Path) {
     let (kind, message) = refused(daemon, args);
     assert_eq!(kind, "failed_precondition", "{args:?}: {message}");
     assert!(
-        message.contains(path.to_str().unwrap()) && message.contains("not writable"),
+        message.contains(path.to_str().unwrap())
+            && message.contains("Read-only file system")
+            && message.ends_with("sessions stored there can still be read"),
         "{args:?}: the message does not name {}: {message}",
         path.display()
     );
@@ -120,10 +122,10 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     // Selecting another backend cannot be saved for the next start: refused, nothing changes.
     let (kind, message) = refused(&daemon, &["persistence", "use", "jsonl"]);
     assert_eq!(kind, "failed_precondition", "{message}");
-    let state_dir = daemon.home.join("state");
+    let state = daemon.home.join("state/persistence.json");
     assert!(
         message.starts_with("the backend was not changed: ")
-            && message.contains(state_dir.to_str().unwrap()),
+            && message.contains(&format!("{}: Read-only file system", state.display())),
         "{message}"
     );
     assert_eq!(
