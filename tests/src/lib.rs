@@ -97,6 +97,10 @@ pub struct DaemonSpec {
     /// Start dshd with this soft open-file limit (the hard limit unchanged), as a login session
     /// with the usual 1024 would.
     pub open_file_soft_limit: Option<u64>,
+    /// A command that starts `dshd`: it is run with these words, then dshd's path and arguments,
+    /// and must end by exec'ing them (so the child is dshd itself), e.g. to give dshd a private
+    /// mount namespace. Empty: dshd is started directly.
+    pub wrapper: Vec<OsString>,
 }
 
 /// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
@@ -253,7 +257,14 @@ fn launch(
     socket: &Path,
     log: std::fs::File,
 ) -> Child {
-    let mut cmd = daemon_command(dir);
+    let mut cmd = match spec.wrapper.split_first() {
+        Some((program, words)) => {
+            let mut cmd = daemon_command_for(Path::new(program), dir);
+            cmd.args(words).arg(dshd_bin());
+            cmd
+        }
+        None => daemon_command(dir),
+    };
     if !spec.no_home_flag {
         cmd.arg("--dsh-home").arg(home);
     }

@@ -289,5 +289,9 @@ mod crash;
 mod faults;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
+#[path = "persistence/read_only.rs"]
+mod read_only;
 #[path = "persistence/refusals.rs"]
 mod refusals;
+#[path = "persistence/selection.rs"]
+mod selection;

@@ -50,6 +50,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where a setting's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueSource {
+    /// A command-line flag.
+    Flag,
+    /// The config file.
+    File,
+    /// Neither: the built-in default.
+    Default,
+}
+
 /// The command-line values that can override the file. `None` means "not given".
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -84,8 +95,11 @@ pub struct Config {
     /// A connection with no open request and no traffic for this long is closed
     /// (`connection_idle_timeout_ms`).
     pub connection_idle_timeout: Duration,
-    /// The backend active at start.
+    /// The configured backend (`--persistence`, else `persistence`, else JSONL).
     pub persistence: BackendKind,
+    /// Where [`persistence`](Self::persistence) came from. Only a default gives way to the
+    /// backend saved by `Persistence.Use` (see `Daemon::new`).
+    pub persistence_source: ValueSource,
     /// JSONL sessions root (`jsonl.root`, default `<home>/sessions`).
     pub jsonl_root: PathBuf,
     /// SQLite database (`sqlite.path`, default `<home>/sessions.sqlite3`).
@@ -274,6 +288,11 @@ impl Builder<'_> {
             Some(BackendName::Sqlite) => BackendKind::Sqlite,
             Some(BackendName::Jsonl) | None => BackendKind::Jsonl,
         };
+        let persistence_source = match (flags.persistence, parsed.persistence) {
+            (Some(_), _) => ValueSource::Flag,
+            (None, Some(_)) => ValueSource::File,
+            (None, None) => ValueSource::Default,
+        };
         let default_script = parsed
             .model
             .script
@@ -345,6 +364,7 @@ impl Builder<'_> {
                     Duration::from_millis(ms.get())
                 }),
             persistence,
+            persistence_source,
             jsonl_root: self.path(
                 parsed.jsonl.root.as_ref(),
                 "jsonl.root",

@@ -104,6 +104,7 @@ fn flags_override_the_file() {
     assert_eq!(flagged.socket, PathBuf::from("/flag/s.sock"));
     assert_eq!(flagged.log_format, LogFormat::Text);
     assert_eq!(flagged.persistence, BackendKind::Sqlite);
+    assert_eq!(flagged.persistence_source, ValueSource::Flag);
 }
 
 #[test]
@@ -187,6 +188,7 @@ fn missing_explicit_file_is_an_error() {
 fn sections_have_defaults_under_the_home() {
     let cfg = Config::load(&Flags::default(), &ambient(Some("/h"))).unwrap();
     assert_eq!(cfg.persistence, BackendKind::Jsonl);
+    assert_eq!(cfg.persistence_source, ValueSource::Default);
     assert_eq!(cfg.jsonl_root, PathBuf::from("/h/sessions"));
     assert_eq!(cfg.sqlite_path, PathBuf::from("/h/sessions.sqlite3"));
     assert_eq!(cfg.checkpoint, CheckpointPolicy::Step);
@@ -259,6 +261,7 @@ fn every_section_is_read() {
     )
     .unwrap();
     assert_eq!(cfg.persistence, BackendKind::Sqlite);
+    assert_eq!(cfg.persistence_source, ValueSource::File);
     assert_eq!(cfg.checkpoint, CheckpointPolicy::Turn);
     assert_eq!(cfg.jsonl_root, PathBuf::from("/j"));
     assert_eq!(cfg.sqlite_path, PathBuf::from("/work/db"));

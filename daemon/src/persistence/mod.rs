@@ -5,13 +5,15 @@
 //! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
 //! called on async paths, and it does no I/O at all.
 
+pub mod choice;
 #[cfg(test)]
 mod contract_tests;
 pub mod handle;
 pub mod jsonl;
 pub mod sqlite;
 
-use std::path::PathBuf;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use handle::PersistenceHandle;
@@ -141,6 +143,52 @@ pub enum PersistenceError {
     /// The backend's configuration is unusable (e.g. a relative root).
     #[error("{0}")]
     Config(String),
+    /// The location cannot hold the backend's data at all: a device, a FIFO, a directory or a
+    /// pseudo-file where a database file should be, or a new name in a missing directory.
+    #[error("{}: {reason}", path.display())]
+    BadLocation {
+        /// The location given.
+        path: PathBuf,
+        /// What it is, and what was expected.
+        reason: String,
+    },
+    /// The store can be read but not written: a read-only file system, or no write permission.
+    #[error(
+        "cannot {action} {}: {reason}; sessions stored there can still be read",
+        path.display()
+    )]
+    NotWritable {
+        /// What was refused, e.g. `open for writing`.
+        action: &'static str,
+        /// The file or directory that cannot be written.
+        path: PathBuf,
+        /// Why, as the system said it.
+        reason: String,
+    },
+}
+
+/// The error of a write to `path`: a read-only file system or a missing write permission is
+/// [`PersistenceError::NotWritable`] (the store's state, which the caller can act on), anything
+/// else [`PersistenceError::Io`].
+pub(crate) fn write_error(
+    action: &'static str,
+    path: &Path,
+    source: std::io::Error,
+) -> PersistenceError {
+    match source.kind() {
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            PersistenceError::NotWritable {
+                action,
+                path: path.to_owned(),
+                reason: source.to_string(),
+            }
+        }
+        _ => PersistenceError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        },
+    }
 }
 
 /// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`], [`sqlite::SqliteBackend`].
@@ -193,6 +241,24 @@ pub fn open(kind: BackendKind, path: PathBuf) -> Result<Arc<dyn Persistence>, Pe
         BackendKind::Jsonl => Arc::new(jsonl::JsonlBackend::new(path)?),
         BackendKind::Sqlite => Arc::new(sqlite::SqliteBackend::open(path)?),
     })
+}
+
+/// Whether two backend locations name the same file or directory: equal once links, `.` and `..`
+/// are resolved. A location that does not exist yet is compared by its resolved directory and
+/// its name. Reads the file system (no writes).
+pub fn same_location(a: &Path, b: &Path) -> bool {
+    a == b || resolved(a) == resolved(b)
+}
+
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map_or_else(|_| path.to_owned(), |parent| parent.join(name)),
+        _ => path.to_owned(),
+    }
 }
 
 /// Checks that an append batch is contiguous and returns its first seq (0 for an empty batch).

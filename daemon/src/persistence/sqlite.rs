@@ -4,10 +4,22 @@
 //! Every append, and every repair, is one `BEGIN IMMEDIATE` transaction that checks the stored
 //! tail first, so a torn tail cannot exist here: a crash leaves a transaction either committed or
 //! absent. What a crash *can* leave is an open turn, which `load` closes like the JSONL backend.
+//!
+//! Several connections may use one file at once (a backend swapped out while its last checkpoints
+//! finish, another dshd, `sqlite3` in a terminal): each waits up to [`BUSY_TIMEOUT`] for another's
+//! write lock instead of failing. That wait only happens for a transaction that asks for the write
+//! lock when it begins; SQLite never waits for a read transaction that later tries to write (it
+//! could deadlock), which is why every writing transaction here is `IMMEDIATE`.
+//!
+//! Reading needs only read access. A database this process cannot write (a read-only home) is
+//! read through a connection opened read-only for that one call, and, when SQLite cannot create
+//! the WAL index next to it and no write-ahead log exists, as `immutable`; appends and repairs
+//! there fail with [`PersistenceError::NotWritable`].
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{ErrorKind, Read};
+use std::ops::{Deref, DerefMut};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -16,7 +28,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use serde_json::Value;
 
 use super::{
-    BackendKind, Persistence, PersistenceError, Repair, SessionLocation, StoredSession, batch_start,
+    BackendKind, Persistence, PersistenceError, Repair, SessionLocation, StoredSession,
+    batch_start, write_error,
 };
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
@@ -26,6 +39,11 @@ pub const APPLICATION_ID: i32 = 0x4453_4831;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
 pub const SCHEMA_VERSION: i32 = 1;
+
+/// How long a connection waits for another connection's lock on the same file before an operation
+/// fails with "database is locked". Appends hold the write lock for one short transaction, so
+/// this is only reached when something else holds the database for seconds.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 const SCHEMA: &str = "
 CREATE TABLE sessions(
@@ -61,6 +79,45 @@ pub struct SqliteBackend {
     conn: Mutex<Option<Connection>>,
 }
 
+/// What a caller is about to do with the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Only read. A missing or empty database holds no sessions (and is left alone); one this
+    /// process cannot write is opened read-only.
+    Read,
+    /// Write to an existing database (the repair of `load`).
+    Write,
+    /// Write, creating and initialising the database if it is missing (`append`).
+    Create,
+}
+
+/// The connection one call uses: the backend's shared read-write connection, or a read-only one
+/// opened for this call alone (never kept: an `immutable` connection would not see later writes).
+enum Conn<'a> {
+    Shared(&'a mut Connection),
+    ReadOnly(Connection),
+}
+
+impl Deref for Conn<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match self {
+            Self::Shared(conn) => conn,
+            Self::ReadOnly(conn) => conn,
+        }
+    }
+}
+
+impl DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        match self {
+            Self::Shared(conn) => conn,
+            Self::ReadOnly(conn) => conn,
+        }
+    }
+}
+
 /// What a database file turned out to be.
 enum Identity {
     /// Empty: no schema, no ids. Safe to initialise.
@@ -86,10 +143,20 @@ impl SqliteBackend {
         })
     }
 
+    /// Maps an SQLite error. A write refused because the database is read-only (its file system
+    /// was remounted read-only, or its mode changed, after the connection was opened) is
+    /// [`PersistenceError::NotWritable`].
     fn sqlite(&self) -> impl Fn(rusqlite::Error) -> PersistenceError + '_ {
-        |source| PersistenceError::Sqlite {
-            path: self.path.clone(),
-            source,
+        |source| match source.sqlite_error_code() {
+            Some(ErrorCode::ReadOnly) => PersistenceError::NotWritable {
+                action: "write",
+                path: self.path.clone(),
+                reason: source.to_string(),
+            },
+            _ => PersistenceError::Sqlite {
+                path: self.path.clone(),
+                source,
+            },
         }
     }
 
@@ -101,27 +168,37 @@ impl SqliteBackend {
         }
     }
 
-    /// The connection, opening it on first use. With `create`, a missing database is created and
-    /// initialised; without it, a missing (or still empty) database gives `None` and is left
-    /// alone, so reads never create anything.
+    /// The connection for a call that will `access` the database, opening the shared one on
+    /// first use. `None` when the database is missing or still empty and `access` does not
+    /// create it: reads never create anything.
     fn connection<'a>(
         &self,
         slot: &'a mut Option<Connection>,
-        create: bool,
-    ) -> Result<Option<&'a mut Connection>, PersistenceError> {
+        access: Access,
+    ) -> Result<Option<Conn<'a>>, PersistenceError> {
         if slot.is_none() {
-            if create {
+            if access == Access::Create {
                 self.create_file()?;
             } else if !self.exists()? {
                 return Ok(None);
+            }
+            check_regular_file(&self.path)?;
+            if let Some((path, reason)) = self.unwritable() {
+                return match access {
+                    Access::Read => Ok(self.open_read_only()?.map(Conn::ReadOnly)),
+                    Access::Write | Access::Create => Err(PersistenceError::NotWritable {
+                        action: "write",
+                        path,
+                        reason,
+                    }),
+                };
             }
             let conn = Connection::open_with_flags(
                 &self.path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(self.sqlite())?;
-            conn.busy_timeout(Duration::from_secs(5))
-                .map_err(self.sqlite())?;
+            conn.busy_timeout(BUSY_TIMEOUT).map_err(self.sqlite())?;
             // Identify before changing anything: even switching to WAL writes the file header.
             let fresh = match self.identify(&conn)? {
                 Identity::Foreign(reason) => {
@@ -130,14 +207,75 @@ impl SqliteBackend {
                         reason,
                     });
                 }
-                Identity::Fresh if !create => return Ok(None),
+                Identity::Fresh if access != Access::Create => return Ok(None),
                 Identity::Fresh => true,
                 Identity::Ours => false,
             };
             self.configure(&conn, fresh)?;
             *slot = Some(conn);
         }
-        Ok(slot.as_mut())
+        Ok(slot.as_mut().map(Conn::Shared))
+    }
+
+    /// The database file or its directory, if this process may not write it, and why. Both are
+    /// needed: SQLite creates the write-ahead log and its index next to the database.
+    fn unwritable(&self) -> Option<(PathBuf, String)> {
+        let parent = self.path.parent().unwrap_or(Path::new("/"));
+        [self.path.as_path(), parent].into_iter().find_map(|path| {
+            // Effective ids, as the open itself would use; `access(2)` alone checks the real ones.
+            rustix::fs::accessat(
+                rustix::fs::CWD,
+                path,
+                rustix::fs::Access::WRITE_OK,
+                rustix::fs::AtFlags::EACCESS,
+            )
+            .err()
+            .map(|errno| (path.to_owned(), std::io::Error::from(errno).to_string()))
+        })
+    }
+
+    /// A read-only connection to a database this process cannot write, or `None` when it holds
+    /// no sessions yet.
+    fn open_read_only(&self) -> Result<Option<Connection>, PersistenceError> {
+        match self.read_only(false) {
+            Ok(found) => Ok(found),
+            // A WAL database needs its `-shm` index, which cannot be created in a directory we
+            // may not write. Without a write-ahead log (a clean close removes it) every committed
+            // transaction is in the database file itself, so reading it as immutable (no locks,
+            // no index) sees exactly what is stored. With a non-empty log that would miss
+            // commits, so the first error stands.
+            Err(first) if !self.has_wal() => self.read_only(true).map_err(|_| first),
+            Err(first) => Err(first),
+        }
+    }
+
+    fn read_only(&self, immutable: bool) -> Result<Option<Connection>, PersistenceError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if immutable {
+            Connection::open_with_flags(
+                immutable_uri(&self.path),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+        } else {
+            Connection::open_with_flags(&self.path, flags)
+        }
+        .map_err(self.sqlite())?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(self.sqlite())?;
+        match self.identify(&conn)? {
+            Identity::Foreign(reason) => Err(PersistenceError::ForeignDatabase {
+                path: self.path.clone(),
+                reason,
+            }),
+            Identity::Fresh => Ok(None),
+            Identity::Ours => Ok(Some(conn)),
+        }
+    }
+
+    /// Whether a non-empty write-ahead log sits next to the database.
+    fn has_wal(&self) -> bool {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        fs::metadata(wal).is_ok_and(|meta| meta.len() > 0)
     }
 
     fn exists(&self) -> Result<bool, PersistenceError> {
@@ -169,7 +307,7 @@ impl SqliteBackend {
                 .recursive(true)
                 .mode(0o700)
                 .create(parent)
-                .map_err(io("create directory", parent))?;
+                .map_err(|e| write_error("create directory", parent, e))?;
         }
         match OpenOptions::new()
             .write(true)
@@ -181,7 +319,7 @@ impl SqliteBackend {
                 .and_then(|dir| dir.sync_all())
                 .map_err(io("sync directory", parent)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(io("create", &self.path)(e)),
+            Err(e) => Err(write_error("create", &self.path, e)),
         }
     }
 
@@ -359,6 +497,121 @@ impl SqliteBackend {
     }
 }
 
+/// Checks that `path` can hold a database before anything is opened: an existing regular file,
+/// or a new name in an existing directory. Devices (`/dev/null`, `/dev/zero`), FIFOs, sockets,
+/// directories and the generated files of `/proc` and `/sys` are refused as
+/// [`PersistenceError::BadLocation`]; whether a regular file is a dsh database is decided later,
+/// by reading it.
+pub fn check_location(path: &Path) -> Result<(), PersistenceError> {
+    let bad = |reason: String| PersistenceError::BadLocation {
+        path: path.to_owned(),
+        reason,
+    };
+    match fs::metadata(path) {
+        Ok(_) => check_regular_file(path),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            match fs::metadata(parent) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(_) => Err(bad(format!(
+                    "{} is not a directory, so no database can be created in it",
+                    parent.display()
+                ))),
+                Err(e) if e.kind() == ErrorKind::NotFound => Err(bad(format!(
+                    "does not exist, and neither does its directory {}; create the directory \
+                     first or give an existing database",
+                    parent.display()
+                ))),
+                Err(e) => Err(bad(format!(
+                    "cannot inspect its directory {}: {e}",
+                    parent.display()
+                ))),
+            }
+        }
+        Err(e) => Err(bad(format!("cannot inspect it: {e}"))),
+    }
+}
+
+/// Refuses an existing `path` that is not a regular file (links are followed, as SQLite does).
+fn check_regular_file(path: &Path) -> Result<(), PersistenceError> {
+    let bad = |reason: String| PersistenceError::BadLocation {
+        path: path.to_owned(),
+        reason,
+    };
+    let meta = fs::metadata(path).map_err(|e| bad(format!("cannot inspect it: {e}")))?;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    };
+    if let Some(what) = what {
+        return Err(bad(format!(
+            "is {what}, not a regular file; a database must be a regular file or a new name in \
+             an existing directory"
+        )));
+    }
+    if meta.len() > 0 {
+        return Ok(());
+    }
+    // Files of /proc and /sys are "regular" and report a size of 0, yet read as generated text
+    // and take no database. A real empty file reads as empty. O_NONBLOCK so that a FIFO put
+    // there since the check above cannot block us.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)
+        .map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let mut byte = [0u8; 1];
+    let read = file
+        .read(&mut byte)
+        .map_err(|e| bad(format!("cannot read it: {e}")))?;
+    // A file that grew since the stat (another process initialising the database) is real.
+    let grown = file.metadata().is_ok_and(|m| m.len() > 0);
+    if read > 0 && !grown {
+        return Err(bad(
+            "reports a size of 0 but has content: a generated pseudo-file (like those of /proc), \
+             not a regular file"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+fn libc_flags() -> i32 {
+    (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY)
+        .bits()
+        .cast_signed()
+}
+
+/// The `file:` URI that opens `path` read-only as immutable. Everything but unreserved characters
+/// and `/` is percent-encoded, so no byte of the path can end it or start a parameter.
+fn immutable_uri(path: &Path) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(uri, "%{byte:02X}");
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 fn parse_header(text: &str) -> Result<SessionHeader, String> {
     let header: SessionHeader =
         serde_json::from_str(text).map_err(|e| format!("invalid session header: {e}"))?;
@@ -381,7 +634,7 @@ impl Persistence for SqliteBackend {
 
     fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(conn) = self.connection(&mut slot, false)? else {
+        let Some(conn) = self.connection(&mut slot, Access::Read)? else {
             return Ok(None);
         };
         let tail: Option<Option<i64>> = conn
@@ -407,15 +660,17 @@ impl Persistence for SqliteBackend {
             .map_err(|e| PersistenceError::Config(format!("session {id}: {e}")))?;
 
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = self
-            .connection(&mut slot, true)?
+        let mut conn = self
+            .connection(&mut slot, Access::Create)?
             .ok_or_else(|| PersistenceError::Config("database was not created".to_owned()))?;
-        // A deferred transaction (as plain inserts use) is enough, and measurably cheaper than
-        // BEGIN IMMEDIATE: our own appends are serialised by the connection lock, and if another
-        // process commits between the tail check below and our first insert, SQLite refuses to
-        // upgrade the stale read (SQLITE_BUSY_SNAPSHOT), so a stale check can never write a gap.
+        // IMMEDIATE, not deferred: the tail check reads before the inserts write, and SQLite
+        // fails a read transaction's upgrade to a write at once ("database is locked", or
+        // SQLITE_BUSY_SNAPSHOT when another connection committed in between) without waiting
+        // out the busy timeout. Our own appends are serialised by the connection lock, but a
+        // swapped-out backend's connection, or another process, may write the same file; taking
+        // the write lock first makes such an append wait its turn instead of failing the turn.
         let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.sqlite())?;
         let stored: Option<(String, Option<i64>)> = tx
             .prepare_cached(
@@ -458,8 +713,8 @@ impl Persistence for SqliteBackend {
 
     fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = self
-            .connection(&mut slot, false)?
+        let mut conn = self
+            .connection(&mut slot, Access::Write)?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -489,8 +744,8 @@ impl Persistence for SqliteBackend {
 
     fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = self
-            .connection(&mut slot, false)?
+        let mut conn = self
+            .connection(&mut slot, Access::Read)?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
         // A read transaction, so header and events come from one snapshot.
         let tx = conn.transaction().map_err(self.sqlite())?;
@@ -505,7 +760,7 @@ impl Persistence for SqliteBackend {
 
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(conn) = self.connection(&mut slot, false)? else {
+        let Some(conn) = self.connection(&mut slot, Access::Read)? else {
             return Ok(Vec::new());
         };
         let rows: Vec<(String, String)> = conn

@@ -6,6 +6,7 @@ use tonic::Status;
 
 use crate::agent::{Agent, AgentError, AgentStatus, ModelChoice};
 use crate::exec::ExecError;
+use crate::persistence::choice::ChoiceError;
 use crate::persistence::{PersistenceError, SessionLocation};
 use crate::session::{Event, EventData, SessionHeader, SessionId};
 
@@ -141,20 +142,35 @@ pub fn turn_event(data: EventData) -> Option<v1::turn_event::Event> {
     })
 }
 
-/// A persistence error as a status a client can act on.
+/// A persistence error as a status a client can act on. A location that cannot hold the backend
+/// or cannot be written is the daemon's state (its configured or selected backend), not a fault:
+/// FAILED_PRECONDITION. `Persistence.Use`, where the location is the request's own, maps
+/// `BadLocation` to INVALID_ARGUMENT itself.
 pub fn persistence_status(error: PersistenceError) -> Status {
     match error {
         PersistenceError::NotFound(id) => Status::not_found(format!("no session {id}")),
         e @ PersistenceError::Corrupt { .. } => Status::data_loss(e.to_string()),
-        e @ (PersistenceError::ForeignDatabase { .. } | PersistenceError::Config(_)) => {
-            Status::failed_precondition(e.to_string())
-        }
+        e @ (PersistenceError::ForeignDatabase { .. }
+        | PersistenceError::Config(_)
+        | PersistenceError::BadLocation { .. }
+        | PersistenceError::NotWritable { .. }) => Status::failed_precondition(e.to_string()),
         e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
             Status::aborted(e.to_string())
         }
         e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
             Status::internal(e.to_string())
         }
+    }
+}
+
+/// A failure to read or save the backend choice. A home that cannot be written is its state:
+/// FAILED_PRECONDITION, like a damaged state file; any other I/O failure is INTERNAL.
+pub fn choice_status(error: ChoiceError) -> Status {
+    match error {
+        e @ (ChoiceError::NotWritable { .. } | ChoiceError::Invalid { .. }) => {
+            Status::failed_precondition(e.to_string())
+        }
+        e @ ChoiceError::Io { .. } => Status::internal(e.to_string()),
     }
 }
 

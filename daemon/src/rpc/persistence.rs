@@ -1,6 +1,6 @@
 //! `dsh.v1.Persistence`: the active backend, swapping it, and reading sessions.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::async_stream;
-use super::convert::{event, header, persistence_status, session_id};
-use crate::daemon::Daemon;
+use super::convert::{choice_status, event, header, persistence_status, session_id};
+use crate::daemon::{Daemon, UseError};
 use crate::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
 use crate::session::{Event, SessionHeader, SessionId};
 
@@ -26,11 +26,7 @@ impl PersistenceService {
     }
 
     fn describe(&self) -> v1::BackendDescription {
-        let backend = self.daemon.persistence.backend();
-        v1::BackendDescription {
-            name: backend.kind().as_str().to_owned(),
-            path: backend.path().to_string_lossy().into_owned(),
-        }
+        describe(self.daemon.persistence.backend().as_ref())
     }
 
     /// A live session's header and events, or the stored ones (read-only, never repaired).
@@ -40,6 +36,38 @@ impl PersistenceService {
         }
         let stored = inspect(self.daemon.persistence.backend(), id.clone()).await?;
         Ok((stored.header, Some(stored.events)))
+    }
+}
+
+fn describe(backend: &dyn Persistence) -> v1::BackendDescription {
+    description(backend.kind(), &backend.path())
+}
+
+fn description(kind: BackendKind, path: &Path) -> v1::BackendDescription {
+    v1::BackendDescription {
+        name: kind.as_str().to_owned(),
+        path: path.to_string_lossy().into_owned(),
+    }
+}
+
+/// A refused `Use`. The location is the request's own here, so a location that cannot hold the
+/// backend or cannot be read is INVALID_ARGUMENT naming the field; everything else maps as
+/// anywhere.
+fn use_status(field: &str, error: UseError) -> Status {
+    match error {
+        UseError::Persistence(
+            e @ (PersistenceError::Io { .. }
+            | PersistenceError::Sqlite { .. }
+            | PersistenceError::BadLocation { .. }),
+        ) => Status::invalid_argument(format!("{field}: {e}")),
+        UseError::Persistence(other) => persistence_status(other),
+        UseError::Choice(error) => {
+            let status = choice_status(error);
+            Status::new(
+                status.code(),
+                format!("the backend was not changed: {}", status.message()),
+            )
+        }
     }
 }
 
@@ -93,20 +121,17 @@ impl persistence_server::Persistence for PersistenceService {
             ),
             None => return Err(Status::invalid_argument("backend: give jsonl or sqlite")),
         };
-        let backend = self
+        let selected = self
             .daemon
-            .open_backend(kind, path)
+            .use_backend(kind, path)
             .await
-            .map_err(|error| match error {
-                // The location asked for cannot be read: bad input, not a daemon failure.
-                e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
-                    Status::invalid_argument(format!("{field}: {e}"))
-                }
-                other => persistence_status(other),
-            })?;
-        self.daemon.persistence.swap(backend);
-        let description = self.describe();
-        tracing::info!(backend = %description.name, path = %description.path, "persistence backend swapped");
+            .map_err(|error| use_status(field, error))?;
+        let description = describe(selected.backend.as_ref());
+        if selected.changed {
+            tracing::info!(backend = %description.name, path = %description.path, "persistence backend swapped");
+        } else {
+            tracing::info!(backend = %description.name, path = %description.path, "persistence backend selected again; it was active already");
+        }
         Ok(Response::new(description))
     }
 
@@ -129,6 +154,7 @@ impl persistence_server::Persistence for PersistenceService {
         _request: Request<v1::ListSessionsRequest>,
     ) -> Reply<v1::ListSessionsResponse> {
         let backend = self.daemon.persistence.backend();
+        let listed_from = backend.clone();
         let mut stored = tokio::task::spawn_blocking(move || backend.list())
             .await
             .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
@@ -140,6 +166,24 @@ impl persistence_server::Persistence for PersistenceService {
             }
         }
         stored.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        let listed = stored.iter().map(|h| h.id.clone()).collect();
+        let others = self
+            .daemon
+            .other_backends(listed)
+            .await
+            .into_iter()
+            .map(|other| {
+                let (unlisted, error) = match other.unlisted {
+                    Ok(n) => (u64::try_from(n).unwrap_or(u64::MAX), String::new()),
+                    Err(e) => (0, e.to_string()),
+                };
+                v1::OtherBackend {
+                    backend: Some(description(other.kind, &other.path)),
+                    unlisted_sessions: unlisted,
+                    error,
+                }
+            })
+            .collect();
         let sessions = stored
             .iter()
             .map(|h| v1::SessionSummary {
@@ -147,7 +191,11 @@ impl persistence_server::Persistence for PersistenceService {
                 live: live.iter().any(|a| a.id() == &h.id),
             })
             .collect();
-        Ok(Response::new(v1::ListSessionsResponse { sessions }))
+        Ok(Response::new(v1::ListSessionsResponse {
+            sessions,
+            backend: Some(describe(listed_from.as_ref())),
+            others,
+        }))
     }
 
     async fn read_events(

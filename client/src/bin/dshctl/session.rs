@@ -16,7 +16,9 @@ pub enum SessionCommand {
         /// The session (a live agent's or a stored one).
         id: String,
     },
-    /// Sessions of the active backend and live agents.
+    /// Sessions of the active backend and live agents; the first line (or `backend` and `others`
+    /// with --json) says which backend that is and how many sessions the other configured
+    /// backends hold besides.
     List,
     /// A session's events.
     Events {
@@ -51,22 +53,34 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             )
         }
         SessionCommand::List => {
-            let sessions = persistence
+            let listed = persistence
                 .list_sessions(v1::ListSessionsRequest {})
                 .await?
-                .into_inner()
-                .sessions;
+                .into_inner();
+            let sessions = &listed.sessions;
+            let backend = listed.backend.clone().unwrap_or_default();
             let doc = json!({
+                "backend": { "name": backend.name, "path": backend.path },
                 "sessions": sessions.iter().map(|s| {
                     json!({ "live": s.live, "header": s.header.as_ref().map(wire::header) })
-                }).collect::<Vec<_>>()
+                }).collect::<Vec<_>>(),
+                "others": listed.others.iter().map(|o| {
+                    let b = o.backend.clone().unwrap_or_default();
+                    json!({
+                        "name": b.name,
+                        "path": b.path,
+                        "unlisted_sessions": o.unlisted_sessions,
+                        "error": (!o.error.is_empty()).then_some(&o.error),
+                    })
+                }).collect::<Vec<_>>(),
             });
             out.emit(&doc, |w| {
+                writeln!(w, "{}", summary(&listed))?;
                 if sessions.is_empty() {
-                    return writeln!(w, "no sessions");
+                    return Ok(());
                 }
                 let mut table = crate::output::table(["SESSION", "LIVE", "PARENT", "CWD"]);
-                for s in &sessions {
+                for s in sessions {
                     let h = s.header.clone().unwrap_or_default();
                     table.add_row([
                         h.id,
@@ -99,4 +113,43 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             })
         }
     }
+}
+
+/// The first line of `session list`: which backend was listed, and what the other configured
+/// backends hold besides, e.g. `jsonl: 3 sessions; sqlite (not active) holds 5 more`. A backend
+/// is named with its path when its name alone would be ambiguous.
+fn summary(listed: &v1::ListSessionsResponse) -> String {
+    let backend = listed.backend.clone().unwrap_or_default();
+    let mut line = match listed.sessions.len() {
+        0 => format!("{}: no sessions", backend.name),
+        1 => format!("{}: 1 session", backend.name),
+        n => format!("{}: {n} sessions", backend.name),
+    };
+    for other in &listed.others {
+        let b = other.backend.clone().unwrap_or_default();
+        let ambiguous = b.name == backend.name
+            || listed
+                .others
+                .iter()
+                .filter(|o| o.backend.as_ref().is_some_and(|x| x.name == b.name))
+                .count()
+                > 1;
+        let label = if ambiguous {
+            format!("{} {}", b.name, b.path)
+        } else {
+            b.name
+        };
+        if !other.error.is_empty() {
+            line.push_str(&format!(
+                "; {label} (not active) cannot be read: {}",
+                other.error
+            ));
+        } else if other.unlisted_sessions > 0 {
+            line.push_str(&format!(
+                "; {label} (not active) holds {} more",
+                other.unlisted_sessions
+            ));
+        }
+    }
+    line
 }

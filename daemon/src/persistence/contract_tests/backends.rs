@@ -297,3 +297,103 @@ fn sqlite_seq_gap_is_corruption() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Two backends on one database — a swapped-out backend finishing its last checkpoints while the
+/// new one starts, or another process — must wait for each other's write lock, never fail an
+/// append with "database is locked".
+#[test]
+fn sqlite_connections_to_one_file_wait_for_each_other() {
+    const THREADS: u32 = 8;
+    const TURNS: u32 = 25;
+    let s = scratch();
+    let backends: Vec<Arc<dyn Persistence>> = (0..2).map(|_| Sqlite::open(&s.dir)).collect();
+    // Created (and initialised) once, so the threads race only on appends.
+    backends[0].append(&header("seed"), &turn(0, 1)).unwrap();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let backends = backends.clone();
+            std::thread::spawn(move || {
+                let h = header(&format!("writer-{t}"));
+                for n in 0..TURNS {
+                    // Alternate connections, so each session's appends also cross them.
+                    let backend = &backends[usize::try_from(n + t).unwrap() % 2];
+                    backend
+                        .append(&h, &turn(u64::from(n) * 8, n + 1))
+                        .unwrap_or_else(|e| panic!("writer {t}, turn {}: {e}", n + 1));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let fresh = Sqlite::open(&s.dir);
+    for t in 0..THREADS {
+        let h = header(&format!("writer-{t}"));
+        let stored = fresh.inspect(&h.id).unwrap();
+        assert_eq!(stored.events.len(), usize::try_from(TURNS * 8).unwrap());
+    }
+}
+
+#[test]
+fn sqlite_refuses_locations_that_are_not_regular_files() {
+    use super::super::sqlite::check_location;
+    let s = scratch();
+    let fifo = s.dir.join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from(0o600),
+        0,
+    )
+    .unwrap();
+    let missing_dir = s.dir.join("no-such-dir").join("db.sqlite3");
+    for (path, reason) in [
+        (Path::new("/dev/null"), "is a character device"),
+        (Path::new("/dev/zero"), "is a character device"),
+        (Path::new("/proc/self/status"), "pseudo-file"),
+        (s.dir.as_path(), "is a directory"),
+        (fifo.as_path(), "is a FIFO"),
+        (missing_dir.as_path(), "neither does its directory"),
+    ] {
+        match check_location(path) {
+            Err(e @ PersistenceError::BadLocation { .. }) => {
+                let message = e.to_string();
+                assert!(
+                    message.starts_with(&format!("{}: ", path.display())),
+                    "{message}"
+                );
+                assert!(message.contains(reason), "{message}");
+            }
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+    let empty = s.dir.join("empty.sqlite3");
+    fs::write(&empty, b"").unwrap();
+    check_location(&empty).unwrap();
+    check_location(&s.dir.join("new.sqlite3")).unwrap();
+
+    // A backend configured on such a path refuses every use and leaves it as it was.
+    let backend = SqliteBackend::open("/dev/null".into()).unwrap();
+    assert!(matches!(
+        backend.list(),
+        Err(PersistenceError::BadLocation { .. })
+    ));
+    assert!(matches!(
+        backend.append(&header("x"), &turn(0, 1)),
+        Err(PersistenceError::BadLocation { .. })
+    ));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    let fifo_backend = SqliteBackend::open(fifo.clone()).unwrap();
+    assert!(matches!(
+        fifo_backend.stored_len(&id("x")),
+        Err(PersistenceError::BadLocation { .. })
+    ));
+}

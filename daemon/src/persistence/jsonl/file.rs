@@ -6,7 +6,7 @@ use std::io::{self, ErrorKind};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::persistence::PersistenceError;
+use crate::persistence::{PersistenceError, write_error};
 
 fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> PersistenceError {
     let path = path.to_owned();
@@ -49,7 +49,7 @@ pub(super) fn create_private_dirs(dir: &Path) -> Result<(), PersistenceError> {
             Ok(()) => {}
             // Another writer made it between our stat and mkdir: just as good.
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_error("create directory", path)(e)),
+            Err(e) => return Err(write_error("create directory", path, e)),
         }
         if let Some(parent) = path.parent() {
             sync_dir(parent)?;
@@ -98,7 +98,7 @@ pub(super) fn create_new_log(path: &Path, content: &[u8]) -> Result<File, Persis
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
-        .map_err(io_error("create", &tmp))?;
+        .map_err(|e| write_error("create a file in", dir, e))?;
     let published = file
         .write_all_at(content, 0)
         .and_then(|()| file.sync_all())
@@ -140,13 +140,14 @@ fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::now_v7().simple()))
 }
 
-/// Opens an existing log for reading and appending.
+/// Opens an existing log for reading and appending. A log this process may not write (a
+/// read-only home) is [`PersistenceError::NotWritable`]: reading it needs no such open.
 pub(super) fn open_log(path: &Path) -> Result<File, PersistenceError> {
     OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(io_error("open", path))
+        .map_err(|e| write_error("open for writing", path, e))
 }
 
 /// Checks that the log at `path` is still the file we hold open and still `len` bytes long: one
