@@ -8,9 +8,13 @@
 
 use super::*;
 
-/// Starts dshd with `args` in a mount namespace where `home` is mounted read-only.
-fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) {
-    dsh_tests::require_root("making the home read-only with a bind mount");
+/// Restarts dshd with `args` in a mount namespace where `home` is mounted read-only; false (the
+/// test is reported skipped) without root.
+#[must_use]
+fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) -> bool {
+    if !dsh_tests::root_or_skip("make the home read-only with a bind mount") {
+        return false;
+    }
     let home = daemon.home.clone();
     daemon.restart_with(DaemonSpec {
         args: args.iter().map(Into::into).collect(),
@@ -38,6 +42,7 @@ fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) {
         "the home is writable for dshd, so this test would prove nothing: {out:?}"
     );
     assert!(!probe.exists());
+    true
 }
 
 /// Every file under `dir` with its bytes, to show nothing was written.
@@ -98,7 +103,9 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     assert!(!PathBuf::from(format!("{}-shm", db.display())).exists());
 
     // SQLite (the saved choice), with no write-ahead log left by the clean shutdown.
-    read_only_home(&mut daemon, &[]);
+    if !read_only_home(&mut daemon, &[]) {
+        return;
+    }
     assert_eq!(daemon.dshctl_json(&["status"])["persistence"], "sqlite");
     assert_eq!(daemon.events(&on_sqlite), sqlite_events);
     assert_eq!(daemon.locate(&on_sqlite), Value::Null);
@@ -137,7 +144,9 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     stop_gracefully(&mut daemon);
 
     // JSONL.
-    read_only_home(&mut daemon, &["--persistence", "jsonl"]);
+    if !read_only_home(&mut daemon, &["--persistence", "jsonl"]) {
+        return;
+    }
     assert_eq!(daemon.events(&on_jsonl), jsonl_events);
     assert_eq!(daemon.located_path(&on_jsonl), jsonl_log);
     assert_not_writable(&daemon, &["agent", "resume", &on_jsonl], &jsonl_log);
