@@ -406,7 +406,9 @@ fn open_lock(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<File, SocketErr
 /// releases it, also when the daemon is killed).
 #[derive(Debug)]
 pub struct HomeLock {
-    _lock: File,
+    /// `None` on a read-only home without a lock file: nothing can be written there, so two
+    /// daemons cannot overwrite each other's sessions either.
+    _lock: Option<File>,
 }
 
 /// File name of the home lock, directly in the home.
@@ -419,7 +421,15 @@ pub const HOME_LOCK_NAME: &str = "dshd.lock";
 pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, SocketError> {
     let dir = create_private_dir(home)?;
     let path = home.join(HOME_LOCK_NAME);
-    let mut lock = open_lock(&dir, OsStr::new(HOME_LOCK_NAME), &path)?;
+    let mut lock = match open_lock(&dir, OsStr::new(HOME_LOCK_NAME), &path) {
+        Ok(lock) => lock,
+        Err(SocketError::Io { source, .. })
+            if source.raw_os_error() == Some(Errno::ROFS.raw_os_error()) =>
+        {
+            return lock_read_only_home(&dir, home, &path);
+        }
+        Err(error) => return Err(error),
+    };
     if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
         let mut text = String::new();
         let _ = lock.seek(SeekFrom::Start(0));
@@ -440,7 +450,35 @@ pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, SocketError> {
         lock.sync_data()
     })();
     record.map_err(io_error("write lock file", &path))?;
-    Ok(HomeLock { _lock: lock })
+    Ok(HomeLock { _lock: Some(lock) })
+}
+
+/// A home on a read-only file system (sessions there can still be read): the lock is taken on the
+/// existing lock file opened for reading (flock needs no write access); without one, there is
+/// nothing to lock and nothing that could be overwritten.
+fn lock_read_only_home(dir: &OwnedFd, home: &Path, path: &Path) -> Result<HomeLock, SocketError> {
+    let opened = rustix::fs::openat(
+        dir,
+        HOME_LOCK_NAME,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        Mode::empty(),
+    );
+    let lock = match opened {
+        Ok(fd) => File::from(fd),
+        Err(Errno::NOENT) => {
+            tracing::warn!(home = %home.display(), "the home is read-only and has no lock file; not locking it");
+            return Ok(HomeLock { _lock: None });
+        }
+        Err(errno) => return Err(io_error("open lock file", path)(errno.into())),
+    };
+    if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err(SocketError::HomeInUse {
+            home: home.to_owned(),
+            pid: None,
+            socket: None,
+        });
+    }
+    Ok(HomeLock { _lock: Some(lock) })
 }
 
 /// The listening socket systemd handed over (socket activation), with its path.
