@@ -785,3 +785,57 @@ impl Persistence for SqliteBackend {
         Ok(headers)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn the_immutable_uri_escapes_every_byte_that_could_end_the_path() {
+        assert_eq!(
+            immutable_uri(Path::new("/a b/c?d#e%f/g.sqlite3")),
+            "file:/a%20b/c%3Fd%23e%25f/g.sqlite3?immutable=1"
+        );
+    }
+
+    /// The fallback a read-only home takes, run here on a writable directory (the suite runs as
+    /// root, for whom nothing is read-only without a mount; the e2e test mounts one): the
+    /// database is read as immutable through its URI, even from a path full of URI syntax.
+    #[test]
+    fn a_database_is_read_through_an_immutable_read_only_connection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("odd ?#% dir");
+        fs::create_dir(&dir).unwrap();
+        let db = dir.join("s.sqlite3");
+        let header = SessionHeader::new(
+            SessionId::parse("ro").unwrap(),
+            PathBuf::from("/work"),
+            1_700_000_000_000,
+        );
+        let event = Event {
+            seq: 0,
+            time: 1_700_000_000_000,
+            data: EventData::TurnStart { turn: 1 },
+        };
+        let writer = SqliteBackend::open(db.clone()).unwrap();
+        writer.append(&header, &[event]).unwrap();
+        drop(writer);
+
+        let reader = SqliteBackend::open(db.clone()).unwrap();
+        let conn = reader
+            .read_only(true)
+            .unwrap()
+            .expect("a session is stored");
+        let (read, events) = reader.read(&conn, &header.id).unwrap();
+        assert_eq!(read, header);
+        assert_eq!(events.len(), 1);
+        // An empty database is "no sessions" read-only too, and is not initialised.
+        let empty = dir.join("empty.sqlite3");
+        fs::write(&empty, b"").unwrap();
+        let reader = SqliteBackend::open(empty.clone()).unwrap();
+        assert!(reader.read_only(true).unwrap().is_none());
+        assert_eq!(fs::metadata(&empty).unwrap().len(), 0);
+    }
+}
