@@ -312,3 +312,140 @@ fn bad_values_name_their_key() {
         assert!(err.contains(key), "{text:?}: {err}");
     }
 }
+
+mod properties {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Every key the file knows, with its section (`""` for the top level), plus one it does not.
+    const KEYS: &[(&str, &str)] = &[
+        ("", "dsh_home"),
+        ("", "socket"),
+        ("", "log_format"),
+        ("", "shutdown_timeout_ms"),
+        ("", "persistence"),
+        ("", "checkpoint"),
+        ("", "bogus"),
+        ("jsonl", "root"),
+        ("sqlite", "path"),
+        ("model", "provider"),
+        ("model", "base_url"),
+        ("model", "model"),
+        ("model", "api_key_env"),
+        ("model", "request_timeout_ms"),
+        ("model", "idle_timeout_ms"),
+        ("model", "retries"),
+        ("model", "max_backoff_ms"),
+        ("agent", "max_steps_per_turn"),
+        ("agent", "max_depth"),
+        ("agent", "max_live_agents"),
+        ("shell", "secret_pattern"),
+        ("shell", "default_timeout_ms"),
+        ("shell", "max_timeout_ms"),
+        ("shell", "kill_grace_ms"),
+        ("shell", "output_cap_bytes"),
+        ("shell", "spill_cap_bytes"),
+        ("shell", "spill_dir"),
+        ("shell", "cwd"),
+        ("shell_env", "resolve_timeout_ms"),
+        ("skills.local", "dsh_home"),
+        ("hooks", "claude_code"),
+        ("hooks", "codex"),
+        ("hooks", "project_hooks"),
+        ("hooks", "default_timeout_ms"),
+        ("hooks", "stop_continuation_cap"),
+        ("hooks", "stderr_summary_chars"),
+    ];
+
+    /// Values of every TOML type, biased to the edges and to words the keys accept.
+    fn value() -> impl Strategy<Value = toml::Value> {
+        let words = prop::sample::select(vec![
+            "jsonl",
+            "sqlite",
+            "json",
+            "text",
+            "step",
+            "turn",
+            "openai",
+            "scripted",
+            "/abs/path",
+            "rel/path",
+            "",
+            "http://127.0.0.1:1/v1",
+            "not a url",
+            "(",
+        ]);
+        let scalar = prop_oneof![
+            prop::sample::select(vec![0, 1, -1, i64::MAX, i64::MIN, 1 << 32, 1 << 53])
+                .prop_map(toml::Value::Integer),
+            any::<i64>().prop_map(toml::Value::Integer),
+            any::<f64>().prop_map(toml::Value::Float),
+            any::<bool>().prop_map(toml::Value::Boolean),
+            words.prop_map(|w| toml::Value::String(w.to_owned())),
+            "(?s).{0,16}".prop_map(toml::Value::String),
+        ];
+        prop_oneof![
+            4 => scalar.clone(),
+            1 => vec(scalar, 0..3).prop_map(toml::Value::Array),
+        ]
+    }
+
+    /// A config file: some of the keys, each with any value, as valid TOML.
+    fn document() -> impl Strategy<Value = String> {
+        vec((prop::sample::select(KEYS), value()), 0..8).prop_map(|entries| {
+            let mut root = toml::Table::new();
+            for ((section, key), value) in entries {
+                let mut table = &mut root;
+                for name in section.split('.').filter(|s| !s.is_empty()) {
+                    let entry = table
+                        .entry(name)
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                    let toml::Value::Table(inner) = entry else {
+                        unreachable!("sections are only ever tables")
+                    };
+                    table = inner;
+                }
+                table.insert(key.to_owned(), value);
+            }
+            toml::to_string(&root).unwrap()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any text at all parses or fails with a line inside the text, never a panic.
+        #[test]
+        fn any_text_parses_or_names_a_line(text in "(?s).{0,200}") {
+            if let Err(failure) = parse(&text) {
+                prop_assert!(failure.line <= text.lines().count() + 1, "{failure:?}");
+            }
+        }
+
+        /// Any well-formed file of known keys with values of any type loads or is refused with
+        /// the key at fault (and the line, when the value is at fault), never a panic.
+        #[test]
+        fn any_document_loads_or_names_its_key(text in document()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config.toml");
+            std::fs::write(&path, &text).unwrap();
+            let flags = Flags {
+                config: Some(path),
+                ..Flags::default()
+            };
+            match Config::load(&flags, &ambient(None)) {
+                Ok(config) => {
+                    prop_assert!(config.home.path.is_absolute());
+                    prop_assert!(config.socket.is_absolute());
+                }
+                Err(ConfigError::Invalid { key, line, .. }) => {
+                    prop_assert!(!key.is_empty(), "a valid TOML document was refused without a key:\n{}", text);
+                    prop_assert!(line >= 1 && line <= text.lines().count(), "line {} of:\n{}", line, text);
+                }
+                Err(error) => prop_assert!(!error.to_string().is_empty()),
+            }
+        }
+    }
+}

@@ -339,4 +339,147 @@ mod tests {
             assert_eq!(codex(0, "plain", event).additional_context, None);
         }
     }
+
+    mod properties {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use serde_json::{Map, Value};
+
+        use super::*;
+
+        const KEYS: [&str; 12] = [
+            "decision",
+            "reason",
+            "continue",
+            "stopReason",
+            "systemMessage",
+            "hookSpecificOutput",
+            "hookEventName",
+            "permissionDecision",
+            "permissionDecisionReason",
+            "additionalContext",
+            "updatedInput",
+            "other",
+        ];
+
+        const WORDS: [&str; 12] = [
+            "approve",
+            "block",
+            "allow",
+            "deny",
+            "ask",
+            "defer",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "SessionStart",
+            "UserPromptSubmit",
+            "",
+        ];
+
+        /// JSON a hook might print: the keys the decoder reads, with values of any type.
+        fn output() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                prop::sample::select(&WORDS[..]).prop_map(Value::from),
+                "(?s).{0,12}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 32, 6, |inner| {
+                prop_oneof![
+                    vec(inner.clone(), 0..3).prop_map(Value::Array),
+                    vec((prop::sample::select(&KEYS[..]), inner), 0..6).prop_map(|pairs| {
+                        Value::Object(
+                            pairs
+                                .into_iter()
+                                .map(|(k, v)| (k.to_owned(), v))
+                                .collect::<Map<_, _>>(),
+                        )
+                    }),
+                ]
+            })
+        }
+
+        fn event_name() -> impl Strategy<Value = EventName> {
+            prop::sample::select(vec![
+                EventName::SessionStart,
+                EventName::UserPromptSubmit,
+                EventName::PreToolUse,
+                EventName::PostToolUse,
+                EventName::Stop,
+                EventName::SubagentStart,
+                EventName::SubagentStop,
+            ])
+        }
+
+        fn dialect() -> impl Strategy<Value = Dialect> {
+            prop::sample::select(Dialect::ALL.to_vec())
+        }
+
+        /// Stdout: JSON of the right shape (maybe broken or padded), or any text.
+        fn stdout() -> impl Strategy<Value = String> {
+            prop_oneof![
+                (
+                    output(),
+                    "[ \t\n]{0,2}",
+                    any::<prop::sample::Index>(),
+                    any::<bool>()
+                )
+                    .prop_map(|(json, pad, cut, truncate)| {
+                        let mut text = format!("{pad}{json}{pad}");
+                        if truncate {
+                            let mut at = cut.index(text.len() + 1);
+                            while !text.is_char_boundary(at) {
+                                at -= 1;
+                            }
+                            text.truncate(at);
+                        }
+                        text
+                    }),
+                "(?s).{0,40}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever a hook prints and however it ends, decoding never panics, and the exit
+            /// status rules hold: a failure or an exit other than 0 and 2 is an error, exit 2
+            /// blocks with the trimmed stderr as the reason, and only an error carries a note.
+            #[test]
+            fn any_output_decodes_without_panic(
+                exit in prop_oneof![Just(Some(0)), Just(Some(2)), any::<Option<i32>>()],
+                out in stdout(),
+                err in "(?s).{0,24}",
+                failure in prop::option::of("(?s).{0,12}"),
+                event in event_name(),
+                dialect in dialect(),
+            ) {
+                let end = RunEnd {
+                    exit_code: exit,
+                    stdout: out,
+                    stderr: err.clone(),
+                    failure: failure.clone(),
+                    duration: std::time::Duration::ZERO,
+                };
+                let decoded = decode(&end, event, dialect);
+                prop_assert_eq!(decoded.verdict == Verdict::Error, decoded.error_note().is_some());
+                let _ = decoded.record_decision();
+                match (failure, exit) {
+                    (Some(_), _) => prop_assert_eq!(decoded.verdict, Verdict::Error),
+                    (None, Some(2)) => {
+                        prop_assert_eq!(decoded.verdict, Verdict::Block);
+                        let reason = err.trim();
+                        prop_assert_eq!(
+                            decoded.reason.as_deref(),
+                            (!reason.is_empty()).then_some(reason)
+                        );
+                    }
+                    (None, Some(0)) => {}
+                    (None, _) => prop_assert_eq!(decoded.verdict, Verdict::Error),
+                }
+            }
+        }
+    }
 }

@@ -7,6 +7,8 @@ pub mod history;
 mod id;
 mod log;
 pub mod repair;
+#[cfg(test)]
+pub(crate) mod strategies;
 
 pub use event::{
     AbortCause, AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason,

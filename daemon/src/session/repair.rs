@@ -178,4 +178,54 @@ mod tests {
         assert_eq!(closers.len(), 1);
         assert_eq!(closers[0].data.type_name(), "turn/end");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use crate::session::check_contiguous;
+        use crate::session::strategies::events;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever a log holds, repair never panics, continues its seqs and times, closes the
+            /// open turn (answering every call of it) and is idempotent.
+            #[test]
+            fn repair_closes_any_log_once(events in events(24)) {
+                let closers = close_open_turn(&events);
+                let mut repaired = events.clone();
+                repaired.extend(closers.iter().cloned());
+                prop_assert!(check_contiguous(&repaired).is_ok());
+                let last_time = events.last().map_or(0, |e| e.time);
+                prop_assert!(closers.iter().all(|e| e.time == last_time));
+                prop_assert!(close_open_turn(&repaired).is_empty(), "repair is not idempotent");
+
+                let last_boundary = events.iter().rposition(|e| matches!(
+                    e.data,
+                    EventData::TurnStart { .. } | EventData::TurnEnd { .. }
+                ));
+                let open = last_boundary
+                    .is_some_and(|i| matches!(events[i].data, EventData::TurnStart { .. }));
+                prop_assert_eq!(closers.is_empty(), !open);
+                if open {
+                    let interrupted = matches!(
+                        closers.last().map(|e| &e.data),
+                        Some(EventData::TurnEnd { reason: TurnEndReason::Interrupted, .. })
+                    );
+                    prop_assert!(interrupted, "the last closer is not turn/end interrupted");
+                    let start = last_boundary.unwrap_or(0);
+                    for event in &repaired[start..] {
+                        if let EventData::ToolCall { call_id, .. } = &event.data {
+                            let answered = repaired[start..].iter().any(|e| matches!(
+                                &e.data,
+                                EventData::ToolResult { call_id: answered, .. } if answered == call_id
+                            ));
+                            prop_assert!(answered, "call {} left without a result", call_id);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -190,4 +190,87 @@ mod tests {
         assert!(events(&[b"data: {\"choices\":[{\"del"]).is_empty());
         assert_eq!(events(&[b"data: x\n\ndata: {\"cho"]), ["x"]);
     }
+
+    mod properties {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Streams made of the pieces that matter to the parser, and anything else.
+        fn stream() -> impl Strategy<Value = Vec<u8>> {
+            let token = prop_oneof![
+                Just(b"data:".to_vec()),
+                Just(b"data: ".to_vec()),
+                Just(b"data".to_vec()),
+                Just(b":".to_vec()),
+                Just(b": keep-alive".to_vec()),
+                Just(b"event: x".to_vec()),
+                Just(b"id: 7".to_vec()),
+                Just(b"\n".to_vec()),
+                Just(b"\r".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(b"\n\n".to_vec()),
+                Just(b"[DONE]".to_vec()),
+                Just(b"{\"a\":1}".to_vec()),
+                vec(any::<u8>(), 0..6),
+            ];
+            vec(token, 0..40).prop_map(|tokens| tokens.concat())
+        }
+
+        /// `bytes` cut at `cuts` (positions taken modulo its length).
+        fn pieces(bytes: &[u8], cuts: &[prop::sample::Index]) -> Vec<Vec<u8>> {
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            at.push(0);
+            at.push(bytes.len());
+            at.sort_unstable();
+            at.windows(2).map(|w| bytes[w[0]..w[1]].to_vec()).collect()
+        }
+
+        /// Events of `pieces`, as lossy strings (arbitrary bytes need not be UTF-8).
+        fn lossy(pieces: &[Vec<u8>]) -> Vec<String> {
+            let mut parser = Parser::default();
+            let mut out = Vec::new();
+            let mut collect = |data: &[u8]| {
+                out.push(String::from_utf8_lossy(data).into_owned());
+                Ok(if data == b"[DONE]" {
+                    Flow::Done
+                } else {
+                    Flow::More
+                })
+            };
+            for piece in pieces {
+                if parser.feed(piece, &mut collect).unwrap() == Flow::Done {
+                    return out;
+                }
+            }
+            parser.finish(&mut collect).unwrap();
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// However the body is cut into reads, the events are those of the whole body.
+            #[test]
+            fn any_chunking_gives_the_same_events(
+                bytes in stream(),
+                cuts in vec(any::<prop::sample::Index>(), 0..8),
+            ) {
+                let whole = lossy(std::slice::from_ref(&bytes));
+                prop_assert_eq!(lossy(&pieces(&bytes, &cuts)), whole.clone());
+                let single: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
+                prop_assert_eq!(lossy(&single), whole);
+            }
+
+            /// Arbitrary bytes in arbitrary reads never panic the parser.
+            #[test]
+            fn arbitrary_bytes_never_panic(
+                bytes in vec(any::<u8>(), 0..512),
+                cuts in vec(any::<prop::sample::Index>(), 0..8),
+            ) {
+                let _ = lossy(&pieces(&bytes, &cuts));
+            }
+        }
+    }
 }

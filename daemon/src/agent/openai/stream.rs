@@ -358,4 +358,100 @@ mod tests {
             assert!(matches!(err, ModelError::Malformed(_)), "{bad}: {err:?}");
         }
     }
+
+    mod properties {
+        use std::sync::Mutex;
+
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::*;
+
+        /// JSON shaped like chat-completion chunks, with every field possibly of the wrong type.
+        fn chunk() -> impl Strategy<Value = Value> {
+            let junk = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                "(?s).{0,12}".prop_map(Value::String),
+                Just(json!([])),
+                Just(json!({})),
+            ];
+            let text = prop_oneof!["(?s).{0,12}".prop_map(Value::String), junk.clone()];
+            let call = (
+                prop_oneof![any::<u8>().prop_map(Value::from), junk.clone()],
+                text.clone(),
+                text.clone(),
+                text.clone(),
+            )
+                .prop_map(|(index, id, name, arguments)| {
+                    json!({"index": index, "id": id, "type": "function",
+                           "function": {"name": name, "arguments": arguments}})
+                });
+            let choice = (
+                prop_oneof![Just(json!(0)), junk.clone()],
+                text.clone(),
+                prop_oneof![vec(call, 0..3).prop_map(Value::from), junk.clone()],
+                prop_oneof![
+                    Just(json!("stop")),
+                    Just(json!("tool_calls")),
+                    Just(json!("length")),
+                    text.clone()
+                ],
+            )
+                .prop_map(|(index, content, calls, finish)| {
+                    json!({"index": index, "delta": {"content": content, "tool_calls": calls},
+                           "finish_reason": finish})
+                });
+            (
+                prop_oneof![vec(choice, 0..3).prop_map(Value::from), junk.clone()],
+                prop_oneof![
+                    Just(Value::Null),
+                    Just(json!({"prompt_tokens": 3, "completion_tokens": 1})),
+                    junk.clone()
+                ],
+                prop_oneof![Just(Value::Null), Just(json!({"message": "x"})), junk],
+            )
+                .prop_map(|(choices, usage, error)| {
+                    json!({"choices": choices, "usage": usage, "error": error})
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Any sequence of chunk-shaped events never panics, and a finished reply's text is
+            /// exactly the text that was streamed.
+            #[test]
+            fn events_never_panic_and_streamed_text_is_the_reply(
+                events in vec(chunk(), 0..8),
+                done in any::<bool>(),
+            ) {
+                let streamed = Mutex::new(String::new());
+                let on_text = |t: &str| streamed.lock().unwrap().push_str(t);
+                let mut acc = Accumulator::default();
+                let mut failed = false;
+                for event in &events {
+                    if acc.apply_event(event.to_string().as_bytes(), &on_text).is_err() {
+                        failed = true;
+                        break;
+                    }
+                }
+                if !failed && let Ok(reply) = acc.finish(done) {
+                    prop_assert_eq!(&reply.text, &*streamed.lock().unwrap());
+                    prop_assert!(reply.calls.iter().all(|c| !c.call.id.is_empty()));
+                }
+            }
+
+            /// Arbitrary bytes as an event's data never panic.
+            #[test]
+            fn arbitrary_event_data_never_panics(bytes in vec(any::<u8>(), 0..256)) {
+                let mut acc = Accumulator::default();
+                let _ = acc.apply_event(&bytes, &|_| {});
+                let _ = acc.finish(false);
+            }
+        }
+    }
 }

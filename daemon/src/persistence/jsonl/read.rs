@@ -305,4 +305,160 @@ mod tests {
             ));
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use crate::session::strategies::{events, text};
+        use crate::session::{SessionId, check_contiguous};
+
+        fn written(header: &SessionHeader, events: &[Event]) -> Vec<u8> {
+            let mut bytes = header_line(header);
+            push_event_lines(&mut bytes, events);
+            bytes
+        }
+
+        /// Any header the daemon could write (the reader refuses invalid ones, as it should).
+        fn header_strategy() -> impl Strategy<Value = SessionHeader> {
+            let id = "[a-zA-Z0-9._~-]{1,40}";
+            (
+                (id, "/[^\u{0}]{0,30}", 0..=i64::MAX, any::<u32>()),
+                (prop::option::of(id), any::<Option<u64>>(), any::<bool>()),
+            )
+                .prop_map(|((id, cwd, created, depth), (parent, seed, child))| {
+                    let mut header =
+                        SessionHeader::new(SessionId::parse(&id).unwrap(), cwd.into(), created);
+                    header.delegation_depth = depth;
+                    header.parent_session = parent.map(|p| SessionId::parse(&p).unwrap());
+                    header.seed_length = seed;
+                    header.origin = child.then_some(crate::session::Origin::Subagent);
+                    header
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// What the writer wrote, the reader reads back identically, with nothing torn.
+            #[test]
+            fn written_logs_read_back_identical(header in header_strategy(), events in events(12)) {
+                let bytes = written(&header, &events);
+                let scan = scan(Path::new("/x"), &bytes).unwrap();
+                prop_assert_eq!(scan.header, header);
+                prop_assert_eq!(scan.events, events);
+                prop_assert_eq!(scan.committed, bytes.len() as u64);
+                prop_assert!(scan.torn.is_none());
+            }
+
+            /// A log cut anywhere (a crash mid-write) reads as the lines complete before the cut,
+            /// with the rest a torn tail; a cut inside the header is corruption of line 1.
+            #[test]
+            fn a_log_cut_anywhere_keeps_its_complete_lines(
+                header in header_strategy(),
+                events in events(8),
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let bytes = written(&header, &events);
+                let cut = cut.index(bytes.len() + 1);
+                let header_len = header_line(&header).len();
+                match scan(Path::new("/x"), &bytes[..cut]) {
+                    Ok(scan) => {
+                        prop_assert!(cut >= header_len);
+                        let complete = bytes[header_len..cut].iter().filter(|&&b| b == b'\n').count();
+                        prop_assert_eq!(&scan.events[..], &events[..complete]);
+                        prop_assert!(scan.committed <= cut as u64);
+                        prop_assert_eq!(scan.torn.is_some(), scan.committed < cut as u64);
+                    }
+                    Err(PersistenceError::Corrupt { line, .. }) => {
+                        prop_assert!(cut < header_len);
+                        prop_assert_eq!(line, 1);
+                    }
+                    Err(other) => prop_assert!(false, "{other}"),
+                }
+            }
+
+            /// Damage anywhere after the header (bytes overwritten or inserted) never panics; what
+            /// is read is contiguous from seq 0 and never past the damage.
+            #[test]
+            fn damaged_logs_never_panic_and_keep_an_intact_prefix(
+                header in header_strategy(),
+                events in events(8),
+                at in any::<prop::sample::Index>(),
+                junk in proptest::collection::vec(any::<u8>(), 0..16),
+                overwrite in any::<bool>(),
+            ) {
+                let bytes = written(&header, &events);
+                let header_len = header_line(&header).len();
+                let at = header_len + at.index(bytes.len() - header_len + 1);
+                let mut damaged = bytes[..at].to_vec();
+                damaged.extend_from_slice(&junk);
+                let resume = if overwrite { (at + junk.len()).min(bytes.len()) } else { at };
+                damaged.extend_from_slice(&bytes[resume..]);
+                if let Ok(scan) = scan(Path::new("/x"), &damaged) {
+                    prop_assert!(check_contiguous(&scan.events).is_ok());
+                    prop_assert!(scan.committed <= damaged.len() as u64);
+                    let intact = bytes[header_len..at].iter().filter(|&&b| b == b'\n').count();
+                    prop_assert_eq!(&scan.events[..intact.min(scan.events.len())], &events[..intact.min(scan.events.len())]);
+                }
+            }
+
+            /// Loading repairs whatever a crash or damage left (a torn tail, an open turn) on disk,
+            /// so loading again reads exactly what the first load returned and repairs nothing.
+            #[test]
+            fn load_repairs_once_and_the_repair_reads_back(
+                events in events(10),
+                cut in any::<prop::sample::Index>(),
+                junk in proptest::collection::vec(any::<u8>(), 0..12),
+            ) {
+                use crate::persistence::Persistence;
+
+                let dir = tempfile::tempdir().unwrap();
+                let backend = crate::persistence::jsonl::JsonlBackend::new(dir.path().to_owned()).unwrap();
+                let header = SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 1);
+                let bytes = written(&header, &events);
+                let header_len = header_line(&header).len();
+                let cut = header_len + cut.index(bytes.len() - header_len + 1);
+                let mut damaged = bytes[..cut].to_vec();
+                damaged.extend_from_slice(&junk);
+                let path = crate::persistence::jsonl::log_path(dir.path(), &header);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &damaged).unwrap();
+
+                match backend.load(&header.id) {
+                    Ok(first) => {
+                        prop_assert!(check_contiguous(&first.events).is_ok());
+                        prop_assert!(crate::session::repair::close_open_turn(&first.events).is_empty());
+                        backend.release(&header.id);
+                        let again = backend.load(&header.id).unwrap();
+                        prop_assert_eq!(again.events, first.events);
+                        prop_assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+                    }
+                    // Junk after a turn/end line that survived the cut is corruption, refused.
+                    Err(PersistenceError::Corrupt { .. }) => {}
+                    Err(other) => prop_assert!(false, "{other}"),
+                }
+            }
+
+            /// Arbitrary bytes, and arbitrary lines after a valid header, never panic the reader.
+            #[test]
+            fn arbitrary_bytes_never_panic(
+                bytes in proptest::collection::vec(any::<u8>(), 0..512),
+                lines in proptest::collection::vec(text(), 0..6),
+            ) {
+                let _ = scan(Path::new("/x"), &bytes);
+                let _ = parse_header(&bytes);
+                let mut log = header_line(&SessionHeader::new(
+                    SessionId::parse("s").unwrap(),
+                    "/w".into(),
+                    0,
+                ));
+                for line in lines {
+                    log.extend_from_slice(line.as_bytes());
+                    log.push(b'\n');
+                }
+                let _ = scan(Path::new("/x"), &log);
+            }
+        }
+    }
 }
