@@ -4,6 +4,7 @@
 //! Dependency rule: the core modules never import `rpc`, `server` or `dsh_proto`; protocol types stop
 //! at `rpc/`. See `docs/ARCHITECTURE.md`.
 
+pub mod access_log;
 pub mod agent;
 pub mod config;
 pub mod connection;

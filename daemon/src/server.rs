@@ -158,7 +158,9 @@ pub async fn run(
         token.clone(),
     );
     let incoming = accept_own_user(listener, admission, token.clone());
-    let server = tonic::transport::Server::builder().layer(connection::TrackRequestsLayer);
+    let server = tonic::transport::Server::builder()
+        .layer(connection::TrackRequestsLayer)
+        .layer(crate::access_log::AccessLogLayer);
     let router = services
         .router(server, health_service)
         .map_err(ServeError::Listener)?;

@@ -158,7 +158,7 @@ impl AgentRegistry {
             provider,
             SessionSource::Startup,
         );
-        self.insert(agent)
+        self.insert(agent, "create")
     }
 
     /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd.
@@ -198,7 +198,7 @@ impl AgentRegistry {
             provider,
             SessionSource::Startup,
         );
-        self.insert(agent)
+        self.insert(agent, "spawn")
     }
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
@@ -230,7 +230,7 @@ impl AgentRegistry {
             provider,
             SessionSource::Resume,
         );
-        self.insert(agent)
+        self.insert(agent, "resume")
     }
 
     /// Forks a live or stored session: a new id whose log starts with a copy of the source's
@@ -271,14 +271,17 @@ impl AgentRegistry {
         })?;
         log.append(EventData::EndSeed {});
         let root = log.header().id.clone();
-        let agent = self.insert(Agent::new(
-            log,
-            DurableCursor::default(),
-            root,
-            None,
-            provider,
-            SessionSource::Startup,
-        ))?;
+        let agent = self.insert(
+            Agent::new(
+                log,
+                DurableCursor::default(),
+                root,
+                None,
+                provider,
+                SessionSource::Startup,
+            ),
+            "fork",
+        )?;
         if let Err(error) = agent.checkpoint(&self.services).await {
             self.lock().remove(agent.id());
             return Err(error.into());
@@ -376,6 +379,7 @@ impl AgentRegistry {
         // Still registered, so no resume of this id can start before its log is let go.
         self.services.persistence.backend().release(agent.id());
         self.lock().remove(id);
+        tracing::info!(session = %id, "agent closed");
         Ok(())
     }
 
@@ -491,7 +495,8 @@ impl AgentRegistry {
         Ok((stored, generation))
     }
 
-    fn insert(&self, agent: Agent) -> Result<Arc<Agent>, AgentError> {
+    /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
+    fn insert(&self, agent: Agent, how: &'static str) -> Result<Arc<Agent>, AgentError> {
         let agent = Arc::new(agent);
         let mut agents = self.lock();
         if self.shutting_down.load(Ordering::SeqCst) {
@@ -505,6 +510,16 @@ impl AgentRegistry {
             return Err(AgentError::TooMany { limit });
         }
         agents.insert(agent.id().clone(), agent.clone());
+        let header = agent.header();
+        tracing::info!(
+            session = %agent.id(),
+            how,
+            parent = header.parent_session.as_ref().map(ToString::to_string),
+            depth = header.delegation_depth,
+            provider = agent.provider().provider(),
+            cwd = %header.cwd.display(),
+            "agent is live"
+        );
         Ok(agent)
     }
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::live::Agent;
 use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall, ToolSchema};
@@ -48,14 +49,28 @@ pub(crate) async fn run(
     prompt: String,
     cancel: CancellationToken,
 ) -> TurnOutcome {
+    let span = tracing::info_span!("turn", session = %agent.id(), turn);
     let mut run = TurnRun {
         agent,
         services,
         turn,
         cancel,
     };
-    let reason = run.steps(prompt).await;
-    run.finish(reason).await
+    async move {
+        tracing::info!("turn started");
+        let started = std::time::Instant::now();
+        let reason = run.steps(prompt).await;
+        let outcome = run.finish(reason).await;
+        tracing::info!(
+            reason = outcome.reason.kind(),
+            detail = outcome.reason.message(),
+            duration_ms = started.elapsed().as_millis(),
+            "turn ended"
+        );
+        outcome
+    }
+    .instrument(span)
+    .await
 }
 
 struct TurnRun {
@@ -288,11 +303,30 @@ impl TurnRun {
             let (agent, services, tools) =
                 (self.agent.clone(), self.services.clone(), tools.clone());
             let arguments = call.arguments;
+            let span = tracing::info_span!(
+                "tool_call",
+                session = %self.agent.id(),
+                turn,
+                step,
+                call_id = %call.id,
+                tool = %call.name
+            );
             tasks.push((
                 call.id,
-                tokio::spawn(async move {
-                    guarded_call(&agent, &services, &tools, &exec, &arguments).await
-                }),
+                tokio::spawn(
+                    async move {
+                        let started = std::time::Instant::now();
+                        let result =
+                            guarded_call(&agent, &services, &tools, &exec, &arguments).await;
+                        tracing::info!(
+                            is_error = result.0.is_error,
+                            duration_ms = started.elapsed().as_millis(),
+                            "tool call ended"
+                        );
+                        result
+                    }
+                    .instrument(span),
+                ),
             ));
         }
         let mut context = Vec::new();

@@ -154,10 +154,19 @@ impl Tool for BashTool {
                 };
             }
             match self.executor.run(spec).await {
-                Ok(outcome) => ToolOutput {
-                    content: outcome.render(),
-                    is_error: !outcome.success(),
-                },
+                Ok(outcome) => {
+                    tracing::info!(
+                        exit_code = outcome.exit_code,
+                        signal = outcome.signal_name(),
+                        timed_out = outcome.timed_out,
+                        duration_ms = outcome.duration.as_millis(),
+                        "bash ended"
+                    );
+                    ToolOutput {
+                        content: outcome.render(),
+                        is_error: !outcome.success(),
+                    }
+                }
                 Err(error) => ToolOutput::error(format!("Error: bash: {error}")),
             }
         })
