@@ -384,7 +384,10 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn join_error(error: &tokio::task::JoinError) -> PersistenceError {
-    PersistenceError::Config(format!("a persistence task failed: {error}"))
+    PersistenceError::Task {
+        what: "persistence",
+        message: error.to_string(),
+    }
 }
 
 /// The configured location of a backend of `kind`.

@@ -228,10 +228,9 @@ impl Agent {
         })
         .await
         .unwrap_or_else(|join| {
-            Err(PersistenceError::Io {
-                action: "checkpoint",
-                path: self.header().cwd.clone(),
-                source: std::io::Error::other(join.to_string()),
+            Err(PersistenceError::Task {
+                what: "checkpoint",
+                message: join.to_string(),
             })
         })
     }

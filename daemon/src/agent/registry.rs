@@ -446,7 +446,12 @@ impl AgentRegistry {
                 crate::persistence::jsonl::rescue_copy(&dirs, &header, &events)
             })
             .await
-            .unwrap_or_else(|join| Err(PersistenceError::Config(join.to_string())));
+            .unwrap_or_else(|join| {
+                Err(PersistenceError::Task {
+                    what: "rescue copy",
+                    message: join.to_string(),
+                })
+            });
             match &rescue {
                 Ok(path) => tracing::error!(
                     session = %agent.id(), %error, rescue = %path.display(),
@@ -563,7 +568,8 @@ fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
 }
 
 fn join_error(error: &tokio::task::JoinError) -> AgentError {
-    AgentError::Persistence(PersistenceError::Config(format!(
-        "a persistence task failed: {error}"
-    )))
+    AgentError::Persistence(PersistenceError::Task {
+        what: "persistence",
+        message: error.to_string(),
+    })
 }

@@ -140,6 +140,15 @@ pub enum PersistenceError {
         /// The error.
         source: rusqlite::Error,
     },
+    /// The blocking task that did the work failed (it panicked or was cancelled): a bug or a
+    /// runtime shutting down, never the caller's input.
+    #[error("the {what} task failed: {message}")]
+    Task {
+        /// What the task was doing, e.g. "checkpoint".
+        what: &'static str,
+        /// The runtime's description of the failure.
+        message: String,
+    },
     /// The backend's configuration is unusable (e.g. a relative root).
     #[error("{0}")]
     Config(String),

@@ -157,9 +157,9 @@ pub fn persistence_status(error: PersistenceError) -> Status {
         e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
             Status::aborted(e.to_string())
         }
-        e @ (PersistenceError::Io { .. } | PersistenceError::Sqlite { .. }) => {
-            Status::internal(e.to_string())
-        }
+        e @ (PersistenceError::Io { .. }
+        | PersistenceError::Sqlite { .. }
+        | PersistenceError::Task { .. }) => Status::internal(e.to_string()),
     }
 }
 
