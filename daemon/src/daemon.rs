@@ -398,12 +398,7 @@ fn backend_path(config: &Config, kind: BackendKind) -> PathBuf {
     }
 }
 
-/// Now, in Unix milliseconds (0 if the clock is before 1970).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub use crate::session::now_ms;
 
 #[cfg(test)]
 mod tests {

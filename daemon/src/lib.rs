@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod exec;
 pub mod home;
 pub mod hooks;
+mod layering;
 pub mod persistence;
 pub mod rpc;
 pub mod server;

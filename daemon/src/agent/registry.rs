@@ -147,8 +147,11 @@ impl AgentRegistry {
         let cwd = &crate::home::normalize(cwd);
         check_cwd(cwd)?;
         let provider = self.providers.build(choice)?;
-        let header =
-            SessionHeader::new(SessionId::new_v7(), cwd.to_owned(), crate::daemon::now_ms());
+        let header = SessionHeader::new(
+            SessionId::new_v7(),
+            cwd.to_owned(),
+            crate::session::now_ms(),
+        );
         let root = header.id.clone();
         let agent = Agent::new(
             SessionLog::new(header),
@@ -187,7 +190,7 @@ impl AgentRegistry {
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 parent_header.cwd.clone(),
-                crate::daemon::now_ms(),
+                crate::session::now_ms(),
             )
         };
         let agent = Agent::new(
@@ -263,7 +266,7 @@ impl AgentRegistry {
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 source_header.cwd.clone(),
-                crate::daemon::now_ms(),
+                crate::session::now_ms(),
             )
         };
         let mut log = SessionLog::from_parts(header, events).map_err(|e| {

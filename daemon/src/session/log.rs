@@ -73,7 +73,7 @@ impl SessionLog {
 
     /// Appends an event stamped with the next seq and the current time.
     pub fn append(&mut self, data: EventData) -> &Event {
-        self.append_at(data, crate::daemon::now_ms())
+        self.append_at(data, crate::session::now_ms())
     }
 
     /// Number of the last turn started (0 before the first).

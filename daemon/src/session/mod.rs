@@ -17,3 +17,11 @@ pub use event::{
 pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
+
+/// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
+/// headers, owned here so the core depends on nothing above it for the time.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -422,7 +422,7 @@ pub fn rescue_copy(
     let name = format!(
         "{}-{}.jsonl",
         layout::escape_id(header.id.as_str()),
-        crate::daemon::now_ms()
+        crate::session::now_ms()
     );
     let mut last = PersistenceError::Config("no rescue directory configured".into());
     for dir in dirs {
