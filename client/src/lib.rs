@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use dsh_daemon::home::{self, Ambient};
+use dsh_paths::home::{self, Ambient};
 use dsh_proto::v1;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -73,7 +73,7 @@ pub fn resolve_socket(
         return home::absolutize(&value, "$DSH_SOCKET", ambient);
     }
     let home = home::resolve(None, None, ambient)?;
-    Ok(dsh_daemon::socket::default_path(
+    Ok(dsh_paths::default_socket_path(
         &home.path,
         ambient.runtime_dir.as_deref(),
     ))

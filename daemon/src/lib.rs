@@ -10,7 +10,7 @@ pub mod config;
 pub mod connection;
 pub mod daemon;
 pub mod exec;
-pub mod home;
+pub use dsh_paths::home;
 pub mod hooks;
 mod layering;
 pub mod persistence;

@@ -26,17 +26,7 @@ use rustix::io::Errno;
 /// Longest socket path the kernel accepts: `sun_path` is 108 bytes including the final NUL.
 pub const MAX_PATH_BYTES: usize = 107;
 
-/// File name of the socket inside its directory.
-pub const SOCKET_FILE_NAME: &str = "dshd.sock";
-
-/// The socket path used when none is configured: `$XDG_RUNTIME_DIR/dsh/dshd.sock` when the runtime
-/// directory is set (and absolute), else `<home>/run/dshd.sock`.
-pub fn default_path(home: &Path, runtime_dir: Option<&OsStr>) -> PathBuf {
-    match runtime_dir.map(Path::new) {
-        Some(dir) if dir.is_absolute() => dir.join("dsh").join(SOCKET_FILE_NAME),
-        _ => home.join("run").join(SOCKET_FILE_NAME),
-    }
-}
+pub use dsh_paths::{SOCKET_FILE_NAME, default_socket_path as default_path};
 
 /// The lock file that guards a socket path.
 pub fn lock_path(socket: &Path) -> PathBuf {

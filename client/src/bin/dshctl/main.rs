@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use dsh_client::{Client, ConnectError};
-use dsh_daemon::home::Ambient;
+use dsh_paths::home::Ambient;
 use output::Output;
 use serde_json::json;
 

@@ -89,7 +89,8 @@ impl Ambient {
 pub fn user_home_dir() -> Option<PathBuf> {
     match std::env::var_os("HOME") {
         Some(home) if !is_blank(&home) => Some(PathBuf::from(home)),
-        _ => directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf()),
+        // std asks the password database (getpwuid_r) when HOME is unset.
+        _ => std::env::home_dir(),
     }
 }
 
