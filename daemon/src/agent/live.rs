@@ -80,6 +80,8 @@ pub struct Agent {
     busy: watch::Sender<bool>,
     /// How this live agent came to be, for the SessionStart hook of its first turn; taken once.
     session_start: Mutex<Option<SessionSource>>,
+    /// For a spawned child: its parent's session, whose subagent its hooks fire as.
+    subagent_of: Option<Arc<SessionHeader>>,
 }
 
 impl Agent {
@@ -104,7 +106,20 @@ impl Agent {
             state: Mutex::new(TurnState::default()),
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
+            subagent_of: None,
         }
+    }
+
+    /// The agent as a subagent of `parent`'s session: its hooks carry the parent's session and
+    /// its own agent id, as both upstream harnesses fire a subagent's hooks.
+    pub(crate) fn subagent_of(mut self, parent: Arc<SessionHeader>) -> Self {
+        self.subagent_of = Some(parent);
+        self
+    }
+
+    /// The parent session, for a spawned child.
+    pub(crate) fn parent_session(&self) -> Option<&Arc<SessionHeader>> {
+        self.subagent_of.as_ref()
     }
 
     /// The SessionStart source, the first time it is asked (the first turn of this live agent).

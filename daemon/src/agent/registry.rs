@@ -196,7 +196,8 @@ impl AgentRegistry {
             Some(parent.id().clone()),
             provider,
             SessionSource::Startup,
-        );
+        )
+        .subagent_of(parent_header.clone());
         self.insert(agent)
     }
 
@@ -367,6 +368,7 @@ impl AgentRegistry {
         agent.cancel(AbortCause::Closed);
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
+        turn::session_end(&agent, &self.services).await;
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();
             return Err(error.into());

@@ -131,6 +131,7 @@ pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
             handler,
             decision,
             exit_code,
+            system_message,
             ..
         } => E::Hook(v1::HookRan {
             dialect: dialect.clone(),
@@ -138,8 +139,10 @@ pub fn turn_event(e: &Event) -> Option<v1::turn_event::Event> {
             handler: handler.clone(),
             decision: decision.clone(),
             exit_code: *exit_code,
+            system_message: system_message.clone(),
         }),
         EventData::TurnEnd { .. }
+        | EventData::ToolRewritten { .. }
         | EventData::UserMessage { .. }
         | EventData::HookInvoked { .. }
         | EventData::EndSeed {} => return None,

@@ -68,7 +68,7 @@ fn as_json(seq: u64, event: &Event) -> Value {
         }
         Event::Hook(e) => json!({
             "type": "hook", "seq": seq, "dialect": e.dialect, "event": e.event, "handler": e.handler,
-            "decision": e.decision, "exit_code": e.exit_code,
+            "decision": e.decision, "exit_code": e.exit_code, "system_message": e.system_message,
         }),
         Event::TurnEnded(e) => {
             let reason = e.reason.clone().unwrap_or_default();
@@ -105,7 +105,13 @@ fn human(event: &Event, mid_line: &mut bool) -> anyhow::Result<()> {
         Event::Hook(e) => line(
             &mut w,
             format!("· {} hook {} → {}", e.dialect, e.event, e.decision),
-        ),
+        )
+        .and_then(|()| match &e.system_message {
+            // A hook's systemMessage is for the user: shown on its own line, as both harnesses
+            // show it as a warning.
+            Some(message) => line(&mut w, format!("⚠ {}", indent(message))),
+            None => Ok(()),
+        }),
         Event::TurnEnded(e) => {
             let reason = e.reason.clone().unwrap_or_default();
             let detail = if reason.message.is_empty() {
