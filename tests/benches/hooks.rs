@@ -92,6 +92,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
             cwd.to_path_buf(),
             1,
         )),
+        subagent: None,
         turn: Some(1),
         model: "bench".into(),
         cancel: CancellationToken::new(),

@@ -69,6 +69,8 @@ pub struct Agent {
     session_start: Mutex<Option<SessionSource>>,
     /// The model history, extended with each request instead of derived anew.
     history: Mutex<HistoryCache>,
+    /// For a spawned child: its parent's session, whose subagent its hooks fire as.
+    subagent_of: Option<Arc<SessionHeader>>,
 }
 
 impl Agent {
@@ -94,6 +96,7 @@ impl Agent {
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
             history: Mutex::new(HistoryCache::default()),
+            subagent_of: None,
         }
     }
 
@@ -104,6 +107,18 @@ impl Agent {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .update(log.events())
+    }
+
+    /// The agent as a subagent of `parent`'s session: its hooks carry the parent's session and
+    /// its own agent id, as both upstream harnesses fire a subagent's hooks.
+    pub(crate) fn subagent_of(mut self, parent: Arc<SessionHeader>) -> Self {
+        self.subagent_of = Some(parent);
+        self
+    }
+
+    /// The parent session, for a spawned child.
+    pub(crate) fn parent_session(&self) -> Option<&Arc<SessionHeader>> {
+        self.subagent_of.as_ref()
     }
 
     /// The SessionStart source, the first time it is asked (the first turn of this live agent).

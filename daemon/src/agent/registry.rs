@@ -200,7 +200,8 @@ impl AgentRegistry {
             Some(parent.id().clone()),
             provider,
             SessionSource::Startup,
-        );
+        )
+        .subagent_of(parent_header.clone());
         self.insert(agent, "spawn")
     }
 
@@ -375,6 +376,7 @@ impl AgentRegistry {
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
         self.services.executor.release_spills_of(agent.id());
+        turn::session_end(&agent, &self.services).await;
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();
             return Err(error.into());

@@ -8,10 +8,12 @@
 //! says why.
 //!
 //! Hooks (CONTRACTS §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
-//! (may block the turn before any model request), PreToolUse (may deny a call; `ask` fails closed
-//! because dsh has no interactive approver), PostToolUse (may replace a result), and Stop (may force
-//! another step, up to `hooks.stop_continuation_cap` times). Their context reaches the next model
-//! request as user-role messages from the hook plugin.
+//! (may block the turn before any model request), PreToolUse (may deny a call, or rewrite its
+//! input; `ask` fails closed because dsh has no interactive approver), PostToolUse (may add
+//! feedback to a result or, for Codex, replace it), and Stop (may force another step, up to
+//! `hooks.stop_continuation_cap` times). A hook's `continue: false` ends the turn `stopped` where its
+//! harness stops. Their context and feedback reach the next model request as user-role messages
+//! from the hook plugin. SessionEnd runs when a top-level agent is closed ([`session_end`]).
 
 use std::sync::Arc;
 
@@ -22,8 +24,11 @@ use tracing::Instrument;
 use super::live::Agent;
 use super::provider::{ModelError, ModelReply, ModelRequest, PlannedCall, ToolSchema};
 use super::services::{AgentServices, CheckpointPolicy};
-use crate::hooks::{Decision, HookContext, HookEvent, HookRun};
+use crate::hooks::{
+    Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, SubagentOf,
+};
 use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
+use crate::tools::spawn_agent::AGENT_TYPE;
 use crate::tools::{ToolExecution, ToolOutput, ToolSet};
 
 /// Plugin name of steering messages from blocking Stop hooks.
@@ -84,13 +89,17 @@ struct TurnRun {
 async fn run_hooks(
     agent: &Agent,
     services: &AgentServices,
-    turn: u32,
+    turn: Option<u32>,
     cancel: &CancellationToken,
     event: HookEvent,
 ) -> HookRun {
     let ctx = HookContext {
         header: agent.header().clone(),
-        turn: Some(turn),
+        subagent: agent.parent_session().map(|parent| SubagentOf {
+            parent: parent.clone(),
+            agent_type: AGENT_TYPE.to_owned(),
+        }),
+        turn,
         model: agent.provider().model().to_owned(),
         cancel: cancel.clone(),
     };
@@ -99,6 +108,32 @@ async fn run_hooks(
         agent.append(record.clone());
     }
     run
+}
+
+/// How a turn ends when a hook of `event` said `continue: false`.
+fn stopped(stop_reason: Option<String>, event: EventName) -> TurnEndReason {
+    TurnEndReason::Stopped {
+        reason: stop_text(stop_reason, event),
+    }
+}
+
+/// The hook's `stopReason`, or a default naming the event.
+fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
+    stop_reason.unwrap_or_else(|| format!("stopped by {} hook", event.as_str()))
+}
+
+/// Runs SessionEnd hooks for `agent`, which is being closed, once its turn is over and before its
+/// final checkpoint (so their records are saved with it; the transcript they are pointed at holds
+/// everything up to the last turn). Children are skipped: neither harness runs SessionEnd for a
+/// subagent, whose end is its SubagentStop. Nothing a SessionEnd hook says changes the close.
+pub(crate) async fn session_end(agent: &Agent, services: &AgentServices) {
+    if agent.parent().is_some() {
+        return;
+    }
+    let event = HookEvent::SessionEnd {
+        reason: SessionEndReason::Other,
+    };
+    run_hooks(agent, services, None, &CancellationToken::new(), event).await;
 }
 
 impl TurnRun {
@@ -113,7 +148,14 @@ impl TurnRun {
     }
 
     async fn hooks(&self, event: HookEvent) -> HookRun {
-        run_hooks(&self.agent, &self.services, self.turn, &self.cancel, event).await
+        run_hooks(
+            &self.agent,
+            &self.services,
+            Some(self.turn),
+            &self.cancel,
+            event,
+        )
+        .await
     }
 
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
@@ -121,12 +163,14 @@ impl TurnRun {
         self.log(EventData::TurnStart { turn });
         let mut context = Vec::new();
         if let Some(source) = self.agent.take_session_start() {
-            context.extend(
-                self.hooks(HookEvent::SessionStart { source })
-                    .await
-                    .outcome
-                    .additional_context,
-            );
+            let start = self.hooks(HookEvent::SessionStart { source }).await.outcome;
+            context.extend(start.additional_context);
+            if start.stop {
+                // The session started: its context stays for later turns; this prompt is not
+                // processed (Codex: "Codex ends the turn without sending another model request").
+                self.agent.log_hook_context(&context);
+                return stopped(start.stop_reason, EventName::SessionStart);
+            }
         }
         let submit = self
             .hooks(HookEvent::UserPromptSubmit {
@@ -137,14 +181,21 @@ impl TurnRun {
         if self.cancel.is_cancelled() {
             return self.aborted();
         }
-        if submit.decision >= Decision::Ask {
+        // `continue: false` takes precedence over a block (Claude Code: "Takes precedence over any
+        // event-specific decision fields"). Either way the prompt is not part of the conversation;
+        // the context that survives it (SessionStart's, Codex's) is.
+        context.extend(submit.additional_context);
+        if submit.stop || submit.decision >= Decision::Ask {
+            self.agent.log_hook_context(&context);
+            if submit.stop {
+                return stopped(submit.stop_reason, EventName::UserPromptSubmit);
+            }
             return TurnEndReason::Blocked {
                 reason: submit
                     .reason
                     .unwrap_or_else(|| "blocked by UserPromptSubmit hook".into()),
             };
         }
-        context.extend(submit.additional_context);
         self.log(EventData::UserMessage {
             message: UserMessage {
                 text: prompt,
@@ -194,12 +245,16 @@ impl TurnRun {
                 usage: reply.usage,
             });
             let done = reply.calls.is_empty();
+            let mut stop = None;
             if !done {
-                self.run_calls(step, &tools, reply.calls).await;
+                stop = self.run_calls(step, &tools, reply.calls).await;
             }
             self.log(EventData::StepEnd { turn, step });
             if self.cancel.is_cancelled() {
                 return self.aborted();
+            }
+            if let Some(reason) = stop {
+                return TurnEndReason::Stopped { reason };
             }
             if self.services.checkpoint == CheckpointPolicy::Step
                 && let Err(error) = self.agent.checkpoint(&self.services).await
@@ -220,6 +275,10 @@ impl TurnRun {
                 .outcome;
             if self.cancel.is_cancelled() {
                 return self.aborted();
+            }
+            // `continue: false` takes precedence over a block in both references.
+            if stop.stop {
+                return stopped(stop.stop_reason, EventName::Stop);
             }
             if stop.decision < Decision::Ask {
                 return TurnEndReason::Completed;
@@ -276,9 +335,15 @@ impl TurnRun {
     }
 
     /// Logs every call, dispatches them concurrently, and commits the results in the model's
-    /// order, followed by any PostToolUse context. Cancelled calls still get a result, so the log
-    /// never has a call without one.
-    async fn run_calls(&self, step: u32, tools: &ToolSet, calls: Vec<PlannedCall>) {
+    /// order, followed by any hook context and feedback. Cancelled calls still get a result, so
+    /// the log never has a call without one. Returns the stop reason when a hook said
+    /// `continue: false` (the first in the model's order).
+    async fn run_calls(
+        &self,
+        step: u32,
+        tools: &ToolSet,
+        calls: Vec<PlannedCall>,
+    ) -> Option<String> {
         let turn = self.turn;
         let mut tasks = Vec::with_capacity(calls.len());
         for planned in calls {
@@ -319,7 +384,7 @@ impl TurnRun {
                         let result =
                             guarded_call(&agent, &services, &tools, &exec, &arguments).await;
                         tracing::info!(
-                            is_error = result.0.is_error,
+                            is_error = result.output.is_error,
                             duration_ms = started.elapsed().as_millis(),
                             "tool call ended"
                         );
@@ -329,25 +394,29 @@ impl TurnRun {
                 ),
             ));
         }
-        let mut context = Vec::new();
+        let mut messages = Vec::new();
+        let mut stop = None;
         for (call_id, task) in tasks {
-            let (output, more) = task.await.unwrap_or_else(|join| {
-                (
-                    ToolOutput::error(format!("Error: the tool failed unexpectedly: {join}")),
-                    Vec::new(),
-                )
+            let end = task.await.unwrap_or_else(|join| CallEnd {
+                output: ToolOutput::error(format!("Error: the tool failed unexpectedly: {join}")),
+                messages: Vec::new(),
+                stop: None,
             });
-            context.extend(more);
+            messages.extend(end.messages);
+            if stop.is_none() {
+                stop = end.stop;
+            }
             self.log(EventData::ToolResult {
                 turn,
                 step,
                 call_id,
-                content: output.content,
-                is_error: output.is_error,
+                content: end.output.content,
+                is_error: end.output.is_error,
                 code: None,
             });
         }
-        self.agent.log_hook_context(&context);
+        self.agent.log_hook_context(&messages);
+        stop
     }
 
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
@@ -373,20 +442,28 @@ impl TurnRun {
     }
 }
 
-/// One call between its PreToolUse and PostToolUse hooks. Returns the result and any context the
-/// hooks added.
+/// How one call ended: its result, what its hooks tell the model, and whether a hook stopped the
+/// turn.
+struct CallEnd {
+    output: ToolOutput,
+    /// Context and feedback for the model, by plugin, logged after the step's results.
+    messages: Vec<(&'static str, String)>,
+    /// A hook's `continue: false`: the turn ends after this step.
+    stop: Option<String>,
+}
+
+/// One call between its PreToolUse and PostToolUse hooks.
 async fn guarded_call(
     agent: &Agent,
     services: &AgentServices,
     tools: &ToolSet,
     exec: &ToolExecution,
     arguments: &Value,
-) -> (ToolOutput, Vec<(&'static str, String)>) {
-    let turn = exec.turn.unwrap_or(0);
+) -> CallEnd {
     let pre = run_hooks(
         agent,
         services,
-        turn,
+        exec.turn,
         &exec.cancel,
         HookEvent::PreToolUse {
             tool_name: exec.tool_name.clone(),
@@ -396,55 +473,107 @@ async fn guarded_call(
     )
     .await
     .outcome;
-    let output = match pre.decision {
-        Decision::Deny => ToolOutput::error(format!(
-            "Error: {}",
-            pre.reason
-                .unwrap_or_else(|| "blocked by PreToolUse hook".into())
-        )),
-        // dsh has no interactive approver, so a request for approval fails closed.
-        Decision::Ask => ToolOutput::error(format!(
-            "Error: {} (approval was required and no approver is available, so the call was denied)",
-            pre.reason
-                .unwrap_or_else(|| "approval required by PreToolUse hook".into())
-        )),
-        Decision::None | Decision::Allow => dispatch(tools, exec, arguments).await,
+    // PreToolUse context is for the model whether or not the call runs (Codex keeps it beside a
+    // deny; Claude Code adds it "before the tool executes").
+    let mut messages = pre.additional_context;
+    let refused = |output| CallEnd {
+        output,
+        messages: messages.clone(),
+        stop: None,
     };
-    if pre.decision >= Decision::Ask {
-        return (output, Vec::new());
+    if pre.stop {
+        let reason = stop_text(pre.stop_reason, EventName::PreToolUse);
+        return CallEnd {
+            output: ToolOutput::refused(format!(
+                "Error: the call was not run: a PreToolUse hook stopped the turn ({reason})"
+            )),
+            messages,
+            stop: Some(reason),
+        };
+    }
+    match pre.decision {
+        Decision::Deny => {
+            return refused(ToolOutput::refused(format!(
+                "Error: {}",
+                pre.reason
+                    .unwrap_or_else(|| "blocked by PreToolUse hook".into())
+            )));
+        }
+        // dsh has no interactive approver, so a request for approval fails closed.
+        Decision::Ask => {
+            return refused(ToolOutput::refused(format!(
+                "Error: {} (approval was required and no approver is available, so the call was denied)",
+                pre.reason
+                    .unwrap_or_else(|| "approval required by PreToolUse hook".into())
+            )));
+        }
+        Decision::None | Decision::Allow => {}
+    }
+    let arguments = match pre.updated_input {
+        // The log keeps both: the model's arguments in `tool/call`, what ran here.
+        Some(updated) => {
+            agent.append(EventData::ToolRewritten {
+                turn: exec.turn.unwrap_or(0),
+                step: exec.step.unwrap_or(0),
+                call_id: exec.call_id.clone(),
+                arguments: updated.clone(),
+            });
+            updated
+        }
+        None => arguments.clone(),
+    };
+    let mut output = dispatch(tools, exec, &arguments).await;
+    if !output.ran {
+        return CallEnd {
+            output,
+            messages,
+            stop: None,
+        };
     }
     let post = run_hooks(
         agent,
         services,
-        turn,
+        exec.turn,
         &exec.cancel,
         HookEvent::PostToolUse {
             tool_name: exec.tool_name.clone(),
-            tool_input: arguments.clone(),
+            tool_input: arguments,
             tool_use_id: exec.call_id.clone(),
-            tool_response: Value::String(output.content.clone()),
+            tool_response: output.clone(),
         },
     )
     .await
     .outcome;
-    let output = if post.decision >= Decision::Ask {
-        ToolOutput::error(
-            post.reason
-                .unwrap_or_else(|| "blocked by PostToolUse hook".into()),
+    if let Some(replacement) = post.replacement {
+        output.content = replacement;
+    }
+    messages.extend(post.additional_context);
+    messages.extend(post.feedback.into_iter().map(|(plugin, reason)| {
+        (
+            plugin,
+            format!(
+                "PostToolUse hook feedback on tool call {}: {reason}",
+                exec.call_id
+            ),
         )
-    } else {
-        output
-    };
-    (output, post.additional_context)
+    }));
+    let stop = post
+        .stop
+        .then(|| stop_text(post.stop_reason, EventName::PostToolUse));
+    CallEnd {
+        output,
+        messages,
+        stop,
+    }
 }
 
 /// Runs one call; arguments that are not a JSON object get an error result without running.
 async fn dispatch(tools: &ToolSet, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
     if exec.cancel.is_cancelled() {
-        return ToolOutput::error("Error: tool call aborted before dispatch");
+        return ToolOutput::refused("Error: tool call aborted before dispatch");
     }
     if !arguments.is_object() {
-        return ToolOutput::error(format!(
+        return ToolOutput::refused(format!(
             "Error: arguments of {} must be a JSON object, got: {}",
             exec.tool_name,
             truncate(&arguments.to_string(), 200)

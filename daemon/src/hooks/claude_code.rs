@@ -1,23 +1,34 @@
 //! The Claude Code dialect: its payload shape, `CLAUDE_PROJECT_DIR`, and the
 //! `${CLAUDE_PROJECT_DIR}` / `${CLAUDE_PLUGIN_ROOT}` expansion in commands.
 //!
-//! Payload: `session_id`, `transcript_path` (always a string, `""` when the backend has no
-//! per-session file), `cwd`, `hook_event_name`, `permission_mode` (dsh has no permission modes:
-//! `default`), then the event's fields, compact, followed by a newline (so `read -r` works).
-//! Subagent events carry the **parent's** session id and transcript (as upstream does) plus the
-//! child's `agent_id`, `agent_type` and, on SubagentStop, `agent_transcript_path`.
+//! Payload (Claude Code's hooks reference, "Common input fields" and each event's input): the
+//! common `session_id`, `transcript_path` (always a string, `""` when the backend has no
+//! per-session file), `cwd`, `permission_mode` (dsh has no permission modes: `default`) and
+//! `hook_event_name`, in the reference's order, then the event's fields, compact, followed by a
+//! newline (so `read -r` works). Tools appear as Claude Code's (`tools.rs`): the bash tool is
+//! `Bash` with `{command, description?, timeout?, run_in_background?}` and responds
+//! `{stdout, stderr, interrupted, isImage}`.
+//!
+//! Subagents: SubagentStart/SubagentStop carry the **parent's** session id and transcript (as
+//! upstream does) plus the child's `agent_id`, `agent_type` and, on SubagentStop,
+//! `agent_transcript_path`. Events fired inside a child agent are the parent session's too, with
+//! the child's `agent_id` and `agent_type` after the common fields ("When running … inside a
+//! subagent, two additional fields are included").
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::payload::{Payload, path_text, transcript};
-use super::{HookContext, HookEvent};
+use super::tools;
+use super::{Dialect, HookContext, HookEvent};
 use crate::persistence::PersistenceHandle;
 
 /// The environment variable naming the project (the session cwd).
 pub(super) const PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
 /// The environment variable naming the directory of the hook file's plugin.
 pub(super) const PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
+
+const DIALECT: Dialect = Dialect::ClaudeCode;
 
 /// The stdin bytes for `event`.
 pub(super) fn payload(
@@ -26,25 +37,33 @@ pub(super) fn payload(
     event: &HookEvent,
 ) -> Vec<u8> {
     let header = &ctx.header;
-    let p = Payload::new()
-        .str("session_id", header.id.as_str())
+    let session = ctx.subagent.as_ref().map_or(header, |s| &s.parent);
+    let mut p = Payload::new()
+        .str("session_id", session.id.as_str())
         .str(
             "transcript_path",
-            &transcript(persistence, header).unwrap_or_default(),
+            &transcript(persistence, session).unwrap_or_default(),
         )
         .str("cwd", &path_text(&header.cwd))
-        .str("hook_event_name", event.name().as_str())
-        .str("permission_mode", "default");
+        .str("permission_mode", "default")
+        .str("hook_event_name", event.name().as_str());
+    if let Some(subagent) = &ctx.subagent {
+        p = p
+            .str("agent_id", header.id.as_str())
+            .str("agent_type", &subagent.agent_type);
+    }
     let p = match event {
-        HookEvent::SessionStart { source } => p.str("source", source.as_str()),
+        HookEvent::SessionStart { source } => {
+            p.str("source", source.as_str()).str("model", &ctx.model)
+        }
         HookEvent::UserPromptSubmit { prompt } => p.str("prompt", prompt),
         HookEvent::PreToolUse {
             tool_name,
             tool_input,
             tool_use_id,
         } => p
-            .str("tool_name", tool_name)
-            .value("tool_input", tool_input)
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
             .str("tool_use_id", tool_use_id),
         HookEvent::PostToolUse {
             tool_name,
@@ -52,10 +71,13 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .str("tool_name", tool_name)
-            .value("tool_input", tool_input)
-            .str("tool_use_id", tool_use_id)
-            .value("tool_response", tool_response),
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .value(
+                "tool_response",
+                &tools::response(DIALECT, tool_name, tool_response),
+            )
+            .str("tool_use_id", tool_use_id),
         HookEvent::Stop {
             stop_hook_active,
             last_assistant_message,
@@ -82,6 +104,7 @@ pub(super) fn payload(
                 "last_assistant_message",
                 last_assistant_message.as_deref().unwrap_or_default(),
             ),
+        HookEvent::SessionEnd { reason } => p.str("reason", reason.as_str()),
     };
     p.finish(true)
 }

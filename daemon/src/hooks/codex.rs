@@ -1,17 +1,24 @@
 //! The Codex dialect: its payload shape.
 //!
-//! Payload: `session_id`, `transcript_path` (a string, or `null` when the backend has no
-//! per-session file), `cwd`, `hook_event_name`, `model`, `permission_mode` (`default`), then
-//! `turn_id` (the turn number as a string) on the turn-scoped events, then the event's fields.
-//! The bash tool's input is Codex's shell shape `{"command": ...}`; other tools' inputs are passed
-//! as they are. No trailing newline (upstream writes none; scripts use `cat`/`jq`, not `read`).
-//! Codex has no subagent events.
-
-use serde_json::{Value, json};
+//! Payload (the command input structs of codex-rs's hooks crate, fields in their declared order):
+//! `session_id`, then on the turn-scoped events (UserPromptSubmit, PreToolUse, PostToolUse, Stop)
+//! `turn_id` (the turn number as a string), then for events fired inside a child agent
+//! `agent_id` and `agent_type` (upstream's subagent fields, which it sends on the events it fires
+//! inside a subagent; dsh also fires SessionStart and Stop there and marks them the same way),
+//! then `transcript_path` (a string, or `null` when the backend has no
+//! per-session file), `cwd`, `hook_event_name`, `model`, `permission_mode` (`default`; not on
+//! SessionEnd), then the event's fields. Tools appear as Codex's (`tools.rs`): the bash tool is
+//! `Bash` with `{command}` and responds with its output as a string. Inside a child agent
+//! `session_id` is the parent's ("Subagent hooks use the parent session id") and
+//! `transcript_path` the child's own. No trailing newline (upstream writes none; scripts use
+//! `cat`/`jq`, not `read`). dsh fires no Codex subagent events (see CONFIG.md).
 
 use super::payload::{Payload, path_text, transcript};
-use super::{EventName, HookContext, HookEvent};
+use super::tools;
+use super::{Dialect, EventName, HookContext, HookEvent};
 use crate::persistence::PersistenceHandle;
+
+const DIALECT: Dialect = Dialect::Codex;
 
 /// The stdin bytes for `event`.
 pub(super) fn payload(
@@ -21,16 +28,8 @@ pub(super) fn payload(
 ) -> Vec<u8> {
     let header = &ctx.header;
     let name = event.name();
-    let mut p = Payload::new()
-        .str("session_id", header.id.as_str())
-        .opt_str(
-            "transcript_path",
-            transcript(persistence, header).as_deref(),
-        )
-        .str("cwd", &path_text(&header.cwd))
-        .str("hook_event_name", name.as_str())
-        .str("model", &ctx.model)
-        .str("permission_mode", "default");
+    let session = ctx.subagent.as_ref().map_or(header, |s| &s.parent);
+    let mut p = Payload::new().str("session_id", session.id.as_str());
     if matches!(
         name,
         EventName::UserPromptSubmit
@@ -40,6 +39,22 @@ pub(super) fn payload(
     ) {
         p = p.str("turn_id", &ctx.turn.unwrap_or(0).to_string());
     }
+    if let Some(subagent) = &ctx.subagent {
+        p = p
+            .str("agent_id", header.id.as_str())
+            .str("agent_type", &subagent.agent_type);
+    }
+    p = p
+        .opt_str(
+            "transcript_path",
+            transcript(persistence, header).as_deref(),
+        )
+        .str("cwd", &path_text(&header.cwd))
+        .str("hook_event_name", name.as_str())
+        .str("model", &ctx.model);
+    if name != EventName::SessionEnd {
+        p = p.str("permission_mode", "default");
+    }
     let p = match event {
         HookEvent::SessionStart { source } => p.str("source", source.as_str()),
         HookEvent::UserPromptSubmit { prompt } => p.str("prompt", prompt),
@@ -48,8 +63,8 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
         } => p
-            .str("tool_name", tool_name)
-            .value("tool_input", &tool_input_shape(tool_name, tool_input))
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
             .str("tool_use_id", tool_use_id),
         HookEvent::PostToolUse {
             tool_name,
@@ -57,27 +72,22 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .str("tool_name", tool_name)
-            .value("tool_input", &tool_input_shape(tool_name, tool_input))
-            .str("tool_use_id", tool_use_id)
-            .value("tool_response", tool_response),
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .value(
+                "tool_response",
+                &tools::response(DIALECT, tool_name, tool_response),
+            )
+            .str("tool_use_id", tool_use_id),
         HookEvent::Stop {
             stop_hook_active,
             last_assistant_message,
         } => p
             .bool("stop_hook_active", *stop_hook_active)
             .opt_str("last_assistant_message", last_assistant_message.as_deref()),
-        // Not a Codex event; the engine never asks. An empty tail keeps this total.
+        HookEvent::SessionEnd { reason } => p.str("reason", reason.as_str()),
+        // Not fired for Codex; the engine never asks. An empty tail keeps this total.
         HookEvent::SubagentStart { .. } | HookEvent::SubagentStop { .. } => p,
     };
     p.finish(false)
-}
-
-/// Codex's shell input: `{"command": <string>}`, `""` when the call has no string command.
-fn tool_input_shape(tool_name: &str, input: &Value) -> Value {
-    if tool_name != "bash" {
-        return input.clone();
-    }
-    let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-    json!({ "command": command })
 }

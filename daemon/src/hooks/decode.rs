@@ -1,16 +1,30 @@
-//! Decoding one hook's exit status and output into a neutral [`HookOutput`].
+//! Decoding one hook's exit status and output into a neutral [`HookOutput`], by the rules of the
+//! hook's own dialect.
 //!
-//! - **exit 2** blocks; the trimmed stderr is the reason; stdout is ignored (not even parsed).
-//! - **exit 0**: stdout that starts with `{` or `[` must be a JSON object (anything else is a
-//!   non-blocking error: a hook that meant to decide and failed is worth a record). Read from it:
-//!   `continue` (false stops), `stopReason`, `systemMessage`, `decision` (`approve`/`block` only),
-//!   `reason`, and `hookSpecificOutput` — honoured only when its `hookEventName` is this event or
-//!   absent — with `permissionDecision` (`allow`/`deny`/`ask`, PreToolUse only; it overrides
-//!   `decision`), `permissionDecisionReason` (overrides `reason`) and `additionalContext`. Values
-//!   of the wrong type are ignored. Plain text on stdout is ignored, except that Codex adds it as
-//!   context on SessionStart and UserPromptSubmit.
-//! - **anything else** (other exit codes, signals, timeouts, cancellation, failure to start) is a
-//!   non-blocking error.
+//! Both dialects: anything but exit 0 or 2 (other codes, signals, timeouts, cancellation, failure
+//! to start) is a non-blocking error; exit 2 ignores stdout; on exit 0 stdout starting with `{` or
+//! `[` must be a JSON object (dsh records anything else as an error: a hook that meant to decide
+//! and failed is worth a record; both harnesses ignore or fail such output, never act on it);
+//! other plain text on stdout of SessionStart and UserPromptSubmit is context for the model (both
+//! references: "stdout is added as context").
+//!
+//! **Claude Code** (its hooks reference, "Exit code output", "JSON output", "Decision control"):
+//! exit 2 blocks with stderr as the reason (an empty stderr still blocks); JSON fields are read
+//! leniently — values of the wrong type are ignored, as are unknown fields — `continue: false`
+//! stops with `stopReason` and takes precedence over any decision; `decision` is `block` (and, on
+//! PreToolUse, the deprecated `approve`/`block`, which "map to allow and deny");
+//! `hookSpecificOutput` applies when its `hookEventName` is this event or absent, with
+//! `permissionDecision` (`allow`/`deny`/`ask`, and `defer`, which dsh treats as `ask`),
+//! `permissionDecisionReason`, `updatedInput` and `additionalContext`.
+//!
+//! **Codex** (its hooks reference and the output parser of codex-rs's hooks crate): the JSON must
+//! fit the event's output schema exactly (unknown fields, wrong types or a `hookSpecificOutput`
+//! without this event's `hookEventName` make the hook fail: "hook returned invalid … JSON
+//! output"), and each event has the rules of `codex_*` below: what upstream calls unsupported or
+//! invalid marks the hook failed and fails open. Where that would let through something the hook
+//! asked to stop (a deny without a reason, exit 2 without stderr, `ask`, `continue: false` or an
+//! invalid `updatedInput` on PreToolUse, a block without a reason on UserPromptSubmit), dsh blocks
+//! instead and records upstream's complaint; CONFIG.md lists these.
 
 use serde_json::{Map, Value};
 
@@ -28,9 +42,9 @@ pub(super) enum Verdict {
     Ask,
     /// `permissionDecision: "deny"`.
     Deny,
-    /// Exit 2 or `decision: "block"`.
+    /// Exit 2 or `decision: "block"` (on PostToolUse: feedback for the model).
     Block,
-    /// The hook failed; its output is ignored.
+    /// The hook failed; its output is ignored (except `systemMessage`, which Codex still shows).
     Error,
 }
 
@@ -38,16 +52,16 @@ pub(super) enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HookOutput {
     pub verdict: Verdict,
-    /// The reason for a block, deny or ask.
+    /// The reason for a block, deny or ask; on PostToolUse, the feedback for the model.
     pub reason: Option<String>,
     /// `continue: false`.
     pub stop: bool,
     pub stop_reason: Option<String>,
     pub additional_context: Option<String>,
     pub system_message: Option<String>,
-    /// The hook asked to rewrite the tool input (not honoured; logged).
-    pub updated_input: bool,
-    /// Why the hook counts as failed, for the log and the record's summary.
+    /// PreToolUse `updatedInput`, in the dialect's shape, when the dialect honours it here.
+    pub updated_input: Option<Value>,
+    /// For an error: why. Otherwise: what upstream would have said where dsh was stricter.
     pub note: Option<String>,
 }
 
@@ -60,28 +74,35 @@ impl HookOutput {
             stop_reason: None,
             additional_context: None,
             system_message: None,
-            updated_input: false,
+            updated_input: None,
             note: None,
         }
     }
 
-    fn error(note: String) -> Self {
+    pub(super) fn error(note: impl Into<String>) -> Self {
         Self {
-            note: Some(note),
+            note: Some(note.into()),
             ..Self::with(Verdict::Error)
+        }
+    }
+
+    fn blocked(verdict: Verdict, reason: Option<String>) -> Self {
+        Self {
+            reason,
+            ..Self::with(verdict)
         }
     }
 
     /// The `decision` string of the `hook/result` record.
     pub(super) fn record_decision(&self) -> &'static str {
         match self.verdict {
-            Verdict::Pass if self.stop => "stop",
+            Verdict::Error => "error",
+            _ if self.stop => "stop",
             Verdict::Pass => "pass",
             Verdict::Allow => "allow",
             Verdict::Ask => "ask",
             Verdict::Deny => "deny",
             Verdict::Block => "block",
-            Verdict::Error => "error",
         }
     }
 
@@ -99,39 +120,83 @@ pub(super) fn decode(end: &RunEnd, event: EventName, dialect: Dialect) -> HookOu
     if let Some(failure) = &end.failure {
         return HookOutput::error(failure.clone());
     }
-    match end.exit_code {
-        Some(2) => HookOutput {
-            reason: non_empty(end.stderr.trim()),
-            ..HookOutput::with(Verdict::Block)
-        },
-        Some(0) => decode_stdout(end.stdout.trim(), event, dialect),
-        Some(code) => HookOutput::error(format!("exit code {code}")),
-        None => HookOutput::error("no exit status".to_owned()),
+    match (dialect, end.exit_code) {
+        (_, None) => HookOutput::error("no exit status"),
+        (Dialect::ClaudeCode, Some(2)) => {
+            HookOutput::blocked(Verdict::Block, non_empty(end.stderr.trim()))
+        }
+        (Dialect::Codex, Some(2)) => codex_exit_two(&end.stderr, event),
+        (Dialect::ClaudeCode, Some(0)) => claude_code_stdout(end.stdout.trim(), event),
+        (Dialect::Codex, Some(0)) => codex_stdout(end.stdout.trim(), event),
+        (_, Some(code)) => HookOutput::error(format!("exit code {code}")),
     }
 }
 
-fn decode_stdout(stdout: &str, event: EventName, dialect: Dialect) -> HookOutput {
-    if stdout.starts_with('{') || stdout.starts_with('[') {
-        return match serde_json::from_str::<Value>(stdout) {
-            Ok(Value::Object(map)) => decode_object(&map, event),
-            Ok(_) => HookOutput::error("stdout is JSON but not an object".to_owned()),
-            Err(e) => HookOutput::error(format!("stdout is not valid JSON: {e}")),
-        };
+/// Parses stdout that looks like JSON; `Err` is the error note.
+fn json_object(stdout: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(stdout) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("stdout is JSON but not an object".to_owned()),
+        Err(e) => Err(format!("stdout is not valid JSON: {e}")),
     }
-    let mut out = HookOutput::with(Verdict::Pass);
-    if dialect == Dialect::Codex
-        && matches!(event, EventName::SessionStart | EventName::UserPromptSubmit)
-    {
-        out.additional_context = non_empty(stdout);
-    }
-    out
 }
 
-fn decode_object(map: &Map<String, Value>, event: EventName) -> HookOutput {
-    let text =
-        |m: &Map<String, Value>, key: &str| m.get(key).and_then(Value::as_str).and_then(non_empty);
+fn looks_like_json(stdout: &str) -> bool {
+    stdout.starts_with('{') || stdout.starts_with('[')
+}
+
+/// Plain text that both dialects add as context (SessionStart and UserPromptSubmit).
+fn plain_text_is_context(event: EventName) -> bool {
+    matches!(event, EventName::SessionStart | EventName::UserPromptSubmit)
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+fn text(map: &Map<String, Value>, key: &str) -> Option<String> {
+    map.get(key).and_then(Value::as_str).and_then(non_empty)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claude Code
+
+fn claude_code_stdout(stdout: &str, event: EventName) -> HookOutput {
+    if stdout.is_empty() {
+        return HookOutput::with(Verdict::Pass);
+    }
+    if !looks_like_json(stdout) {
+        let mut out = HookOutput::with(Verdict::Pass);
+        if plain_text_is_context(event) {
+            out.additional_context = Some(stdout.to_owned());
+        }
+        return out;
+    }
+    match json_object(stdout) {
+        Ok(map) => claude_code_object(&map, event),
+        Err(note) => HookOutput::error(note),
+    }
+}
+
+/// Events whose `additionalContext` Claude Code's reference lists.
+fn claude_code_takes_context(event: EventName) -> bool {
+    matches!(
+        event,
+        EventName::SessionStart
+            | EventName::UserPromptSubmit
+            | EventName::PreToolUse
+            | EventName::PostToolUse
+            | EventName::SubagentStart
+    )
+}
+
+fn claude_code_object(map: &Map<String, Value>, event: EventName) -> HookOutput {
     let mut out = HookOutput::with(match map.get("decision").and_then(Value::as_str) {
+        // "The deprecated values approve and block map to allow and deny" (PreToolUse); on other
+        // events `block` is the only value and `approve` means nothing to decide.
         Some("approve") => Verdict::Allow,
+        Some("block") if event == EventName::PreToolUse => Verdict::Deny,
         Some("block") => Verdict::Block,
         _ => Verdict::Pass,
     });
@@ -155,7 +220,8 @@ fn decode_object(map: &Map<String, Value>, event: EventName) -> HookOutput {
         let decision = match specific.get("permissionDecision").and_then(Value::as_str) {
             Some("allow") => Some(Verdict::Allow),
             Some("deny") => Some(Verdict::Deny),
-            Some("ask") => Some(Verdict::Ask),
+            // `defer` hands the call to an interactive approver, which dsh does not have.
+            Some("ask" | "defer") => Some(Verdict::Ask),
             _ => None,
         };
         if let Some(decision) = decision {
@@ -164,322 +230,482 @@ fn decode_object(map: &Map<String, Value>, event: EventName) -> HookOutput {
         if let Some(reason) = text(specific, "permissionDecisionReason") {
             out.reason = Some(reason);
         }
+        // Honoured beside `allow` and, as upstream does, with no decision at all; beside `ask`
+        // the call is denied anyway (no approver), and beside `deny` it never runs.
+        if matches!(out.verdict, Verdict::Allow | Verdict::Pass) {
+            out.updated_input = specific
+                .get("updatedInput")
+                .filter(|v| !v.is_null())
+                .cloned();
+        }
     }
-    out.additional_context = text(specific, "additionalContext");
-    out.updated_input = specific.get("updatedInput").is_some_and(Value::is_object);
+    if claude_code_takes_context(event) {
+        out.additional_context = text(specific, "additionalContext");
+    }
     out
 }
 
-fn non_empty(s: &str) -> Option<String> {
-    let s = s.trim();
-    (!s.is_empty()).then(|| s.to_owned())
+// ---------------------------------------------------------------------------------------------
+// Codex
+
+/// Exit 2: every blocking event needs a reason on stderr (upstream: "exited with code 2 but did
+/// not write a blocking reason to stderr" fails the hook); SessionStart and SessionEnd treat it as
+/// any other failing exit.
+fn codex_exit_two(stderr: &str, event: EventName) -> HookOutput {
+    let reason = non_empty(stderr);
+    match (event, reason) {
+        (
+            EventName::PreToolUse
+            | EventName::UserPromptSubmit
+            | EventName::Stop
+            | EventName::PostToolUse,
+            Some(reason),
+        ) => HookOutput::blocked(Verdict::Block, Some(reason)),
+        // Stricter than upstream, which lets the call or the prompt through: the hook asked to
+        // block, and a missing message is no reason to run what it meant to stop.
+        (EventName::PreToolUse | EventName::UserPromptSubmit, None) => HookOutput {
+            note: Some(format!(
+                "{} hook exited with code 2 but did not write a blocking reason to stderr; dsh blocks anyway",
+                event.as_str()
+            )),
+            ..HookOutput::blocked(Verdict::Block, None)
+        },
+        (EventName::Stop, None) => HookOutput::error(
+            "Stop hook exited with code 2 but did not write a continuation prompt to stderr",
+        ),
+        (EventName::PostToolUse, None) => HookOutput::error(
+            "PostToolUse hook exited with code 2 but did not write feedback to stderr",
+        ),
+        _ => HookOutput::error("exit code 2"),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
+fn codex_stdout(stdout: &str, event: EventName) -> HookOutput {
+    if stdout.is_empty() {
+        return HookOutput::with(Verdict::Pass);
+    }
+    if !looks_like_json(stdout) {
+        let mut out = HookOutput::with(Verdict::Pass);
+        if plain_text_is_context(event) {
+            out.additional_context = Some(stdout.to_owned());
+        } else if event == EventName::Stop {
+            // "Stop expects JSON on stdout when it exits 0. Plain text output is invalid."
+            return HookOutput::error("hook returned invalid stop hook JSON output");
+        }
+        return out;
+    }
+    let map = match json_object(stdout) {
+        Ok(map) => map,
+        Err(note) => return HookOutput::error(note),
+    };
+    match CodexWire::read(&map, event) {
+        Ok(wire) => match event {
+            EventName::PreToolUse => codex_pre_tool_use(&wire),
+            EventName::PostToolUse => codex_post_tool_use(&wire),
+            EventName::UserPromptSubmit => codex_user_prompt_submit(&wire),
+            EventName::Stop => codex_stop(&wire),
+            EventName::SessionStart => codex_session_start(&wire),
+            _ => HookOutput {
+                system_message: wire.system_message.clone(),
+                ..HookOutput::with(Verdict::Pass)
+            },
+        },
+        Err(why) => codex_invalid(&map, event, &why),
+    }
+}
 
-    use super::*;
+/// What upstream's parser makes of an output that does not fit the event's schema: a failed hook.
+/// On PreToolUse and UserPromptSubmit dsh looks at what it asked for anyway, and blocks when it
+/// asked to block, deny, ask or stop.
+fn codex_invalid(map: &Map<String, Value>, event: EventName, why: &str) -> HookOutput {
+    let name = match event {
+        EventName::PreToolUse => "pre-tool-use",
+        EventName::PostToolUse => "post-tool-use",
+        EventName::UserPromptSubmit => "user prompt submit",
+        EventName::Stop => "stop hook",
+        EventName::SessionStart => "session start",
+        _ => "hook",
+    };
+    let note = format!("hook returned invalid {name} JSON output ({why})");
+    if !matches!(event, EventName::PreToolUse | EventName::UserPromptSubmit) {
+        return HookOutput::error(note);
+    }
+    let specific = map.get("hookSpecificOutput").and_then(Value::as_object);
+    let permission = specific
+        .and_then(|s| s.get("permissionDecision"))
+        .and_then(Value::as_str);
+    let stops = map.get("continue").and_then(Value::as_bool) == Some(false);
+    let blocks = map.get("decision").and_then(Value::as_str) == Some("block")
+        || matches!(permission, Some("deny" | "ask"))
+        || (event == EventName::PreToolUse
+            && specific.is_some_and(|s| s.get("updatedInput").is_some_and(|v| !v.is_null())));
+    if !stops && !blocks {
+        return HookOutput::error(note);
+    }
+    let mut out = HookOutput::blocked(
+        Verdict::Block,
+        specific
+            .and_then(|s| text(s, "permissionDecisionReason"))
+            .or_else(|| text(map, "reason")),
+    );
+    if stops {
+        out.stop = true;
+        out.stop_reason = text(map, "stopReason");
+    }
+    out.system_message = text(map, "systemMessage");
+    out.note = Some(format!("{note}; dsh blocks anyway"));
+    out
+}
 
-    fn end(exit: Option<i32>, stdout: &str, stderr: &str) -> RunEnd {
-        RunEnd {
-            exit_code: exit,
-            stdout: stdout.to_owned(),
-            stderr: stderr.to_owned(),
-            failure: None,
-            duration: Duration::ZERO,
+/// An output that fits a Codex event's output schema (upstream deserialises it with
+/// `deny_unknown_fields`; absent and `null` optional fields are the same).
+#[derive(Debug, Default)]
+struct CodexWire {
+    continue_processing: bool,
+    stop_reason: Option<String>,
+    suppress_output: bool,
+    system_message: Option<String>,
+    decision: Option<String>,
+    /// As written (upstream checks it for emptiness itself).
+    reason: Option<String>,
+    /// `hookSpecificOutput`, checked.
+    specific: Option<Map<String, Value>>,
+}
+
+impl CodexWire {
+    fn read(map: &Map<String, Value>, event: EventName) -> Result<Self, String> {
+        let (decisions, has_specific): (&[&str], bool) = match event {
+            EventName::PreToolUse => (&["approve", "block"], true),
+            EventName::PostToolUse | EventName::UserPromptSubmit => (&["block"], true),
+            EventName::Stop => (&["block"], false),
+            EventName::SessionStart => (&[], true),
+            _ => (&[], false),
+        };
+        let mut wire = Self {
+            continue_processing: true,
+            ..Self::default()
+        };
+        for (key, value) in map {
+            match key.as_str() {
+                "continue" => wire.continue_processing = bool_field(key, value)?,
+                "stopReason" => wire.stop_reason = opt_string(key, value)?,
+                "suppressOutput" => wire.suppress_output = bool_field(key, value)?,
+                "systemMessage" => wire.system_message = opt_string(key, value)?,
+                "decision" if !decisions.is_empty() => {
+                    wire.decision = opt_string(key, value)?;
+                    if let Some(d) = &wire.decision
+                        && !decisions.contains(&d.as_str())
+                    {
+                        return Err(format!("decision {d:?} is not one of {decisions:?}"));
+                    }
+                }
+                "reason" if !decisions.is_empty() => wire.reason = opt_string(key, value)?,
+                "hookSpecificOutput" if has_specific => {
+                    wire.specific = match value {
+                        Value::Null => None,
+                        Value::Object(specific) => Some(check_specific(specific, event)?),
+                        _ => return Err("hookSpecificOutput must be an object".to_owned()),
+                    }
+                }
+                other => return Err(format!("unknown field {other}")),
+            }
+        }
+        Ok(wire)
+    }
+
+    fn specific_text(&self, key: &str) -> Option<String> {
+        self.specific.as_ref().and_then(|s| text(s, key))
+    }
+
+    fn specific_value(&self, key: &str) -> Option<&Value> {
+        self.specific
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .filter(|v| !v.is_null())
+    }
+
+    fn base(&self) -> HookOutput {
+        HookOutput {
+            system_message: self.system_message.as_deref().and_then(non_empty),
+            ..HookOutput::with(Verdict::Pass)
         }
     }
+}
 
-    fn cc(exit: i32, stdout: &str, event: EventName) -> HookOutput {
-        decode(&end(Some(exit), stdout, ""), event, Dialect::ClaudeCode)
+fn bool_field(key: &str, value: &Value) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or_else(|| format!("{key} must be a boolean"))
+}
+
+fn opt_string(key: &str, value: &Value) -> Result<Option<String>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err(format!("{key} must be a string")),
     }
+}
 
-    #[test]
-    fn exit_two_blocks_with_stderr_and_ignores_stdout() {
-        let o = decode(
-            &end(Some(2), r#"{"decision":"approve"}"#, "  no way \n"),
-            EventName::PreToolUse,
-            Dialect::ClaudeCode,
-        );
-        assert_eq!(o.verdict, Verdict::Block);
-        assert_eq!(o.reason.as_deref(), Some("no way"));
-        assert_eq!(o.record_decision(), "block");
-        let o = decode(&end(Some(2), "", ""), EventName::Stop, Dialect::Codex);
-        assert_eq!((o.verdict, o.reason), (Verdict::Block, None));
-    }
-
-    #[test]
-    fn other_exits_and_failures_are_errors() {
-        for o in [
-            decode(
-                &end(Some(1), "{\"decision\":\"block\"}", "x"),
-                EventName::Stop,
-                Dialect::Codex,
-            ),
-            decode(&end(Some(127), "", ""), EventName::Stop, Dialect::Codex),
-            decode(&end(None, "", ""), EventName::Stop, Dialect::Codex),
-            decode(
-                &RunEnd {
-                    failure: Some("timed out after 5ms".into()),
-                    ..end(Some(2), "", "")
-                },
-                EventName::Stop,
-                Dialect::Codex,
-            ),
-            cc(0, "{not json", EventName::PreToolUse),
-            cc(0, "[1,2]", EventName::PreToolUse),
-        ] {
-            assert_eq!(o.verdict, Verdict::Error, "{o:?}");
-            assert_eq!(o.record_decision(), "error");
-            assert!(o.error_note().is_some());
-        }
-    }
-
-    #[test]
-    fn json_fields() {
-        let o = cc(
-            0,
-            r#"{"decision":"block","reason":"bad","continue":false,"stopReason":"halt","systemMessage":"hi"}"#,
-            EventName::PostToolUse,
-        );
-        assert_eq!(o.verdict, Verdict::Block);
-        assert_eq!(o.reason.as_deref(), Some("bad"));
-        assert!(o.stop);
-        assert_eq!(o.stop_reason.as_deref(), Some("halt"));
-        assert_eq!(o.system_message.as_deref(), Some("hi"));
-
-        // Only approve/block are top-level decisions; wrong types are ignored.
-        let o = cc(
-            0,
-            r#"{"decision":"deny","reason":7,"continue":"no"}"#,
-            EventName::Stop,
-        );
-        assert_eq!((o.verdict, o.reason, o.stop), (Verdict::Pass, None, false));
-        assert_eq!(
-            cc(0, r#"{"decision":"approve"}"#, EventName::Stop).verdict,
-            Verdict::Allow
-        );
-
-        let o = cc(0, r#"{"continue":false}"#, EventName::PreToolUse);
-        assert_eq!(o.record_decision(), "stop");
-        assert_eq!(
-            cc(0, r#"{"unrelated":1}"#, EventName::PreToolUse).record_decision(),
-            "pass"
-        );
-        assert_eq!(cc(0, "", EventName::PreToolUse).record_decision(), "pass");
-    }
-
-    #[test]
-    fn permission_decisions_override_and_are_event_scoped() {
-        let pre = |json: &str| cc(0, json, EventName::PreToolUse);
-        for (decision, verdict) in [
-            ("allow", Verdict::Allow),
-            ("deny", Verdict::Deny),
-            ("ask", Verdict::Ask),
-            ("defer", Verdict::Block),
-        ] {
-            let o = pre(&format!(
-                r#"{{"decision":"block","reason":"top","hookSpecificOutput":{{"hookEventName":"PreToolUse","permissionDecision":"{decision}","permissionDecisionReason":"why"}}}}"#
-            ));
-            assert_eq!(o.verdict, verdict, "{decision}");
-            assert_eq!(o.reason.as_deref(), Some("why"));
-        }
-        // No event name: accepted.
-        let o = pre(r#"{"hookSpecificOutput":{"permissionDecision":"deny"}}"#);
-        assert_eq!((o.verdict, o.reason), (Verdict::Deny, None));
-        // Another event's fields are ignored; top-level fields are kept.
-        let o = pre(
-            r#"{"systemMessage":"m","hookSpecificOutput":{"hookEventName":"UserPromptSubmit","permissionDecision":"deny","additionalContext":"c"}}"#,
-        );
-        assert_eq!(
-            (o.verdict, o.additional_context, o.system_message.as_deref()),
-            (Verdict::Pass, None, Some("m"))
-        );
-        // permissionDecision belongs to PreToolUse only.
-        let o = cc(
-            0,
-            r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","permissionDecision":"deny","additionalContext":"ctx"}}"#,
-            EventName::PostToolUse,
-        );
-        assert_eq!(
-            (o.verdict, o.additional_context.as_deref()),
-            (Verdict::Pass, Some("ctx"))
-        );
-        let o = pre(
-            r#"{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"command":"x"}}}"#,
-        );
-        assert!(o.updated_input);
-    }
-
-    #[test]
-    fn codex_plain_stdout_is_context_on_session_start_and_prompt_only() {
-        let codex =
-            |exit, stdout: &str, event| decode(&end(Some(exit), stdout, ""), event, Dialect::Codex);
-        for event in [EventName::SessionStart, EventName::UserPromptSubmit] {
-            assert_eq!(
-                codex(0, " branch main \n", event)
-                    .additional_context
-                    .as_deref(),
-                Some("branch main")
-            );
-            assert_eq!(codex(2, "stale", event).additional_context, None);
-            assert_eq!(codex(1, "stale", event).additional_context, None);
-            assert_eq!(cc(0, "plain", event).additional_context, None);
-            assert_eq!(
-                codex(0, r#"{"unrelated":true}"#, event).additional_context,
-                None
-            );
-        }
-        for event in [
-            EventName::PreToolUse,
-            EventName::PostToolUse,
-            EventName::Stop,
-        ] {
-            assert_eq!(codex(0, "plain", event).additional_context, None);
-        }
-    }
-
-    mod properties {
-        use proptest::collection::vec;
-        use proptest::prelude::*;
-        use serde_json::{Map, Value};
-
-        use super::*;
-
-        const KEYS: [&str; 12] = [
-            "decision",
-            "reason",
-            "continue",
-            "stopReason",
-            "systemMessage",
-            "hookSpecificOutput",
-            "hookEventName",
+/// Checks `hookSpecificOutput` against the event's shape: `hookEventName` is required and must be
+/// this event; the other fields are the event's own.
+fn check_specific(
+    specific: &Map<String, Value>,
+    event: EventName,
+) -> Result<Map<String, Value>, String> {
+    let fields: &[&str] = match event {
+        EventName::PreToolUse => &[
             "permissionDecision",
             "permissionDecisionReason",
-            "additionalContext",
             "updatedInput",
-            "other",
-        ];
-
-        const WORDS: [&str; 12] = [
-            "approve",
-            "block",
-            "allow",
-            "deny",
-            "ask",
-            "defer",
-            "PreToolUse",
-            "PostToolUse",
-            "Stop",
-            "SessionStart",
-            "UserPromptSubmit",
-            "",
-        ];
-
-        /// JSON a hook might print: the keys the decoder reads, with values of any type.
-        fn output() -> impl Strategy<Value = Value> {
-            let leaf = prop_oneof![
-                Just(Value::Null),
-                any::<bool>().prop_map(Value::Bool),
-                any::<i64>().prop_map(Value::from),
-                prop::sample::select(&WORDS[..]).prop_map(Value::from),
-                "(?s).{0,12}".prop_map(Value::String),
-            ];
-            leaf.prop_recursive(3, 32, 6, |inner| {
-                prop_oneof![
-                    vec(inner.clone(), 0..3).prop_map(Value::Array),
-                    vec((prop::sample::select(&KEYS[..]), inner), 0..6).prop_map(|pairs| {
-                        Value::Object(
-                            pairs
-                                .into_iter()
-                                .map(|(k, v)| (k.to_owned(), v))
-                                .collect::<Map<_, _>>(),
-                        )
-                    }),
-                ]
-            })
+            "additionalContext",
+        ],
+        EventName::PostToolUse => &["additionalContext", "updatedMCPToolOutput"],
+        _ => &["additionalContext"],
+    };
+    match specific.get("hookEventName") {
+        Some(Value::String(name)) if name == event.as_str() => {}
+        Some(other) => {
+            return Err(format!(
+                "hookSpecificOutput.hookEventName {other} is not {:?}",
+                event.as_str()
+            ));
         }
-
-        fn event_name() -> impl Strategy<Value = EventName> {
-            prop::sample::select(vec![
-                EventName::SessionStart,
-                EventName::UserPromptSubmit,
-                EventName::PreToolUse,
-                EventName::PostToolUse,
-                EventName::Stop,
-                EventName::SubagentStart,
-                EventName::SubagentStop,
-            ])
+        None => return Err("hookSpecificOutput.hookEventName is missing".to_owned()),
+    }
+    for (key, value) in specific {
+        if key == "hookEventName" {
+            continue;
         }
-
-        fn dialect() -> impl Strategy<Value = Dialect> {
-            prop::sample::select(Dialect::ALL.to_vec())
+        if !fields.contains(&key.as_str()) {
+            return Err(format!("unknown field hookSpecificOutput.{key}"));
         }
-
-        /// Stdout: JSON of the right shape (maybe broken or padded), or any text.
-        fn stdout() -> impl Strategy<Value = String> {
-            prop_oneof![
-                (
-                    output(),
-                    "[ \t\n]{0,2}",
-                    any::<prop::sample::Index>(),
-                    any::<bool>()
-                )
-                    .prop_map(|(json, pad, cut, truncate)| {
-                        let mut text = format!("{pad}{json}{pad}");
-                        if truncate {
-                            let mut at = cut.index(text.len() + 1);
-                            while !text.is_char_boundary(at) {
-                                at -= 1;
-                            }
-                            text.truncate(at);
-                        }
-                        text
-                    }),
-                "(?s).{0,40}",
-            ]
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(512))]
-
-            /// Whatever a hook prints and however it ends, decoding never panics, and the exit
-            /// status rules hold: a failure or an exit other than 0 and 2 is an error, exit 2
-            /// blocks with the trimmed stderr as the reason, and only an error carries a note.
-            #[test]
-            fn any_output_decodes_without_panic(
-                exit in prop_oneof![Just(Some(0)), Just(Some(2)), any::<Option<i32>>()],
-                out in stdout(),
-                err in "(?s).{0,24}",
-                failure in prop::option::of("(?s).{0,12}"),
-                event in event_name(),
-                dialect in dialect(),
-            ) {
-                let end = RunEnd {
-                    exit_code: exit,
-                    stdout: out,
-                    stderr: err.clone(),
-                    failure: failure.clone(),
-                    duration: std::time::Duration::ZERO,
-                };
-                let decoded = decode(&end, event, dialect);
-                prop_assert_eq!(decoded.verdict == Verdict::Error, decoded.error_note().is_some());
-                let _ = decoded.record_decision();
-                match (failure, exit) {
-                    (Some(_), _) => prop_assert_eq!(decoded.verdict, Verdict::Error),
-                    (None, Some(2)) => {
-                        prop_assert_eq!(decoded.verdict, Verdict::Block);
-                        let reason = err.trim();
-                        prop_assert_eq!(
-                            decoded.reason.as_deref(),
-                            (!reason.is_empty()).then_some(reason)
-                        );
-                    }
-                    (None, Some(0)) => {}
-                    (None, _) => prop_assert_eq!(decoded.verdict, Verdict::Error),
+        match key.as_str() {
+            // Any JSON value deserialises into these.
+            "updatedInput" | "updatedMCPToolOutput" => {}
+            "permissionDecision" => {
+                if let Some(d) = opt_string(key, value)?
+                    && !["allow", "deny", "ask"].contains(&d.as_str())
+                {
+                    return Err(format!(
+                        "permissionDecision {d:?} is not allow, deny or ask"
+                    ));
                 }
+            }
+            _ => {
+                opt_string(&format!("hookSpecificOutput.{key}"), value)?;
             }
         }
     }
+    Ok(specific.clone())
 }
+
+/// PreToolUse (upstream `parse_pre_tool_use`): `continue`, `stopReason` and `suppressOutput` are
+/// unsupported; a hook-specific decision, when there is one, takes over from the legacy
+/// `decision`/`reason`; `allow` is only valid with `updatedInput` and `updatedInput` only with
+/// `allow`; `ask` is unsupported; `deny` and legacy `block` need a non-empty reason; a reason
+/// without a decision, and legacy `approve`, are invalid. Every invalid output fails open upstream.
+fn codex_pre_tool_use(wire: &CodexWire) -> HookOutput {
+    let permission = wire
+        .specific
+        .as_ref()
+        .and_then(|s| s.get("permissionDecision"))
+        .and_then(Value::as_str);
+    let permission_reason = wire.specific_text("permissionDecisionReason");
+    let updated = wire.specific_value("updatedInput");
+    let use_specific = permission.is_some()
+        || wire.specific.as_ref().is_some_and(|s| {
+            s.get("permissionDecisionReason")
+                .is_some_and(|v| !v.is_null())
+        })
+        || updated.is_some();
+    let legacy_reason = wire.reason.as_deref().and_then(non_empty);
+
+    let invalid = if !wire.continue_processing {
+        Some("PreToolUse hook returned unsupported continue:false")
+    } else if wire.stop_reason.is_some() {
+        Some("PreToolUse hook returned unsupported stopReason")
+    } else if wire.suppress_output {
+        Some("PreToolUse hook returned unsupported suppressOutput")
+    } else if use_specific {
+        if updated.is_some() && permission != Some("allow") {
+            Some("PreToolUse hook returned updatedInput without permissionDecision:allow")
+        } else {
+            match permission {
+                Some("allow") if updated.is_none() => {
+                    Some("PreToolUse hook returned unsupported permissionDecision:allow")
+                }
+                Some("ask") => Some("PreToolUse hook returned unsupported permissionDecision:ask"),
+                Some("deny") if permission_reason.is_none() => Some(
+                    "PreToolUse hook returned permissionDecision:deny without a non-empty permissionDecisionReason",
+                ),
+                None => Some(
+                    "PreToolUse hook returned permissionDecisionReason without permissionDecision",
+                ),
+                _ => None,
+            }
+        }
+    } else {
+        match wire.decision.as_deref() {
+            Some("approve") => Some("PreToolUse hook returned unsupported decision:approve"),
+            Some("block") if legacy_reason.is_none() => {
+                Some("PreToolUse hook returned decision:block without a non-empty reason")
+            }
+            None if wire.reason.is_some() => {
+                Some("PreToolUse hook returned reason without decision")
+            }
+            _ => None,
+        }
+    };
+
+    let mut out = wire.base();
+    if let Some(invalid) = invalid {
+        // Stricter than upstream where the hook asked for the call not to run as the model wrote
+        // it: stop, deny, ask, block, or a rewrite upstream would drop (it runs the original).
+        let stops = !wire.continue_processing;
+        let blocks = (use_specific
+            && (matches!(permission, Some("deny" | "ask")) || updated.is_some()))
+            || (!use_specific && wire.decision.as_deref() == Some("block"));
+        if !stops && !blocks {
+            out.verdict = Verdict::Error;
+            out.note = Some(invalid.to_owned());
+            return out;
+        }
+        out.verdict = Verdict::Block;
+        out.reason = permission_reason.or(legacy_reason);
+        if stops {
+            out.stop = true;
+            out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);
+        }
+        out.note = Some(format!("{invalid}; dsh does not run the call"));
+        return out;
+    }
+    out.additional_context = wire.specific_text("additionalContext");
+    if use_specific {
+        match permission {
+            Some("deny") => {
+                out.verdict = Verdict::Deny;
+                out.reason = permission_reason;
+            }
+            Some("allow") => {
+                out.verdict = Verdict::Allow;
+                out.updated_input = updated.cloned();
+            }
+            _ => {}
+        }
+    } else if wire.decision.as_deref() == Some("block") {
+        out.verdict = Verdict::Block;
+        out.reason = legacy_reason;
+    }
+    out
+}
+
+/// PostToolUse (upstream `parse_post_tool_use`): `suppressOutput` and `updatedMCPToolOutput` are
+/// unsupported; `block` needs a non-empty reason; a reason without a decision is invalid; context
+/// counts only from a valid output. `continue: false` replaces the tool's result with the reason,
+/// the stop reason, or "PostToolUse hook stopped execution", and the turn goes on ("Codex will
+/// replace the tool result with your feedback or stop text and continue from there").
+fn codex_post_tool_use(wire: &CodexWire) -> HookOutput {
+    let block = wire.decision.as_deref() == Some("block");
+    let reason = wire.reason.as_deref().and_then(non_empty);
+    let invalid = if wire.suppress_output {
+        Some("PostToolUse hook returned unsupported suppressOutput")
+    } else if wire.specific_value("updatedMCPToolOutput").is_some() {
+        Some("PostToolUse hook returned unsupported updatedMCPToolOutput")
+    } else {
+        None
+    };
+    let invalid_block = if block && reason.is_none() {
+        Some("PostToolUse hook returned decision:block without a non-empty reason")
+    } else if !block && wire.continue_processing && wire.reason.is_some() {
+        Some("PostToolUse hook returned reason without decision")
+    } else {
+        None
+    };
+    let mut out = wire.base();
+    if invalid.is_none() && invalid_block.is_none() {
+        out.additional_context = wire.specific_text("additionalContext");
+    }
+    if !wire.continue_processing {
+        let stop_text = wire
+            .stop_reason
+            .as_deref()
+            .and_then(non_empty)
+            .unwrap_or_else(|| "PostToolUse hook stopped execution".to_owned());
+        out.stop = true;
+        out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);
+        out.verdict = Verdict::Block;
+        out.reason = Some(reason.unwrap_or(stop_text));
+    } else if let Some(note) = invalid.or(invalid_block) {
+        out.verdict = Verdict::Error;
+        out.note = Some(note.to_owned());
+    } else if block {
+        out.verdict = Verdict::Block;
+        out.reason = reason;
+    }
+    out
+}
+
+/// UserPromptSubmit (upstream `parse_user_prompt_submit`): `block` needs a non-empty reason;
+/// `continue: false` stops, keeping the context for later turns.
+fn codex_user_prompt_submit(wire: &CodexWire) -> HookOutput {
+    let block = wire.decision.as_deref() == Some("block");
+    let reason = wire.reason.as_deref().and_then(non_empty);
+    let invalid_block = block && reason.is_none();
+    let mut out = wire.base();
+    if !invalid_block {
+        out.additional_context = wire.specific_text("additionalContext");
+    }
+    if !wire.continue_processing {
+        out.stop = true;
+        out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);
+    } else if invalid_block {
+        // Stricter than upstream, which processes the prompt: the hook asked to block it.
+        out.verdict = Verdict::Block;
+        out.note = Some(
+            "UserPromptSubmit hook returned decision:block without a non-empty reason; dsh blocks anyway"
+                .to_owned(),
+        );
+    } else if block {
+        out.verdict = Verdict::Block;
+        out.reason = reason;
+    }
+    out
+}
+
+/// Stop (upstream `parse_stop`): `continue: false` takes precedence over a block; a block needs a
+/// non-empty reason, which becomes the continuation prompt.
+fn codex_stop(wire: &CodexWire) -> HookOutput {
+    let mut out = wire.base();
+    let reason = wire.reason.as_deref().and_then(non_empty);
+    if !wire.continue_processing {
+        out.stop = true;
+        out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);
+    } else if wire.decision.as_deref() == Some("block") {
+        match reason {
+            Some(reason) => {
+                out.verdict = Verdict::Block;
+                out.reason = Some(reason);
+            }
+            None => {
+                out.verdict = Verdict::Error;
+                out.note =
+                    Some("Stop hook returned decision:block without a non-empty reason".to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// SessionStart (upstream `parse_session_start`): context, and `continue: false` stops.
+fn codex_session_start(wire: &CodexWire) -> HookOutput {
+    let mut out = wire.base();
+    out.additional_context = wire.specific_text("additionalContext");
+    if !wire.continue_processing {
+        out.stop = true;
+        out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::tool_aliases;
 use crate::session::SessionHeader;
+use crate::tools::ToolOutput;
 
 /// Which hook format a handler was written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,11 +54,13 @@ pub enum EventName {
     SubagentStart,
     /// A child agent finished (Claude Code only).
     SubagentStop,
+    /// A top-level agent was closed: its session ended.
+    SessionEnd,
 }
 
 impl EventName {
     /// Every event, in the order config files are read.
-    pub const ALL: [EventName; 7] = [
+    pub const ALL: [EventName; 8] = [
         EventName::SessionStart,
         EventName::UserPromptSubmit,
         EventName::PreToolUse,
@@ -66,6 +68,7 @@ impl EventName {
         EventName::Stop,
         EventName::SubagentStart,
         EventName::SubagentStop,
+        EventName::SessionEnd,
     ];
 
     /// The upstream name, e.g. `PreToolUse`.
@@ -78,10 +81,12 @@ impl EventName {
             Self::Stop => "Stop",
             Self::SubagentStart => "SubagentStart",
             Self::SubagentStop => "SubagentStop",
+            Self::SessionEnd => "SessionEnd",
         }
     }
 
-    /// Whether `dialect` has this event (Codex has no subagent events).
+    /// Whether `dialect` has this event. Codex's reference lists subagent events too, but dsh
+    /// fires them for Claude Code only (see CONFIG.md); both dialects have SessionEnd.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
@@ -89,10 +94,14 @@ impl EventName {
         }
     }
 
-    /// Whether a hook's block or deny has an effect on this event. SessionStart and SubagentStart
-    /// only observe (upstream cannot block them either).
+    /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart
+    /// and SessionEnd only observe, and PostToolUse comes after the tool ran: both references list
+    /// them as unable to block (a PostToolUse block is feedback, see `merge.rs`).
     pub fn can_block(self) -> bool {
-        !matches!(self, Self::SessionStart | Self::SubagentStart)
+        !matches!(
+            self,
+            Self::SessionStart | Self::SubagentStart | Self::SessionEnd | Self::PostToolUse
+        )
     }
 
     /// Whether matchers are honoured. Upstream ignores them on UserPromptSubmit and Stop; dsh drops
@@ -121,11 +130,42 @@ impl SessionSource {
     }
 }
 
+/// Why a session ended: the SessionEnd `reason` and its matcher subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEndReason {
+    /// The agent was closed. Both references call every end that is not one of their own UI
+    /// actions (`/clear`, logout, ...) `other`.
+    Other,
+}
+
+impl SessionEndReason {
+    /// `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Other => "other",
+        }
+    }
+}
+
+/// The hooks of a child agent fire as the subagent of its parent's session, as both upstream
+/// harnesses fire them: the payload carries the parent's `session_id` and the child's `agent_id`
+/// and `agent_type`.
+#[derive(Debug, Clone)]
+pub struct SubagentOf {
+    /// The parent's session.
+    pub parent: Arc<SessionHeader>,
+    /// The child's kind, e.g. `general-purpose`.
+    pub agent_type: String,
+}
+
 /// Who fires an event: the session whose hooks run, and how to stop them.
 #[derive(Debug, Clone)]
 pub struct HookContext {
-    /// The session (for subagent events: the parent's).
+    /// The session (for SubagentStart/SubagentStop: the parent's; for events fired inside a child
+    /// agent: the child's, with [`Self::subagent`] naming the parent).
     pub header: Arc<SessionHeader>,
+    /// Set when the firing agent is a child agent (events fired inside it).
+    pub subagent: Option<SubagentOf>,
     /// The current turn, for turn-scoped events.
     pub turn: Option<u32>,
     /// The model name (Codex payloads carry it).
@@ -149,9 +189,9 @@ pub enum HookEvent {
     },
     /// A tool call is about to run.
     PreToolUse {
-        /// The daemon's tool name, e.g. `bash`.
+        /// The daemon's tool name, e.g. `bash` (each dialect sees its own name, see `tools.rs`).
         tool_name: String,
-        /// The call's arguments as the model gave them.
+        /// The call's arguments as the model gave them (each dialect sees its own shape).
         tool_input: serde_json::Value,
         /// The call id.
         tool_use_id: String,
@@ -160,12 +200,12 @@ pub enum HookEvent {
     PostToolUse {
         /// The daemon's tool name.
         tool_name: String,
-        /// The call's arguments.
+        /// The arguments the call ran with (after any PreToolUse rewrite).
         tool_input: serde_json::Value,
         /// The call id.
         tool_use_id: String,
         /// What the tool returned.
-        tool_response: serde_json::Value,
+        tool_response: ToolOutput,
     },
     /// The turn is about to end.
     Stop {
@@ -190,6 +230,11 @@ pub enum HookEvent {
         /// The child's final answer, when there is one.
         last_assistant_message: Option<String>,
     },
+    /// A top-level agent was closed.
+    SessionEnd {
+        /// Why.
+        reason: SessionEndReason,
+    },
 }
 
 impl HookEvent {
@@ -203,21 +248,40 @@ impl HookEvent {
             Self::Stop { .. } => EventName::Stop,
             Self::SubagentStart { .. } => EventName::SubagentStart,
             Self::SubagentStop { .. } => EventName::SubagentStop,
+            Self::SessionEnd { .. } => EventName::SessionEnd,
         }
     }
 
-    /// The names a matcher is tried against: the tool name and its aliases, the session source,
-    /// or the agent type. Empty for events that take no matcher.
-    pub(super) fn matcher_subjects(&self) -> Vec<&str> {
+    /// The names a `dialect` matcher is tried against: the tool's names in that dialect, the
+    /// session source or end reason, or the agent type. Empty for events that take no matcher.
+    pub(super) fn matcher_subjects(&self, dialect: Dialect) -> Vec<&str> {
         match self {
             Self::SessionStart { source } => vec![source.as_str()],
+            Self::SessionEnd { reason } => vec![reason.as_str()],
             Self::PreToolUse { tool_name, .. } | Self::PostToolUse { tool_name, .. } => {
-                tool_aliases(tool_name)
+                super::tools::matcher_names(dialect, tool_name)
             }
             Self::SubagentStart { agent_type, .. } | Self::SubagentStop { agent_type, .. } => {
                 vec![agent_type.as_str()]
             }
             Self::UserPromptSubmit { .. } | Self::Stop { .. } => Vec::new(),
+        }
+    }
+
+    /// The tool call's dsh name and arguments, for tool events.
+    pub(super) fn tool_call(&self) -> Option<(&str, &serde_json::Value)> {
+        match self {
+            Self::PreToolUse {
+                tool_name,
+                tool_input,
+                ..
+            }
+            | Self::PostToolUse {
+                tool_name,
+                tool_input,
+                ..
+            } => Some((tool_name, tool_input)),
+            _ => None,
         }
     }
 

@@ -7,22 +7,11 @@
 //! - anything else is an unanchored regex search (Rust `regex`: no look-around or backreferences;
 //!   such patterns fail validation).
 //!
-//! A subject can have several names: the daemon's tool `bash` is also `Bash`, so stock configs
-//! written for `Bash` and harness configs written for `bash` both fire.
+//! A subject can have several names (`tools.rs`): the daemon's tool `bash` is `Bash` to both
+//! dialects and keeps its own name as an alias, so configs written for `Bash` and older dsh
+//! configs written for `bash` both fire.
 
 use regex::Regex;
-
-/// The names a tool is matched under: its own name first, then the upstream names it stands for.
-const TOOL_ALIASES: &[(&str, &[&str])] = &[("bash", &["Bash"])];
-
-/// The names `tool` is matched under, its own name first.
-pub fn tool_aliases(tool: &str) -> Vec<&str> {
-    let mut names = vec![tool];
-    if let Some((_, aliases)) = TOOL_ALIASES.iter().find(|(name, _)| *name == tool) {
-        names.extend_from_slice(aliases);
-    }
-    names
-}
 
 /// A compiled matcher.
 #[derive(Debug, Clone)]
@@ -74,11 +63,25 @@ fn is_literal(pattern: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::Dialect;
+    use crate::hooks::tools::matcher_names;
 
+    /// Whether `pattern` matches `subject` (a dsh tool name, or any other subject); the bash
+    /// tool's names are the same in both dialects, so they must agree.
     fn m(pattern: Option<&str>, subject: &str) -> bool {
-        Matcher::compile(pattern)
-            .unwrap()
-            .matches(&tool_aliases(subject))
+        let results: Vec<bool> = Dialect::ALL
+            .iter()
+            .map(|d| {
+                Matcher::compile(pattern)
+                    .unwrap()
+                    .matches(&matcher_names(*d, subject))
+            })
+            .collect();
+        assert!(
+            results.windows(2).all(|w| w[0] == w[1]),
+            "dialects disagree on {pattern:?} / {subject:?}"
+        );
+        results[0]
     }
 
     #[test]
@@ -144,8 +147,16 @@ mod tests {
     }
 
     #[test]
-    fn aliases_put_the_real_name_first() {
-        assert_eq!(tool_aliases("bash"), ["bash", "Bash"]);
-        assert_eq!(tool_aliases("job_output"), ["job_output"]);
+    fn agent_names_differ_by_dialect() {
+        let agent = |dialect, pattern| {
+            Matcher::compile(Some(pattern))
+                .unwrap()
+                .matches(&matcher_names(dialect, "spawn_agent"))
+        };
+        for pattern in ["Agent", "spawn_agent", "^Agent$"] {
+            assert!(agent(Dialect::ClaudeCode, pattern), "{pattern}");
+            assert!(agent(Dialect::Codex, pattern), "{pattern}");
+        }
+        assert!(!agent(Dialect::ClaudeCode, "Task"));
     }
 }

@@ -5,6 +5,20 @@
 //! the event when none gave one. `continue: false` is sticky and the first `stopReason` wins.
 //! Context and system messages accumulate in configured order. The fold does not depend on which
 //! process ended first, only on the configured order of the handlers.
+//!
+//! What each dialect's hooks do differs by event, and each keeps its own harness's effect:
+//!
+//! - **PostToolUse** cannot block (both references: "the tool already ran"). A Claude Code block
+//!   or exit 2 is feedback shown to the model next to the tool's output ("prompts Claude with the
+//!   reason"); a Codex one replaces the tool's result ("Codex records the feedback, replaces the
+//!   tool result with that feedback"), and so does a Codex `continue: false`, after which the turn
+//!   goes on. A Claude Code `continue: false` stops the turn after the call.
+//! - **UserPromptSubmit** blocked or stopped: Claude Code "erases" the prompt, so its hooks'
+//!   context goes too; Codex records the context for later turns even then.
+//! - **SubagentStart**, **SubagentStop** and **SessionEnd** cannot stop anything (Codex: "doesn't
+//!   stop the subagent from starting"; SessionEnd is advisory in both).
+
+use serde_json::Value;
 
 use super::decode::{HookOutput, Verdict};
 use super::{Decision, Dialect, EventName, MergedOutcome};
@@ -18,21 +32,43 @@ fn rank(verdict: Verdict) -> Decision {
     }
 }
 
+/// Whether `continue: false` on `event` stops the turn, for `dialect`.
+fn stops_turn(event: EventName, dialect: Dialect) -> bool {
+    match event {
+        EventName::SessionStart
+        | EventName::UserPromptSubmit
+        | EventName::PreToolUse
+        | EventName::Stop => true,
+        EventName::PostToolUse => dialect == Dialect::ClaudeCode,
+        EventName::SubagentStart | EventName::SubagentStop | EventName::SessionEnd => false,
+    }
+}
+
+/// One hook's decoded output, with what dsh made of its `updatedInput`: the arguments the call
+/// would run with (already checked).
+#[derive(Debug, Clone)]
+pub(super) struct Decoded {
+    pub dialect: Dialect,
+    pub output: HookOutput,
+    /// The rewritten dsh arguments of a PreToolUse `updatedInput` that dsh can run.
+    pub arguments: Option<Value>,
+}
+
 /// Merges the outputs of `event`'s hooks, given in configured order.
-pub(super) fn merge(event: EventName, outputs: &[(Dialect, HookOutput)]) -> MergedOutcome {
+pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
     let mut merged = MergedOutcome::default();
     if event.can_block() {
         merged.decision = outputs
             .iter()
-            .map(|(_, o)| rank(o.verdict))
+            .map(|d| rank(d.output.verdict))
             .max()
             .unwrap_or_default();
     }
     if matches!(merged.decision, Decision::Deny | Decision::Ask) {
         let reasons: Vec<&str> = outputs
             .iter()
-            .filter(|(_, o)| rank(o.verdict) == merged.decision)
-            .filter_map(|(_, o)| o.reason.as_deref())
+            .filter(|d| rank(d.output.verdict) == merged.decision)
+            .filter_map(|d| d.output.reason.as_deref())
             .collect();
         merged.reason = Some(if reasons.is_empty() {
             default_reason(event, merged.decision)
@@ -40,10 +76,31 @@ pub(super) fn merge(event: EventName, outputs: &[(Dialect, HookOutput)]) -> Merg
             reasons.join("\n\n")
         });
     }
-    for (dialect, output) in outputs {
-        if output.stop && !merged.stop {
+    let mut replacement = Vec::new();
+    for Decoded {
+        dialect, output, ..
+    } in outputs
+    {
+        if output.verdict == Verdict::Error {
+            // A failed hook decides nothing; Codex still shows its systemMessage.
+            merged.system_messages.extend(output.system_message.clone());
+            continue;
+        }
+        if output.stop && stops_turn(event, *dialect) && !merged.stop {
             merged.stop = true;
             merged.stop_reason = output.stop_reason.clone();
+        }
+        if event == EventName::PostToolUse && output.verdict == Verdict::Block {
+            match dialect {
+                Dialect::ClaudeCode => merged.feedback.push((
+                    dialect.plugin_name(),
+                    output
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| default_reason(event, Decision::Deny)),
+                )),
+                Dialect::Codex => replacement.extend(output.reason.clone()),
+            }
         }
         if let Some(context) = &output.additional_context {
             merged
@@ -54,7 +111,41 @@ pub(super) fn merge(event: EventName, outputs: &[(Dialect, HookOutput)]) -> Merg
             merged.system_messages.push(message.clone());
         }
     }
+    if !replacement.is_empty() {
+        merged.replacement = Some(replacement.join("\n\n"));
+    }
+    if event == EventName::UserPromptSubmit && (merged.stop || merged.decision >= Decision::Ask) {
+        merged
+            .additional_context
+            .retain(|(plugin, _)| *plugin == Dialect::Codex.plugin_name());
+    }
+    if event == EventName::PreToolUse && !merged.stop && merged.decision < Decision::Ask {
+        rewrite(&mut merged, outputs);
+    }
     merged
+}
+
+/// The arguments the call runs with when hooks rewrote it. Hooks run concurrently, so two
+/// different rewrites have no order to settle them (Codex takes the one that finished last);
+/// dsh refuses such a call rather than pick one by timing.
+fn rewrite(merged: &mut MergedOutcome, outputs: &[Decoded]) {
+    let mut rewrites: Vec<&Value> = Vec::new();
+    for arguments in outputs.iter().filter_map(|d| d.arguments.as_ref()) {
+        if !rewrites.contains(&arguments) {
+            rewrites.push(arguments);
+        }
+    }
+    match rewrites.as_slice() {
+        [] => {}
+        [one] => merged.updated_input = Some((*one).clone()),
+        _ => {
+            merged.decision = Decision::Deny;
+            merged.reason = Some(
+                "PreToolUse hooks rewrote the call's input in different ways, so it was not run"
+                    .to_owned(),
+            );
+        }
+    }
 }
 
 fn default_reason(event: EventName, decision: Decision) -> String {
@@ -66,6 +157,8 @@ fn default_reason(event: EventName, decision: Decision) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn out(verdict: Verdict, reason: Option<&str>) -> HookOutput {
@@ -76,24 +169,37 @@ mod tests {
             stop_reason: None,
             additional_context: None,
             system_message: None,
-            updated_input: false,
+            updated_input: None,
             note: None,
         }
     }
 
-    const CC: Dialect = Dialect::ClaudeCode;
+    fn cc(output: HookOutput) -> Decoded {
+        Decoded {
+            dialect: Dialect::ClaudeCode,
+            output,
+            arguments: None,
+        }
+    }
+
+    fn codex(output: HookOutput) -> Decoded {
+        Decoded {
+            dialect: Dialect::Codex,
+            ..cc(output)
+        }
+    }
 
     #[test]
     fn strictest_decision_wins_with_its_reasons_joined() {
         let m = merge(
             EventName::PreToolUse,
             &[
-                (CC, out(Verdict::Allow, Some("fine"))),
-                (CC, out(Verdict::Ask, Some("check"))),
-                (Dialect::Codex, out(Verdict::Block, Some("no"))),
-                (CC, out(Verdict::Error, Some("ignored"))),
-                (CC, out(Verdict::Deny, Some("never"))),
-                (CC, out(Verdict::Deny, None)),
+                cc(out(Verdict::Allow, Some("fine"))),
+                cc(out(Verdict::Ask, Some("check"))),
+                codex(out(Verdict::Block, Some("no"))),
+                cc(out(Verdict::Error, Some("ignored"))),
+                cc(out(Verdict::Deny, Some("never"))),
+                cc(out(Verdict::Deny, None)),
             ],
         );
         assert_eq!(m.decision, Decision::Deny);
@@ -102,9 +208,9 @@ mod tests {
         let m = merge(
             EventName::PreToolUse,
             &[
-                (CC, out(Verdict::Ask, Some("a"))),
-                (CC, out(Verdict::Allow, Some("b"))),
-                (CC, out(Verdict::Ask, Some("c"))),
+                cc(out(Verdict::Ask, Some("a"))),
+                cc(out(Verdict::Allow, Some("b"))),
+                cc(out(Verdict::Ask, Some("c"))),
             ],
         );
         assert_eq!(
@@ -114,7 +220,7 @@ mod tests {
 
         let m = merge(
             EventName::PreToolUse,
-            &[(CC, out(Verdict::Allow, Some("ok")))],
+            &[cc(out(Verdict::Allow, Some("ok")))],
         );
         assert_eq!((m.decision, m.reason), (Decision::Allow, None));
         assert_eq!(merge(EventName::Stop, &[]), MergedOutcome::default());
@@ -122,9 +228,9 @@ mod tests {
 
     #[test]
     fn default_reasons_name_the_event() {
-        let m = merge(EventName::PostToolUse, &[(CC, out(Verdict::Block, None))]);
-        assert_eq!(m.reason.as_deref(), Some("blocked by PostToolUse hook"));
-        let m = merge(EventName::PreToolUse, &[(CC, out(Verdict::Ask, None))]);
+        let m = merge(EventName::Stop, &[cc(out(Verdict::Block, None))]);
+        assert_eq!(m.reason.as_deref(), Some("blocked by Stop hook"));
+        let m = merge(EventName::PreToolUse, &[cc(out(Verdict::Ask, None))]);
         assert_eq!(
             m.reason.as_deref(),
             Some("approval required by PreToolUse hook")
@@ -133,10 +239,56 @@ mod tests {
 
     #[test]
     fn observe_only_events_never_block() {
-        for event in [EventName::SessionStart, EventName::SubagentStart] {
-            let m = merge(event, &[(CC, out(Verdict::Block, Some("no")))]);
-            assert_eq!((m.decision, m.reason), (Decision::None, None));
+        for event in [
+            EventName::SessionStart,
+            EventName::SubagentStart,
+            EventName::SessionEnd,
+            EventName::PostToolUse,
+        ] {
+            let m = merge(event, &[cc(out(Verdict::Block, Some("no")))]);
+            assert_eq!((m.decision, m.reason), (Decision::None, None), "{event:?}");
         }
+    }
+
+    #[test]
+    fn post_tool_use_blocks_are_feedback_or_a_replacement_by_dialect() {
+        let m = merge(
+            EventName::PostToolUse,
+            &[
+                cc(out(Verdict::Block, Some("lint failed"))),
+                cc(out(Verdict::Block, None)),
+                codex(out(Verdict::Block, Some("output looked sketchy"))),
+                codex(out(Verdict::Block, Some("and again"))),
+            ],
+        );
+        assert_eq!(
+            m.feedback,
+            [
+                ("hooks-claude-code", "lint failed".to_owned()),
+                (
+                    "hooks-claude-code",
+                    "blocked by PostToolUse hook".to_owned()
+                )
+            ]
+        );
+        assert_eq!(
+            m.replacement.as_deref(),
+            Some("output looked sketchy\n\nand again")
+        );
+        assert!(!m.stop);
+
+        // continue:false: Claude Code stops the turn; Codex replaces the result and goes on.
+        let mut stop = out(Verdict::Pass, None);
+        stop.stop = true;
+        stop.stop_reason = Some("halt".into());
+        let m = merge(EventName::PostToolUse, &[cc(stop.clone())]);
+        assert_eq!((m.stop, m.stop_reason.as_deref()), (true, Some("halt")));
+        assert_eq!(m.replacement, None);
+        stop.verdict = Verdict::Block;
+        stop.reason = Some("halt".into());
+        let m = merge(EventName::PostToolUse, &[codex(stop)]);
+        assert!(!m.stop);
+        assert_eq!(m.replacement.as_deref(), Some("halt"));
     }
 
     #[test]
@@ -151,10 +303,10 @@ mod tests {
         let mut c = out(Verdict::Pass, None);
         c.stop = true;
         c.stop_reason = Some("second".into());
-        let m = merge(
-            EventName::UserPromptSubmit,
-            &[(CC, a), (Dialect::Codex, b), (CC, c)],
-        );
+        let mut e = out(Verdict::Error, None);
+        e.system_message = Some("m2".into());
+        e.additional_context = Some("not from a failed hook".into());
+        let m = merge(EventName::SessionStart, &[cc(a), codex(b), cc(c), codex(e)]);
         assert!(m.stop);
         assert_eq!(m.stop_reason.as_deref(), Some("first"));
         assert_eq!(
@@ -164,6 +316,72 @@ mod tests {
                 ("hooks-codex", "two".to_owned())
             ]
         );
-        assert_eq!(m.system_messages, ["m1"]);
+        assert_eq!(m.system_messages, ["m1", "m2"]);
+    }
+
+    #[test]
+    fn a_blocked_prompt_keeps_only_codex_context() {
+        let mut a = out(Verdict::Block, Some("no"));
+        a.additional_context = Some("claude".into());
+        let mut b = out(Verdict::Pass, None);
+        b.additional_context = Some("codex".into());
+        let m = merge(EventName::UserPromptSubmit, &[cc(a), codex(b)]);
+        assert_eq!(m.decision, Decision::Deny);
+        assert_eq!(m.additional_context, [("hooks-codex", "codex".to_owned())]);
+    }
+
+    #[test]
+    fn subagent_events_never_stop() {
+        let mut s = out(Verdict::Pass, None);
+        s.stop = true;
+        for event in [
+            EventName::SubagentStart,
+            EventName::SubagentStop,
+            EventName::SessionEnd,
+        ] {
+            assert!(!merge(event, &[cc(s.clone())]).stop, "{event:?}");
+        }
+    }
+
+    #[test]
+    fn rewrites_apply_when_they_agree_and_refuse_the_call_when_they_do_not() {
+        let rewrite = |args: Value| Decoded {
+            arguments: Some(args),
+            ..cc(out(Verdict::Allow, None))
+        };
+        let m = merge(
+            EventName::PreToolUse,
+            &[
+                rewrite(json!({"command": "echo a"})),
+                cc(out(Verdict::Pass, None)),
+                Decoded {
+                    dialect: Dialect::Codex,
+                    ..rewrite(json!({"command": "echo a"}))
+                },
+            ],
+        );
+        assert_eq!(m.decision, Decision::Allow);
+        assert_eq!(m.updated_input, Some(json!({"command": "echo a"})));
+
+        let m = merge(
+            EventName::PreToolUse,
+            &[
+                rewrite(json!({"command": "echo a"})),
+                rewrite(json!({"command": "echo b"})),
+            ],
+        );
+        assert_eq!(m.decision, Decision::Deny);
+        assert_eq!(m.updated_input, None);
+        assert!(m.reason.unwrap().contains("different ways"));
+
+        // A deny wins over a rewrite.
+        let m = merge(
+            EventName::PreToolUse,
+            &[
+                rewrite(json!({"command": "echo a"})),
+                cc(out(Verdict::Deny, Some("no"))),
+            ],
+        );
+        assert_eq!((m.decision, m.updated_input), (Decision::Deny, None));
     }
 }

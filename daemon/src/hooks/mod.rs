@@ -6,11 +6,16 @@
 //! read (`config.rs`) and what they write on the hook's stdin (`claude_code.rs`, `codex.rs`).
 //! `event.rs` holds the event vocabulary the loop fires with.
 //!
+//! Each dialect sees dsh through its own harness's eyes (`tools.rs`: the `bash` tool is `Bash`, with
+//! that harness's `tool_input` and `tool_response`) and is decoded by its own harness's rules
+//! (`decode.rs`), so a script written for Claude Code or for Codex does here what it does there.
+//!
 //! The agent loop owns the effects: it calls [`Hooks::run`] at each interception point, appends
-//! [`HookRun::records`] to the session log, and applies [`HookRun::outcome`] (deny a tool, replace a
-//! result, end a turn `blocked`, inject context, force one more step on Stop, ...). This module never
-//! touches the session log or the session file: the transcript location comes from
-//! [`PersistenceHandle::locate`], which does no I/O, at the moment each hook is invoked.
+//! [`HookRun::records`] to the session log, and applies [`HookRun::outcome`] (deny a tool, run it
+//! with rewritten input, add feedback to or replace a result, end a turn `blocked` or `stopped`,
+//! inject context, force one more step on Stop, ...). This module never touches the session log or
+//! the session file: the transcript location comes from [`PersistenceHandle::locate`], which does
+//! no I/O, at the moment each hook is invoked.
 //!
 //! Decisions worth knowing (details in each file):
 //!
@@ -34,6 +39,7 @@ mod matcher;
 mod merge;
 mod payload;
 mod runner;
+mod tools;
 
 #[cfg(test)]
 mod tests;
@@ -44,11 +50,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 pub use config::{HookConfigError, HookSettings, HookSettingsError};
-pub use event::{Dialect, EventName, HookContext, HookEvent, SessionSource};
-pub use matcher::tool_aliases;
+pub use event::{
+    Dialect, EventName, HookContext, HookEvent, SessionEndReason, SessionSource, SubagentOf,
+};
 
 use config::HookFile;
-use decode::HookOutput;
+use decode::{HookOutput, Verdict};
+use merge::Decoded;
 use runner::Job;
 
 use crate::exec::Executor;
@@ -79,12 +87,21 @@ pub struct MergedOutcome {
     pub reason: Option<String>,
     /// Context to add to the next model request, each attributed to its dialect's plugin name.
     pub additional_context: Vec<(&'static str, String)>,
-    /// A hook printed `continue: false`.
+    /// A hook printed `continue: false` where its harness then stops the turn.
     pub stop: bool,
     /// The first such hook's `stopReason`.
     pub stop_reason: Option<String>,
     /// `systemMessage`s, for the user (never the model).
     pub system_messages: Vec<String>,
+    /// PreToolUse: the arguments the call runs with instead of the model's (a hook's
+    /// `updatedInput`, translated to dsh's arguments and checked).
+    pub updated_input: Option<serde_json::Value>,
+    /// PostToolUse: feedback for the model next to the tool's output (Claude Code's block and
+    /// exit 2), each attributed to its dialect's plugin name.
+    pub feedback: Vec<(&'static str, String)>,
+    /// PostToolUse: the text that replaces the tool's output for the model (Codex's block, exit 2
+    /// and `continue: false`).
+    pub replacement: Option<String>,
 }
 
 /// The result of [`Hooks::run`].
@@ -224,12 +241,12 @@ impl Hooks {
     /// merges their outputs. Never fails: broken hooks become `error` records.
     pub async fn run(&self, ctx: &HookContext, event: HookEvent) -> HookRun {
         let name = event.name();
-        let subjects = event.matcher_subjects();
         let mut selected: Vec<(Arc<HookFile>, usize)> = Vec::new();
         for dialect in Dialect::ALL {
             if !name.supported_by(dialect) {
                 continue;
             }
+            let subjects = event.matcher_subjects(dialect);
             for file in self.files_for(dialect, &ctx.header.cwd).await {
                 for (i, h) in file.handlers.iter().enumerate() {
                     if h.event == name && h.matcher.matches(&subjects) {
@@ -252,14 +269,15 @@ impl Hooks {
                 .entry(file.dialect)
                 .or_insert_with(|| Arc::new(self.payload(file.dialect, ctx, &event)))
                 .clone();
-            jobs.push(self.job(file, handler, ctx, stdin));
+            jobs.push(self.job(file, handler, name, ctx, stdin));
         }
         let finished = runner::run_all(&self.executor, jobs.clone()).await;
 
-        let mut outputs: Vec<(Dialect, HookOutput)> = Vec::with_capacity(jobs.len());
+        let mut outputs: Vec<Decoded> = Vec::with_capacity(jobs.len());
         let mut records = Vec::with_capacity(jobs.len() * 2);
         for (job, end) in jobs.iter().zip(finished) {
-            let output = decode::decode(&end, name, job.dialect);
+            let mut output = decode::decode(&end, name, job.dialect);
+            let arguments = rewritten_arguments(job.dialect, &event, &mut output);
             log_output(job, &output);
             let summary = runner::summarize(
                 &end,
@@ -281,8 +299,13 @@ impl Hooks {
                 exit_code: end.exit_code,
                 stderr_summary: summary,
                 duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
+                system_message: output.system_message.clone(),
             });
-            outputs.push((job.dialect, output));
+            outputs.push(Decoded {
+                dialect: job.dialect,
+                output,
+                arguments,
+            });
         }
         HookRun {
             outcome: merge::merge(name, &outputs),
@@ -363,6 +386,7 @@ impl Hooks {
         &self,
         file: &HookFile,
         handler: &config::Handler,
+        event: EventName,
         ctx: &HookContext,
         stdin: Arc<Vec<u8>>,
     ) -> Job {
@@ -380,8 +404,54 @@ impl Hooks {
             cwd: ctx.header.cwd.clone(),
             env,
             stdin,
-            timeout: handler.timeout.unwrap_or(self.settings.default_timeout),
+            timeout: timeout(
+                file.dialect,
+                event,
+                handler.timeout,
+                self.settings.default_timeout,
+            ),
             cancel: ctx.cancel.clone(),
+        }
+    }
+}
+
+/// Codex's SessionEnd hooks "use 1 second by default and support up to 3 seconds" (its hooks
+/// reference, config notes), so a close is never held up for long; every other hook has its
+/// file's timeout or `hooks.default_timeout_ms`.
+fn timeout(
+    dialect: Dialect,
+    event: EventName,
+    configured: Option<Duration>,
+    default: Duration,
+) -> Duration {
+    if dialect == Dialect::Codex && event == EventName::SessionEnd {
+        return configured
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_secs(3));
+    }
+    configured.unwrap_or(default)
+}
+
+/// The dsh arguments of a PreToolUse `updatedInput` that `output` carries, checked. One that cannot
+/// become arguments the dialect's tool would accept turns the hook's answer into a deny: the
+/// call is refused, never run with its original input.
+fn rewritten_arguments(
+    dialect: Dialect,
+    event: &HookEvent,
+    output: &mut HookOutput,
+) -> Option<serde_json::Value> {
+    let updated = output.updated_input.as_ref()?;
+    let (tool, arguments) = event.tool_call()?;
+    match tools::apply_update(dialect, tool, arguments, updated) {
+        Ok(arguments) => Some(arguments),
+        Err(error) => {
+            output.verdict = Verdict::Deny;
+            output.reason = Some(format!(
+                "a PreToolUse hook rewrote the call with an input {} cannot run, so it was not run: {error}",
+                tools::payload_name(dialect, tool)
+            ));
+            output.note = Some(error.to_string());
+            None
         }
     }
 }
@@ -409,10 +479,7 @@ fn log_output(job: &Job, output: &HookOutput) {
     if let Some(message) = &output.system_message {
         tracing::info!(handler = %job.handler_id, "{plugin}: hook system message: {message}");
     }
-    if output.updated_input {
-        tracing::warn!(
-            handler = %job.handler_id,
-            "{plugin}: hook requested updatedInput, which dsh does not honour; the call keeps its arguments"
-        );
+    if let (Some(note), false) = (&output.note, output.verdict == Verdict::Error) {
+        tracing::warn!(handler = %job.handler_id, "{plugin}: {note}");
     }
 }

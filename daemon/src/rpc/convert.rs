@@ -127,6 +127,7 @@ pub fn turn_event(data: EventData) -> Option<v1::turn_event::Event> {
             handler,
             decision,
             exit_code,
+            system_message,
             ..
         } => E::Hook(v1::HookRan {
             dialect,
@@ -134,8 +135,10 @@ pub fn turn_event(data: EventData) -> Option<v1::turn_event::Event> {
             handler,
             decision,
             exit_code,
+            system_message,
         }),
         EventData::TurnEnd { .. }
+        | EventData::ToolRewritten { .. }
         | EventData::UserMessage { .. }
         | EventData::HookInvoked { .. }
         | EventData::EndSeed {} => return None,

@@ -38,6 +38,12 @@ pub enum TurnEndReason {
         /// The hook's reason.
         reason: String,
     },
+    /// A hook said `continue: false`: the turn stopped where the hook's harness stops.
+    Stopped {
+        /// The hook's `stopReason` (for the user, never the model), or a default naming the
+        /// event.
+        reason: String,
+    },
     /// Found open after a crash and closed on load.
     Interrupted,
 }
@@ -50,6 +56,7 @@ impl TurnEndReason {
             Self::Aborted { .. } => "aborted",
             Self::Error { .. } => "error",
             Self::Blocked { .. } => "blocked",
+            Self::Stopped { .. } => "stopped",
             Self::Interrupted => "interrupted",
         }
     }
@@ -60,7 +67,7 @@ impl TurnEndReason {
             Self::Completed | Self::Interrupted => String::new(),
             Self::Aborted { cause } => cause.as_str().to_owned(),
             Self::Error { message } => message.clone(),
-            Self::Blocked { reason } => reason.clone(),
+            Self::Blocked { reason } | Self::Stopped { reason } => reason.clone(),
         }
     }
 }
@@ -222,6 +229,9 @@ event_vocabulary! {
     },
     /// A tool call, logged just before dispatch.
     ToolCall = "tool/call" { turn: u32, step: u32, call_id: String, name: String, arguments: Value },
+    /// A PreToolUse hook rewrote a call's input (`updatedInput`): the call ran with these
+    /// arguments instead of the ones in its `tool/call`.
+    ToolRewritten = "tool/rewritten" { turn: u32, step: u32, call_id: String, arguments: Value },
     /// A tool call's result.
     ToolResult = "tool/result" {
         turn: u32,
@@ -266,6 +276,9 @@ event_vocabulary! {
         stderr_summary: Option<String>,
         /// Wall time of the run.
         duration_ms: u64,
+        /// The hook's `systemMessage`, for the user (never the model).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        system_message: Option<String>,
     },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
@@ -476,9 +489,44 @@ mod tests {
             exit_code: Some(2),
             stderr_summary: None,
             duration_ms: 4,
+            system_message: None,
         });
         assert!(
             json.contains(r#""data":{"dialect":"codex","event":"Stop","handler":"h","decision":"block","exitCode":2,"durationMs":4}"#),
+            "{json}"
+        );
+        let json = roundtrip(EventData::HookResult {
+            dialect: "claude-code".into(),
+            event: "Stop".into(),
+            handler: "h".into(),
+            decision: "stop".into(),
+            exit_code: Some(0),
+            stderr_summary: None,
+            duration_ms: 4,
+            system_message: Some("tests are red".into()),
+        });
+        assert!(
+            json.contains(r#""systemMessage":"tests are red""#),
+            "{json}"
+        );
+        let json = roundtrip(EventData::ToolRewritten {
+            turn: 1,
+            step: 2,
+            call_id: "c".into(),
+            arguments: serde_json::json!({"command": "echo safe"}),
+        });
+        assert!(
+            json.contains(r#""type":"tool/rewritten""#) && json.contains(r#""callId":"c""#),
+            "{json}"
+        );
+        let json = roundtrip(EventData::TurnEnd {
+            turn: 1,
+            reason: TurnEndReason::Stopped {
+                reason: "build is red".into(),
+            },
+        });
+        assert!(
+            json.contains(r#""reason":{"kind":"stopped","reason":"build is red"}"#),
             "{json}"
         );
         roundtrip(EventData::HookInvoked {

@@ -168,10 +168,20 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
             text(),
             prop::option::of(any::<i32>()),
             prop::option::of(text()),
+            prop::option::of(text()),
             any::<u64>()
         )
             .prop_map(
-                |(dialect, event, handler, decision, exit_code, stderr_summary, duration_ms)| {
+                |(
+                    dialect,
+                    event,
+                    handler,
+                    decision,
+                    exit_code,
+                    stderr_summary,
+                    system_message,
+                    duration_ms,
+                )| {
                     EventData::HookResult {
                         dialect,
                         event,
@@ -179,6 +189,7 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                         decision,
                         exit_code,
                         stderr_summary,
+                        system_message,
                         duration_ms,
                     }
                 }

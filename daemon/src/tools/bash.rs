@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Tool, ToolExecution, ToolOutput};
+use super::{Tool, ToolDetail, ToolExecution, ToolOutput};
 use crate::agent::provider::{BoxFuture, ToolSchema};
 use crate::exec::{CommandSpec, Executor};
 use crate::shell_env::ShellEnvRegistry;
@@ -119,13 +119,13 @@ impl Tool for BashTool {
         Box::pin(async move {
             let args = match parse(arguments, &exec.cwd) {
                 Ok(args) => args,
-                Err(message) => return ToolOutput::error(format!("Error: bash: {message}")),
+                Err(message) => return ToolOutput::refused(format!("Error: bash: {message}")),
             };
             // Collected before anything is spawned: a failing contributor means no process at all.
             let managed = match self.shell_env.collect(exec).await {
                 Ok(env) => env.into_inner(),
                 Err(error) => {
-                    return ToolOutput::error(format!(
+                    return ToolOutput::refused(format!(
                         "Error: bash: the managed environment could not be collected, so nothing was run: {error}"
                     ));
                 }
@@ -149,8 +149,12 @@ impl Tool for BashTool {
                 return match self.executor.start(spec, exec.session_id().cloned()) {
                     Ok(job) => ToolOutput::ok(format!(
                         "Started background job {job}. Read its new output with job_output (job_id: {job}); stop it with job_kill."
-                    )),
-                    Err(error) => ToolOutput::error(format!("Error: bash: {error}")),
+                    ))
+                    .with_detail(ToolDetail::Background {
+                        job_id: job.to_string(),
+                    }),
+                    // The executor refuses before spawning (limits, a missing cwd): nothing ran.
+                    Err(error) => ToolOutput::refused(format!("Error: bash: {error}")),
                 };
             }
             match self.executor.run(spec).await {
@@ -162,12 +166,20 @@ impl Tool for BashTool {
                         duration_ms = outcome.duration.as_millis(),
                         "bash ended"
                     );
-                    ToolOutput {
-                        content: outcome.render(),
-                        is_error: !outcome.success(),
-                    }
+                    let detail = ToolDetail::Command {
+                        stdout: outcome.stdout.clone(),
+                        stderr: outcome.stderr.clone(),
+                        exit_code: outcome.exit_code,
+                        interrupted: outcome.timed_out || outcome.aborted,
+                    };
+                    let output = if outcome.success() {
+                        ToolOutput::ok(outcome.render())
+                    } else {
+                        ToolOutput::error(outcome.render())
+                    };
+                    output.with_detail(detail)
                 }
-                Err(error) => ToolOutput::error(format!("Error: bash: {error}")),
+                Err(error) => ToolOutput::refused(format!("Error: bash: {error}")),
             }
         })
     }

@@ -56,13 +56,41 @@ impl ToolExecution {
     }
 }
 
-/// What a tool call produced, as the model will see it.
+/// What a tool call produced, as the model will see it, plus what hooks are shown of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutput {
     /// The result text.
     pub content: String,
     /// True when the call failed (the model sees an error result).
     pub is_error: bool,
+    /// False when the call was refused before the tool did anything (arguments it cannot use, a
+    /// command `execve` would refuse, ...). Such a call gets no PostToolUse hooks: both upstream
+    /// harnesses run PostToolUse only for a tool that produced output.
+    pub ran: bool,
+    /// What a command did, for the hook dialects that show it structured (Claude Code's Bash
+    /// `tool_response` is an object with `stdout` and `stderr`, not the model's text).
+    pub detail: Option<ToolDetail>,
+}
+
+/// What a tool did beyond its text, in terms the hook dialects can show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDetail {
+    /// A foreground command ran to its end (or was stopped).
+    Command {
+        /// Its stdout (the kept tail when it was longer than the cap).
+        stdout: String,
+        /// Its stderr (likewise).
+        stderr: String,
+        /// Its exit status, when it exited by itself.
+        exit_code: Option<i32>,
+        /// It timed out or was cancelled before it ended.
+        interrupted: bool,
+    },
+    /// A background job was started; its output comes later through `job_output`.
+    Background {
+        /// The job's id.
+        job_id: String,
+    },
 }
 
 impl ToolOutput {
@@ -71,15 +99,33 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            ran: true,
+            detail: None,
         }
     }
 
-    /// A failed result; the text says what went wrong.
+    /// A failed result; the text says what went wrong. The tool ran (or tried to).
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             is_error: true,
+            ran: true,
+            detail: None,
         }
+    }
+
+    /// A call refused before the tool did anything; the text says why.
+    pub fn refused(content: impl Into<String>) -> Self {
+        Self {
+            ran: false,
+            ..Self::error(content)
+        }
+    }
+
+    /// The same result with `detail` attached.
+    pub fn with_detail(mut self, detail: ToolDetail) -> Self {
+        self.detail = Some(detail);
+        self
     }
 }
 
@@ -129,7 +175,7 @@ impl ToolSet {
     pub async fn dispatch(&self, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
         match self.tools.get(&exec.tool_name) {
             Some(tool) => tool.call(exec, arguments).await,
-            None => ToolOutput::error(format!(
+            None => ToolOutput::refused(format!(
                 "Error: unknown tool {:?}; available tools: {}",
                 exec.tool_name,
                 if self.tools.is_empty() {

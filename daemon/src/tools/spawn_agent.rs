@@ -16,7 +16,7 @@ use crate::session::TurnEndReason;
 pub const SPAWN_AGENT: &str = "spawn_agent";
 
 /// The agent type hooks see for children spawned by this tool (Claude Code's default subagent).
-const AGENT_TYPE: &str = "general-purpose";
+pub const AGENT_TYPE: &str = "general-purpose";
 
 /// The `spawn_agent` tool.
 #[derive(Debug)]
@@ -108,6 +108,7 @@ several times in one step to run children in parallel."
             let hooks = agents.services().hooks.clone();
             let ctx = HookContext {
                 header: parent.header().clone(),
+                subagent: None,
                 turn: exec.turn,
                 model: provider.model().to_owned(),
                 cancel: exec.cancel.clone(),

@@ -163,20 +163,29 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
         .expect("a SubagentStart line");
     let child = start["agent_id"].as_str().unwrap().to_owned();
 
-    // What the log holds: (dialect, session, event) -> count. Codex payloads carry `model`.
+    // What the log holds: (dialect, agent, event) -> count, where the agent is the one the hook
+    // fired in. A child's own events are its parent session's subagent events: the parent's
+    // `session_id` and the child's `agent_id`. `jq -c` keeps each payload's key order, and Codex
+    // writes `model` right after `hook_event_name`.
     let mut logged: BTreeMap<(String, String, String), usize> = BTreeMap::new();
-    for l in &lines {
-        let dialect = if l.get("model").is_some() {
+    for (text, l) in log.lines().filter(|l| !l.is_empty()).zip(&lines) {
+        let event = l["hook_event_name"].as_str().unwrap().to_owned();
+        let dialect = if text.contains(&format!("\"hook_event_name\":\"{event}\",\"model\"")) {
             "codex"
         } else {
             "claude-code"
         };
-        let key = (
-            dialect.to_owned(),
-            l["session_id"].as_str().unwrap().to_owned(),
-            l["hook_event_name"].as_str().unwrap().to_owned(),
-        );
-        *logged.entry(key).or_default() += 1;
+        assert_eq!(l["session_id"], agent.as_str(), "{text}");
+        let fired_in = match (event.as_str(), l.get("agent_id")) {
+            ("SubagentStart" | "SubagentStop", _) | (_, None) => agent.clone(),
+            (_, Some(id)) => {
+                assert_eq!(l["agent_type"], "general-purpose", "{text}");
+                id.as_str().unwrap().to_owned()
+            }
+        };
+        *logged
+            .entry((dialect.to_owned(), fired_in, event))
+            .or_default() += 1;
     }
     let count = |dialect: &str, session: &str, event: &str| {
         logged
@@ -192,6 +201,7 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
         ("SubagentStart", 1, 0, 0),
         ("SubagentStop", 1, 0, 0),
         ("Stop", 1, 1, 1),
+        ("SessionEnd", 0, 0, 0),
     ] {
         assert_eq!(
             count("claude-code", &agent, event),
@@ -226,7 +236,7 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
         .filter(|h| h["command"].as_str().unwrap().contains("audit-log.sh"))
         .map(|h| h["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(audit_handlers.len(), 7 + 5, "{listed}");
+    assert_eq!(audit_handlers.len(), 8 + 6, "{listed}");
     let mut recorded: BTreeMap<(String, String, String), usize> = BTreeMap::new();
     for session in [&agent, &child] {
         for e in of_type(&w.events(session), "hook/invoked") {
@@ -244,4 +254,19 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
         }
     }
     assert_eq!(logged, recorded);
+
+    // Closing the agent ends its session: SessionEnd, in both dialects, for the parent only (the
+    // child's session ended with its SubagentStop when it was closed after its turn).
+    w.daemon.dshctl_json(&["agent", "close", &agent]);
+    let ends: Vec<Value> =
+        parse_lines(&std::fs::read_to_string(w.cwd.join(".hook-audit.jsonl")).unwrap())
+            .into_iter()
+            .filter(|l| l["hook_event_name"] == "SessionEnd")
+            .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    for end in &ends {
+        assert_eq!(end["session_id"], agent.as_str());
+        assert_eq!(end["reason"], "other");
+        assert!(end.get("agent_id").is_none());
+    }
 }

@@ -7,8 +7,8 @@ const CC_KEYS: [&str; 8] = [
     "session_id",
     "transcript_path",
     "cwd",
-    "hook_event_name",
     "permission_mode",
+    "hook_event_name",
     "tool_name",
     "tool_input",
     "tool_use_id",
@@ -16,12 +16,12 @@ const CC_KEYS: [&str; 8] = [
 
 const CODEX_KEYS: [&str; 10] = [
     "session_id",
+    "turn_id",
     "transcript_path",
     "cwd",
     "hook_event_name",
     "model",
     "permission_mode",
-    "turn_id",
     "tool_name",
     "tool_input",
     "tool_use_id",
@@ -117,11 +117,11 @@ fn payload_keys_come_in_each_dialects_upstream_order() {
     assert_eq!(cc["cwd"], w.cwd.to_str().unwrap());
     assert_eq!(cc["hook_event_name"], "PreToolUse");
     assert_eq!(cc["permission_mode"], "default");
-    assert_eq!(cc["tool_name"], "bash");
+    assert_eq!(cc["tool_name"], "Bash");
     assert_eq!(
         cc["tool_input"],
         json!({"command": command, "description": "probe"}),
-        "Claude Code gets the tool's arguments as they are"
+        "Claude Code gets its Bash input"
     );
     assert_eq!(cc["tool_use_id"], "call-1");
 
@@ -139,7 +139,7 @@ fn payload_keys_come_in_each_dialects_upstream_order() {
     assert_eq!(codex["model"], "script");
     assert_eq!(codex["permission_mode"], "default");
     assert_eq!(codex["turn_id"], "1");
-    assert_eq!(codex["tool_name"], "bash");
+    assert_eq!(codex["tool_name"], "Bash");
     assert_eq!(
         codex["tool_input"],
         json!({"command": command}),

@@ -69,7 +69,7 @@ fn as_json(seq: u64, event: &Event) -> Value {
         }
         Event::Hook(e) => json!({
             "type": "hook", "seq": seq, "dialect": e.dialect, "event": e.event, "handler": e.handler,
-            "decision": e.decision, "exit_code": e.exit_code,
+            "decision": e.decision, "exit_code": e.exit_code, "system_message": e.system_message,
         }),
         Event::TurnEnded(e) => {
             let reason = e.reason.clone().unwrap_or_default();
@@ -145,11 +145,19 @@ fn human(event: &Event, screen: &mut Screen) -> anyhow::Result<()> {
             let marker = if e.is_error { "✗" } else { "◀" };
             line(&mut w, screen, format!("{marker} {}", indent(&e.content)))
         }
-        Event::Hook(e) => line(
-            &mut w,
-            screen,
-            format!("· {} hook {} → {}", e.dialect, e.event, e.decision),
-        ),
+        Event::Hook(e) => {
+            let ran = line(
+                &mut w,
+                screen,
+                format!("· {} hook {} → {}", e.dialect, e.event, e.decision),
+            );
+            // A hook's systemMessage is for the user: shown on its own line, as both harnesses
+            // show it as a warning.
+            match (ran, &e.system_message) {
+                (Ok(()), Some(message)) => line(&mut w, screen, format!("⚠ {}", indent(message))),
+                (ran, _) => ran,
+            }
+        }
         Event::TurnEnded(e) => {
             let reason = e.reason.clone().unwrap_or_default();
             let detail = if reason.message.is_empty() {

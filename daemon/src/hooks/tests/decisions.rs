@@ -50,91 +50,132 @@ async fn exit_two_denies_with_stderr_and_ignores_stdout() {
                     EventData::HookResult { duration_ms, .. } => *duration_ms,
                     _ => unreachable!(),
                 },
+                system_message: None,
             }
         ]
     );
 
-    // Empty stderr: the default reason.
-    let hooks = fx.codex(&config("PreToolUse", None, &["exit 2"]));
-    let run = hooks.run(&fx.ctx(), bash_ls()).await;
-    assert_eq!(
-        run.outcome.reason.as_deref(),
-        Some("blocked by PreToolUse hook")
-    );
-    assert!(matches!(
-        results(&run)[0],
-        EventData::HookResult {
-            stderr_summary: None,
-            exit_code: Some(2),
+    // Empty stderr: the default reason. Claude Code blocks anyway; Codex would fail open, and dsh
+    // blocks too, recording upstream's complaint.
+    for (hooks, summary) in [
+        (fx.cc(&config("PreToolUse", None, &["exit 2"])), None),
+        (
+            fx.codex(&config("PreToolUse", None, &["exit 2"])),
+            Some("did not write a blocking reason to stderr"),
+        ),
+    ] {
+        let run = hooks.run(&fx.ctx(), bash_ls()).await;
+        assert_eq!(run.outcome.decision, Decision::Deny);
+        assert_eq!(
+            run.outcome.reason.as_deref(),
+            Some("blocked by PreToolUse hook")
+        );
+        let EventData::HookResult {
+            stderr_summary,
+            exit_code,
+            decision,
             ..
+        } = results(&run)[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!((decision.as_str(), *exit_code), ("block", Some(2)));
+        match summary {
+            None => assert_eq!(*stderr_summary, None),
+            Some(s) => assert!(stderr_summary.as_deref().unwrap().contains(s)),
         }
-    ));
+    }
 }
 
 #[tokio::test]
 async fn json_permission_decisions() {
     let fx = Fx::new();
-    for (decision, expected) in [
-        ("deny", Decision::Deny),
-        ("ask", Decision::Ask),
-        ("allow", Decision::Allow),
+    // (decision, Claude Code's outcome, Codex's outcome and record). Codex supports only deny
+    // here: `allow` without updatedInput is unsupported and fails open (the call runs, as with
+    // allow), `ask` is unsupported and dsh denies rather than run it.
+    for (decision, cc_expected, codex_expected, codex_record) in [
+        ("deny", Decision::Deny, Decision::Deny, "deny"),
+        ("ask", Decision::Ask, Decision::Deny, "block"),
+        ("allow", Decision::Allow, Decision::None, "error"),
     ] {
         let out = json!({"hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": decision,
             "permissionDecisionReason": format!("because {decision}")
         }});
-        for dialect in Dialect::ALL {
-            let root = config("PreToolUse", Some("Bash"), &[&print(&out)]);
-            let hooks = match dialect {
-                Dialect::ClaudeCode => fx.cc(&root),
-                Dialect::Codex => fx.codex(&root),
-            };
+        let root = config("PreToolUse", Some("Bash"), &[&print(&out)]);
+        for (dialect, hooks, expected, record) in [
+            (Dialect::ClaudeCode, fx.cc(&root), cc_expected, decision),
+            (
+                Dialect::Codex,
+                fx.codex(&root),
+                codex_expected,
+                codex_record,
+            ),
+        ] {
             let run = hooks.run(&fx.ctx(), bash_ls()).await;
             assert_eq!(run.outcome.decision, expected, "{decision} {dialect:?}");
-            assert_eq!(decisions(&run), [decision]);
-            let reason = (expected != Decision::Allow).then(|| format!("because {decision}"));
-            assert_eq!(run.outcome.reason, reason);
+            assert_eq!(decisions(&run), [record], "{decision} {dialect:?}");
+            let reason = (expected >= Decision::Ask).then(|| format!("because {decision}"));
+            assert_eq!(run.outcome.reason, reason, "{decision} {dialect:?}");
         }
     }
 }
 
 #[tokio::test]
-async fn decision_block_and_stop() {
+async fn post_tool_use_block_is_feedback_for_claude_code_and_a_replacement_for_codex() {
     let fx = Fx::new();
-    let hooks = fx.cc(&config(
-        "PostToolUse",
-        None,
-        &[&print(&json!({
-            "decision": "block",
-            "reason": "lint failed",
-            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "see the linter"}
-        }))],
-    ));
-    let run = hooks
-        .run(
-            &fx.ctx(),
-            HookEvent::PostToolUse {
-                tool_name: "bash".into(),
-                tool_input: json!({"command": "ls"}),
-                tool_use_id: "call-1".into(),
-                tool_response: json!("out"),
-            },
+    let block = print(&json!({
+        "decision": "block",
+        "reason": "lint failed",
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "see the linter"}
+    }));
+    let event = || {
+        post_tool(
+            "bash",
+            json!({"command": "ls"}),
+            bash_output("out\n", "", 0),
         )
+    };
+    let run = fx
+        .cc(&config("PostToolUse", None, &[&block]))
+        .run(&fx.ctx(), event())
         .await;
     assert_eq!(decisions(&run), ["block"]);
-    assert_eq!(run.outcome.decision, Decision::Deny);
-    assert_eq!(run.outcome.reason.as_deref(), Some("lint failed"));
+    // The tool already ran: nothing is denied; the reason is feedback next to its output.
+    assert_eq!(run.outcome.decision, Decision::None);
+    assert_eq!(
+        run.outcome.feedback,
+        [("hooks-claude-code", "lint failed".to_owned())]
+    );
+    assert_eq!(run.outcome.replacement, None);
     assert_eq!(
         run.outcome.additional_context,
         [("hooks-claude-code", "see the linter".to_owned())]
     );
 
+    let run = fx
+        .codex(&config("PostToolUse", None, &[&block]))
+        .run(&fx.ctx(), event())
+        .await;
+    assert_eq!(decisions(&run), ["block"]);
+    assert_eq!(run.outcome.decision, Decision::None);
+    assert!(run.outcome.feedback.is_empty());
+    assert_eq!(run.outcome.replacement.as_deref(), Some("lint failed"));
+    assert_eq!(
+        run.outcome.additional_context,
+        [("hooks-codex", "see the linter".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn continue_false_stops_with_its_reason_and_system_messages_reach_the_record() {
+    let fx = Fx::new();
     let hooks = fx.cc(&config(
         "Stop",
         None,
         &[&print(
-            &json!({"continue": false, "stopReason": "halt", "systemMessage": "bye"}),
+            &json!({"continue": false, "stopReason": "halt", "systemMessage": "bye", "decision": "block", "reason": "more"}),
         )],
     ));
     let stop = HookEvent::Stop {
@@ -143,15 +184,13 @@ async fn decision_block_and_stop() {
     };
     let run = hooks.run(&fx.ctx(), stop).await;
     assert_eq!(decisions(&run), ["stop"]);
-    assert_eq!(
-        run.outcome,
-        MergedOutcome {
-            stop: true,
-            stop_reason: Some("halt".into()),
-            system_messages: vec!["bye".into()],
-            ..MergedOutcome::default()
-        }
-    );
+    assert!(run.outcome.stop);
+    assert_eq!(run.outcome.stop_reason.as_deref(), Some("halt"));
+    assert_eq!(run.outcome.system_messages, ["bye"]);
+    assert!(matches!(
+        results(&run)[0],
+        EventData::HookResult { system_message: Some(m), .. } if m == "bye"
+    ));
 }
 
 #[tokio::test]
@@ -281,7 +320,15 @@ async fn the_strictest_decision_wins_and_reasons_are_joined() {
     );
     let codex = fx.file(
         "codex.json",
-        &config("PreToolUse", Some("^bash$"), &[&decide("deny", "never")]),
+        &config(
+            "PreToolUse",
+            Some("^Bash$"),
+            &[&print(&json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "never"
+            }}))],
+        ),
     );
     let hooks = fx.hooks(HookSettings {
         claude_code: vec![cc],
@@ -338,63 +385,42 @@ async fn matchers_select_handlers() {
 }
 
 #[tokio::test]
-async fn codex_plain_stdout_is_context_for_session_start_and_prompt_only() {
+async fn plain_stdout_is_context_for_session_start_and_prompt_in_both_dialects() {
     let fx = Fx::new();
     let mut root = json!({"hooks": {}});
     for event in ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"] {
         root["hooks"][event] = json!([{"hooks": [{"command": "echo 'on branch main'"}]}]);
     }
-    let codex = fx.codex(&root);
-    let cc = fx.cc(&root);
     let start = || HookEvent::SessionStart {
         source: SessionSource::Startup,
     };
-    let expected = [("hooks-codex", "on branch main".to_owned())];
-    assert_eq!(
-        codex
-            .run(&fx.ctx(), start())
-            .await
-            .outcome
-            .additional_context,
-        expected
-    );
-    assert_eq!(
-        codex
-            .run(&fx.ctx(), prompt("p"))
-            .await
-            .outcome
-            .additional_context,
-        expected
-    );
-    assert!(
-        codex
-            .run(&fx.ctx(), bash_ls())
-            .await
-            .outcome
-            .additional_context
-            .is_empty()
-    );
-    let stop = HookEvent::Stop {
+    let stop = || HookEvent::Stop {
         stop_hook_active: false,
         last_assistant_message: None,
     };
-    assert!(
-        codex
-            .run(&fx.ctx(), stop)
-            .await
-            .outcome
-            .additional_context
-            .is_empty()
-    );
-    assert!(
-        cc.run(&fx.ctx(), start())
-            .await
-            .outcome
-            .additional_context
-            .is_empty()
-    );
+    for (dialect, hooks) in [
+        (Dialect::ClaudeCode, fx.cc(&root)),
+        (Dialect::Codex, fx.codex(&root)),
+    ] {
+        let expected = [(dialect.plugin_name(), "on branch main".to_owned())];
+        for event in [start(), prompt("p")] {
+            let run = hooks.run(&fx.ctx(), event).await;
+            assert_eq!(run.outcome.additional_context, expected, "{dialect:?}");
+            assert_eq!(decisions(&run), ["pass"]);
+        }
+        let run = hooks.run(&fx.ctx(), bash_ls()).await;
+        assert!(run.outcome.additional_context.is_empty(), "{dialect:?}");
+        let run = hooks.run(&fx.ctx(), stop()).await;
+        assert!(run.outcome.additional_context.is_empty(), "{dialect:?}");
+        // Codex: "Stop expects JSON on stdout when it exits 0. Plain text output is invalid."
+        let expected = match dialect {
+            Dialect::ClaudeCode => "pass",
+            Dialect::Codex => "error",
+        };
+        assert_eq!(decisions(&run), [expected]);
+    }
 
-    // Claude Code context comes from JSON.
+    // Context from JSON.
     let hooks = fx.cc(&config(
         "UserPromptSubmit",
         None,
@@ -406,6 +432,70 @@ async fn codex_plain_stdout_is_context_for_session_start_and_prompt_only() {
         [("hooks-claude-code", "favourite colour: teal".to_owned())]
     );
     assert_eq!(decisions(&run), ["pass"]);
+}
+
+#[tokio::test]
+async fn an_updated_input_runs_as_dsh_arguments_or_refuses_the_call() {
+    let fx = Fx::new();
+    let original = json!({"command": "rm -rf build", "timeout_ms": 9000, "workdir": "sub"});
+    let rewrite = |update: Value| {
+        print(&json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "updatedInput": update
+        }}))
+    };
+    let run = fx
+        .cc(&config(
+            "PreToolUse",
+            Some("Bash"),
+            &[&rewrite(json!({"command": "echo safe"}))],
+        ))
+        .run(&fx.ctx(), pre_tool("bash", original.clone()))
+        .await;
+    assert_eq!(decisions(&run), ["allow"]);
+    assert_eq!(run.outcome.decision, Decision::Allow);
+    assert_eq!(
+        run.outcome.updated_input,
+        Some(json!({"command": "echo safe", "workdir": "sub"}))
+    );
+    let run = fx
+        .codex(&config(
+            "PreToolUse",
+            Some("Bash"),
+            &[&rewrite(json!({"command": "echo safe"}))],
+        ))
+        .run(&fx.ctx(), pre_tool("bash", original.clone()))
+        .await;
+    assert_eq!(
+        run.outcome.updated_input,
+        Some(json!({"command": "echo safe", "timeout_ms": 9000, "workdir": "sub"}))
+    );
+
+    // A rewrite the dialect's Bash could not take: refused, never the original run.
+    for (dialect, update) in [
+        (Dialect::ClaudeCode, json!({"cmd": "echo safe"})),
+        (
+            Dialect::ClaudeCode,
+            json!({"command": "x", "timeout": "soon"}),
+        ),
+        (Dialect::Codex, json!({"command": 5})),
+    ] {
+        let root = config("PreToolUse", Some("Bash"), &[&rewrite(update.clone())]);
+        let hooks = match dialect {
+            Dialect::ClaudeCode => fx.cc(&root),
+            Dialect::Codex => fx.codex(&root),
+        };
+        let run = hooks
+            .run(&fx.ctx(), pre_tool("bash", original.clone()))
+            .await;
+        assert_eq!(decisions(&run), ["deny"], "{dialect:?} {update}");
+        assert_eq!(run.outcome.decision, Decision::Deny);
+        assert_eq!(run.outcome.updated_input, None);
+        let reason = run.outcome.reason.unwrap();
+        assert!(reason.contains("updatedInput"), "{reason}");
+        assert!(reason.contains("was not run"), "{reason}");
+    }
 }
 
 #[tokio::test]

@@ -66,8 +66,8 @@ fn the_sample_configs_load_cleanly() {
         assert_eq!(status.status, FileStatus::Loaded, "{status:?}");
         assert!(status.warnings.is_empty(), "{status:?}");
     }
-    assert_eq!(list[0].handlers.len(), 9);
-    assert_eq!(list[1].handlers.len(), 7);
+    assert_eq!(list[0].handlers.len(), 10);
+    assert_eq!(list[1].handlers.len(), 8);
     let guard = |i: usize| {
         list[i]
             .handlers
@@ -174,12 +174,11 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
         },
         prompt("hello"),
         pre_tool("bash", json!({"command": "echo hi"})),
-        HookEvent::PostToolUse {
-            tool_name: "bash".into(),
-            tool_input: json!({"command": "echo hi"}),
-            tool_use_id: "call-1".into(),
-            tool_response: json!("hi\n"),
-        },
+        post_tool(
+            "bash",
+            json!({"command": "echo hi"}),
+            bash_output("hi\n", "", 0),
+        ),
         HookEvent::SubagentStart {
             child: child.clone(),
             agent_type: "general-purpose".into(),
@@ -190,6 +189,9 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
             last_assistant_message: Some("child done".into()),
         },
         stop(),
+        HookEvent::SessionEnd {
+            reason: crate::hooks::SessionEndReason::Other,
+        },
     ];
     for event in events {
         let run = hooks.run(&fx.ctx(), event).await;
@@ -204,13 +206,14 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut seen: Vec<(bool, String)> = lines
-        .iter()
-        .map(|v| {
-            (
-                v.get("model").is_some(),
-                v["hook_event_name"].as_str().unwrap().to_owned(),
-            )
+    // `jq -c` keeps each payload's key order: Codex writes `model` right after `hook_event_name`.
+    let mut seen: Vec<(bool, String)> = log
+        .lines()
+        .zip(&lines)
+        .map(|(line, v)| {
+            let name = v["hook_event_name"].as_str().unwrap().to_owned();
+            let codex = line.contains(&format!("\"hook_event_name\":\"{name}\",\"model\""));
+            (codex, name)
         })
         .collect();
     seen.sort();
@@ -225,6 +228,6 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
         )
         .collect();
     expected.sort();
-    assert_eq!(seen, expected, "7 Claude Code lines and 5 Codex lines");
+    assert_eq!(seen, expected, "8 Claude Code lines and 6 Codex lines");
     assert!(lines.iter().all(|v| v["session_id"] == "s-1"));
 }

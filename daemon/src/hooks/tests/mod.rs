@@ -28,6 +28,7 @@ use crate::persistence::{
     BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
 };
 use crate::session::{Event, EventData, SessionHeader, SessionId};
+use crate::tools::{ToolDetail, ToolOutput};
 
 /// A persistence double that only answers `kind`, `path` and `locate`: hooks must never need more.
 #[derive(Debug)]
@@ -163,6 +164,7 @@ impl Fx {
     pub fn ctx(&self) -> HookContext {
         HookContext {
             header: self.header.clone(),
+            subagent: None,
             turn: Some(3),
             model: "test-model".into(),
             cancel: CancellationToken::new(),
@@ -215,6 +217,31 @@ pub(super) fn pre_tool(tool: &str, input: Value) -> HookEvent {
         tool_name: tool.into(),
         tool_input: input,
         tool_use_id: "call-1".into(),
+    }
+}
+
+/// What the bash tool returns for a command that printed `stdout` and `stderr` and exited `code`.
+pub(super) fn bash_output(stdout: &str, stderr: &str, code: i32) -> ToolOutput {
+    let rendered = format!("{stdout}{stderr}");
+    let output = if code == 0 {
+        ToolOutput::ok(rendered)
+    } else {
+        ToolOutput::error(rendered)
+    };
+    output.with_detail(ToolDetail::Command {
+        stdout: stdout.into(),
+        stderr: stderr.into(),
+        exit_code: Some(code),
+        interrupted: false,
+    })
+}
+
+pub(super) fn post_tool(tool: &str, input: Value, response: ToolOutput) -> HookEvent {
+    HookEvent::PostToolUse {
+        tool_name: tool.into(),
+        tool_input: input,
+        tool_use_id: "call-1".into(),
+        tool_response: response,
     }
 }
 
