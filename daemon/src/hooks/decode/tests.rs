@@ -942,7 +942,8 @@ mod properties {
 
         /// Whatever a hook prints and however it ends, decoding never panics, and the exit
         /// status rules hold: a failure or an exit other than 0 and 2 is an error, exit 2
-        /// blocks with the trimmed stderr as the reason, and only an error carries a note.
+        /// blocks with the trimmed stderr as the reason (Codex: only with a reason), and only an
+        /// error carries a note.
         #[test]
         fn any_output_decodes_without_panic(
             exit in prop_oneof![Just(Some(0)), Just(Some(2)), any::<Option<i32>>()],
@@ -964,6 +965,19 @@ mod properties {
             let _ = decoded.record_decision();
             match (failure, exit) {
                 (Some(_), _) => prop_assert_eq!(decoded.verdict, Verdict::Error),
+                // Codex blocks with exit 2 only on the events that can block, and on Stop and
+                // PostToolUse only with a reason on stderr (PreToolUse and UserPromptSubmit block
+                // even without one: see `codex_exit_two`).
+                (None, Some(2))
+                    if dialect == Dialect::Codex
+                        && match event {
+                            EventName::PreToolUse | EventName::UserPromptSubmit => false,
+                            EventName::Stop | EventName::PostToolUse => err.trim().is_empty(),
+                            _ => true,
+                        } =>
+                {
+                    prop_assert_eq!(decoded.verdict, Verdict::Error);
+                }
                 (None, Some(2)) => {
                     prop_assert_eq!(decoded.verdict, Verdict::Block);
                     let reason = err.trim();
