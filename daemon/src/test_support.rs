@@ -4,58 +4,38 @@
 
 use std::sync::Mutex;
 
-/// Finds `jq` (the example hook scripts in `examples/hooks/` need it), installing it with apt when
-/// running as root; otherwise fails the calling test with a message saying how to install it. CI
-/// should install it up front (`apt-get install -y jq`); this is the fallback for a fresh machine.
-/// Checked once per process.
+/// Fails the calling test, saying how to install it, unless `jq` runs (the example hook scripts
+/// in `examples/hooks/` and the hook tests' bash scripts need it). Tests never install anything:
+/// a machine without the tool gets a message with the install command.
 pub fn require_jq() {
-    static CHECKED: Mutex<Option<Result<(), String>>> = Mutex::new(None);
+    require_tool("jq", "sudo apt-get install -y jq");
+}
+
+/// Fails the calling test, saying how to install it, unless `python3` runs (the hook tests run
+/// Python hook scripts, as many published hooks are).
+pub fn require_python3() {
+    require_tool("python3", "sudo apt-get install -y python3");
+}
+
+/// Checks once per process and tool that `tool --version` succeeds.
+fn require_tool(tool: &'static str, install: &'static str) {
+    static CHECKED: Mutex<Vec<(&'static str, bool)>> = Mutex::new(Vec::new());
     let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
-    let result = checked.get_or_insert_with(find_or_install_jq);
-    if let Err(message) = result {
-        panic!("{message}");
-    }
-}
-
-fn jq_works() -> bool {
-    std::process::Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn find_or_install_jq() -> Result<(), String> {
-    if jq_works() {
-        return Ok(());
-    }
-    if !rustix::process::getuid().is_root() {
-        return Err(
-            "the hook example tests need `jq`, which is not on PATH; install it \
-                    (e.g. `sudo apt-get install -y jq`) and run the tests again"
-                .into(),
-        );
-    }
-    let apt = |args: &[&str]| {
-        std::process::Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
+    let works = match checked.iter().find(|(t, _)| *t == tool) {
+        Some((_, works)) => *works,
+        None => {
+            let works = std::process::Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            checked.push((tool, works));
+            works
+        }
     };
-    if !apt(&["install", "-y", "-q", "jq"]) {
-        // A fresh image may have no package lists yet.
-        apt(&["update", "-q"]);
-        apt(&["install", "-y", "-q", "jq"]);
-    }
-    if jq_works() {
-        Ok(())
-    } else {
-        Err(
-            "the hook example tests need `jq`: it is not on PATH and `apt-get install -y jq` \
-             did not provide it; install jq and run the tests again"
-                .into(),
-        )
-    }
+    assert!(
+        works,
+        "the hook tests need `{tool}`, which is not on PATH; install it (e.g. `{install}`) and run the tests again"
+    );
 }
 
 /// Polls `cond` until it holds; fails the calling test after a generous bound. For waiting on an
