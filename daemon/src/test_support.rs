@@ -2,17 +2,39 @@
 //! the `test-support` feature). Nothing here is part of the daemon's behaviour; `dshd` is built
 //! without it.
 
-/// Fails the calling test unless `jq` works, saying how to install it. Tests never install
-/// anything themselves: `.ci/run` installs what CI needs.
+use std::sync::Mutex;
+
+/// Fails the calling test, saying how to install it, unless `jq` runs (the example hook scripts
+/// in `examples/hooks/` and the hook tests' bash scripts need it). Tests never install anything:
+/// a machine without the tool gets a message with the install command.
 pub fn require_jq() {
-    let works = std::process::Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    require_tool("jq", "sudo apt-get install -y jq");
+}
+
+/// Fails the calling test, saying how to install it, unless `python3` runs (the hook tests run
+/// Python hook scripts, as many published hooks are).
+pub fn require_python3() {
+    require_tool("python3", "sudo apt-get install -y python3");
+}
+
+/// Checks once per process and tool that `tool --version` succeeds.
+fn require_tool(tool: &'static str, install: &'static str) {
+    static CHECKED: Mutex<Vec<(&'static str, bool)>> = Mutex::new(Vec::new());
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    let works = match checked.iter().find(|(t, _)| *t == tool) {
+        Some((_, works)) => *works,
+        None => {
+            let works = std::process::Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            checked.push((tool, works));
+            works
+        }
+    };
     assert!(
         works,
-        "this test runs hook scripts that use `jq`, which is not on PATH; install it \
-         (`sudo apt-get install -y jq`) and run the tests again"
+        "the hook tests need `{tool}`, which is not on PATH; install it (e.g. `{install}`) and run the tests again"
     );
 }
 

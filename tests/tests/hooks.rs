@@ -17,10 +17,14 @@ mod decisions;
 mod examples;
 #[path = "hooks/lifecycle.rs"]
 mod lifecycle;
+#[path = "hooks/patterns.rs"]
+mod patterns;
 #[path = "hooks/payload.rs"]
 mod payload;
 #[path = "hooks/process.rs"]
 mod process;
+#[path = "hooks/semantics.rs"]
+mod semantics;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,6 +52,16 @@ impl Dir {
     fn q(&self, name: &str) -> String {
         format!("'{}'", self.path(name).display())
     }
+
+    /// Writes an executable hook script `<dir>/name` (its first line says how it runs) and
+    /// returns the command that runs it.
+    fn script(&self, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.path(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.q(name)
+    }
 }
 
 /// A daemon configured with hook files, and a private directory holding the session's working
@@ -69,8 +83,30 @@ struct Setup {
     claude_code: Vec<Value>,
     /// Codex hook files, in order.
     codex: Vec<Value>,
-    /// More lines for the `[hooks]` table, e.g. `stop_continuation_cap = 2`.
+    /// More lines for the `[hooks]` table, e.g. `stop_continuation_cap = 2`; later tables may
+    /// follow it (`[model]` ...).
     hooks_toml: String,
+    /// Extra environment entries for the daemon.
+    env: Vec<(String, String)>,
+}
+
+/// Which hook dialect a test configures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dialect {
+    ClaudeCode,
+    Codex,
+}
+
+impl Dialect {
+    const ALL: [Dialect; 2] = [Dialect::ClaudeCode, Dialect::Codex];
+
+    /// The plugin name its context and feedback are logged under.
+    fn plugin(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "hooks-claude-code",
+            Self::Codex => "hooks-codex",
+        }
+    }
 }
 
 impl Setup {
@@ -78,6 +114,17 @@ impl Setup {
         Self {
             claude_code: vec![file],
             ..Self::default()
+        }
+    }
+
+    /// One hook file, of `dialect`.
+    fn dialect(dialect: Dialect, file: Value) -> Self {
+        match dialect {
+            Dialect::ClaudeCode => Self::claude_code(file),
+            Dialect::Codex => Self {
+                codex: vec![file],
+                ..Self::default()
+            },
         }
     }
 }
@@ -114,7 +161,14 @@ impl World {
             ),
         )
         .unwrap();
-        let daemon = TestDaemon::start_with(spec(&config));
+        let daemon = TestDaemon::start_with(DaemonSpec {
+            env: setup
+                .env
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            ..spec(&config)
+        });
         Self {
             daemon,
             dir,

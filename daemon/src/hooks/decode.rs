@@ -571,7 +571,13 @@ fn codex_pre_tool_use(wire: &CodexWire) -> HookOutput {
             return out;
         }
         out.verdict = Verdict::Block;
-        out.reason = permission_reason.or(legacy_reason);
+        out.reason = permission_reason.or(legacy_reason).or_else(|| {
+            // Without a reason of the hook's own, say why the call did not run: a rewrite that
+            // upstream drops would otherwise read as an unexplained block.
+            updated
+                .is_some()
+                .then(|| format!("{invalid}, which Codex does not accept; the call was not run"))
+        });
         if stops {
             out.stop = true;
             out.stop_reason = wire.stop_reason.as_deref().and_then(non_empty);

@@ -137,3 +137,67 @@ fn subagent_events_carry_the_parent_session_and_the_childs_id_and_transcript() {
         .collect();
     assert_eq!(recorded, ["SubagentStart", "SubagentStop"]);
 }
+
+/// Pattern 16 of `patterns.rs`: hooks that skip subagent calls by the presence of `agent_id`. A
+/// child's own events are its parent session's subagent events, as both upstream harnesses fire
+/// them: the parent's `session_id`, the child's `agent_id` and `agent_type`.
+#[test]
+fn hooks_inside_a_child_carry_agent_id_and_the_parents_session() {
+    dsh_daemon::test_support::require_jq();
+    let w = World::new(|dir| {
+        // Skips subagent calls (the usual guard), records the main thread's. One file per
+        // dialect: the two dialects' hooks run at the same time.
+        let file = |name: &str| {
+            let main_only = format!(
+                "input=$(cat); [ -n \"$(printf '%s' \"$input\" | jq -r '.agent_id // empty')\" ] && exit 0; \
+                 printf '%s\\n' \"$input\" >> {}",
+                dir.q(&format!("main-{name}.jsonl"))
+            );
+            let all = format!(
+                "printf '%s\\n' \"$(cat)\" >> {}",
+                dir.q(&format!("all-{name}.jsonl"))
+            );
+            hook_file(&[
+                ("PreToolUse", Some("Bash"), &main_only),
+                ("PreToolUse", Some("Bash"), &all),
+            ])
+        };
+        Setup {
+            claude_code: vec![file("cc")],
+            codex: vec![file("codex")],
+            ..Setup::default()
+        }
+    });
+    let agent = w.agent(&json!({"replies": [
+        {"text": "delegating", "tool_calls": [
+            {"name": "bash", "arguments": {"command": "echo parent"}},
+            {"name": "spawn_agent", "arguments": {"prompt": "run one command"},
+             "child_script": {"replies": [
+                 {"text": "running", "tool_calls": [{"name": "bash", "arguments": {"command": "echo child"}}]},
+                 {"text": "ran it"},
+             ]}},
+        ]},
+        {"text": "done"},
+    ]}));
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+
+    for name in ["cc", "codex"] {
+        let main = parse_lines(&w.read(&format!("main-{name}.jsonl")));
+        assert_eq!(main.len(), 1, "{name}: the parent's call only: {main:?}");
+        assert_eq!(main[0]["tool_input"]["command"], "echo parent");
+        assert_eq!(main[0]["session_id"], agent.as_str());
+        let all = parse_lines(&w.read(&format!("all-{name}.jsonl")));
+        let child: Vec<&Value> = all
+            .iter()
+            .filter(|p| p["tool_input"]["command"] == "echo child")
+            .collect();
+        assert_eq!(child.len(), 1, "{name}: {all:?}");
+        assert_eq!(
+            child[0]["session_id"],
+            agent.as_str(),
+            "the parent's session"
+        );
+        assert_ne!(child[0]["agent_id"], agent.as_str());
+        assert_eq!(child[0]["agent_type"], "general-purpose");
+    }
+}

@@ -499,7 +499,9 @@ fn codex_pre_tool_use_is_stricter_where_upstream_would_run_a_call_the_hook_held_
             "",
             0,
             "updatedInput without permissionDecision:allow",
-            None,
+            Some(
+                "PreToolUse hook returned updatedInput without permissionDecision:allow, which Codex does not accept; the call was not run",
+            ),
         ),
         (
             r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no","updatedInput":{"command":"x"}}}"#,
