@@ -62,7 +62,15 @@ fn cancel_while(event: &str, tag: u32) -> (World, String) {
     let prompt = w.prompt_in_background(&agent, "go");
     let hook = w.pid("hook.pid");
     let child = w.pid("hook-child.pid");
-    assert!(alive(hook, &format!("{tag}2")) && alive(child, &format!("sleep {tag}1")));
+    assert!(
+        alive(hook, &format!("{tag}2")) && alive(child, &format!("sleep {tag}1")),
+        "the hook {hook} ({:?}, {:?}) or its child {child} ({:?}, {:?}) is not running; daemon log:\n{}",
+        dsh_daemon::test_support::proc_state(hook),
+        std::fs::read_to_string(format!("/proc/{hook}/cmdline")).ok(),
+        dsh_daemon::test_support::proc_state(child),
+        std::fs::read_to_string(format!("/proc/{child}/cmdline")).ok(),
+        w.daemon.log_text()
+    );
 
     let cancelled = w.daemon.dshctl_json(&["agent", "cancel", &agent]);
     assert_eq!(cancelled["cancelled"], true, "{cancelled}");
