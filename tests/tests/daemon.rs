@@ -129,15 +129,18 @@ fn a_client_running_as_another_uid_cannot_talk_to_the_daemon() {
     );
 }
 
-#[test]
-fn a_second_daemon_on_the_same_socket_exits_and_the_first_keeps_serving() {
-    let first = TestDaemon::start();
-    let dir = private_dir();
-    let mut second = daemon_command(&dir)
+/// Starts a second dshd on `home` and `socket`, expects it to exit non-zero within 5 s, and
+/// returns its stderr.
+fn refused_second(
+    dir: &tempfile::TempDir,
+    home: &std::path::Path,
+    socket: &std::path::Path,
+) -> String {
+    let mut second = daemon_command(dir)
         .arg("--dsh-home")
-        .arg(dir.path().join("home"))
+        .arg(home)
         .arg("--socket")
-        .arg(&first.socket)
+        .arg(socket)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -146,6 +149,14 @@ fn a_second_daemon_on_the_same_socket_exits_and_the_first_keeps_serving() {
     assert!(!status.success());
     let mut stderr = String::new();
     std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    stderr
+}
+
+#[test]
+fn a_second_daemon_on_the_same_socket_exits_and_the_first_keeps_serving() {
+    let first = TestDaemon::start();
+    let dir = private_dir();
+    let stderr = refused_second(&dir, &dir.path().join("home"), &first.socket);
     let want = format!(
         "dshd is already running on {} (pid {})",
         first.socket.display(),
@@ -163,19 +174,7 @@ fn a_second_daemon_on_the_same_home_is_refused_whatever_its_socket() {
     let first = TestDaemon::start();
     let dir = private_dir();
     let other_socket = dir.path().join("run/other.sock");
-    let mut second = daemon_command(&dir)
-        .arg("--dsh-home")
-        .arg(&first.home)
-        .arg("--socket")
-        .arg(&other_socket)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let status = wait_child(&mut second, Duration::from_secs(5))
-        .expect("second dshd still running after 5 s");
-    assert!(!status.success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = refused_second(&dir, &first.home, &other_socket);
     let want = format!(
         "another dshd is running on home {} (pid {}, socket {})",
         first.home.display(),
