@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_daemon::agent::{CheckpointPolicy, ModelChoice};
+use dsh_daemon::agent::CheckpointPolicy;
 use dsh_daemon::persistence::Persistence;
 use dsh_daemon::persistence::jsonl::JsonlBackend;
 use dsh_daemon::session::TurnEndReason;
@@ -43,15 +43,8 @@ const TURNS: usize = 20;
 const STEPS: usize = 9;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let scratch = tempfile::Builder::new()
-        .prefix("dsh-bench-")
-        .tempdir()
-        .unwrap();
+    let runtime = common::runtime();
+    let scratch = common::scratch();
     let cwd = scratch.path().to_path_buf();
 
     let (one, _) = runtime.block_on(per_turn(
@@ -162,16 +155,7 @@ async fn per_turn(
     let mut floors = Vec::with_capacity(AGENTS * TURNS);
     let buf = vec![b'x'; 1024];
     for _ in 0..AGENTS {
-        let agent = registry
-            .create(
-                cwd,
-                &ModelChoice {
-                    provider: Some("scripted".into()),
-                    model: None,
-                    script: Some(script.clone()),
-                },
-            )
-            .unwrap();
+        let agent = registry.create(cwd, &common::scripted(&script)).unwrap();
         for turn in 0..TURNS {
             let start = Instant::now();
             let handle = registry

@@ -17,7 +17,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_daemon::agent::{CheckpointPolicy, ModelChoice};
+use dsh_daemon::agent::CheckpointPolicy;
 use dsh_daemon::session::TurnEndReason;
 use serde_json::json;
 
@@ -25,15 +25,8 @@ const SIZES: [usize; 3] = [100, 1_000, 5_000];
 const RUNS: usize = 3;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let scratch = tempfile::Builder::new()
-        .prefix("dsh-bench-")
-        .tempdir()
-        .unwrap();
+    let runtime = common::runtime();
+    let scratch = common::scratch();
     println!("agent loop cost per step by turn length (release build; median of {RUNS} turns)");
     for policy in [CheckpointPolicy::Step, CheckpointPolicy::Turn] {
         let per_step: Vec<Duration> = SIZES
@@ -70,16 +63,7 @@ async fn per_step(policy: CheckpointPolicy, cwd: &std::path::Path, steps: usize)
     let script = json!({ "replies": replies }).to_string();
     let mut samples = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
-        let agent = registry
-            .create(
-                cwd,
-                &ModelChoice {
-                    provider: Some("scripted".into()),
-                    model: None,
-                    script: Some(script.clone()),
-                },
-            )
-            .unwrap();
+        let agent = registry.create(cwd, &common::scripted(&script)).unwrap();
         let start = Instant::now();
         let handle = registry.prompt(agent.id(), "go".into(), None).unwrap();
         let outcome = handle.outcome.await.unwrap();

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dsh_daemon::agent::openai::{OpenAiConfig, OpenAiProvider};
-use dsh_daemon::agent::{AgentRegistry, AgentServices, CheckpointPolicy, ProviderFactory};
+use dsh_daemon::agent::{
+    AgentRegistry, AgentServices, CheckpointPolicy, ModelChoice, ProviderFactory,
+};
 use dsh_daemon::exec::{ExecConfig, Executor};
 use dsh_daemon::hooks::{HookSettings, Hooks};
 use dsh_daemon::persistence::{
@@ -15,6 +17,32 @@ use dsh_daemon::persistence::{
 };
 use dsh_daemon::session::{Event, SessionHeader, SessionId};
 use dsh_daemon::skills::Skills;
+
+/// A runtime like dshd's: multi-threaded with two workers.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A scratch directory for the bench's files and agents' working directory.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dsh-bench-")
+        .tempdir()
+        .unwrap()
+}
+
+/// The scripted model replaying `script` (JSON text).
+pub fn scripted(script: &str) -> ModelChoice {
+    ModelChoice {
+        provider: Some("scripted".into()),
+        model: None,
+        script: Some(script.to_owned()),
+    }
+}
 
 /// A registry of scripted agents over `backend`, with no hook files and no tools (a call to any
 /// tool is answered at once with an "unknown tool" error), as a default daemon would run them.

@@ -34,6 +34,11 @@ fn escapees(dir: &Path) -> Vec<i32> {
     NAMES.iter().map(|n| read_pid(&dir.join(n))).collect()
 }
 
+/// Starts `command` as a background job in `cwd`; returns the job id.
+fn job_in(daemon: &TestDaemon, cwd: &Path, command: &str) -> String {
+    background(daemon, &["--cwd", cwd.to_str().unwrap(), "--", command])
+}
+
 fn assert_gone(pids: &[i32], owner: &str) {
     let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
     assert!(
@@ -73,15 +78,7 @@ fn an_agent_bash_calls_escapees_are_gone_when_the_turn_ends() {
 fn a_background_jobs_escapees_live_with_the_job_and_die_with_its_kill() {
     let daemon = TestDaemon::start();
     let cwd = workdir(&daemon, "w");
-    let job = background(
-        &daemon,
-        &[
-            "--cwd",
-            cwd.to_str().unwrap(),
-            "--",
-            &format!("{ESCAPE}\n{HOLD}"),
-        ],
-    );
+    let job = job_in(&daemon, &cwd, &format!("{ESCAPE}\n{HOLD}"));
     let pids = escapees(&cwd);
     read_pid(&cwd.join("shell"));
     // While the job runs its processes are its own business.
@@ -143,17 +140,13 @@ fn shutdown_takes_escapees_that_cleared_their_environment() {
     let mut daemon = TestDaemon::start();
     let cwd = workdir(&daemon, "w");
     // `env -i` drops the owner marker: only the adoption by dshd still ties it to the daemon.
-    background(
+    job_in(
         &daemon,
-        &[
-            "--cwd",
-            cwd.to_str().unwrap(),
-            "--",
-            &format!(
-                "env -i /bin/sh -c 'setsid -f sh -c \"echo \\$\\$ > e; exec sleep 31341\"'\n\
+        &cwd,
+        &format!(
+            "env -i /bin/sh -c 'setsid -f sh -c \"echo \\$\\$ > e; exec sleep 31341\"'\n\
                  while [ ! -s e ]; do sleep 0.01; done\n{HOLD}"
-            ),
-        ],
+        ),
     );
     let pid = read_pid(&cwd.join("e"));
     assert!(alive(pid));
@@ -166,15 +159,7 @@ fn shutdown_takes_escapees_that_cleared_their_environment() {
 fn after_kill_9_the_next_daemon_kills_what_the_last_one_left_and_nothing_else() {
     let mut daemon = TestDaemon::start();
     let cwd = workdir(&daemon, "w");
-    background(
-        &daemon,
-        &[
-            "--cwd",
-            cwd.to_str().unwrap(),
-            "--",
-            &format!("{ESCAPE}\n{HOLD}"),
-        ],
-    );
+    job_in(&daemon, &cwd, &format!("{ESCAPE}\n{HOLD}"));
     let mut pids = escapees(&cwd);
     pids.push(read_pid(&cwd.join("shell")));
     pids.push(read_pid(&cwd.join("pid")));

@@ -142,11 +142,12 @@ mod tests {
     use super::*;
 
     /// Feeds `pieces` and returns the events' data, as strings.
-    fn events(pieces: &[&[u8]]) -> Vec<String> {
+    /// The events the parser yields for `pieces` fed in order, each decoded by `decode`.
+    fn parse<P: AsRef<[u8]>>(pieces: &[P], decode: fn(&[u8]) -> String) -> Vec<String> {
         let mut parser = Parser::default();
         let mut out = Vec::new();
         let mut collect = |data: &[u8]| {
-            out.push(String::from_utf8(data.to_vec()).unwrap());
+            out.push(decode(data));
             Ok(if data == b"[DONE]" {
                 Flow::Done
             } else {
@@ -154,12 +155,16 @@ mod tests {
             })
         };
         for piece in pieces {
-            if parser.feed(piece, &mut collect).unwrap() == Flow::Done {
+            if parser.feed(piece.as_ref(), &mut collect).unwrap() == Flow::Done {
                 return out;
             }
         }
         parser.finish(&mut collect).unwrap();
         out
+    }
+
+    fn events(pieces: &[&[u8]]) -> Vec<String> {
+        parse(pieces, |data| String::from_utf8(data.to_vec()).unwrap())
     }
 
     const STREAM: &[u8] = b": keep-alive\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\nid: 3\ndata:{\"b\":2}\n\ndata: one\ndata: two\n\n\n\rdata\r\rdata: [DONE]\n\ndata: after\n\n";
@@ -195,7 +200,6 @@ mod tests {
         use proptest::collection::vec;
         use proptest::prelude::*;
 
-        use super::*;
 
         /// Streams made of the pieces that matter to the parser, and anything else.
         fn stream() -> impl Strategy<Value = Vec<u8>> {
@@ -229,23 +233,7 @@ mod tests {
 
         /// Events of `pieces`, as lossy strings (arbitrary bytes need not be UTF-8).
         fn lossy(pieces: &[Vec<u8>]) -> Vec<String> {
-            let mut parser = Parser::default();
-            let mut out = Vec::new();
-            let mut collect = |data: &[u8]| {
-                out.push(String::from_utf8_lossy(data).into_owned());
-                Ok(if data == b"[DONE]" {
-                    Flow::Done
-                } else {
-                    Flow::More
-                })
-            };
-            for piece in pieces {
-                if parser.feed(piece, &mut collect).unwrap() == Flow::Done {
-                    return out;
-                }
-            }
-            parser.finish(&mut collect).unwrap();
-            out
+            super::parse(pieces, |data| String::from_utf8_lossy(data).into_owned())
         }
 
         proptest! {
