@@ -200,7 +200,6 @@ mod tests {
         use proptest::collection::vec;
         use proptest::prelude::*;
 
-
         /// Streams made of the pieces that matter to the parser, and anything else.
         fn stream() -> impl Strategy<Value = Vec<u8>> {
             let token = prop_oneof![
