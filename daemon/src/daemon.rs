@@ -7,20 +7,17 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::openai::{OpenAiProvider, OpenAiSetupError};
-use crate::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
 use crate::config::{Config, ValueSource};
-use crate::exec::{ExecConfig, ExecError, Executor};
-use crate::hooks::Hooks;
-use crate::persistence::choice::{self, BackendChoice, ChoiceError};
-use crate::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
-use crate::session::SessionId;
-use crate::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
-use crate::skills::Skills;
-use crate::tools::ToolSet;
-use crate::tools::bash::BashTool;
-use crate::tools::jobs::JobTool;
-use crate::tools::spawn_agent::SpawnAgentTool;
+use dsh_core::agent::openai::{OpenAiProvider, OpenAiSetupError};
+use dsh_core::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
+use dsh_core::exec::{ExecConfig, ExecError, Executor};
+use dsh_core::hooks::Hooks;
+use dsh_core::persistence::choice::{self, BackendChoice, ChoiceError};
+use dsh_core::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
+use dsh_core::session::SessionId;
+use dsh_core::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
+use dsh_core::skills::Skills;
+use dsh_core::tools::ToolSet;
 
 /// Why the daemon's core could not be assembled.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +110,7 @@ impl Daemon {
                 "killed processes an earlier dshd of this home left running"
             );
         }
-        let stale = crate::exec::remove_stale_spills(&config.exec.spill_dir);
+        let stale = dsh_core::exec::remove_stale_spills(&config.exec.spill_dir);
         if stale > 0 {
             tracing::info!(files = stale, dir = %config.exec.spill_dir.display(), "removed spill files of earlier runs");
         }
@@ -126,16 +123,6 @@ impl Daemon {
             persistence.clone(),
         ));
         let skills = Arc::new(Skills::new(&home));
-        let mut services = AgentServices::new(
-            persistence.clone(),
-            executor.clone(),
-            hooks.clone(),
-            skills.clone(),
-            config.checkpoint,
-            config.max_steps_per_turn,
-        );
-        services.limits = config.agent_limits;
-        let services = Arc::new(services);
         // The key is read once, here; the variable is scrubbed from every child (see config).
         let api_key = std::env::var(&config.openai.api_key_env).ok();
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
@@ -144,14 +131,18 @@ impl Daemon {
             config.default_script.clone(),
             openai,
         );
-        let agents = Arc::new(AgentRegistry::new(services.clone(), providers));
-        services.set_tools(
-            ToolSet::new()
-                .with(Arc::new(BashTool::new(executor.clone(), shell_env.clone())))
-                .with(Arc::new(JobTool::output(executor.clone())))
-                .with(Arc::new(JobTool::kill(executor.clone())))
-                .with(Arc::new(SpawnAgentTool::new(&agents))),
-        );
+        let agents = AgentRegistry::new(providers, |children| AgentServices {
+            limits: config.agent_limits,
+            ..AgentServices::new(
+                persistence.clone(),
+                executor.clone(),
+                hooks.clone(),
+                skills.clone(),
+                config.checkpoint,
+                config.max_steps_per_turn,
+                ToolSet::standard(&executor, &shell_env, children),
+            )
+        });
         Ok(Self {
             config: config.clone(),
             home,
@@ -398,7 +389,7 @@ fn backend_path(config: &Config, kind: BackendKind) -> PathBuf {
     }
 }
 
-pub use crate::session::now_ms;
+pub use dsh_core::session::now_ms;
 
 #[cfg(test)]
 mod tests {
@@ -406,7 +397,7 @@ mod tests {
 
     use super::*;
     use crate::config::{BackendName, Flags};
-    use crate::home::Ambient;
+    use dsh_core::home::Ambient;
 
     fn ambient() -> Ambient {
         Ambient {

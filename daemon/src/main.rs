@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use dsh_core::home::Ambient;
 use dsh_daemon::config::{BackendName, Config, Flags, LogFormat};
-use dsh_daemon::home::Ambient;
 use dsh_daemon::server::{self, Listener};
 
 /// The dsh daemon: hosts coding agents for one user and serves gRPC on a user-only Unix socket.
@@ -105,7 +105,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     init_logging(config.log_format);
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
-    dsh_daemon::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
+    dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
 
     // Before serving: the server keeps its connections to half of the resulting limit.
     match dsh_daemon::connection::raise_open_file_limit() {

@@ -68,10 +68,10 @@ pub enum ServeError {
     Start(#[from] crate::daemon::StartError),
     /// Shutdown could not save every session to its backend.
     #[error("{}", describe_unsaved(.0))]
-    Unsaved(Vec<crate::agent::Unsaved>),
+    Unsaved(Vec<dsh_core::agent::Unsaved>),
 }
 
-fn describe_unsaved(unsaved: &[crate::agent::Unsaved]) -> String {
+fn describe_unsaved(unsaved: &[dsh_core::agent::Unsaved]) -> String {
     let mut text = format!(
         "{} session(s) could not be saved to the persistence backend at shutdown:",
         unsaved.len()

@@ -31,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_daemon::test_support::{alive, keys};
+use dsh_core::test_support::{alive, keys};
 use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin, eventually, private_dir};
 use serde_json::{Value, json};
 use tempfile::TempDir;

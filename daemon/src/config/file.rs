@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::LogFormat;
-use crate::agent::CheckpointPolicy;
+use dsh_core::agent::CheckpointPolicy;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -33,7 +33,7 @@ pub(super) struct FileConfig {
     pub shell_env: ShellEnvSection,
     pub skills: Option<SkillsSection>,
     #[serde(default)]
-    pub hooks: crate::hooks::HookSettings,
+    pub hooks: dsh_core::hooks::HookSettings,
 }
 
 /// `persistence = "jsonl" | "sqlite"`.

@@ -16,16 +16,16 @@ use serde::Deserialize;
 pub use file::BackendName;
 use file::FileConfig;
 
-use crate::agent::AgentLimits;
-use crate::agent::CheckpointPolicy;
-use crate::agent::openai::{self, OpenAiConfig};
-use crate::agent::scripted::{self, Script};
 use crate::connection;
-use crate::exec::{ExecConfig, compile_secret_pattern};
-use crate::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
-use crate::hooks::HookSettings;
-use crate::persistence::BackendKind;
 use crate::socket;
+use dsh_core::agent::AgentLimits;
+use dsh_core::agent::CheckpointPolicy;
+use dsh_core::agent::openai::{self, OpenAiConfig};
+use dsh_core::agent::scripted::{self, Script};
+use dsh_core::exec::{ExecConfig, compile_secret_pattern};
+use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
+use dsh_core::hooks::HookSettings;
+use dsh_core::persistence::BackendKind;
 
 /// Name of the config file looked up in the harness home when `--config` is not given.
 pub const DEFAULT_FILE_NAME: &str = "config.toml";

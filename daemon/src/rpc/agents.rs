@@ -11,9 +11,9 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{agent_info, agent_status, model_choice, session_id, turn_event};
-use crate::agent::{TurnFeed, TurnUpdate};
 use crate::daemon::Daemon;
-use crate::session::EventData;
+use dsh_core::agent::{TurnFeed, TurnUpdate};
+use dsh_core::session::EventData;
 
 /// The `Agents` service.
 pub struct AgentsService {

@@ -4,11 +4,11 @@
 use dsh_proto::v1;
 use tonic::Status;
 
-use crate::agent::{Agent, AgentError, AgentStatus, ModelChoice};
-use crate::exec::ExecError;
-use crate::persistence::choice::ChoiceError;
-use crate::persistence::{PersistenceError, SessionLocation};
-use crate::session::{Event, EventData, SessionHeader, SessionId};
+use dsh_core::agent::{Agent, AgentError, AgentStatus, ModelChoice};
+use dsh_core::exec::ExecError;
+use dsh_core::persistence::choice::ChoiceError;
+use dsh_core::persistence::{PersistenceError, SessionLocation};
+use dsh_core::session::{Event, EventData, SessionHeader, SessionId};
 
 /// Parses a session or agent id from the wire, naming the field on failure.
 pub fn session_id(field: &str, value: String) -> Result<SessionId, Status> {
@@ -187,7 +187,7 @@ pub fn agent_status(error: AgentError) -> Status {
         e @ (AgentError::Busy { .. } | AgentError::Closed(_)) => {
             Status::failed_precondition(e.to_string())
         }
-        e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel { .. }) => {
+        e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel(_)) => {
             Status::invalid_argument(e.to_string())
         }
         e @ (AgentError::TooDeep { .. } | AgentError::TooMany { .. }) => {
@@ -241,7 +241,7 @@ mod tests {
     use tonic::Code;
 
     use super::*;
-    use crate::exec::LaunchPart;
+    use dsh_core::exec::LaunchPart;
 
     /// The one mapping end-to-end tests cannot reach: an `E2BIG` the size checks did not predict.
     #[test]

@@ -6,7 +6,7 @@ use dsh_proto::v1::{self, hooks_server};
 use tonic::{Request, Response, Status};
 
 use crate::daemon::Daemon;
-use crate::hooks::{FileStatus, HookFileStatus};
+use dsh_core::hooks::{FileStatus, HookFileStatus};
 
 /// The `Hooks` service.
 pub struct HooksService {

@@ -11,8 +11,8 @@ use tonic::{Request, Response, Status};
 use super::async_stream;
 use super::convert::{choice_status, event, header, persistence_status, session_id};
 use crate::daemon::{Daemon, UseError};
-use crate::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
-use crate::session::{Event, SessionHeader, SessionId};
+use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
+use dsh_core::session::{Event, SessionHeader, SessionId};
 
 /// The `Persistence` service.
 pub struct PersistenceService {
@@ -88,7 +88,7 @@ fn absolute(field: &str, value: String) -> Result<Option<PathBuf>, Status> {
             "{field}: {value:?} is not an absolute path"
         )));
     }
-    Ok(Some(crate::home::normalize(&path)))
+    Ok(Some(dsh_core::home::normalize(&path)))
 }
 
 type Reply<T> = Result<Response<T>, Status>;

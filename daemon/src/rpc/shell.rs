@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{agent_status, exec_status, session_id};
 use crate::daemon::Daemon;
-use crate::exec::{CommandOutcome, CommandSpec, JobId, check_caller_env, check_command};
-use crate::tools::ToolExecution;
+use dsh_core::call::ToolExecution;
+use dsh_core::exec::{CommandOutcome, CommandSpec, JobId, check_caller_env, check_command};
 
 /// The `Shell` service.
 pub struct ShellService {
@@ -50,7 +50,7 @@ pub fn execution(
                 "cwd: {cwd:?} is not an absolute path"
             )));
         }
-        crate::home::normalize(&path)
+        dsh_core::home::normalize(&path)
     };
     Ok(ToolExecution {
         call_id: format!("rpc_{}", uuid::Uuid::now_v7().simple()),
@@ -60,7 +60,6 @@ pub fn execution(
         step: None,
         cwd,
         cancel: daemon.shutdown_token().child_token(),
-        child_script: None,
     })
 }
 
@@ -151,8 +150,8 @@ impl shell_server::Shell for ShellService {
         let id = job_id(request.into_inner().job_id)?;
         let output = self.daemon.executor.job_output(&id).map_err(exec_status)?;
         let (running, end) = match &output.state {
-            crate::exec::JobState::Running => (true, None),
-            crate::exec::JobState::Finished(end) => (false, Some(end)),
+            dsh_core::exec::JobState::Running => (true, None),
+            dsh_core::exec::JobState::Finished(end) => (false, Some(end)),
         };
         Ok(Response::new(v1::JobOutputResponse {
             stdout: output.stdout.clone(),
@@ -160,7 +159,7 @@ impl shell_server::Shell for ShellService {
             running,
             outcome: end.map(|end| v1::CommandOutcome {
                 exit_code: end.exit_code,
-                signal: end.signal.map(crate::exec::signal_name),
+                signal: end.signal.map(dsh_core::exec::signal_name),
                 duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
                 rendered: output.render(),
                 ..v1::CommandOutcome::default()

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::shell::execution;
 use crate::daemon::Daemon;
-use crate::shell_env::remote::{RemoteResolver, ResolveQuery};
-use crate::shell_env::{Contributor, RegisterError, Resolver};
+use dsh_core::shell_env::remote::{RemoteResolver, ResolveQuery};
+use dsh_core::shell_env::{Contributor, RegisterError, Resolver};
 
 /// The `ShellEnv` service.
 pub struct ShellEnvService {

@@ -6,7 +6,7 @@ use dsh_proto::v1::{self, skills_server};
 use tonic::{Request, Response, Status};
 
 use crate::daemon::Daemon;
-use crate::skills::Discovery;
+use dsh_core::skills::Discovery;
 
 /// The `Skills` service.
 pub struct SkillsService {

@@ -20,7 +20,7 @@ fn examples() -> PathBuf {
 /// A daemon reading project hook files, with the examples installed in `<dir>/proj` for `layouts`
 /// (`.claude/hooks/*.sh` + `.claude/settings.json`, `.codex/hooks/*.sh` + `.codex/hooks.json`).
 fn project(layouts: &[Layout]) -> World {
-    dsh_daemon::test_support::require_jq();
+    dsh_core::test_support::require_jq();
     let w = World::new(|_| Setup {
         hooks_toml: "project_hooks = true".into(),
         ..Setup::default()

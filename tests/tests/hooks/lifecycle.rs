@@ -143,7 +143,7 @@ fn subagent_events_carry_the_parent_session_and_the_childs_id_and_transcript() {
 /// them: the parent's `session_id`, the child's `agent_id` and `agent_type`.
 #[test]
 fn hooks_inside_a_child_carry_agent_id_and_the_parents_session() {
-    dsh_daemon::test_support::require_jq();
+    dsh_core::test_support::require_jq();
     let w = World::new(|dir| {
         // Skips subagent calls (the usual guard), records the main thread's. One file per
         // dialect: the two dialects' hooks run at the same time.

@@ -50,8 +50,8 @@ use super::*;
 /// Runs `script` (a hook file entry per `entries`, with `{}` replaced by the script's command)
 /// for `dialect` and returns the world.
 fn world(dialect: Dialect, name: &str, body: &str, entries: &[(&str, Option<&str>)]) -> World {
-    dsh_daemon::test_support::require_jq();
-    dsh_daemon::test_support::require_python3();
+    dsh_core::test_support::require_jq();
+    dsh_core::test_support::require_python3();
     World::new(|dir| {
         let command = dir.script(name, body);
         let entries: Vec<(&str, Option<&str>, &str)> = entries
@@ -353,7 +353,7 @@ fn bash_command_log_one_liner() {
         (Dialect::ClaudeCode, "make test - Run the test suite\n"),
         (Dialect::Codex, "make test - No description\n"),
     ] {
-        dsh_daemon::test_support::require_jq();
+        dsh_core::test_support::require_jq();
         let w = World::new(|dir| {
             let command = format!(
                 r#"jq -r '"\(.tool_input.command) - \(.tool_input.description // "No description")"' >> {}"#,

@@ -41,7 +41,7 @@ fn saving_hook(dir: &Dir, name: &str) -> Value {
 
 /// Both dialects save their PreToolUse payloads; the daemon starts on the default JSONL backend.
 fn world() -> World {
-    dsh_daemon::test_support::require_jq();
+    dsh_core::test_support::require_jq();
     World::new(|dir| Setup {
         claude_code: vec![saving_hook(dir, "cc")],
         codex: vec![saving_hook(dir, "codex")],

@@ -65,9 +65,9 @@ fn cancel_while(event: &str, tag: u32) -> (World, String) {
     assert!(
         alive(hook, &format!("{tag}2")) && alive(child, &format!("sleep {tag}1")),
         "the hook {hook} ({:?}, {:?}) or its child {child} ({:?}, {:?}) is not running; daemon log:\n{}",
-        dsh_daemon::test_support::proc_state(hook),
+        dsh_core::test_support::proc_state(hook),
         std::fs::read_to_string(format!("/proc/{hook}/cmdline")).ok(),
-        dsh_daemon::test_support::proc_state(child),
+        dsh_core::test_support::proc_state(child),
         std::fs::read_to_string(format!("/proc/{child}/cmdline")).ok(),
         w.daemon.log_text()
     );

@@ -10,7 +10,7 @@ use super::*;
 
 /// A world whose hooks run `body` (saved as an executable script) on each `(event, matcher)`.
 fn world_with(dialect: Dialect, body: &str, entries: &[(&str, Option<&str>)]) -> World {
-    dsh_daemon::test_support::require_jq();
+    dsh_core::test_support::require_jq();
     World::new(|dir| {
         let command = dir.script("hook", body);
         let entries: Vec<(&str, Option<&str>, &str)> = entries
@@ -54,7 +54,7 @@ exit 0
 /// dialects ("stdout is added as context" in both references).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_start_plain_text_is_in_the_first_model_request() {
-    dsh_daemon::test_support::require_jq();
+    dsh_core::test_support::require_jq();
     let mock = Mock::start(vec![ok_stream("Ready.")]).await;
     let base_url = mock.base_url.clone();
     let w = World::new(move |dir| {

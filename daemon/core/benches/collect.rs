@@ -1,0 +1,83 @@
+//! `ShellEnvRegistry::collect` with every shipped contributor, in process: the per-call cost of the
+//! managed `DSH_*` snapshot (CONTRACTS §5; target: median ≤ 5 µs). The execution is an agent's bash
+//! call inside a turn, so every contributor answers (JSONL location, lineage, tool call, socket).
+//!
+//! Run: `cargo bench -p dsh-daemon --bench collect`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use dsh_core::call::{AgentContext, ToolExecution};
+use dsh_core::persistence::{self, BackendKind, PersistenceHandle};
+use dsh_core::session::{Origin, SessionHeader, SessionId};
+use dsh_core::shell_env::{ManagedEnv, Registration, ShellEnvRegistry, register_builtins};
+use tokio_util::sync::CancellationToken;
+
+fn main() {
+    divan::main();
+}
+
+struct Setup {
+    registry: ShellEnvRegistry,
+    _guards: Vec<Registration>,
+    exec: ToolExecution,
+}
+
+fn setup() -> Setup {
+    let home = PathBuf::from("/home/bench/.dsh");
+    let backend = persistence::open(BackendKind::Jsonl, home.join("sessions")).unwrap();
+    let handle = Arc::new(PersistenceHandle::new(backend));
+    let registry = ShellEnvRegistry::new(home.clone(), Duration::from_secs(2));
+    let guards = register_builtins(&registry, handle, home.join("run/dshd.sock")).unwrap();
+    let root = SessionId::new_v7();
+    let header = SessionHeader {
+        parent_session: Some(root.clone()),
+        origin: Some(Origin::Subagent),
+        delegation_depth: 1,
+        ..SessionHeader::new(SessionId::new_v7(), "/home/bench/project".into(), 0)
+    };
+    let exec = ToolExecution {
+        call_id: "call_0190a1b2c3d4e5f6a7b8c9d0e1f2a3b4_0".into(),
+        tool_name: "bash".into(),
+        agent: Some(AgentContext {
+            header: Arc::new(header),
+            root,
+        }),
+        turn: Some(3),
+        step: Some(2),
+        cwd: "/home/bench/project".into(),
+        cancel: CancellationToken::new(),
+    };
+    Setup {
+        registry,
+        _guards: guards,
+        exec,
+    }
+}
+
+/// Every shipped contributor is synchronous, so one poll completes the collection; polling by hand
+/// keeps an executor's own cost out of the figure.
+fn collect_now(registry: &ShellEnvRegistry, exec: &ToolExecution) -> ManagedEnv {
+    let mut future = pin!(registry.collect(exec));
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(env) => env.unwrap(),
+        Poll::Pending => panic!("a shipped contributor did not answer at once"),
+    }
+}
+
+#[divan::bench(sample_count = 1000)]
+fn collect_all_shipped_contributors(bencher: divan::Bencher) {
+    let s = setup();
+    let env = collect_now(&s.registry, &s.exec);
+    assert_eq!(env.len(), 10, "{env:?}");
+    bencher.bench_local(|| collect_now(divan::black_box(&s.registry), divan::black_box(&s.exec)));
+}

@@ -1,0 +1,104 @@
+//! Running a child agent for the `spawn_agent` tool: the registry's side of
+//! [`ChildAgents`], with the SubagentStart and SubagentStop hooks around the child's one turn.
+
+use super::registry::AgentRegistry;
+use crate::call::{AGENT_TYPE, BoxFuture, ToolExecution, ToolOutput};
+use crate::hooks::{HookContext, HookEvent};
+use crate::session::TurnEndReason;
+use crate::tools::ChildAgents;
+
+impl ChildAgents for AgentRegistry {
+    fn run_child<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        prompt: &'a str,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Some(parent_id) = exec.session_id() else {
+                return ToolOutput::error(
+                    "Error: spawn_agent: only an agent can spawn a child agent",
+                );
+            };
+            let parent = match self.get(parent_id) {
+                Ok(parent) => parent,
+                Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
+            };
+            // The parent's provider decides the child's model (the same one, or for the scripted
+            // model the script this call carried).
+            let provider = parent.provider();
+            let choice = provider.child_choice(&exec.call_id);
+            // A good moment to save children whose earlier close could not.
+            self.retry_pending_closes().await;
+            let child = match self.spawn(parent_id, &choice) {
+                Ok(child) => child,
+                Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
+            };
+            let child_id = child.id().clone();
+            let hooks = self.services().hooks.clone();
+            let ctx = HookContext {
+                header: parent.header().clone(),
+                subagent: None,
+                turn: exec.turn,
+                model: provider.model().to_owned(),
+                cancel: exec.cancel.clone(),
+            };
+            let start = hooks
+                .run(
+                    &ctx,
+                    HookEvent::SubagentStart {
+                        child: child.header().clone(),
+                        agent_type: AGENT_TYPE.into(),
+                    },
+                )
+                .await;
+            for record in start.records {
+                parent.append(record);
+            }
+            child.log_hook_context(&start.outcome.additional_context);
+            let outcome = match self.prompt(&child_id, prompt.to_owned(), Some(&exec.cancel)) {
+                Ok(handle) => handle.outcome.await,
+                Err(error) => {
+                    let _ = self.close_child(&child_id).await;
+                    return ToolOutput::error(format!("Error: spawn_agent: {error}"));
+                }
+            };
+            let stop = hooks
+                .run(
+                    &ctx,
+                    HookEvent::SubagentStop {
+                        child: child.header().clone(),
+                        agent_type: AGENT_TYPE.into(),
+                        last_assistant_message: outcome.as_ref().ok().map(|o| o.text.clone()),
+                    },
+                )
+                .await;
+            for record in stop.records {
+                parent.append(record);
+            }
+            // The child is one-shot: its session stays stored (resumable by id), the agent goes. If
+            // it cannot be saved now it stays in memory and is saved by a later close or spawn, or
+            // at shutdown.
+            if let Err(error) = self.close_child(&child_id).await {
+                tracing::warn!(child = %child_id, %error, "a finished child could not be saved yet; it stays in memory");
+            }
+            match outcome {
+                Ok(outcome) if outcome.reason == TurnEndReason::Completed => {
+                    ToolOutput::ok(outcome.text)
+                }
+                Ok(outcome) => ToolOutput::error(format!(
+                    "Error: child agent {child_id} ended {}{}{}",
+                    outcome.reason.kind(),
+                    if outcome.reason.message().is_empty() {
+                        ""
+                    } else {
+                        ": "
+                    },
+                    outcome.reason.message()
+                )),
+                Err(join) => {
+                    ToolOutput::error(format!("Error: child agent {child_id} failed: {join}"))
+                }
+            }
+        })
+    }
+}

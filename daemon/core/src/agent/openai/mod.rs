@@ -1,0 +1,558 @@
+//! The `openai` model provider: OpenAI-compatible chat completions with tool calling, always
+//! streamed (SSE). DeepSeek's endpoint and `deepseek-chat` are the defaults.
+//!
+//! One request is: build the JSON body from the session's derived history, `POST` it to
+//! `{base_url}/chat/completions`, retry 429 and 5xx answers (bounded, before any byte of the reply
+//! was used), then read the event stream, handing text to the caller as it arrives and assembling
+//! tool calls from their fragments. Every failure ends as a [`ModelError`] whose message tells a
+//! person what to do.
+//!
+//! The provider never reads the process environment: the daemon resolves the key once at start and
+//! passes it to [`OpenAiProvider::new`], so tests can inject keys and a changed environment cannot
+//! change a running daemon's behaviour behind its back.
+
+mod retry;
+mod sse;
+mod stream;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use serde::{Deserialize, Deserializer};
+use tokio_util::sync::CancellationToken;
+
+use super::provider::{ModelError, ModelProvider, ModelReply, ModelRequest};
+use crate::call::BoxFuture;
+use retry::{Backoff, retry_after};
+use stream::{Accumulator, Flow};
+
+/// The provider name reported by [`ModelProvider::provider`].
+pub const PROVIDER_NAME: &str = "openai";
+
+/// Default API base: DeepSeek's OpenAI-compatible endpoint (no `/v1`).
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+
+/// Default model.
+pub const DEFAULT_MODEL: &str = "deepseek-chat";
+
+/// Default name of the environment variable holding the API key.
+pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+
+/// Largest error body read to extract the API's message; the rest is not worth the memory.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Largest non-streamed (plain JSON) reply accepted from a server that ignored `stream: true`.
+const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
+
+/// Settings of the `openai` provider: the `[model]` table of the daemon's config, minus the
+/// `provider` key that selects it.
+///
+/// TOML keys: `base_url`, `model`, `api_key_env`, `request_timeout_ms`, `idle_timeout_ms`,
+/// `retries`, `max_backoff_ms`. Every key is optional; unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiConfig {
+    /// API base URL, without `/chat/completions`. A trailing `/` is ignored and `/v1` is never
+    /// added: OpenAI's base is `https://api.openai.com/v1`, DeepSeek's `https://api.deepseek.com`.
+    pub base_url: String,
+    /// Model name sent with each request (agents may override it).
+    pub model: String,
+    /// Name of the environment variable the daemon reads the key from (and scrubs from children).
+    pub api_key_env: String,
+    /// Ceiling on establishing a response (connect, send, response headers) per attempt.
+    #[serde(rename = "request_timeout_ms", deserialize_with = "millis")]
+    pub request_timeout: Duration,
+    /// Once the response started: no bytes for this long ends the request.
+    #[serde(rename = "idle_timeout_ms", deserialize_with = "millis")]
+    pub idle_timeout: Duration,
+    /// How many times a rate-limited (429), server-failed (5xx) or unconnectable request is
+    /// retried before giving up; 0 disables retries.
+    pub retries: u32,
+    /// Longest single wait between attempts, including waits asked for by `retry-after`.
+    #[serde(rename = "max_backoff_ms", deserialize_with = "millis")]
+    pub max_backoff: Duration,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: DEFAULT_MODEL.to_owned(),
+            api_key_env: DEFAULT_API_KEY_ENV.to_owned(),
+            request_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(120),
+            retries: 3,
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+fn millis<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    u64::deserialize(deserializer).map(Duration::from_millis)
+}
+
+impl OpenAiConfig {
+    /// Checks the values serde cannot: the URL's shape, non-empty names, non-zero timeouts. Called
+    /// by [`OpenAiProvider::new`]; the config loader may call it earlier to report the file.
+    pub fn validate(&self) -> Result<(), OpenAiSetupError> {
+        endpoint_url(&self.base_url)?;
+        if self.model.trim().is_empty() {
+            return Err(OpenAiSetupError::Empty { key: "model" });
+        }
+        if self.api_key_env.trim().is_empty() {
+            return Err(OpenAiSetupError::Empty { key: "api_key_env" });
+        }
+        if self.request_timeout.is_zero() {
+            return Err(OpenAiSetupError::ZeroTimeout {
+                key: "request_timeout_ms",
+            });
+        }
+        if self.idle_timeout.is_zero() {
+            return Err(OpenAiSetupError::ZeroTimeout {
+                key: "idle_timeout_ms",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why an [`OpenAiProvider`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenAiSetupError {
+    /// `base_url` is not an absolute `http`/`https` URL.
+    #[error("model.base_url {url:?} is not usable: {reason}")]
+    BaseUrl {
+        /// The configured value.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A name that must not be empty is.
+    #[error("model.{key} must not be empty")]
+    Empty {
+        /// The TOML key.
+        key: &'static str,
+    },
+    /// A timeout is zero, which would fail every request.
+    #[error("model.{key} must be greater than 0")]
+    ZeroTimeout {
+        /// The TOML key.
+        key: &'static str,
+    },
+    /// The key contains characters an HTTP header cannot carry (the key itself is not shown).
+    #[error(
+        "the API key in {variable} contains characters that cannot be sent in an HTTP header; check the value"
+    )]
+    InvalidKey {
+        /// The variable the key came from.
+        variable: String,
+    },
+    /// The HTTP client could not be initialised (TLS setup).
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(String),
+}
+
+/// The `openai` provider. Cheap to clone (the connection pool is shared), so per-agent copies with
+/// another model are made with `provider.clone().with_model(..)`.
+#[derive(Clone)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    client: reqwest::Client,
+    endpoint: reqwest::Url,
+    /// `Bearer <key>`, marked sensitive so reqwest and `Debug` never print it.
+    authorization: Option<HeaderValue>,
+}
+
+impl fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("model", &self.config.model)
+            .field("api_key_env", &self.config.api_key_env)
+            .field("has_key", &self.authorization.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProvider {
+    /// Builds the provider. `api_key` is the value of `config.api_key_env` as the daemon read it at
+    /// start; `None` (or blank) is accepted, and every request then fails with
+    /// [`ModelError::MissingKey`] naming the variable.
+    pub fn new(config: OpenAiConfig, api_key: Option<String>) -> Result<Self, OpenAiSetupError> {
+        config.validate()?;
+        let endpoint = endpoint_url(&config.base_url)?;
+        let authorization = match api_key.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(key) => {
+                let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                    OpenAiSetupError::InvalidKey {
+                        variable: config.api_key_env.clone(),
+                    }
+                })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        // Redirects are refused rather than followed: reqwest would turn the POST of a 301/302
+        // into a GET, and a moved API is a configuration change a person should make.
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("dshd/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers);
+        // A proxy from the environment must never see traffic meant for this machine (local
+        // servers, the tests' mock).
+        if is_loopback(&endpoint) {
+            builder = builder.no_proxy();
+        }
+        let client = builder
+            .build()
+            .map_err(|e| OpenAiSetupError::Client(error_chain(&e)))?;
+        Ok(Self {
+            config,
+            client,
+            endpoint,
+            authorization,
+        })
+    }
+
+    /// The same provider asking for another model (per-agent override).
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.config.model = model.into();
+        self
+    }
+
+    /// The configuration in force (with any model override applied).
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    async fn run(
+        &self,
+        request: &ModelRequest,
+        cancel: &CancellationToken,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        if cancel.is_cancelled() {
+            return Err(ModelError::Cancelled);
+        }
+        let Some(authorization) = &self.authorization else {
+            return Err(ModelError::MissingKey {
+                variable: self.config.api_key_env.clone(),
+            });
+        };
+        let body = wire::request_body(&self.config.model, request)
+            .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
+        let response = self.send(body, authorization, cancel).await?;
+        self.read_reply(response, cancel, on_text).await
+    }
+
+    /// Posts the body until a 2xx response arrives, retrying what is worth retrying. Nothing of a
+    /// response has been handed to the caller at this point, so retrying is safe.
+    async fn send(
+        &self,
+        body: Vec<u8>,
+        authorization: &HeaderValue,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ModelError> {
+        let attempts = self.config.retries.saturating_add(1);
+        let mut backoff = Backoff::new(self.config.max_backoff);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let send = self
+                .client
+                .post(self.endpoint.clone())
+                .header(header::AUTHORIZATION, authorization.clone())
+                .body(body.clone())
+                .send();
+            let sent = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                sent = tokio::time::timeout(self.config.request_timeout, send) => sent,
+            };
+            let response = match sent {
+                Err(_elapsed) => {
+                    return Err(ModelError::IdleTimeout {
+                        seconds: whole_seconds(self.config.request_timeout),
+                    });
+                }
+                Ok(Err(error)) => {
+                    // Only a connection that was never made is certainly unseen by the server; any
+                    // later failure might have started a (billed) completion.
+                    if error.is_connect() && attempt < attempts {
+                        let wait = backoff.next_wait(None);
+                        let error = error_chain(&error);
+                        tracing::warn!(attempt, ?wait, %error, "model API unreachable; retrying");
+                        sleep_or_cancel(wait, cancel).await?;
+                        continue;
+                    }
+                    return Err(ModelError::Transport(error_chain(&error)));
+                }
+                Ok(Ok(response)) => response,
+            };
+
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            let asked_wait = retry_after(response.headers(), SystemTime::now());
+            let location = status
+                .is_redirection()
+                .then(|| response.headers().get(header::LOCATION)?.to_str().ok())
+                .flatten()
+                .map(wire::shorten);
+            let mut message = self.error_message(response, cancel).await?;
+            if let Some(location) = location {
+                message = format!("redirected to {location}; set model.base_url accordingly");
+            }
+            let code = status.as_u16();
+            let retryable = code == 429 || status.is_server_error();
+            if retryable && attempt < attempts {
+                let wait = backoff.next_wait(asked_wait);
+                tracing::warn!(
+                    status = code,
+                    attempt,
+                    ?wait,
+                    "model API refused the request; retrying"
+                );
+                sleep_or_cancel(wait, cancel).await?;
+                continue;
+            }
+            return Err(match code {
+                401 | 403 => ModelError::Unauthorized {
+                    variable: self.config.api_key_env.clone(),
+                    status: code,
+                    message,
+                },
+                429 => ModelError::RateLimited {
+                    attempts: attempt,
+                    message,
+                },
+                _ if retryable && attempt > 1 => ModelError::Http {
+                    status: code,
+                    message: format!("{message} (gave up after {attempt} attempts)"),
+                },
+                _ => ModelError::Http {
+                    status: code,
+                    message,
+                },
+            });
+        }
+    }
+
+    /// Reads (a bounded prefix of) an error response and extracts the API's message.
+    async fn error_message(
+        &self,
+        response: reqwest::Response,
+        cancel: &CancellationToken,
+    ) -> Result<String, ModelError> {
+        let status = response.status();
+        // A broken error body is not worth failing over: the status alone is still actionable.
+        let body = self
+            .read_body(response, MAX_ERROR_BODY, cancel)
+            .await?
+            .unwrap_or_default();
+        Ok(wire::error_message(&body, status.canonical_reason()))
+    }
+
+    /// Reads a whole body, at most `limit` bytes of it, under the idle timeout. The outer
+    /// `Result` is for cancellation only, so callers can treat other failures as they see fit.
+    async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+        limit: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Result<Vec<u8>, ModelError>, ModelError> {
+        let mut body = Vec::new();
+        loop {
+            match self.next_chunk(&mut response, cancel).await {
+                Err(ModelError::Cancelled) => return Err(ModelError::Cancelled),
+                Err(other) => return Ok(Err(other)),
+                Ok(None) => return Ok(Ok(body)),
+                Ok(Some(chunk)) => {
+                    let room = limit.saturating_sub(body.len());
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if body.len() >= limit {
+                        return Ok(Ok(body));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next piece of the body, under cancellation and the idle timeout.
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+        cancel: &CancellationToken,
+    ) -> Result<Option<bytes::Bytes>, ModelError> {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ModelError::Cancelled),
+            next = tokio::time::timeout(self.config.idle_timeout, response.chunk()) => next,
+        };
+        match next {
+            Err(_elapsed) => Err(ModelError::IdleTimeout {
+                seconds: whole_seconds(self.config.idle_timeout),
+            }),
+            Ok(Err(error)) => Err(ModelError::Transport(format!(
+                "the response stream was cut off: {}",
+                error_chain(&error)
+            ))),
+            Ok(Ok(chunk)) => Ok(chunk),
+        }
+    }
+
+    /// Reads a 2xx response: an event stream, or (from servers that ignore `stream: true`) one
+    /// JSON completion.
+    async fn read_reply(
+        &self,
+        mut response: reqwest::Response,
+        cancel: &CancellationToken,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        let mut reply = Accumulator::default();
+        if is_json(response.headers()) {
+            let body = self.read_body(response, MAX_JSON_BODY, cancel).await??;
+            reply.apply_event(&body, on_text)?;
+            return reply.finish(true);
+        }
+
+        let mut parser = sse::Parser::default();
+        let mut done = false;
+        loop {
+            let chunk = match self.next_chunk(&mut response, cancel).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                // A finished reply whose connection broke before `[DONE]` is still complete.
+                Err(ModelError::Transport(_)) if reply.has_finish_reason() => break,
+                Err(error) => return Err(error),
+            };
+            let flow = parser.feed(&chunk, |data| reply.apply_event(data, on_text))?;
+            if flow == Flow::Done {
+                done = true;
+                break;
+            }
+        }
+        if !done {
+            done = parser.finish(|data| reply.apply_event(data, on_text))? == Flow::Done;
+        }
+        reply.finish(done)
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn provider(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+        Box::pin(self.run(request, cancel, on_text))
+    }
+}
+
+/// Sleeps, unless cancelled first.
+async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> Result<(), ModelError> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ModelError::Cancelled),
+        () = tokio::time::sleep(wait) => Ok(()),
+    }
+}
+
+/// `{base_url}/chat/completions`, tolerating a trailing `/`.
+fn endpoint_url(base_url: &str) -> Result<reqwest::Url, OpenAiSetupError> {
+    let invalid = |reason: &str| OpenAiSetupError::BaseUrl {
+        url: base_url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let trimmed = base_url.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(&format!("{trimmed}/chat/completions"))
+        .map_err(|e| invalid(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("it has no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid("it must not have a query or fragment"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "it must not carry credentials; the key comes from api_key_env",
+        ));
+    }
+    Ok(url)
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host_str() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// Seconds for a message, rounded up so a sub-second limit never reads "0 s".
+fn whole_seconds(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+/// The error and its causes on one line: reqwest's top-level message alone ("error sending
+/// request") hides the useful part (connection refused, DNS failure, TLS).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

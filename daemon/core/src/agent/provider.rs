@@ -1,0 +1,150 @@
+//! The model-provider seam: one trait that the loop asks for the next step, whatever answers it (the
+//! keyless scripted provider, or an OpenAI-compatible API).
+
+use tokio_util::sync::CancellationToken;
+
+use crate::call::{BoxFuture, ToolSchema};
+use crate::session::history::HistoryMessage;
+use crate::session::{SessionId, ToolCallRequest, Usage};
+
+/// Which provider and model an agent runs. At creation `None` fields take the daemon's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelChoice {
+    /// `scripted` or `openai`.
+    pub provider: Option<String>,
+    /// Model name (providers that have one).
+    pub model: Option<String>,
+    /// Scripted provider: the script as JSON text.
+    pub script: Option<String>,
+}
+
+/// One model request, built from the session log.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The session making the request (providers may send it as a header).
+    pub session_id: SessionId,
+    /// System prompt.
+    pub system: String,
+    /// The history derived from the log, in order.
+    pub messages: std::sync::Arc<Vec<HistoryMessage>>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSchema>,
+}
+
+/// Why the model stopped producing output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A complete answer.
+    Stop,
+    /// The model wants tool results.
+    ToolCalls,
+    /// The output limit was reached.
+    Length,
+}
+
+/// The model's answer for one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    /// Text (may be empty).
+    pub text: String,
+    /// Tool calls, in the model's order.
+    pub calls: Vec<ToolCallRequest>,
+    /// Token usage, when the provider reports it.
+    pub usage: Option<Usage>,
+    /// Why the model stopped.
+    pub finish: FinishReason,
+}
+
+/// Why a model request failed. Messages are written for the person reading the turn's end reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// The scripted model has no reply left.
+    #[error(
+        "scripted model: the script is exhausted (it had {replies} replies); add replies or start a new agent"
+    )]
+    ScriptExhausted {
+        /// Number of replies the script had.
+        replies: usize,
+    },
+    /// The API key variable is not set in the daemon's environment.
+    #[error(
+        "no API key: set {variable} in dshd's environment (e.g. `systemctl --user edit dshd`) and restart it"
+    )]
+    MissingKey {
+        /// The environment variable that should hold the key.
+        variable: String,
+    },
+    /// The API refused the key.
+    #[error("the model API rejected the key from {variable} (HTTP {status}): {message}")]
+    Unauthorized {
+        /// The environment variable the key came from.
+        variable: String,
+        /// 401 or 403.
+        status: u16,
+        /// The API's message.
+        message: String,
+    },
+    /// Rate limited, and the bounded retries ran out.
+    #[error(
+        "the model API is rate limiting requests (HTTP 429) after {attempts} attempts: {message}"
+    )]
+    RateLimited {
+        /// Attempts made.
+        attempts: u32,
+        /// The API's message.
+        message: String,
+    },
+    /// Any other HTTP error status.
+    #[error("the model API answered HTTP {status}: {message}")]
+    Http {
+        /// The status.
+        status: u16,
+        /// The API's message.
+        message: String,
+    },
+    /// The response stream could not be understood.
+    #[error("the model API sent a malformed response: {0}")]
+    Malformed(String),
+    /// The connection failed or broke off.
+    #[error("cannot reach the model API: {0}")]
+    Transport(String),
+    /// No data arrived for too long.
+    #[error("the model API sent nothing for {seconds} s; giving up")]
+    IdleTimeout {
+        /// The idle limit.
+        seconds: u64,
+    },
+    /// The request was cancelled.
+    #[error("the model request was cancelled")]
+    Cancelled,
+}
+
+/// Something that answers model requests.
+pub trait ModelProvider: Send + Sync + std::fmt::Debug {
+    /// Provider name, e.g. `scripted` or `openai`.
+    fn provider(&self) -> &str;
+
+    /// Model name, e.g. `deepseek-chat` (`script` for the scripted provider).
+    fn model(&self) -> &str;
+
+    /// The model a child spawned by this agent's call `call_id` runs: by default the same
+    /// provider and model. (The scripted provider answers with the script that call carried.)
+    fn child_choice(&self, call_id: &str) -> ModelChoice {
+        let _ = call_id;
+        ModelChoice {
+            provider: Some(self.provider().to_owned()),
+            model: Some(self.model().to_owned()),
+            script: None,
+        }
+    }
+
+    /// Answers one request. `on_text` receives text as it streams (providers that do not stream
+    /// call it once with the whole text). Must return promptly with [`ModelError::Cancelled`] when
+    /// `cancel` fires, aborting any network request.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+}

@@ -1,0 +1,583 @@
+//! The registry of live agents: creating, resuming, forking and spawning them, running their turns,
+//! closing them, and winding them all down at shutdown (CONTRACTS §4.2, §7).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio_util::sync::CancellationToken;
+
+use super::feed::TurnFeed;
+use super::live::Agent;
+use super::model::{InvalidModel, ModelChoice, ProviderFactory};
+use super::services::AgentServices;
+use super::turn::{self, TurnOutcome};
+use crate::hooks::SessionSource;
+use crate::persistence::handle::DurableCursor;
+use crate::persistence::{PersistenceError, StoredSession};
+use crate::session::{
+    AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
+};
+use crate::tools::ChildAgents;
+
+/// Why an agent operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No live agent has this id.
+    #[error("no live agent {0}")]
+    NotFound(SessionId),
+    /// No stored session has this id.
+    #[error("no session {0} in the active persistence backend")]
+    SessionNotFound(SessionId),
+    /// The session is already live.
+    #[error("session {0} is already live as an agent")]
+    AlreadyLive(SessionId),
+    /// A turn is running.
+    #[error("agent {id} is busy with turn {turn}; wait for it to end or cancel it")]
+    Busy {
+        /// The agent.
+        id: SessionId,
+        /// The running turn.
+        turn: u32,
+    },
+    /// The agent is being closed.
+    #[error("agent {0} is closed")]
+    Closed(SessionId),
+    /// The cwd is unusable.
+    #[error("cwd {}: {reason}", path.display())]
+    InvalidCwd {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The model choice is unusable.
+    #[error(transparent)]
+    InvalidModel(#[from] InvalidModel),
+    /// Spawning would exceed the configured delegation depth.
+    #[error(
+        "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
+    )]
+    TooDeep {
+        /// The would-be parent.
+        parent: SessionId,
+        /// The child's depth.
+        depth: u32,
+        /// The configured maximum.
+        limit: u32,
+    },
+    /// The registry holds the configured maximum of live agents.
+    #[error(
+        "{limit} agents are live, the limit (agent.max_live_agents); close one or wait for children to finish"
+    )]
+    TooMany {
+        /// The configured maximum.
+        limit: usize,
+    },
+    /// Persistence failed (including a corrupt log on resume).
+    #[error(transparent)]
+    Persistence(#[from] PersistenceError),
+    /// The daemon is shutting down.
+    #[error("dshd is shutting down")]
+    ShuttingDown,
+}
+
+/// A session the shutdown could not save to its backend.
+#[derive(Debug)]
+pub struct Unsaved {
+    /// The session.
+    pub id: SessionId,
+    /// Why its checkpoint failed.
+    pub error: PersistenceError,
+    /// Where its whole log was written instead, if anywhere could take it.
+    pub rescue: Result<PathBuf, PersistenceError>,
+}
+
+/// A running turn, as its caller sees it.
+#[derive(Debug)]
+pub struct TurnHandle {
+    /// The turn number.
+    pub turn: u32,
+    /// Everything the turn logs and streams, ending after its `turn/end` (bounded: see
+    /// [`TurnFeed`]).
+    pub updates: TurnFeed,
+    /// Resolves to how the turn ended.
+    pub outcome: tokio::task::JoinHandle<TurnOutcome>,
+}
+
+/// The live agents.
+#[derive(Debug)]
+pub struct AgentRegistry {
+    services: Arc<AgentServices>,
+    providers: ProviderFactory,
+    agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    /// Finished children whose close could not save them: still registered (so their events stay
+    /// in memory and nothing can resume them meanwhile), closed again by every later close and
+    /// spawn, and saved at shutdown at the latest.
+    pending_closes: Mutex<Vec<SessionId>>,
+    /// Set at shutdown: no agent may be added or prompted after it.
+    shutting_down: AtomicBool,
+}
+
+impl AgentRegistry {
+    /// An empty registry. `services` builds what its agents share, given the registry itself as
+    /// the [`ChildAgents`] that `spawn_agent` needs, so the tool set is whole from the start.
+    pub fn new(
+        providers: ProviderFactory,
+        services: impl FnOnce(Weak<dyn ChildAgents>) -> AgentServices,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|registry: &Weak<Self>| {
+            let children: Weak<dyn ChildAgents> = registry.clone();
+            Self {
+                services: Arc::new(services(children)),
+                providers,
+                agents: Mutex::new(HashMap::new()),
+                pending_closes: Mutex::new(Vec::new()),
+                shutting_down: AtomicBool::new(false),
+            }
+        })
+    }
+
+    /// The shared services.
+    pub fn services(&self) -> &Arc<AgentServices> {
+        &self.services
+    }
+
+    /// A new top-level agent working in `cwd`. Nothing is written until its first checkpoint.
+    pub fn create(&self, cwd: &Path, choice: &ModelChoice) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let cwd = &crate::home::normalize(cwd);
+        check_cwd(cwd)?;
+        let provider = self.providers.build(choice)?;
+        let header = SessionHeader::new(
+            SessionId::new_v7(),
+            cwd.to_owned(),
+            crate::session::now_ms(),
+        );
+        let root = header.id.clone();
+        let agent = Agent::new(
+            SessionLog::new(header),
+            DurableCursor::default(),
+            root,
+            None,
+            provider,
+            SessionSource::Startup,
+        );
+        self.insert(agent, "create")
+    }
+
+    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd.
+    pub fn spawn(
+        &self,
+        parent: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let parent = self.get(parent)?;
+        let parent_header = parent.header();
+        let limit = self.services.limits.max_depth;
+        let depth = parent_header.delegation_depth + 1;
+        if depth > limit {
+            return Err(AgentError::TooDeep {
+                parent: parent_header.id.clone(),
+                depth,
+                limit,
+            });
+        }
+        let provider = self.providers.build(choice)?;
+        let header = SessionHeader {
+            parent_session: Some(parent_header.id.clone()),
+            origin: Some(Origin::Subagent),
+            delegation_depth: depth,
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                parent_header.cwd.clone(),
+                crate::session::now_ms(),
+            )
+        };
+        let agent = Agent::new(
+            SessionLog::new(header),
+            DurableCursor::default(),
+            parent.context().root.clone(),
+            Some(parent.id().clone()),
+            provider,
+            SessionSource::Startup,
+        )
+        .subagent_of(parent_header.clone());
+        self.insert(agent, "spawn")
+    }
+
+    /// Resumes a stored session: same id, header and location; the log is repaired on load and a
+    /// `session/end-seed` marker appended once.
+    pub async fn resume(
+        &self,
+        id: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        if self.lock().contains_key(id) {
+            return Err(AgentError::AlreadyLive(id.clone()));
+        }
+        let provider = self.providers.build(choice)?;
+        let (stored, generation) = self.read_stored(id, Read::Load).await?;
+        let durable = stored.events.len() as u64;
+        let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
+            AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
+        })?;
+        if !log.ends_with_seed_marker() {
+            log.append(EventData::EndSeed {});
+        }
+        let root = log.header().id.clone();
+        let agent = Agent::new(
+            log,
+            DurableCursor::at(generation, durable),
+            root,
+            None,
+            provider,
+            SessionSource::Resume,
+        );
+        self.insert(agent, "resume")
+    }
+
+    /// Forks a live or stored session: a new id whose log starts with a copy of the source's
+    /// completed-turn prefix, `parentSession` and `seedLength` set. Checkpointed at once, so the
+    /// fork exists on disk as soon as it is created.
+    pub async fn fork(
+        &self,
+        source: &SessionId,
+        choice: &ModelChoice,
+    ) -> Result<Arc<Agent>, AgentError> {
+        self.check_open()?;
+        let provider = self.providers.build(choice)?;
+        let (source_header, mut events) = match self.get(source) {
+            Ok(live) => (
+                live.header().as_ref().clone(),
+                live.read_log(|log| log.events().to_vec()),
+            ),
+            Err(_) => {
+                let (stored, _) = self.read_stored(source, Read::Inspect).await?;
+                (stored.header, stored.events)
+            }
+        };
+        let seed = crate::session::completed_prefix_len(&events);
+        events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
+        let header = SessionHeader {
+            parent_session: Some(source_header.id.clone()),
+            seed_length: Some(seed),
+            origin: source_header.origin,
+            delegation_depth: source_header.delegation_depth,
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                source_header.cwd.clone(),
+                crate::session::now_ms(),
+            )
+        };
+        let mut log = SessionLog::from_parts(header, events).map_err(|e| {
+            AgentError::Persistence(PersistenceError::Config(format!("fork of {source}: {e}")))
+        })?;
+        log.append(EventData::EndSeed {});
+        let root = log.header().id.clone();
+        let agent = self.insert(
+            Agent::new(
+                log,
+                DurableCursor::default(),
+                root,
+                None,
+                provider,
+                SessionSource::Startup,
+            ),
+            "fork",
+        )?;
+        if let Err(error) = agent.checkpoint(&self.services).await {
+            self.lock().remove(agent.id());
+            return Err(error.into());
+        }
+        Ok(agent)
+    }
+
+    /// The live agent `id`.
+    pub fn get(&self, id: &SessionId) -> Result<Arc<Agent>, AgentError> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| AgentError::NotFound(id.clone()))
+    }
+
+    /// Every live agent, oldest first.
+    pub fn list(&self) -> Vec<Arc<Agent>> {
+        let mut agents: Vec<_> = self.lock().values().cloned().collect();
+        agents
+            .sort_by(|a, b| (a.header().created_at, a.id()).cmp(&(b.header().created_at, b.id())));
+        agents
+    }
+
+    /// Number of live agents.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no agent is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts a turn of agent `id` for `prompt`. Refused while a turn runs (no queueing: a client
+    /// that wants to interrupt cancels first). `parent_cancel` links the turn to a parent's
+    /// cancellation (child agents).
+    pub fn prompt(
+        &self,
+        id: &SessionId,
+        prompt: String,
+        parent_cancel: Option<&CancellationToken>,
+    ) -> Result<TurnHandle, AgentError> {
+        self.check_open()?;
+        let agent = self.get(id)?;
+        let Some((turn, cancel, rx)) = agent.begin_turn(parent_cancel) else {
+            return Err(match agent.status() {
+                super::AgentStatus::Running { turn } => AgentError::Busy {
+                    id: id.clone(),
+                    turn,
+                },
+                super::AgentStatus::Idle => AgentError::Closed(id.clone()),
+            });
+        };
+        let services = self.services.clone();
+        let outcome = tokio::spawn(async move {
+            let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
+            agent.end_turn();
+            outcome
+        });
+        Ok(TurnHandle {
+            turn,
+            updates: rx,
+            outcome,
+        })
+    }
+
+    /// Cancels agent `id`'s running turn; false when none was running.
+    pub fn cancel(&self, id: &SessionId) -> Result<bool, AgentError> {
+        Ok(self.get(id)?.cancel(AbortCause::User))
+    }
+
+    /// Closes agent `id`: cancels its turn, waits for it, kills its background jobs, checkpoints,
+    /// and removes it. Its session stays stored and can be resumed.
+    ///
+    /// When the checkpoint fails nothing is lost: the agent stays live (and takes turns again),
+    /// the error is returned, and a later close retries. Closing also retries the closes of
+    /// finished children that could not be saved before.
+    pub async fn close(&self, id: &SessionId) -> Result<(), AgentError> {
+        let result = self.close_one(id).await;
+        self.retry_pending_closes().await;
+        result
+    }
+
+    async fn close_one(&self, id: &SessionId) -> Result<(), AgentError> {
+        let agent = self.get(id)?;
+        agent.mark_closed();
+        agent.cancel(AbortCause::Closed);
+        agent.wait_idle().await;
+        self.services.executor.kill_jobs_of(agent.id());
+        self.services.executor.release_spills_of(agent.id());
+        turn::session_end(&agent, &self.services).await;
+        if let Err(error) = agent.checkpoint(&self.services).await {
+            agent.reopen();
+            return Err(error.into());
+        }
+        // Still registered, so no resume of this id can start before its log is let go.
+        self.services.persistence.backend().release(agent.id());
+        self.lock().remove(id);
+        tracing::info!(session = %id, "agent closed");
+        Ok(())
+    }
+
+    /// Closes a finished child agent; when its session cannot be saved now, keeps it registered
+    /// (closed to new turns) and retries with every later close and spawn, and at shutdown.
+    pub async fn close_child(&self, id: &SessionId) -> Result<(), AgentError> {
+        let result = self.close_one(id).await;
+        if result.is_err()
+            && let Ok(agent) = self.get(id)
+        {
+            agent.mark_closed();
+            self.pending().push(id.clone());
+        }
+        self.retry_pending_closes().await;
+        result
+    }
+
+    /// Tries again to close every child whose close could not save it.
+    pub async fn retry_pending_closes(&self) {
+        let pending = std::mem::take(&mut *self.pending());
+        for id in pending {
+            match self.close_one(&id).await {
+                Ok(()) | Err(AgentError::NotFound(_)) => {
+                    tracing::info!(session = %id, "saved a child session whose earlier close failed");
+                }
+                Err(error) => {
+                    tracing::warn!(session = %id, %error, "a finished child still cannot be saved");
+                    if let Ok(agent) = self.get(&id) {
+                        agent.mark_closed();
+                    }
+                    self.pending().push(id);
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<SessionId>> {
+        self.pending_closes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
+    /// to end, and checkpoints every session. A session that cannot be saved is written whole to
+    /// the first of `rescue_dirs` that takes it, and reported, so the caller can say which
+    /// sessions did not reach their backend (and exit non-zero).
+    pub async fn shutdown(&self, rescue_dirs: &[PathBuf]) -> Vec<Unsaved> {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let agents = self.list();
+        for agent in &agents {
+            agent.mark_closed();
+            agent.cancel(AbortCause::Shutdown);
+        }
+        let mut unsaved = Vec::new();
+        for agent in &agents {
+            agent.wait_idle().await;
+            let Err(error) = agent.checkpoint(&self.services).await else {
+                continue;
+            };
+            let (header, events) =
+                agent.read_log(|log| (log.header().as_ref().clone(), log.events().to_vec()));
+            let dirs = rescue_dirs.to_vec();
+            let rescue = tokio::task::spawn_blocking(move || {
+                crate::persistence::jsonl::rescue_copy(&dirs, &header, &events)
+            })
+            .await
+            .unwrap_or_else(|join| {
+                Err(PersistenceError::Task {
+                    what: "rescue copy",
+                    message: join.to_string(),
+                })
+            });
+            match &rescue {
+                Ok(path) => tracing::error!(
+                    session = %agent.id(), %error, rescue = %path.display(),
+                    "cannot persist the session at shutdown; wrote a rescue copy"
+                ),
+                Err(rescue_error) => tracing::error!(
+                    session = %agent.id(), %error, %rescue_error,
+                    "cannot persist the session at shutdown, nor write a rescue copy"
+                ),
+            }
+            unsaved.push(Unsaved {
+                id: agent.id().clone(),
+                error,
+                rescue,
+            });
+        }
+        unsaved
+    }
+
+    /// Reads a stored session from the active backend on the blocking pool, with the backend's
+    /// generation: `Load` repairs it (for resuming), `Inspect` only reads (for forking).
+    async fn read_stored(
+        &self,
+        id: &SessionId,
+        how: Read,
+    ) -> Result<(StoredSession, u64), AgentError> {
+        let (backend, generation) = self.services.persistence.current();
+        let wanted = id.clone();
+        let stored = tokio::task::spawn_blocking(move || match how {
+            Read::Inspect => backend.inspect(&wanted),
+            Read::Load => {
+                let loaded = backend.load(&wanted);
+                if loaded.is_err() {
+                    // Nothing will write this session: keep no state for an id a client made up.
+                    backend.release(&wanted);
+                }
+                loaded
+            }
+        })
+        .await
+        .map_err(|e| join_error(&e))?
+        .map_err(|e| match e {
+            PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+            other => AgentError::Persistence(other),
+        })?;
+        Ok((stored, generation))
+    }
+
+    /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
+    fn insert(&self, agent: Agent, how: &'static str) -> Result<Arc<Agent>, AgentError> {
+        let agent = Arc::new(agent);
+        let mut agents = self.lock();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(AgentError::ShuttingDown);
+        }
+        if agents.contains_key(agent.id()) {
+            return Err(AgentError::AlreadyLive(agent.id().clone()));
+        }
+        let limit = self.services.limits.max_live_agents;
+        if agents.len() >= limit {
+            return Err(AgentError::TooMany { limit });
+        }
+        agents.insert(agent.id().clone(), agent.clone());
+        let header = agent.header();
+        tracing::info!(
+            session = %agent.id(),
+            how,
+            parent = header.parent_session.as_ref().map(ToString::to_string),
+            depth = header.delegation_depth,
+            provider = agent.provider().provider(),
+            cwd = %header.cwd.display(),
+            "agent is live"
+        );
+        Ok(agent)
+    }
+
+    fn check_open(&self) -> Result<(), AgentError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            Err(AgentError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Agent>>> {
+        self.agents.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How [`AgentRegistry::read_stored`] reads.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// With repair, for resuming.
+    Load,
+    /// Without, for forking.
+    Inspect,
+}
+
+fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
+    let invalid = |reason: String| AgentError::InvalidCwd {
+        path: cwd.to_owned(),
+        reason,
+    };
+    crate::session::validate_cwd(cwd).map_err(|e| match e {
+        HeaderError::RelativeCwd(_) => invalid("must be an absolute path".into()),
+        HeaderError::NonUtf8Cwd(_) => invalid("must be valid UTF-8".into()),
+        other => invalid(other.to_string()),
+    })?;
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(invalid("is not a directory".into())),
+        Err(e) => Err(invalid(e.to_string())),
+    }
+}
+
+fn join_error(error: &tokio::task::JoinError) -> AgentError {
+    AgentError::Persistence(PersistenceError::Task {
+        what: "persistence",
+        message: error.to_string(),
+    })
+}

@@ -1,0 +1,105 @@
+//! What every agent's loop needs from the daemon, shared by all agents.
+
+use std::sync::Arc;
+
+use crate::exec::Executor;
+use crate::hooks::Hooks;
+use crate::persistence::PersistenceHandle;
+use crate::skills::Skills;
+use crate::tools::ToolSet;
+
+/// When the loop makes the session durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointPolicy {
+    /// At the end of every step and every turn.
+    #[default]
+    Step,
+    /// At the end of every turn only.
+    Turn,
+}
+
+/// The base system prompt. It deliberately says nothing about `DSH_*` variables: the bash tool's
+/// description teaches that convention, and nothing else should.
+pub const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You work in the \
+session's working directory and act through the tools you are given: run commands with `bash`, \
+read their output, and answer the user concisely when the task is done.";
+
+/// Bounds on delegation, so a model that calls `spawn_agent` recursively cannot multiply without
+/// end (Codex caps spawn depth and live threads the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// Deepest `delegationDepth` a spawned child may have; an agent at this depth is not offered
+    /// `spawn_agent` at all.
+    pub max_depth: u32,
+    /// Live agents (top-level and children) the registry holds at most.
+    pub max_live_agents: usize,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: DEFAULT_MAX_DEPTH,
+            max_live_agents: DEFAULT_MAX_LIVE_AGENTS,
+        }
+    }
+}
+
+/// Default for [`AgentLimits::max_depth`]: children and grandchildren, and one more level.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+/// Default for [`AgentLimits::max_live_agents`].
+pub const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
+
+/// Services shared by every agent's loop.
+#[derive(Debug)]
+pub struct AgentServices {
+    /// The swappable persistence backend.
+    pub persistence: Arc<PersistenceHandle>,
+    /// The executor, so a closed agent's background jobs can be killed.
+    pub executor: Arc<Executor>,
+    /// Claude Code and Codex hooks, run at the loop's interception points.
+    pub hooks: Arc<Hooks>,
+    /// Local skills, listed in the system prompt.
+    pub skills: Arc<Skills>,
+    /// When to checkpoint.
+    pub checkpoint: CheckpointPolicy,
+    /// Upper bound on steps in one turn, so a model that never stops calling tools cannot run
+    /// forever.
+    pub max_steps_per_turn: u32,
+    /// Delegation bounds; [`Self::new`] sets the defaults.
+    pub limits: AgentLimits,
+    /// The tools every agent is offered (`spawn_agent` hidden beyond the depth limit). Given at
+    /// construction: [`AgentRegistry::new`](super::AgentRegistry::new) hands the builder the
+    /// registry as the tool's [`ChildAgents`](crate::tools::ChildAgents).
+    pub tools: ToolSet,
+}
+
+impl AgentServices {
+    /// Services with the default [`AgentLimits`].
+    pub fn new(
+        persistence: Arc<PersistenceHandle>,
+        executor: Arc<Executor>,
+        hooks: Arc<Hooks>,
+        skills: Arc<Skills>,
+        checkpoint: CheckpointPolicy,
+        max_steps_per_turn: u32,
+        tools: ToolSet,
+    ) -> Self {
+        Self {
+            persistence,
+            executor,
+            hooks,
+            skills,
+            checkpoint,
+            max_steps_per_turn,
+            limits: AgentLimits::default(),
+            tools,
+        }
+    }
+
+    /// The system prompt for the next model request: the base prompt and the skills found at the
+    /// last discovery (names and descriptions only).
+    pub fn system_prompt(&self) -> String {
+        format!("{BASE_SYSTEM_PROMPT}{}", self.skills.prompt_section())
+    }
+}

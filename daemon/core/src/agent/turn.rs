@@ -1,0 +1,589 @@
+//! The agent loop (CONTRACTS §7): one turn, from the user's prompt to `turn/end`.
+//!
+//! `turn/start`, then steps until the model answers without tool calls: `step/start`, a model request
+//! built from the derived history, `assistant/message`, the step's tool calls (`tool/call` for each,
+//! all dispatched concurrently, `tool/result`s committed in the model's order), `step/end`, and a
+//! checkpoint. Then Stop hooks, `turn/end` and a final checkpoint. Every path — cancellation, a model
+//! error, a failed checkpoint, the step limit, a blocking hook — ends the turn with a `turn/end` that
+//! says why.
+//!
+//! Hooks (CONTRACTS §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
+//! (may block the turn before any model request), PreToolUse (may deny a call, or rewrite its
+//! input; `ask` fails closed because dsh has no interactive approver), PostToolUse (may add
+//! feedback to a result or, for Codex, replace it), and Stop (may force another step, up to
+//! `hooks.stop_continuation_cap` times). A hook's `continue: false` ends the turn `stopped` where its
+//! harness stops. Their context and feedback reach the next model request as user-role messages
+//! from the hook plugin. SessionEnd runs when a top-level agent is closed ([`session_end`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::live::Agent;
+use super::provider::{ModelError, ModelReply, ModelRequest};
+use super::services::{AgentServices, CheckpointPolicy};
+use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
+use crate::hooks::{
+    Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, SubagentOf,
+};
+use crate::session::ToolCallRequest;
+use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
+use crate::tools::ToolSet;
+
+/// Plugin name of steering messages from blocking Stop hooks.
+const STOP_HOOK_PLUGIN: &str = "hooks";
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// The turn number.
+    pub turn: u32,
+    /// Why it ended.
+    pub reason: TurnEndReason,
+    /// The last non-empty assistant text of the turn.
+    pub text: String,
+}
+
+/// Runs turn `turn` of `agent` for `prompt`. The caller has claimed the agent
+/// ([`Agent::begin_turn`]) and releases it afterwards.
+pub(crate) async fn run(
+    agent: Arc<Agent>,
+    services: Arc<AgentServices>,
+    turn: u32,
+    prompt: String,
+    cancel: CancellationToken,
+) -> TurnOutcome {
+    let span = tracing::info_span!("turn", session = %agent.id(), turn);
+    let mut run = TurnRun {
+        agent,
+        services,
+        turn,
+        cancel,
+    };
+    async move {
+        tracing::info!("turn started");
+        let started = std::time::Instant::now();
+        let reason = run.steps(prompt).await;
+        let outcome = run.finish(reason).await;
+        tracing::info!(
+            reason = outcome.reason.kind(),
+            detail = outcome.reason.message(),
+            duration_ms = started.elapsed().as_millis(),
+            "turn ended"
+        );
+        outcome
+    }
+    .instrument(span)
+    .await
+}
+
+struct TurnRun {
+    agent: Arc<Agent>,
+    services: Arc<AgentServices>,
+    turn: u32,
+    cancel: CancellationToken,
+}
+
+/// Runs `event`'s hooks for `agent` and appends their records to its log.
+async fn run_hooks(
+    agent: &Agent,
+    services: &AgentServices,
+    turn: Option<u32>,
+    cancel: &CancellationToken,
+    event: HookEvent,
+) -> HookRun {
+    let ctx = HookContext {
+        header: agent.header().clone(),
+        subagent: agent.parent_session().map(|parent| SubagentOf {
+            parent: parent.clone(),
+            agent_type: AGENT_TYPE.to_owned(),
+        }),
+        turn,
+        model: agent.provider().model().to_owned(),
+        cancel: cancel.clone(),
+    };
+    let run = services.hooks.run(&ctx, event).await;
+    for record in &run.records {
+        agent.append(record.clone());
+    }
+    run
+}
+
+/// How a turn ends when a hook of `event` said `continue: false`.
+fn stopped(stop_reason: Option<String>, event: EventName) -> TurnEndReason {
+    TurnEndReason::Stopped {
+        reason: stop_text(stop_reason, event),
+    }
+}
+
+/// The hook's `stopReason`, or a default naming the event.
+fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
+    stop_reason.unwrap_or_else(|| format!("stopped by {} hook", event.as_str()))
+}
+
+/// Runs SessionEnd hooks for `agent`, which is being closed, once its turn is over and before its
+/// final checkpoint (so their records are saved with it; the transcript they are pointed at holds
+/// everything up to the last turn). Children are skipped: neither harness runs SessionEnd for a
+/// subagent, whose end is its SubagentStop. Nothing a SessionEnd hook says changes the close.
+pub(crate) async fn session_end(agent: &Agent, services: &AgentServices) {
+    if agent.parent().is_some() {
+        return;
+    }
+    let event = HookEvent::SessionEnd {
+        reason: SessionEndReason::Other,
+    };
+    run_hooks(agent, services, None, &CancellationToken::new(), event).await;
+}
+
+impl TurnRun {
+    fn log(&self, data: EventData) {
+        self.agent.append(data);
+    }
+
+    fn aborted(&self) -> TurnEndReason {
+        TurnEndReason::Aborted {
+            cause: self.agent.abort_cause(),
+        }
+    }
+
+    async fn hooks(&self, event: HookEvent) -> HookRun {
+        run_hooks(
+            &self.agent,
+            &self.services,
+            Some(self.turn),
+            &self.cancel,
+            event,
+        )
+        .await
+    }
+
+    async fn steps(&mut self, prompt: String) -> TurnEndReason {
+        let turn = self.turn;
+        self.log(EventData::TurnStart { turn });
+        let mut context = Vec::new();
+        if let Some(source) = self.agent.take_session_start() {
+            let start = self.hooks(HookEvent::SessionStart { source }).await.outcome;
+            context.extend(start.additional_context);
+            if start.stop {
+                // The session started: its context stays for later turns; this prompt is not
+                // processed (Codex: "Codex ends the turn without sending another model request").
+                self.agent.log_hook_context(&context);
+                return stopped(start.stop_reason, EventName::SessionStart);
+            }
+        }
+        let submit = self
+            .hooks(HookEvent::UserPromptSubmit {
+                prompt: prompt.clone(),
+            })
+            .await
+            .outcome;
+        if self.cancel.is_cancelled() {
+            return self.aborted();
+        }
+        // `continue: false` takes precedence over a block (Claude Code: "Takes precedence over any
+        // event-specific decision fields"). Either way the prompt is not part of the conversation;
+        // the context that survives it (SessionStart's, Codex's) is.
+        context.extend(submit.additional_context);
+        if submit.stop || submit.decision >= Decision::Ask {
+            self.agent.log_hook_context(&context);
+            if submit.stop {
+                return stopped(submit.stop_reason, EventName::UserPromptSubmit);
+            }
+            return TurnEndReason::Blocked {
+                reason: submit
+                    .reason
+                    .unwrap_or_else(|| "blocked by UserPromptSubmit hook".into()),
+            };
+        }
+        self.log(EventData::UserMessage {
+            message: UserMessage {
+                text: prompt,
+                source: MessageSource::User,
+            },
+        });
+        self.agent.log_hook_context(&context);
+
+        let tools = self.services.tools.clone();
+        let mut step = 0;
+        let mut stop_hook_active = false;
+        let mut continuations = 0;
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.aborted();
+            }
+            if step >= self.services.max_steps_per_turn {
+                return TurnEndReason::Error {
+                    message: format!(
+                        "the turn reached the limit of {} steps (agent.max_steps_per_turn)",
+                        self.services.max_steps_per_turn
+                    ),
+                };
+            }
+            step += 1;
+            self.log(EventData::StepStart { turn, step });
+            let reply = match self.ask_model(step, &tools).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.log(EventData::StepEnd { turn, step });
+                    return match error {
+                        ModelError::Cancelled => self.aborted(),
+                        other => TurnEndReason::Error {
+                            message: other.to_string(),
+                        },
+                    };
+                }
+            };
+            // The text moves into the log: a long reply is held once, not once per owner.
+            self.log(EventData::AssistantMessage {
+                turn,
+                step,
+                message: AssistantMessage {
+                    text: reply.text,
+                    tool_calls: reply.calls.clone(),
+                },
+                usage: reply.usage,
+            });
+            let done = reply.calls.is_empty();
+            let mut stop = None;
+            if !done {
+                stop = self.run_calls(step, &tools, reply.calls).await;
+            }
+            self.log(EventData::StepEnd { turn, step });
+            if self.cancel.is_cancelled() {
+                return self.aborted();
+            }
+            if let Some(reason) = stop {
+                return TurnEndReason::Stopped { reason };
+            }
+            if self.services.checkpoint == CheckpointPolicy::Step
+                && let Err(error) = self.agent.checkpoint(&self.services).await
+            {
+                return TurnEndReason::Error {
+                    message: format!("cannot persist the session: {error}"),
+                };
+            }
+            if !done {
+                continue;
+            }
+            let stop = self
+                .hooks(HookEvent::Stop {
+                    stop_hook_active,
+                    last_assistant_message: Some(self.answer()),
+                })
+                .await
+                .outcome;
+            if self.cancel.is_cancelled() {
+                return self.aborted();
+            }
+            // `continue: false` takes precedence over a block in both references.
+            if stop.stop {
+                return stopped(stop.stop_reason, EventName::Stop);
+            }
+            if stop.decision < Decision::Ask {
+                return TurnEndReason::Completed;
+            }
+            if continuations >= self.services.hooks.stop_continuation_cap() {
+                tracing::warn!(
+                    session = %self.agent.id(),
+                    cap = continuations,
+                    "Stop hooks keep blocking; ending the turn at the continuation cap"
+                );
+                return TurnEndReason::Completed;
+            }
+            continuations += 1;
+            stop_hook_active = true;
+            self.log(EventData::UserMessage {
+                message: UserMessage {
+                    text: stop
+                        .reason
+                        .unwrap_or_else(|| "continue: blocked by Stop hook".into()),
+                    source: MessageSource::Plugin {
+                        plugin: STOP_HOOK_PLUGIN.to_owned(),
+                    },
+                },
+            });
+        }
+    }
+
+    /// The tools the model is offered: all of them, except `spawn_agent` for an agent already at
+    /// the deepest delegation level (its children would be refused anyway).
+    fn offered(&self, tools: &ToolSet) -> Vec<ToolSchema> {
+        let at_limit = self.agent.header().delegation_depth >= self.services.limits.max_depth;
+        tools
+            .schemas()
+            .into_iter()
+            .filter(|t| !(at_limit && t.name == SPAWN_AGENT))
+            .collect()
+    }
+
+    async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
+        let request = ModelRequest {
+            session_id: self.agent.id().clone(),
+            system: self.services.system_prompt(),
+            messages: self.agent.history(),
+            tools: self.offered(tools),
+        };
+        let turn = self.turn;
+        let agent = self.agent.clone();
+        let on_text = move |text: &str| agent.stream_text(turn, step, text);
+        let provider = self.agent.provider().clone();
+        tokio::select! {
+            reply = provider.complete(&request, &self.cancel, &on_text) => reply,
+            () = self.cancel.cancelled() => Err(ModelError::Cancelled),
+        }
+    }
+
+    /// Logs every call, dispatches them concurrently, and commits the results in the model's
+    /// order, followed by any hook context and feedback. Cancelled calls still get a result, so
+    /// the log never has a call without one. Returns the stop reason when a hook said
+    /// `continue: false` (the first in the model's order).
+    async fn run_calls(
+        &self,
+        step: u32,
+        tools: &ToolSet,
+        calls: Vec<ToolCallRequest>,
+    ) -> Option<String> {
+        let turn = self.turn;
+        let mut tasks = Vec::with_capacity(calls.len());
+        for call in calls {
+            self.log(EventData::ToolCall {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            let exec = ToolExecution {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                agent: Some(self.agent.context().clone()),
+                turn: Some(turn),
+                step: Some(step),
+                cwd: self.agent.header().cwd.clone(),
+                cancel: self.cancel.child_token(),
+            };
+            let (agent, services, tools) =
+                (self.agent.clone(), self.services.clone(), tools.clone());
+            let arguments = call.arguments;
+            let span = tracing::info_span!(
+                "tool_call",
+                session = %self.agent.id(),
+                turn,
+                step,
+                call_id = %call.id,
+                tool = %call.name
+            );
+            tasks.push((
+                call.id,
+                tokio::spawn(
+                    async move {
+                        let started = std::time::Instant::now();
+                        let result =
+                            guarded_call(&agent, &services, &tools, &exec, &arguments).await;
+                        tracing::info!(
+                            is_error = result.output.is_error,
+                            duration_ms = started.elapsed().as_millis(),
+                            "tool call ended"
+                        );
+                        result
+                    }
+                    .instrument(span),
+                ),
+            ));
+        }
+        let mut messages = Vec::new();
+        let mut stop = None;
+        for (call_id, task) in tasks {
+            let end = task.await.unwrap_or_else(|join| CallEnd {
+                output: ToolOutput::error(format!("Error: the tool failed unexpectedly: {join}")),
+                messages: Vec::new(),
+                stop: None,
+            });
+            messages.extend(end.messages);
+            if stop.is_none() {
+                stop = end.stop;
+            }
+            self.log(EventData::ToolResult {
+                turn,
+                step,
+                call_id,
+                content: end.output.content,
+                is_error: end.output.is_error,
+                code: None,
+            });
+        }
+        self.agent.log_hook_context(&messages);
+        stop
+    }
+
+    async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
+        self.log(EventData::TurnEnd {
+            turn: self.turn,
+            reason: reason.clone(),
+        });
+        if let Err(error) = self.agent.checkpoint(&self.services).await {
+            // The events stay in memory; the next checkpoint (or shutdown) retries them.
+            tracing::error!(session = %self.agent.id(), %error, "cannot persist the session at turn end");
+        }
+        TurnOutcome {
+            turn: self.turn,
+            reason,
+            text: self.answer(),
+        }
+    }
+
+    /// The turn's answer so far: its last non-empty assistant text.
+    fn answer(&self) -> String {
+        self.agent
+            .read_log(|log| log.turn_answer(self.turn).to_owned())
+    }
+}
+
+/// How one call ended: its result, what its hooks tell the model, and whether a hook stopped the
+/// turn.
+struct CallEnd {
+    output: ToolOutput,
+    /// Context and feedback for the model, by plugin, logged after the step's results.
+    messages: Vec<(&'static str, String)>,
+    /// A hook's `continue: false`: the turn ends after this step.
+    stop: Option<String>,
+}
+
+/// One call between its PreToolUse and PostToolUse hooks.
+async fn guarded_call(
+    agent: &Agent,
+    services: &AgentServices,
+    tools: &ToolSet,
+    exec: &ToolExecution,
+    arguments: &Value,
+) -> CallEnd {
+    let pre = run_hooks(
+        agent,
+        services,
+        exec.turn,
+        &exec.cancel,
+        HookEvent::PreToolUse {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments.clone(),
+            tool_use_id: exec.call_id.clone(),
+        },
+    )
+    .await
+    .outcome;
+    // PreToolUse context is for the model whether or not the call runs (Codex keeps it beside a
+    // deny; Claude Code adds it "before the tool executes").
+    let mut messages = pre.additional_context;
+    let refused = |output| CallEnd {
+        output,
+        messages: messages.clone(),
+        stop: None,
+    };
+    if pre.stop {
+        let reason = stop_text(pre.stop_reason, EventName::PreToolUse);
+        return CallEnd {
+            output: ToolOutput::refused(format!(
+                "Error: the call was not run: a PreToolUse hook stopped the turn ({reason})"
+            )),
+            messages,
+            stop: Some(reason),
+        };
+    }
+    match pre.decision {
+        Decision::Deny => {
+            return refused(ToolOutput::refused(format!(
+                "Error: {}",
+                pre.reason
+                    .unwrap_or_else(|| "blocked by PreToolUse hook".into())
+            )));
+        }
+        // dsh has no interactive approver, so a request for approval fails closed.
+        Decision::Ask => {
+            return refused(ToolOutput::refused(format!(
+                "Error: {} (approval was required and no approver is available, so the call was denied)",
+                pre.reason
+                    .unwrap_or_else(|| "approval required by PreToolUse hook".into())
+            )));
+        }
+        Decision::None | Decision::Allow => {}
+    }
+    let arguments = match pre.updated_input {
+        // The log keeps both: the model's arguments in `tool/call`, what ran here.
+        Some(updated) => {
+            agent.append(EventData::ToolRewritten {
+                turn: exec.turn.unwrap_or(0),
+                step: exec.step.unwrap_or(0),
+                call_id: exec.call_id.clone(),
+                arguments: updated.clone(),
+            });
+            updated
+        }
+        None => arguments.clone(),
+    };
+    let mut output = dispatch(tools, exec, &arguments).await;
+    if !output.ran {
+        return CallEnd {
+            output,
+            messages,
+            stop: None,
+        };
+    }
+    let post = run_hooks(
+        agent,
+        services,
+        exec.turn,
+        &exec.cancel,
+        HookEvent::PostToolUse {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments,
+            tool_use_id: exec.call_id.clone(),
+            tool_response: output.clone(),
+        },
+    )
+    .await
+    .outcome;
+    if let Some(replacement) = post.replacement {
+        output.content = replacement;
+    }
+    messages.extend(post.additional_context);
+    messages.extend(post.feedback.into_iter().map(|(plugin, reason)| {
+        (
+            plugin,
+            format!(
+                "PostToolUse hook feedback on tool call {}: {reason}",
+                exec.call_id
+            ),
+        )
+    }));
+    let stop = post
+        .stop
+        .then(|| stop_text(post.stop_reason, EventName::PostToolUse));
+    CallEnd {
+        output,
+        messages,
+        stop,
+    }
+}
+
+/// Runs one call; arguments that are not a JSON object get an error result without running.
+async fn dispatch(tools: &ToolSet, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
+    if exec.cancel.is_cancelled() {
+        return ToolOutput::refused("Error: tool call aborted before dispatch");
+    }
+    if !arguments.is_object() {
+        return ToolOutput::refused(format!(
+            "Error: arguments of {} must be a JSON object, got: {}",
+            exec.tool_name,
+            truncate(&arguments.to_string(), 200)
+        ));
+    }
+    tools.dispatch(exec, arguments).await
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}

@@ -1,0 +1,160 @@
+//! One tool call, as every layer sees it: who makes it ([`ToolExecution`]), what a tool is
+//! ([`Tool`], [`ToolSchema`]) and what it produced ([`ToolOutput`]).
+//!
+//! A leaf module: the managed environment, hooks, tools and the agent loop all speak these types,
+//! and none of them has to name another to do so. The execution's `agent` field is the only
+//! carrier of "who is calling": nothing reads a current session from global state, so concurrent
+//! calls of different agents can never see each other's facts.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{SessionHeader, SessionId};
+
+/// A boxed, sendable future (tools and providers are used as trait objects).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The name of the tool that delegates to a child agent, as the model calls it.
+pub const SPAWN_AGENT: &str = "spawn_agent";
+
+/// The agent type hooks see for children spawned by [`SPAWN_AGENT`] (Claude Code's default
+/// subagent).
+pub const AGENT_TYPE: &str = "general-purpose";
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSchema {
+    /// Tool name, e.g. `bash`.
+    pub name: String,
+    /// What the tool does and when to use it.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// The agent a tool call belongs to.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    /// The agent's session header (its id is the agent id).
+    pub header: Arc<SessionHeader>,
+    /// The top-most live ancestor when the agent was created (itself for top-level agents).
+    pub root: SessionId,
+}
+
+/// One tool call: who makes it, where in the turn, and how to cancel it.
+#[derive(Debug, Clone)]
+pub struct ToolExecution {
+    /// Call id (unique within the session; generated for calls from outside a turn).
+    pub call_id: String,
+    /// Tool name, e.g. `bash`.
+    pub tool_name: String,
+    /// The calling agent; `None` for calls made on behalf of no agent (`Shell.Run` without one).
+    pub agent: Option<AgentContext>,
+    /// Turn number, inside a turn.
+    pub turn: Option<u32>,
+    /// Step number, inside a turn.
+    pub step: Option<u32>,
+    /// Working directory of the call.
+    pub cwd: PathBuf,
+    /// Cancelled when the call must stop (turn cancelled, daemon shutting down).
+    pub cancel: CancellationToken,
+}
+
+impl ToolExecution {
+    /// The calling agent's session id, if the call belongs to an agent.
+    pub fn session_id(&self) -> Option<&SessionId> {
+        self.agent.as_ref().map(|a| &a.header.id)
+    }
+}
+
+/// What a tool call produced, as the model will see it, plus what hooks are shown of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The result text.
+    pub content: String,
+    /// True when the call failed (the model sees an error result).
+    pub is_error: bool,
+    /// False when the call was refused before the tool did anything (arguments it cannot use, a
+    /// command `execve` would refuse, ...). Such a call gets no PostToolUse hooks: both upstream
+    /// harnesses run PostToolUse only for a tool that produced output.
+    pub ran: bool,
+    /// What a command did, for the hook dialects that show it structured (Claude Code's Bash
+    /// `tool_response` is an object with `stdout` and `stderr`, not the model's text).
+    pub detail: Option<ToolDetail>,
+}
+
+/// What a tool did beyond its text, in terms the hook dialects can show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDetail {
+    /// A foreground command ran to its end (or was stopped).
+    Command {
+        /// Its stdout (the kept tail when it was longer than the cap).
+        stdout: String,
+        /// Its stderr (likewise).
+        stderr: String,
+        /// Its exit status, when it exited by itself.
+        exit_code: Option<i32>,
+        /// It timed out or was cancelled before it ended.
+        interrupted: bool,
+    },
+    /// A background job was started; its output comes later through `job_output`.
+    Background {
+        /// The job's id.
+        job_id: String,
+    },
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+            ran: true,
+            detail: None,
+        }
+    }
+
+    /// A failed result; the text says what went wrong. The tool ran (or tried to).
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+            ran: true,
+            detail: None,
+        }
+    }
+
+    /// A call refused before the tool did anything; the text says why.
+    pub fn refused(content: impl Into<String>) -> Self {
+        Self {
+            ran: false,
+            ..Self::error(content)
+        }
+    }
+
+    /// The same result with `detail` attached.
+    pub fn with_detail(mut self, detail: ToolDetail) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+}
+
+/// A model-facing tool.
+pub trait Tool: Send + Sync + std::fmt::Debug {
+    /// Name, description and argument schema, as the model sees them.
+    fn schema(&self) -> ToolSchema;
+
+    /// Runs one call. Never fails outright: every failure is an error result the model can read.
+    /// Must honour `exec.cancel`.
+    fn call<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, ToolOutput>;
+}

@@ -1,0 +1,296 @@
+//! The event vocabulary: dialects, event names, what each event carries, and who fires it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::call::ToolOutput;
+use crate::session::SessionHeader;
+
+/// Which hook format a handler was written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dialect {
+    /// Claude Code's `hooks` settings shape.
+    ClaudeCode,
+    /// Codex's `hooks.json` shape.
+    Codex,
+}
+
+impl Dialect {
+    /// Both dialects, in the order their handlers run and are recorded.
+    pub const ALL: [Dialect; 2] = [Dialect::ClaudeCode, Dialect::Codex];
+
+    /// The name persisted in `hook/*` records: `claude-code` or `codex`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    /// The plugin name context from this dialect is attributed to in the session log.
+    pub fn plugin_name(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "hooks-claude-code",
+            Self::Codex => "hooks-codex",
+        }
+    }
+}
+
+/// The hook events dsh fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventName {
+    /// A session started or was resumed.
+    SessionStart,
+    /// A prompt is about to be handled.
+    UserPromptSubmit,
+    /// A tool call is about to run.
+    PreToolUse,
+    /// A tool call finished.
+    PostToolUse,
+    /// The model answered without tool calls; the turn is about to end.
+    Stop,
+    /// A child agent was spawned (Claude Code only).
+    SubagentStart,
+    /// A child agent finished (Claude Code only).
+    SubagentStop,
+    /// A top-level agent was closed: its session ended.
+    SessionEnd,
+}
+
+impl EventName {
+    /// Every event, in the order config files are read.
+    pub const ALL: [EventName; 8] = [
+        EventName::SessionStart,
+        EventName::UserPromptSubmit,
+        EventName::PreToolUse,
+        EventName::PostToolUse,
+        EventName::Stop,
+        EventName::SubagentStart,
+        EventName::SubagentStop,
+        EventName::SessionEnd,
+    ];
+
+    /// The upstream name, e.g. `PreToolUse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::Stop => "Stop",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
+            Self::SessionEnd => "SessionEnd",
+        }
+    }
+
+    /// Whether `dialect` has this event. Codex's reference lists subagent events too, but dsh
+    /// fires them for Claude Code only (see CONFIG.md); both dialects have SessionEnd.
+    pub fn supported_by(self, dialect: Dialect) -> bool {
+        match dialect {
+            Dialect::ClaudeCode => true,
+            Dialect::Codex => !matches!(self, Self::SubagentStart | Self::SubagentStop),
+        }
+    }
+
+    /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart
+    /// and SessionEnd only observe, and PostToolUse comes after the tool ran: both references list
+    /// them as unable to block (a PostToolUse block is feedback, see `merge.rs`).
+    pub fn can_block(self) -> bool {
+        !matches!(
+            self,
+            Self::SessionStart | Self::SubagentStart | Self::SessionEnd | Self::PostToolUse
+        )
+    }
+
+    /// Whether matchers are honoured. Upstream ignores them on UserPromptSubmit and Stop; dsh drops
+    /// them before validation, so a junk matcher there cannot reject a file.
+    pub fn takes_matcher(self) -> bool {
+        !matches!(self, Self::UserPromptSubmit | Self::Stop)
+    }
+}
+
+/// How a session came to run: the SessionStart `source` and its matcher subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSource {
+    /// A new session.
+    Startup,
+    /// A session loaded from persistence.
+    Resume,
+}
+
+impl SessionSource {
+    /// `startup` or `resume`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Startup => "startup",
+            Self::Resume => "resume",
+        }
+    }
+}
+
+/// Why a session ended: the SessionEnd `reason` and its matcher subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEndReason {
+    /// The agent was closed. Both references call every end that is not one of their own UI
+    /// actions (`/clear`, logout, ...) `other`.
+    Other,
+}
+
+impl SessionEndReason {
+    /// `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Other => "other",
+        }
+    }
+}
+
+/// The hooks of a child agent fire as the subagent of its parent's session, as both upstream
+/// harnesses fire them: the payload carries the parent's `session_id` and the child's `agent_id`
+/// and `agent_type`.
+#[derive(Debug, Clone)]
+pub struct SubagentOf {
+    /// The parent's session.
+    pub parent: Arc<SessionHeader>,
+    /// The child's kind, e.g. `general-purpose`.
+    pub agent_type: String,
+}
+
+/// Who fires an event: the session whose hooks run, and how to stop them.
+#[derive(Debug, Clone)]
+pub struct HookContext {
+    /// The session (for SubagentStart/SubagentStop: the parent's; for events fired inside a child
+    /// agent: the child's, with [`Self::subagent`] naming the parent).
+    pub header: Arc<SessionHeader>,
+    /// Set when the firing agent is a child agent (events fired inside it).
+    pub subagent: Option<SubagentOf>,
+    /// The current turn, for turn-scoped events.
+    pub turn: Option<u32>,
+    /// The model name (Codex payloads carry it).
+    pub model: String,
+    /// Cancelling it kills every running hook of this call (e.g. the turn was cancelled).
+    pub cancel: CancellationToken,
+}
+
+/// One interception point, with what its payload says.
+#[derive(Debug, Clone)]
+pub enum HookEvent {
+    /// A session started or was resumed.
+    SessionStart {
+        /// Why it started.
+        source: SessionSource,
+    },
+    /// A prompt is about to be handled.
+    UserPromptSubmit {
+        /// The prompt text.
+        prompt: String,
+    },
+    /// A tool call is about to run.
+    PreToolUse {
+        /// The daemon's tool name, e.g. `bash` (each dialect sees its own name, see `tools.rs`).
+        tool_name: String,
+        /// The call's arguments as the model gave them (each dialect sees its own shape).
+        tool_input: serde_json::Value,
+        /// The call id.
+        tool_use_id: String,
+    },
+    /// A tool call finished.
+    PostToolUse {
+        /// The daemon's tool name.
+        tool_name: String,
+        /// The arguments the call ran with (after any PreToolUse rewrite).
+        tool_input: serde_json::Value,
+        /// The call id.
+        tool_use_id: String,
+        /// What the tool returned.
+        tool_response: ToolOutput,
+    },
+    /// The turn is about to end.
+    Stop {
+        /// True when this turn already continued because of a Stop hook (scripts' loop guard).
+        stop_hook_active: bool,
+        /// The model's last answer, when there is one.
+        last_assistant_message: Option<String>,
+    },
+    /// A child agent was spawned; the context is the parent's. Claude Code only.
+    SubagentStart {
+        /// The child's header.
+        child: Arc<SessionHeader>,
+        /// The child's kind (matcher subject), e.g. `general-purpose`.
+        agent_type: String,
+    },
+    /// A child agent finished; the context is the parent's. Claude Code only.
+    SubagentStop {
+        /// The child's header.
+        child: Arc<SessionHeader>,
+        /// The child's kind (matcher subject).
+        agent_type: String,
+        /// The child's final answer, when there is one.
+        last_assistant_message: Option<String>,
+    },
+    /// A top-level agent was closed.
+    SessionEnd {
+        /// Why.
+        reason: SessionEndReason,
+    },
+}
+
+impl HookEvent {
+    /// Which event this is.
+    pub fn name(&self) -> EventName {
+        match self {
+            Self::SessionStart { .. } => EventName::SessionStart,
+            Self::UserPromptSubmit { .. } => EventName::UserPromptSubmit,
+            Self::PreToolUse { .. } => EventName::PreToolUse,
+            Self::PostToolUse { .. } => EventName::PostToolUse,
+            Self::Stop { .. } => EventName::Stop,
+            Self::SubagentStart { .. } => EventName::SubagentStart,
+            Self::SubagentStop { .. } => EventName::SubagentStop,
+            Self::SessionEnd { .. } => EventName::SessionEnd,
+        }
+    }
+
+    /// The names a `dialect` matcher is tried against: the tool's names in that dialect, the
+    /// session source or end reason, or the agent type. Empty for events that take no matcher.
+    pub(super) fn matcher_subjects(&self, dialect: Dialect) -> Vec<&str> {
+        match self {
+            Self::SessionStart { source } => vec![source.as_str()],
+            Self::SessionEnd { reason } => vec![reason.as_str()],
+            Self::PreToolUse { tool_name, .. } | Self::PostToolUse { tool_name, .. } => {
+                super::tools::matcher_names(dialect, tool_name)
+            }
+            Self::SubagentStart { agent_type, .. } | Self::SubagentStop { agent_type, .. } => {
+                vec![agent_type.as_str()]
+            }
+            Self::UserPromptSubmit { .. } | Self::Stop { .. } => Vec::new(),
+        }
+    }
+
+    /// The tool call's dsh name and arguments, for tool events.
+    pub(super) fn tool_call(&self) -> Option<(&str, &serde_json::Value)> {
+        match self {
+            Self::PreToolUse {
+                tool_name,
+                tool_input,
+                ..
+            }
+            | Self::PostToolUse {
+                tool_name,
+                tool_input,
+                ..
+            } => Some((tool_name, tool_input)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn tool_use_id(&self) -> Option<&str> {
+        match self {
+            Self::PreToolUse { tool_use_id, .. } | Self::PostToolUse { tool_use_id, .. } => {
+                Some(tool_use_id)
+            }
+            _ => None,
+        }
+    }
+}

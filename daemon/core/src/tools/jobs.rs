@@ -1,0 +1,104 @@
+//! `job_output` and `job_kill`: the model's handles on its background jobs. A job belongs to the
+//! agent that started it; another agent's job is refused.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::call::{BoxFuture, Tool, ToolExecution, ToolOutput, ToolSchema};
+use crate::exec::{Executor, JobId};
+
+/// Which job tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Output,
+    Kill,
+}
+
+/// `job_output` or `job_kill`.
+#[derive(Debug)]
+pub struct JobTool {
+    executor: Arc<Executor>,
+    kind: Kind,
+}
+
+impl JobTool {
+    /// The `job_output` tool: output not read before, and the job's state.
+    pub fn output(executor: Arc<Executor>) -> Self {
+        Self {
+            executor,
+            kind: Kind::Output,
+        }
+    }
+
+    /// The `job_kill` tool: stops a job's whole process group.
+    pub fn kill(executor: Arc<Executor>) -> Self {
+        Self {
+            executor,
+            kind: Kind::Kill,
+        }
+    }
+
+    fn job(&self, exec: &ToolExecution, arguments: &Value) -> Result<JobId, String> {
+        let raw = arguments
+            .get("job_id")
+            .and_then(Value::as_str)
+            .ok_or("`job_id` is required and must be a string")?;
+        let id = JobId::parse(raw).map_err(|e| format!("`job_id`: {e}"))?;
+        let info = self.executor.job_info(&id).map_err(|e| e.to_string())?;
+        if info.owner.as_ref() != exec.session_id() {
+            return Err(format!("job {id} belongs to another agent"));
+        }
+        Ok(id)
+    }
+}
+
+impl Tool for JobTool {
+    fn schema(&self) -> ToolSchema {
+        let (name, description) = match self.kind {
+            Kind::Output => (
+                "job_output",
+                "Read a background job's output produced since the last read, and whether it is still running.",
+            ),
+            Kind::Kill => (
+                "job_kill",
+                "Stop a background job and every process it started.",
+            ),
+        };
+        ToolSchema {
+            name: name.into(),
+            description: description.into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"job_id": {"type": "string", "description": "The id bash returned."}},
+                "required": ["job_id"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let name = self.schema().name;
+            let id = match self.job(exec, arguments) {
+                Ok(id) => id,
+                Err(message) => return ToolOutput::error(format!("Error: {name}: {message}")),
+            };
+            match self.kind {
+                Kind::Output => match self.executor.job_output(&id) {
+                    Ok(output) => ToolOutput::ok(output.render()),
+                    Err(error) => ToolOutput::error(format!("Error: {name}: {error}")),
+                },
+                Kind::Kill => match self.executor.job_kill(&id) {
+                    Ok(true) => ToolOutput::ok(format!("Killed job {id}.")),
+                    Ok(false) => ToolOutput::ok(format!("Job {id} had already ended.")),
+                    Err(error) => ToolOutput::error(format!("Error: {name}: {error}")),
+                },
+            }
+        })
+    }
+}

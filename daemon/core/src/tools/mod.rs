@@ -1,0 +1,76 @@
+//! Model-facing tools: `bash`, the job tools and `spawn_agent`, and the [`ToolSet`] an agent is
+//! given. What a call is and what a tool returns live in [`crate::call`].
+
+pub mod bash;
+pub mod jobs;
+pub mod spawn_agent;
+pub use spawn_agent::{ChildAgents, SpawnAgentTool};
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+
+use crate::call::{Tool, ToolExecution, ToolOutput, ToolSchema};
+use crate::exec::Executor;
+use crate::shell_env::ShellEnvRegistry;
+use bash::BashTool;
+use jobs::JobTool;
+
+/// The tools an agent may call, by name.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The tools dsh offers every agent: `bash`, `job_output`, `job_kill` and `spawn_agent`.
+    pub fn standard(
+        executor: &Arc<Executor>,
+        shell_env: &ShellEnvRegistry,
+        children: Weak<dyn ChildAgents>,
+    ) -> Self {
+        Self::new()
+            .with(Arc::new(BashTool::new(executor.clone(), shell_env.clone())))
+            .with(Arc::new(JobTool::output(executor.clone())))
+            .with(Arc::new(JobTool::kill(executor.clone())))
+            .with(Arc::new(SpawnAgentTool::new(children)))
+    }
+
+    /// Adds `tool` (replacing one of the same name).
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.insert(tool.schema().name, tool);
+        self
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// Every tool's schema, sorted by name.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools.values().map(|t| t.schema()).collect()
+    }
+
+    /// Runs a call by name; an unknown tool is an error result naming the known ones.
+    pub async fn dispatch(&self, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
+        match self.tools.get(&exec.tool_name) {
+            Some(tool) => tool.call(exec, arguments).await,
+            None => ToolOutput::refused(format!(
+                "Error: unknown tool {:?}; available tools: {}",
+                exec.tool_name,
+                if self.tools.is_empty() {
+                    "none".to_owned()
+                } else {
+                    self.tools.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )),
+        }
+    }
+}
