@@ -15,6 +15,7 @@ use dsh_core::hooks::Hooks;
 use dsh_core::persistence::choice::{self, BackendChoice, ChoiceError};
 use dsh_core::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use dsh_core::session::SessionId;
+use dsh_core::shell::Shell;
 use dsh_core::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
 use dsh_core::skills::Skills;
 use dsh_core::tools::ToolSet;
@@ -63,6 +64,8 @@ pub struct Daemon {
     pub executor: Arc<Executor>,
     /// The managed `DSH_*` registry.
     pub shell_env: ShellEnvRegistry,
+    /// Runs commands on someone's behalf (the `bash` tool and `Shell.Run`).
+    pub shell: Shell,
     /// Keeps the shipped contributors registered for the daemon's lifetime.
     _builtin_contributors: Vec<Registration>,
     /// The live agents.
@@ -131,6 +134,7 @@ impl Daemon {
             config.default_script.clone(),
             openai,
         );
+        let shell = Shell::new(executor.clone(), shell_env.clone());
         let agents = AgentRegistry::new(providers, |children| AgentServices {
             limits: config.agent_limits,
             ..AgentServices::new(
@@ -140,7 +144,7 @@ impl Daemon {
                 skills.clone(),
                 config.checkpoint,
                 config.max_steps_per_turn,
-                ToolSet::standard(&executor, &shell_env, children),
+                ToolSet::standard(&shell, children),
             )
         });
         Ok(Self {
@@ -153,6 +157,7 @@ impl Daemon {
             saved_choice: tokio::sync::Mutex::new(saved),
             executor,
             shell_env,
+            shell,
             _builtin_contributors: builtin,
             agents,
             hooks,

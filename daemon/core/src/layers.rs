@@ -10,13 +10,14 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// The core's modules from the bottom up. A module may name only modules listed before it.
-    const LAYERS: [&str; 9] = [
+    const LAYERS: [&str; 10] = [
         "session",
         "skills",
         "persistence",
         "exec",
         "call",
         "shell_env",
+        "shell",
         "hooks",
         "tools",
         "agent",

@@ -14,6 +14,7 @@ pub mod hooks;
 mod layers;
 pub mod persistence;
 pub mod session;
+pub mod shell;
 pub mod shell_env;
 pub mod skills;
 #[cfg(any(test, feature = "test-support"))]

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_proto::v1::{self, shell_server};
-use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::convert::{agent_status, exec_status, session_id};
 use crate::daemon::Daemon;
 use dsh_core::call::ToolExecution;
-use dsh_core::exec::{CommandOutcome, CommandSpec, JobId, check_caller_env, check_command};
+use dsh_core::exec::{CommandOutcome, JobId};
+use dsh_core::shell::{Command, Ran, RunError};
 
 /// The `Shell` service.
 pub struct ShellService {
@@ -99,44 +99,26 @@ impl shell_server::Shell for ShellService {
         if req.command.trim().is_empty() {
             return Err(Status::invalid_argument("command: required"));
         }
-        // Checked before anything else runs (the snapshot's contributors included): managed
-        // values come only from the snapshot, startup variables and oversized strings are refused.
-        let env = req.env.into_iter().collect();
-        check_caller_env(&env).map_err(exec_status)?;
-        check_command(&req.command).map_err(exec_status)?;
-        let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
-        let managed = self
-            .daemon
-            .shell_env
-            .collect(&exec)
-            .await
-            .map_err(|e| Status::failed_precondition(format!("managed environment: {e}")))?
-            .into_inner();
-        let spec = CommandSpec {
+        let command = Command {
             command: req.command,
-            cwd: exec.cwd.clone(),
+            cwd: None,
             timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
-            env,
-            managed,
-            stdin: None,
-            cancel: if req.background {
-                CancellationToken::new()
-            } else {
-                exec.cancel.clone()
-            },
-            spill_owner: exec.session_id().cloned(),
+            env: req.env.into_iter().collect(),
+            background: req.background,
         };
-        let result = if req.background {
-            let job = self
-                .daemon
-                .executor
-                .start(spec, exec.session_id().cloned())
-                .map_err(exec_status)?;
-            v1::run_response::Result::JobId(job.to_string())
-        } else {
-            // A client that goes away drops this future, and the executor kills the command.
-            let o = self.daemon.executor.run(spec).await.map_err(exec_status)?;
-            v1::run_response::Result::Finished(outcome(&o))
+        // What the caller controls is refused before the agent is even looked up.
+        command.check().map_err(exec_status)?;
+        let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
+        // A client that goes away drops this future, and the executor kills the command.
+        let result = match self.daemon.shell.run(&exec, command).await {
+            Ok(Ran::Started(job)) => v1::run_response::Result::JobId(job.to_string()),
+            Ok(Ran::Finished(o)) => v1::run_response::Result::Finished(outcome(&o)),
+            Err(RunError::ManagedEnv(e)) => {
+                return Err(Status::failed_precondition(format!(
+                    "managed environment: {e}"
+                )));
+            }
+            Err(RunError::Exec(e)) => return Err(exec_status(e)),
         };
         Ok(Response::new(v1::RunResponse {
             result: Some(result),

@@ -2,15 +2,11 @@
 //! for this one call (CONTRACTS §6).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
 use crate::call::{BoxFuture, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
-use crate::exec::{CommandSpec, Executor};
-use crate::shell_env::ShellEnvRegistry;
+use crate::shell::{Command, Ran, Shell};
+use serde_json::{Value, json};
 
 /// The description the model reads. It teaches only the durable convention, never a
 /// persistence-specific key, so the prompt is the same whatever backend is active.
@@ -24,17 +20,14 @@ later with job_output.";
 /// The `bash` tool.
 #[derive(Debug)]
 pub struct BashTool {
-    executor: Arc<Executor>,
-    shell_env: ShellEnvRegistry,
+    /// The path every command on someone's behalf takes (shared with `Shell.Run`).
+    shell: Shell,
 }
 
 impl BashTool {
-    /// A bash tool running through `executor` with snapshots from `shell_env`.
-    pub fn new(executor: Arc<Executor>, shell_env: ShellEnvRegistry) -> Self {
-        Self {
-            executor,
-            shell_env,
-        }
+    /// A bash tool running its commands through `shell`.
+    pub fn new(shell: Shell) -> Self {
+        Self { shell }
     }
 }
 
@@ -120,51 +113,21 @@ impl Tool for BashTool {
                 Ok(args) => args,
                 Err(message) => return ToolOutput::refused(format!("Error: bash: {message}")),
             };
-            // Collected before anything is spawned: a failing contributor means no process at all.
-            let managed = match self.shell_env.collect(exec).await {
-                Ok(env) => env.into_inner(),
-                Err(error) => {
-                    return ToolOutput::refused(format!(
-                        "Error: bash: the managed environment could not be collected, so nothing was run: {error}"
-                    ));
-                }
-            };
-            let spec = CommandSpec {
+            let command = Command {
                 command: args.command,
-                cwd: args.workdir.unwrap_or_else(|| exec.cwd.clone()),
+                cwd: args.workdir,
                 timeout: args.timeout,
-                managed,
-                // A background job outlives the call (and the turn); its owner's close kills it.
-                cancel: if args.background {
-                    CancellationToken::new()
-                } else {
-                    exec.cancel.clone()
-                },
-                // The model is told where the full output is; it stays until the agent closes.
-                spill_owner: exec.session_id().cloned(),
-                ..CommandSpec::default()
+                env: Default::default(),
+                background: args.background,
             };
-            if args.background {
-                return match self.executor.start(spec, exec.session_id().cloned()) {
-                    Ok(job) => ToolOutput::ok(format!(
-                        "Started background job {job}. Read its new output with job_output (job_id: {job}); stop it with job_kill."
-                    ))
-                    .with_detail(ToolDetail::Background {
-                        job_id: job.to_string(),
-                    }),
-                    // The executor refuses before spawning (limits, a missing cwd): nothing ran.
-                    Err(error) => ToolOutput::refused(format!("Error: bash: {error}")),
-                };
-            }
-            match self.executor.run(spec).await {
-                Ok(outcome) => {
-                    tracing::info!(
-                        exit_code = outcome.exit_code,
-                        signal = outcome.signal_name(),
-                        timed_out = outcome.timed_out,
-                        duration_ms = outcome.duration.as_millis(),
-                        "bash ended"
-                    );
+            match self.shell.run(exec, command).await {
+                Ok(Ran::Started(job)) => ToolOutput::ok(format!(
+                    "Started background job {job}. Read its new output with job_output (job_id: {job}); stop it with job_kill."
+                ))
+                .with_detail(ToolDetail::Background {
+                    job_id: job.to_string(),
+                }),
+                Ok(Ran::Finished(outcome)) => {
                     let detail = ToolDetail::Command {
                         stdout: outcome.stdout.clone(),
                         stderr: outcome.stderr.clone(),
@@ -178,6 +141,8 @@ impl Tool for BashTool {
                     };
                     output.with_detail(detail)
                 }
+                // Refused before anything was spawned (a failing contributor, limits, a missing
+                // cwd): nothing ran.
                 Err(error) => ToolOutput::refused(format!("Error: bash: {error}")),
             }
         })
@@ -229,8 +194,8 @@ mod tests {
     #[tokio::test]
     async fn an_oversized_command_is_a_tool_error_naming_command_and_the_limit() {
         let tmp = tempfile::tempdir().unwrap();
-        let executor = Arc::new(
-            Executor::with_base_env(
+        let executor = std::sync::Arc::new(
+            crate::exec::Executor::with_base_env(
                 crate::exec::ExecConfig {
                     spill_dir: tmp.path().join("spill"),
                     ..crate::exec::ExecConfig::default()
@@ -239,10 +204,13 @@ mod tests {
             )
             .unwrap(),
         );
-        let tool = BashTool::new(
+        let tool = BashTool::new(Shell::new(
             executor,
-            ShellEnvRegistry::new(tmp.path().join("home"), Duration::from_secs(5)),
-        );
+            crate::shell_env::ShellEnvRegistry::new(
+                tmp.path().join("home"),
+                Duration::from_secs(5),
+            ),
+        ));
         let exec = ToolExecution {
             call_id: "c1".into(),
             tool_name: "bash".into(),
@@ -250,7 +218,7 @@ mod tests {
             turn: Some(1),
             step: Some(1),
             cwd: tmp.path().to_path_buf(),
-            cancel: CancellationToken::new(),
+            cancel: tokio_util::sync::CancellationToken::new(),
         };
         let marker = tmp.path().join("ran");
         let command = format!("touch '{}'; : {}", marker.display(), "x".repeat(200 * 1024));

@@ -12,8 +12,7 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 
 use crate::call::{Tool, ToolExecution, ToolOutput, ToolSchema};
-use crate::exec::Executor;
-use crate::shell_env::ShellEnvRegistry;
+use crate::shell::Shell;
 use bash::BashTool;
 use jobs::JobTool;
 
@@ -30,13 +29,10 @@ impl ToolSet {
     }
 
     /// The tools dsh offers every agent: `bash`, `job_output`, `job_kill` and `spawn_agent`.
-    pub fn standard(
-        executor: &Arc<Executor>,
-        shell_env: &ShellEnvRegistry,
-        children: Weak<dyn ChildAgents>,
-    ) -> Self {
+    pub fn standard(shell: &Shell, children: Weak<dyn ChildAgents>) -> Self {
+        let executor = shell.executor();
         Self::new()
-            .with(Arc::new(BashTool::new(executor.clone(), shell_env.clone())))
+            .with(Arc::new(BashTool::new(shell.clone())))
             .with(Arc::new(JobTool::output(executor.clone())))
             .with(Arc::new(JobTool::kill(executor.clone())))
             .with(Arc::new(SpawnAgentTool::new(children)))
