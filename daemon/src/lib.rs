@@ -6,6 +6,7 @@
 //! does not depend on this crate, tonic or `dsh-proto`). See `docs/ARCHITECTURE.md`.
 
 pub mod access_log;
+pub mod backends;
 pub mod config;
 pub mod connection;
 pub mod daemon;

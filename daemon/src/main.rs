@@ -143,15 +143,55 @@ fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
+    // Under systemd stderr is the journal: text lines there would carry a second timestamp and
+    // all land at one priority, so records go to journald natively instead (WARN as warning,
+    // ERROR as err, fields kept).
+    if format == LogFormat::Text && stderr_is_journal() {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        match tracing_journald::layer() {
+            Ok(journal) => {
+                tracing_subscriber::registry()
+                    .with(filter())
+                    .with(journal.with_syslog_identifier("dshd".into()))
+                    .init();
+                return;
+            }
+            Err(error) => eprintln!("dshd: cannot log to journald ({error}); logging to stderr"),
+        }
+    }
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => builder.json().with_ansi(false).init(),
     }
+}
+
+/// True when stderr is the journal stream systemd connected: `JOURNAL_STREAM` names its device
+/// and inode, and stderr is still that file (not redirected by whoever started dshd), as
+/// systemd.exec(5) says to check.
+fn stderr_is_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else {
+        return false;
+    };
+    is_journal_stream(&stream.to_string_lossy(), stat.st_dev, stat.st_ino)
+}
+
+/// Whether `JOURNAL_STREAM`'s `device:inode` names the file with `dev` and `ino`.
+fn is_journal_stream(value: &str, dev: u64, ino: u64) -> bool {
+    value
+        .split_once(':')
+        .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)))
+        == Some((dev, ino))
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
@@ -168,5 +208,20 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_journal_stream;
+
+    #[test]
+    fn the_journal_stream_is_recognised_by_device_and_inode_only() {
+        assert!(is_journal_stream("8:4242", 8, 4242));
+        assert!(!is_journal_stream("8:4243", 8, 4242), "another inode");
+        assert!(!is_journal_stream("9:4242", 8, 4242), "another device");
+        assert!(!is_journal_stream("", 8, 4242));
+        assert!(!is_journal_stream("8", 8, 4242));
+        assert!(!is_journal_stream("x:y", 8, 4242));
     }
 }

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -139,7 +140,7 @@ pub async fn run(
     });
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    let services = rpc::Services::new(daemon.clone());
+    let services = rpc::Services::new(&daemon);
     services.mark_serving(&health).await;
 
     let open_files = connection::open_file_limit();
@@ -166,6 +167,9 @@ pub async fn run(
         .map_err(ServeError::Listener)?;
 
     notify_systemd(sd_notify::NotifyState::Ready);
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        tokio::spawn(report_status(daemon.clone(), token.clone()));
+    }
     tracing::info!(
         socket = %path.display(),
         home = %daemon.home.display(),
@@ -258,6 +262,29 @@ fn accept_own_user(
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// How often the `STATUS=` line is brought up to date (sent only when it changed).
+const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Keeps the `STATUS=` line `systemctl --user status dshd` shows up to date until shutdown: how
+/// many agents are live and how many of them are running a turn. Polled rather than pushed, so
+/// the core needs no hook for it; a second's staleness is fine for a human reading `status`.
+async fn report_status(daemon: Arc<Daemon>, shutdown: CancellationToken) {
+    let mut interval = tokio::time::interval(STATUS_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = String::new();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let line = daemon.status_line();
+        if line != last {
+            notify_systemd(sd_notify::NotifyState::Status(&line));
+            last = line;
+        }
+    }
 }
 
 fn notify_systemd(state: sd_notify::NotifyState<'_>) {

@@ -452,7 +452,7 @@ async fn health_is_serving_and_reflection_lists_the_services() {
 }
 
 #[test]
-fn systemd_readiness_and_stopping_are_notified() {
+fn systemd_readiness_status_and_stopping_are_notified() {
     let dir = private_dir();
     let notify = dir.path().join("notify.sock");
     let listener = UnixDatagram::bind(&notify).unwrap();
@@ -466,14 +466,32 @@ fn systemd_readiness_and_stopping_are_notified() {
         },
         dir,
     );
-    let mut buf = [0u8; 256];
-    let n = listener.recv(&mut buf).expect("no READY=1 from dshd");
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    let mut buf = [0u8; 512];
+    let mut next = |what: &str| {
+        let n = listener
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("no {what} from dshd: {e}"));
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert!(next("READY=1").contains("READY=1"));
     // Ready means serving: the very next call answers.
     assert!(daemon.dshctl(&["status"]).status.success());
+    // The status line `systemctl status` shows follows the live agents.
+    let first = next("STATUS=");
+    assert!(
+        first.contains("STATUS=serving ") && first.contains("0 agents, 0 running turns"),
+        "{first}"
+    );
+    let created = daemon.dshctl(&["--json", "agent", "new", "--cwd", "/"]);
+    assert!(created.status.success(), "{created:?}");
+    let second = next("STATUS= after create");
+    assert!(second.contains("1 agent, 0 running turns"), "{second}");
     daemon.signal_and_wait(Signal::TERM, Duration::from_secs(5));
-    let n = listener.recv(&mut buf).expect("no STOPPING=1 from dshd");
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
+    let mut stopping = next("STOPPING=1");
+    while stopping.starts_with("STATUS=") {
+        stopping = next("STOPPING=1");
+    }
+    assert!(stopping.contains("STOPPING=1"), "{stopping}");
 }
 
 #[test]

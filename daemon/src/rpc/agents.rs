@@ -11,19 +11,20 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{agent_info, agent_status, model_choice, session_id, turn_event};
-use crate::daemon::Daemon;
+use dsh_core::agent::AgentRegistry;
 use dsh_core::agent::{TurnFeed, TurnUpdate};
 use dsh_core::session::EventData;
 
 /// The `Agents` service.
 pub struct AgentsService {
-    daemon: Arc<Daemon>,
+    /// The live agents.
+    agents: Arc<AgentRegistry>,
 }
 
 impl AgentsService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service over `agents`.
+    pub fn new(agents: Arc<AgentRegistry>) -> Self {
+        Self { agents }
     }
 }
 
@@ -41,7 +42,6 @@ impl agents_server::Agents for AgentsService {
             ));
         }
         let agent = self
-            .daemon
             .agents
             .create(&PathBuf::from(req.cwd), &model_choice(req.model))
             .map_err(agent_status)?;
@@ -52,7 +52,6 @@ impl agents_server::Agents for AgentsService {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         let agent = self
-            .daemon
             .agents
             .resume(&id, &model_choice(req.model))
             .await
@@ -64,7 +63,6 @@ impl agents_server::Agents for AgentsService {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         let agent = self
-            .daemon
             .agents
             .fork(&id, &model_choice(req.model))
             .await
@@ -76,7 +74,6 @@ impl agents_server::Agents for AgentsService {
         let req = request.into_inner();
         let parent = session_id("parent_agent_id", req.parent_agent_id)?;
         let agent = self
-            .daemon
             .agents
             .spawn(&parent, &model_choice(req.model))
             .map_err(agent_status)?;
@@ -87,19 +84,13 @@ impl agents_server::Agents for AgentsService {
         &self,
         _request: Request<v1::ListAgentsRequest>,
     ) -> Reply<v1::ListAgentsResponse> {
-        let agents = self
-            .daemon
-            .agents
-            .list()
-            .iter()
-            .map(|a| agent_info(a))
-            .collect();
+        let agents = self.agents.list().iter().map(|a| agent_info(a)).collect();
         Ok(Response::new(v1::ListAgentsResponse { agents }))
     }
 
     async fn get(&self, request: Request<v1::GetAgentRequest>) -> Reply<v1::AgentInfo> {
         let id = session_id("agent_id", request.into_inner().agent_id)?;
-        let agent = self.daemon.agents.get(&id).map_err(agent_status)?;
+        let agent = self.agents.get(&id).map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
 
@@ -110,7 +101,6 @@ impl agents_server::Agents for AgentsService {
             return Err(Status::invalid_argument("text: the prompt is empty"));
         }
         let handle = self
-            .daemon
             .agents
             .prompt(&id, req.text, None)
             .map_err(agent_status)?;
@@ -125,7 +115,7 @@ impl agents_server::Agents for AgentsService {
         request: Request<v1::CancelAgentRequest>,
     ) -> Reply<v1::CancelAgentResponse> {
         let id = session_id("agent_id", request.into_inner().agent_id)?;
-        let cancelled = self.daemon.agents.cancel(&id).map_err(agent_status)?;
+        let cancelled = self.agents.cancel(&id).map_err(agent_status)?;
         Ok(Response::new(v1::CancelAgentResponse { cancelled }))
     }
 
@@ -134,7 +124,7 @@ impl agents_server::Agents for AgentsService {
         request: Request<v1::CloseAgentRequest>,
     ) -> Reply<v1::CloseAgentResponse> {
         let id = session_id("agent_id", request.into_inner().agent_id)?;
-        self.daemon.agents.close(&id).await.map_err(agent_status)?;
+        self.agents.close(&id).await.map_err(agent_status)?;
         Ok(Response::new(v1::CloseAgentResponse {}))
     }
 }

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, hooks_server};
 use tonic::{Request, Response, Status};
 
-use crate::daemon::Daemon;
+use dsh_core::hooks::Hooks;
 use dsh_core::hooks::{FileStatus, HookFileStatus};
 
 /// The `Hooks` service.
 pub struct HooksService {
-    daemon: Arc<Daemon>,
+    hooks: Arc<Hooks>,
 }
 
 impl HooksService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service over `hooks`.
+    pub fn new(hooks: Arc<Hooks>) -> Self {
+        Self { hooks }
     }
 }
 
@@ -57,14 +57,14 @@ impl hooks_server::Hooks for HooksService {
         &self,
         _request: Request<v1::ListHooksRequest>,
     ) -> Result<Response<v1::ListHooksResponse>, Status> {
-        Ok(Response::new(files(self.daemon.hooks.list())))
+        Ok(Response::new(files(self.hooks.list())))
     }
 
     async fn reload(
         &self,
         _request: Request<v1::ReloadHooksRequest>,
     ) -> Result<Response<v1::ListHooksResponse>, Status> {
-        let hooks = self.daemon.hooks.clone();
+        let hooks = self.hooks.clone();
         let statuses = tokio::task::spawn_blocking(move || hooks.reload())
             .await
             .map_err(|e| Status::internal(format!("reloading hooks failed: {e}")))?;

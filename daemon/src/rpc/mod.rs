@@ -2,6 +2,7 @@
 //! here decides behaviour; domain errors are mapped to status codes explicitly.
 
 mod agents;
+mod callers;
 mod convert;
 mod daemon;
 mod hooks;
@@ -21,15 +22,37 @@ pub use daemon::DaemonService;
 
 use crate::daemon::Daemon;
 
-/// Every dsh service, bound to one daemon.
+/// Every dsh service, each holding only the parts of the daemon it serves.
 pub struct Services {
-    daemon: Arc<Daemon>,
+    daemon: DaemonService,
+    agents: agents::AgentsService,
+    shell: shell::ShellService,
+    shell_env: shell_env::ShellEnvService,
+    persistence: persistence::PersistenceService,
+    skills: skills::SkillsService,
+    hooks: hooks::HooksService,
 }
 
 impl Services {
-    /// Binds the services to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// The services of `daemon`.
+    pub fn new(daemon: &Arc<Daemon>) -> Self {
+        let callers = callers::Callers::new(
+            daemon.agents.clone(),
+            daemon.config.default_cwd.clone(),
+            daemon.shutdown_token(),
+        );
+        Self {
+            daemon: DaemonService::new(daemon.clone()),
+            agents: agents::AgentsService::new(daemon.agents.clone()),
+            shell: shell::ShellService::new(daemon.shell.clone(), callers.clone()),
+            shell_env: shell_env::ShellEnvService::new(daemon.shell_env.clone(), callers),
+            persistence: persistence::PersistenceService::new(
+                daemon.backends.clone(),
+                daemon.agents.clone(),
+            ),
+            skills: skills::SkillsService::new(daemon.skills.clone()),
+            hooks: hooks::HooksService::new(daemon.hooks.clone()),
+        }
     }
 
     /// Reports every service as SERVING to `grpc.health.v1`.
@@ -62,32 +85,19 @@ impl Services {
         let reflection_v1alpha = reflection()
             .build_v1alpha()
             .map_err(std::io::Error::other)?;
-        let daemon = self.daemon;
         Ok(server
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(v1::daemon_server::DaemonServer::new(DaemonService::new(
-                daemon.clone(),
-            )))
-            .add_service(v1::agents_server::AgentsServer::new(
-                agents::AgentsService::new(daemon.clone()),
-            ))
-            .add_service(v1::shell_server::ShellServer::new(
-                shell::ShellService::new(daemon.clone()),
-            ))
-            .add_service(v1::shell_env_server::ShellEnvServer::new(
-                shell_env::ShellEnvService::new(daemon.clone()),
-            ))
+            .add_service(v1::daemon_server::DaemonServer::new(self.daemon))
+            .add_service(v1::agents_server::AgentsServer::new(self.agents))
+            .add_service(v1::shell_server::ShellServer::new(self.shell))
+            .add_service(v1::shell_env_server::ShellEnvServer::new(self.shell_env))
             .add_service(v1::persistence_server::PersistenceServer::new(
-                persistence::PersistenceService::new(daemon.clone()),
+                self.persistence,
             ))
-            .add_service(v1::skills_server::SkillsServer::new(
-                skills::SkillsService::new(daemon.clone()),
-            ))
-            .add_service(v1::hooks_server::HooksServer::new(
-                hooks::HooksService::new(daemon.clone()),
-            )))
+            .add_service(v1::skills_server::SkillsServer::new(self.skills))
+            .add_service(v1::hooks_server::HooksServer::new(self.hooks)))
     }
 }
 

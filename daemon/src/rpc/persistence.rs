@@ -10,31 +10,35 @@ use tonic::{Request, Response, Status};
 
 use super::async_stream;
 use super::convert::{choice_status, event, header, persistence_status, session_id};
-use crate::daemon::{Daemon, UseError};
+use crate::backends::{Backends, UseError};
+use dsh_core::agent::AgentRegistry;
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
 use dsh_core::session::{Event, SessionHeader, SessionId};
 
 /// The `Persistence` service.
 pub struct PersistenceService {
-    daemon: Arc<Daemon>,
+    /// The active backend and switching it.
+    backends: Arc<Backends>,
+    /// Live agents: their sessions are read from memory, not the backend.
+    agents: Arc<AgentRegistry>,
 }
 
 impl PersistenceService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service over `backends`, reading live sessions from `agents`.
+    pub fn new(backends: Arc<Backends>, agents: Arc<AgentRegistry>) -> Self {
+        Self { backends, agents }
     }
 
     fn describe(&self) -> v1::BackendDescription {
-        describe(self.daemon.persistence.backend().as_ref())
+        describe(self.backends.handle().backend().as_ref())
     }
 
     /// A live session's header and events, or the stored ones (read-only, never repaired).
     async fn session(&self, id: &SessionId) -> Result<(SessionHeader, Option<Vec<Event>>), Status> {
-        if let Ok(agent) = self.daemon.agents.get(id) {
+        if let Ok(agent) = self.agents.get(id) {
             return Ok((agent.header().as_ref().clone(), None));
         }
-        let stored = inspect(self.daemon.persistence.backend(), id.clone()).await?;
+        let stored = inspect(self.backends.handle().backend(), id.clone()).await?;
         Ok((stored.header, Some(stored.events)))
     }
 }
@@ -122,7 +126,7 @@ impl persistence_server::Persistence for PersistenceService {
             None => return Err(Status::invalid_argument("backend: give jsonl or sqlite")),
         };
         let selected = self
-            .daemon
+            .backends
             .use_backend(kind, path)
             .await
             .map_err(|error| use_status(field, error))?;
@@ -137,11 +141,11 @@ impl persistence_server::Persistence for PersistenceService {
 
     async fn locate(&self, request: Request<v1::LocateRequest>) -> Reply<v1::LocateResponse> {
         let id = session_id("session_id", request.into_inner().session_id)?;
-        let location = match self.daemon.agents.get(&id) {
-            Ok(agent) => self.daemon.persistence.locate(agent.header()),
+        let location = match self.agents.get(&id) {
+            Ok(agent) => self.backends.handle().locate(agent.header()),
             Err(_) => {
                 let (header, _) = self.session(&id).await?;
-                self.daemon.persistence.locate(&header)
+                self.backends.handle().locate(&header)
             }
         };
         Ok(Response::new(v1::LocateResponse {
@@ -153,13 +157,13 @@ impl persistence_server::Persistence for PersistenceService {
         &self,
         _request: Request<v1::ListSessionsRequest>,
     ) -> Reply<v1::ListSessionsResponse> {
-        let backend = self.daemon.persistence.backend();
+        let backend = self.backends.handle().backend();
         let listed_from = backend.clone();
         let mut stored = tokio::task::spawn_blocking(move || backend.list())
             .await
             .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
             .map_err(persistence_status)?;
-        let live = self.daemon.agents.list();
+        let live = self.agents.list();
         for agent in &live {
             if !stored.iter().any(|h| &h.id == agent.id()) {
                 stored.push(agent.header().as_ref().clone());
@@ -168,7 +172,7 @@ impl persistence_server::Persistence for PersistenceService {
         stored.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         let listed = stored.iter().map(|h| h.id.clone()).collect();
         let others = self
-            .daemon
+            .backends
             .other_backends(listed)
             .await
             .into_iter()
@@ -204,7 +208,7 @@ impl persistence_server::Persistence for PersistenceService {
     ) -> Reply<Self::ReadEventsStream> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
-        let events = match self.daemon.agents.get(&id) {
+        let events = match self.agents.get(&id) {
             Ok(agent) => agent.events_from(req.from_seq),
             Err(_) => {
                 let (_, events) = self.session(&id).await?;

@@ -1,66 +1,29 @@
 //! `dsh.v1.Shell`: commands for an agent or for no agent, and background jobs.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_proto::v1::{self, shell_server};
 use tonic::{Request, Response, Status};
 
-use super::convert::{agent_status, exec_status, session_id};
-use crate::daemon::Daemon;
-use dsh_core::call::ToolExecution;
+use super::callers::Callers;
+use super::convert::exec_status;
 use dsh_core::exec::{CommandOutcome, JobId};
-use dsh_core::shell::{Command, Ran, RunError};
+use dsh_core::shell::{Command, Ran, RunError, Shell};
 
 /// The `Shell` service.
 pub struct ShellService {
-    daemon: Arc<Daemon>,
+    /// Runs the commands.
+    shell: Shell,
+    /// Turns a request into the execution it stands for.
+    callers: Callers,
 }
 
 impl ShellService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service running commands through `shell` for `callers`.
+    pub fn new(shell: Shell, callers: Callers) -> Self {
+        Self { shell, callers }
     }
-}
-
-/// The execution a request stands for: on behalf of a live agent, or of no agent.
-pub fn execution(
-    daemon: &Daemon,
-    agent_id: String,
-    cwd: String,
-    tool_name: &str,
-) -> Result<ToolExecution, Status> {
-    let agent = if agent_id.is_empty() {
-        None
-    } else {
-        let id = session_id("agent_id", agent_id)?;
-        Some(daemon.agents.get(&id).map_err(agent_status)?)
-    };
-    let cwd = if cwd.is_empty() {
-        agent.as_ref().map_or_else(
-            || daemon.config.default_cwd.clone(),
-            |a| a.header().cwd.clone(),
-        )
-    } else {
-        let path = PathBuf::from(&cwd);
-        if !path.is_absolute() {
-            return Err(Status::invalid_argument(format!(
-                "cwd: {cwd:?} is not an absolute path"
-            )));
-        }
-        dsh_core::home::normalize(&path)
-    };
-    Ok(ToolExecution {
-        call_id: format!("rpc_{}", uuid::Uuid::now_v7().simple()),
-        tool_name: tool_name.to_owned(),
-        agent: agent.map(|a| a.context().clone()),
-        turn: None,
-        step: None,
-        cwd,
-        cancel: daemon.shutdown_token().child_token(),
-    })
 }
 
 /// An outcome for the wire.
@@ -108,9 +71,9 @@ impl shell_server::Shell for ShellService {
         };
         // What the caller controls is refused before the agent is even looked up.
         command.check().map_err(exec_status)?;
-        let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
+        let exec = self.callers.execution(req.agent_id, req.cwd, "bash")?;
         // A client that goes away drops this future, and the executor kills the command.
-        let result = match self.daemon.shell.run(&exec, command).await {
+        let result = match self.shell.run(&exec, command).await {
             Ok(Ran::Started(job)) => v1::run_response::Result::JobId(job.to_string()),
             Ok(Ran::Finished(o)) => v1::run_response::Result::Finished(outcome(&o)),
             Err(RunError::ManagedEnv(e)) => {
@@ -130,7 +93,7 @@ impl shell_server::Shell for ShellService {
         request: Request<v1::JobOutputRequest>,
     ) -> Reply<v1::JobOutputResponse> {
         let id = job_id(request.into_inner().job_id)?;
-        let output = self.daemon.executor.job_output(&id).map_err(exec_status)?;
+        let output = self.shell.executor().job_output(&id).map_err(exec_status)?;
         let (running, end) = match &output.state {
             dsh_core::exec::JobState::Running => (true, None),
             dsh_core::exec::JobState::Finished(end) => (false, Some(end)),
@@ -151,7 +114,7 @@ impl shell_server::Shell for ShellService {
 
     async fn job_kill(&self, request: Request<v1::JobKillRequest>) -> Reply<v1::JobKillResponse> {
         let id = job_id(request.into_inner().job_id)?;
-        let killed = self.daemon.executor.job_kill(&id).map_err(exec_status)?;
+        let killed = self.shell.executor().job_kill(&id).map_err(exec_status)?;
         Ok(Response::new(v1::JobKillResponse { killed }))
     }
 }

@@ -2,26 +2,27 @@
 //! external contributors on a bidirectional stream.
 
 use std::pin::Pin;
-use std::sync::Arc;
 
 use dsh_proto::v1::{self, shell_env_server};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::shell::execution;
-use crate::daemon::Daemon;
+use super::callers::Callers;
 use dsh_core::shell_env::remote::{RemoteResolver, ResolveQuery};
-use dsh_core::shell_env::{Contributor, RegisterError, Resolver};
+use dsh_core::shell_env::{Contributor, RegisterError, Resolver, ShellEnvRegistry};
 
 /// The `ShellEnv` service.
 pub struct ShellEnvService {
-    daemon: Arc<Daemon>,
+    /// The managed-variable registry.
+    shell_env: ShellEnvRegistry,
+    /// Turns a `Collect` request into the execution it stands for.
+    callers: Callers,
 }
 
 impl ShellEnvService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service over `shell_env`, collecting for `callers`.
+    pub fn new(shell_env: ShellEnvRegistry, callers: Callers) -> Self {
+        Self { shell_env, callers }
     }
 }
 
@@ -64,7 +65,6 @@ impl shell_env_server::ShellEnv for ShellEnvService {
         _request: Request<v1::ListVariablesRequest>,
     ) -> Reply<v1::ListVariablesResponse> {
         let variables = self
-            .daemon
             .shell_env
             .list()
             .into_iter()
@@ -78,14 +78,10 @@ impl shell_env_server::ShellEnv for ShellEnvService {
     }
 
     async fn collect(&self, request: Request<v1::CollectRequest>) -> Reply<v1::CollectResponse> {
-        let exec = execution(
-            &self.daemon,
-            request.into_inner().agent_id,
-            String::new(),
-            "bash",
-        )?;
+        let exec = self
+            .callers
+            .execution(request.into_inner().agent_id, String::new(), "bash")?;
         let env = self
-            .daemon
             .shell_env
             .collect(&exec)
             .await
@@ -123,7 +119,6 @@ impl shell_env_server::ShellEnv for ShellEnvService {
             contributor = contributor.variable(variable.key, variable.description);
         }
         let registration = self
-            .daemon
             .shell_env
             .register(contributor)
             .map_err(register_status)?;
@@ -139,7 +134,7 @@ impl shell_env_server::ShellEnv for ShellEnvService {
                 )),
             }))
             .await;
-        let shutdown = self.daemon.shutdown_token();
+        let shutdown = self.callers.shutdown().clone();
         tokio::spawn(async move {
             // The registration lives exactly as long as this loop: the client's stream ending,
             // failing, or the daemon shutting down all end it.

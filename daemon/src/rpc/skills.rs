@@ -5,18 +5,18 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, skills_server};
 use tonic::{Request, Response, Status};
 
-use crate::daemon::Daemon;
 use dsh_core::skills::Discovery;
+use dsh_core::skills::Skills;
 
 /// The `Skills` service.
 pub struct SkillsService {
-    daemon: Arc<Daemon>,
+    skills: Arc<Skills>,
 }
 
 impl SkillsService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// A service over `skills`.
+    pub fn new(skills: Arc<Skills>) -> Self {
+        Self { skills }
     }
 }
 
@@ -41,14 +41,14 @@ impl skills_server::Skills for SkillsService {
         &self,
         _request: Request<v1::ListSkillsRequest>,
     ) -> Result<Response<v1::ListSkillsResponse>, Status> {
-        Ok(Response::new(wire(self.daemon.skills.current())))
+        Ok(Response::new(wire(self.skills.current())))
     }
 
     async fn reload(
         &self,
         _request: Request<v1::ReloadSkillsRequest>,
     ) -> Result<Response<v1::ListSkillsResponse>, Status> {
-        let skills = self.daemon.skills.clone();
+        let skills = self.skills.clone();
         let found = tokio::task::spawn_blocking(move || skills.reload())
             .await
             .map_err(|e| Status::internal(format!("reloading skills failed: {e}")))?;

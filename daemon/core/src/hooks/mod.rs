@@ -62,6 +62,7 @@ use runner::Job;
 use crate::exec::Executor;
 use crate::persistence::PersistenceHandle;
 use crate::session::EventData;
+use tracing::Instrument;
 
 /// The merged permission decision, strictest first: `Deny` > `Ask` > `Allow` > `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -258,16 +259,36 @@ impl Hooks {
         if selected.is_empty() {
             return HookRun::default();
         }
+        let span = tracing::info_span!(
+            "hook_run",
+            event = name.as_str(),
+            session = %ctx.header.id,
+            turn = ctx.turn,
+            call_id = event.tool_use_id(),
+            handlers = selected.len(),
+        );
+        self.run_selected(ctx, &event, &selected)
+            .instrument(span)
+            .await
+    }
 
+    /// Runs the `selected` handlers of `event` and merges what they said.
+    async fn run_selected(
+        &self,
+        ctx: &HookContext,
+        event: &HookEvent,
+        selected: &[(Arc<HookFile>, usize)],
+    ) -> HookRun {
+        let name = event.name();
         let mut payloads: HashMap<Dialect, Arc<Vec<u8>>> = HashMap::new();
         let mut jobs = Vec::with_capacity(selected.len());
-        for (file, i) in &selected {
+        for (file, i) in selected {
             let Some(handler) = file.handlers.get(*i) else {
                 continue;
             };
             let stdin = payloads
                 .entry(file.dialect)
-                .or_insert_with(|| Arc::new(self.payload(file.dialect, ctx, &event)))
+                .or_insert_with(|| Arc::new(self.payload(file.dialect, ctx, event)))
                 .clone();
             jobs.push(self.job(file, handler, name, ctx, stdin));
         }
@@ -277,8 +298,16 @@ impl Hooks {
         let mut records = Vec::with_capacity(jobs.len() * 2);
         for (job, end) in jobs.iter().zip(finished) {
             let mut output = decode::decode(&end, name, job.dialect);
-            let arguments = rewritten_arguments(job.dialect, &event, &mut output);
+            let arguments = rewritten_arguments(job.dialect, event, &mut output);
             log_output(job, &output);
+            tracing::info!(
+                handler = %job.handler_id,
+                dialect = job.dialect.as_str(),
+                decision = output.record_decision(),
+                exit_code = end.exit_code,
+                duration_ms = end.duration.as_millis(),
+                "hook ran"
+            );
             let summary = runner::summarize(
                 &end,
                 output.note.as_deref(),
@@ -307,10 +336,16 @@ impl Hooks {
                 arguments,
             });
         }
-        HookRun {
-            outcome: merge::merge(name, &outputs),
-            records,
+        let outcome = merge::merge(name, &outputs);
+        if outcome.decision != Decision::None || outcome.stop {
+            tracing::info!(
+                decision = ?outcome.decision,
+                reason = outcome.reason.as_deref(),
+                stop = outcome.stop,
+                "hooks decided"
+            );
         }
+        HookRun { outcome, records }
     }
 
     fn configured(&self) -> Arc<Vec<Arc<HookFile>>> {
