@@ -62,8 +62,10 @@ fn cancel_while(event: &str, tag: u32) -> (World, String) {
     let prompt = w.prompt_in_background(&agent, "go");
     let hook = w.pid("hook.pid");
     let child = w.pid("hook-child.pid");
+    // The pid files are written before the processes exec `sleep`: wait for the exec.
+    let running = || alive(hook, &format!("{tag}2")) && alive(child, &format!("sleep {tag}1"));
     assert!(
-        alive(hook, &format!("{tag}2")) && alive(child, &format!("sleep {tag}1")),
+        eventually(Duration::from_secs(20), running),
         "the hook {hook} ({:?}, {:?}) or its child {child} ({:?}, {:?}) is not running; daemon log:\n{}",
         dsh_core::test_support::proc_state(hook),
         std::fs::read_to_string(format!("/proc/{hook}/cmdline")).ok(),

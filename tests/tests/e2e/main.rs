@@ -1,0 +1,15 @@
+//! dsh end to end: the real `dshd` and `dshctl`, built once for the whole suite (one test binary,
+//! so one link and one escargot build), run on private temporary homes and sockets. Each module
+//! is one area; `cargo test -p dsh-tests --test e2e <module>::` runs one of them.
+
+mod agents;
+mod contributors;
+mod daemon;
+mod full_loop;
+mod hooks;
+mod managed_env;
+mod openai;
+mod persistence;
+mod shell;
+mod slow_client;
+mod socket;
