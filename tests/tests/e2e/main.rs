@@ -8,6 +8,7 @@ mod daemon;
 mod full_loop;
 mod hooks;
 mod managed_env;
+mod observability;
 mod openai;
 mod persistence;
 mod shell;
