@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use dsh_tests::{DaemonSpec, TestDaemon, private_dir};
+use dsh_tests::TestDaemon;
 
 /// The log lines containing every one of `needles`.
 fn lines_with<'a>(log: &'a str, needles: &[&str]) -> Vec<&'a str> {
@@ -17,7 +17,7 @@ fn lines_with<'a>(log: &'a str, needles: &[&str]) -> Vec<&'a str> {
 
 #[test]
 fn a_prompt_logs_its_agent_turn_and_tool_call_and_a_refusal_logs_a_warning() {
-    let mut daemon = TestDaemon::spawn(DaemonSpec::default(), private_dir());
+    let mut daemon = TestDaemon::start();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripts/facts.json");
     let created = daemon.dshctl_json(&[
         "agent",
