@@ -51,6 +51,9 @@ pub struct Daemon {
     pub socket: PathBuf,
     /// Unix milliseconds at start, for `Status`.
     pub started_at_ms: i64,
+    /// A non-blank model API key was in the environment at start (`Status`; the key itself is
+    /// held only by the provider).
+    pub model_key_configured: bool,
     /// Cancelled when shutdown begins, whatever started it (signal or `Daemon.Shutdown`), so every
     /// long-running task and stream can wind down.
     shutdown: CancellationToken,
@@ -128,6 +131,7 @@ impl Daemon {
         let skills = Arc::new(Skills::new(&home));
         // The key is read once, here; the variable is scrubbed from every child (see config).
         let api_key = std::env::var(&config.openai.api_key_env).ok();
+        let model_key_configured = api_key.as_deref().is_some_and(|k| !k.trim().is_empty());
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
         let providers = ProviderFactory::new(
             config.default_provider.clone(),
@@ -152,6 +156,7 @@ impl Daemon {
             home,
             socket,
             started_at_ms: now_ms(),
+            model_key_configured,
             shutdown,
             persistence,
             saved_choice: tokio::sync::Mutex::new(saved),
