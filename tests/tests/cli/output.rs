@@ -71,6 +71,7 @@ fn usage_errors_under_json_are_a_json_object_on_stderr_and_exit_2() {
         &["agent", "new", "--json", "--bogus"],
         &["--json", "prompt", "--agent"],
         &["--json", "session", "events", "x", "--from", "minus-one"],
+        &["--json", "job"],
     ] {
         let out = dshctl(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
@@ -91,12 +92,12 @@ fn usage_errors_under_json_are_a_json_object_on_stderr_and_exit_2() {
     }
     // Without --json (and with --json only after `--`, where it belongs to the command), clap's
     // text.
-    for args in [&["nonsense"][..], &["nonsense", "--", "--json"]] {
+    for args in [&["nonsense"][..], &["nonsense", "--", "--json"], &["job"]] {
         let out = dshctl(args);
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = text(&out.stderr);
-        assert!(stderr.starts_with("error: "), "{stderr}");
-        assert!(stderr.contains("Usage: dshctl"), "{stderr}");
+        assert!(stderr.contains("Usage: dshctl"), "{args:?}: {stderr}");
+        assert!(serde_json::from_str::<Value>(&stderr).is_err(), "{stderr}");
     }
     // Asking for help is not an error.
     let help = dshctl(&["--json", "--help"]);

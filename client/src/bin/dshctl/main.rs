@@ -161,9 +161,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let informational = matches!(
         error.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
     );
     let json = std::env::args_os()
         .skip(1)
@@ -179,12 +177,16 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     let (what, rest) = rendered
         .split_once("\nUsage: ")
         .unwrap_or((rendered.as_str(), "dshctl [OPTIONS] <COMMAND>"));
-    let message = what
-        .replace("For more information, try '--help'.", "")
-        .trim_start_matches("error: ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let message = if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // The "error" is the whole help text of the command that needs a subcommand.
+        "a subcommand is required; --help lists them".to_owned()
+    } else {
+        what.replace("For more information, try '--help'.", "")
+            .trim_start_matches("error: ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let usage = rest.lines().next().unwrap_or_default().trim().to_owned();
     let doc = json!({ "error": { "kind": "usage", "message": message, "usage": usage } });
     let _ = writeln!(std::io::stderr(), "{doc}");
