@@ -5,6 +5,8 @@
 //! socket served by another uid is refused. Without that check, another user who could replace the
 //! socket file would receive our requests (prompts, commands, environment values).
 
+pub mod ids;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -150,6 +152,16 @@ impl Client {
     /// `dsh.v1.Skills`.
     pub fn skills(&self) -> v1::skills_client::SkillsClient<Channel> {
         v1::skills_client::SkillsClient::new(self.channel.clone())
+    }
+
+    /// The full id `value` stands for, when it is a unique prefix of an id of `kind` (see
+    /// [`ids`]); a full id is returned as it is, without a call.
+    pub async fn resolve(
+        &self,
+        kind: ids::IdKind,
+        value: &str,
+    ) -> Result<String, ids::ResolveError> {
+        ids::resolve(self.channel.clone(), kind, value).await
     }
 
     /// `dsh.v1.Hooks`.

@@ -50,6 +50,9 @@ pub struct Daemon {
     pub(crate) socket: PathBuf,
     /// Unix milliseconds at start, for `Status`.
     pub(crate) started_at_ms: i64,
+    /// A non-blank model API key was in the environment at start (`Status`; the key itself is
+    /// held only by the provider).
+    pub(crate) model_key_configured: bool,
     /// Cancelled when shutdown begins, whatever started it (signal or `Daemon.Shutdown`), so every
     /// long-running task and stream can wind down.
     shutdown: CancellationToken,
@@ -123,6 +126,7 @@ impl Daemon {
         let skills = Arc::new(Skills::new(&home));
         // The key is read once, here; the variable is scrubbed from every child (see config).
         let api_key = std::env::var(&config.openai.api_key_env).ok();
+        let model_key_configured = api_key.as_deref().is_some_and(|k| !k.trim().is_empty());
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
         let providers = ProviderFactory::new(
             config.default_provider.clone(),
@@ -147,6 +151,7 @@ impl Daemon {
             home,
             socket,
             started_at_ms: now_ms(),
+            model_key_configured,
             shutdown,
             backends: Arc::new(Backends::new(config, persistence, saved)),
             executor,

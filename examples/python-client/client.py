@@ -1,8 +1,8 @@
 """Talk to dshd from Python with grpcio: Daemon.Status, ShellEnv.List, and one scripted turn.
 
-    python -m grpc_tools.protoc -I ../../proto --python_out=gen --grpc_python_out=gen \
-        ../../proto/dsh/v1/*.proto
-    PYTHONPATH=gen python client.py /path/to/dshd.sock
+    mkdir -p gen && python -m grpc_tools.protoc -I ../../proto --python_out=gen \
+        --grpc_python_out=gen ../../proto/dsh/v1/*.proto
+    PYTHONPATH=gen python client.py [/path/to/dshd.sock]
 """
 
 import json
@@ -15,7 +15,23 @@ from google.protobuf.json_format import MessageToJson
 from dsh.v1 import agents_pb2, agents_pb2_grpc, daemon_pb2, daemon_pb2_grpc
 from dsh.v1 import shell_env_pb2, shell_env_pb2_grpc
 
-socket_path = sys.argv[1] if len(sys.argv) > 1 else os.environ["DSH_SOCKET"]
+
+def default_socket():
+    """The socket dshd and dshctl use when none is named: $DSH_SOCKET, else
+    $XDG_RUNTIME_DIR/dsh/dshd.sock (an absolute XDG_RUNTIME_DIR), else <home>/run/dshd.sock, where
+    the home is $DSH_HOME (when not blank) or ~/.dsh."""
+    if os.environ.get("DSH_SOCKET"):
+        return os.path.abspath(os.path.expanduser(os.environ["DSH_SOCKET"]))
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime_dir):
+        return os.path.join(runtime_dir, "dsh", "dshd.sock")
+    home = os.environ.get("DSH_HOME", "")
+    if not home.strip():
+        home = "~/.dsh"
+    return os.path.join(os.path.abspath(os.path.expanduser(home)), "run", "dshd.sock")
+
+
+socket_path = sys.argv[1] if len(sys.argv) > 1 else default_socket()
 # gRPC core would send the socket path, percent-encoded, as :authority; dshd's HTTP/2 layer
 # rejects that (the call fails INTERNAL "Stream removed"), so name a plain host instead.
 channel = grpc.insecure_channel(
@@ -52,5 +68,12 @@ try:
     agents.Close(agents_pb2.CloseAgentRequest(agent_id=agent.agent_id), timeout=10)
     sys.exit(0 if ended == "completed" else 1)
 except grpc.RpcError as error:
-    print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
+    if error.code() == grpc.StatusCode.UNAVAILABLE and not os.path.exists(socket_path):
+        print(
+            f"error: no dshd is listening on {socket_path}; "
+            "start it with 'dshd' or 'systemctl --user start dshd'",
+            file=sys.stderr,
+        )
+    else:
+        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
     sys.exit(1)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end check of the Python example (the snippet in docs/PROTOCOL.md) against a real dshd on a
-# private temporary home and socket: pinned grpcio in a throw-away venv, stubs generated from the
-# repository's protos, one run of client.py, and a check that the guide still quotes client.py.
+# End-to-end check of the Python example against a real dshd on a private temporary home: the
+# README's commands run as written (pinned grpcio in a throw-away venv, stubs generated from the
+# repository's protos, client.py finding the socket by the default rule), the other ways of naming
+# the socket, and a check that docs/PROTOCOL.md still quotes client.py and those commands.
 #
 #   examples/python-client/test.sh [DSHD] [DSHCTL]
 #
@@ -13,32 +14,43 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/dshd-harness.sh
 source "$here/../lib/dshd-harness.sh" python-client "$@"
 
-echo "==> the guide quotes client.py verbatim"
-quoted=$(python3 - "$here/client.py" "$repo/docs/PROTOCOL.md" <<'PY'
+# The README's first ```sh block, verbatim.
+commands=$(awk '/^```sh$/ { inside = 1; next } inside && /^```$/ { exit } inside' "$here/README.md")
+[[ -n $commands ]] || fail "no \`\`\`sh block in examples/python-client/README.md"
+
+echo "==> the guide quotes client.py and the README's commands verbatim"
+quoted=$(python3 - "$here/client.py" "$repo/docs/PROTOCOL.md" "$commands" <<'PY'
 import sys
-script, guide = (open(p, encoding="utf-8").read() for p in sys.argv[1:])
-print("yes" if script in guide else "no")
+script, guide = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+commands = sys.argv[3]
+print("yes" if script in guide and commands in guide else "no")
 PY
 )
-[[ $quoted == yes ]] || fail "docs/PROTOCOL.md no longer contains examples/python-client/client.py"
+[[ $quoted == yes ]] || fail "docs/PROTOCOL.md no longer quotes examples/python-client/client.py and its README's commands exactly"
 
-echo "==> venv with the pinned grpcio, stubs from proto/"
-python3 -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-mkdir "$tmp/gen"
-(cd "$repo/proto" && "$tmp/venv/bin/python" -m grpc_tools.protoc -I . \
-  --python_out="$tmp/gen" --grpc_python_out="$tmp/gen" dsh/v1/*.proto)
+# A scratch copy of what the commands use, so nothing is written into the repository; the venv in
+# $tmp rather than /tmp/dsh-py, which may be someone else's or stale (the one substitution made).
+mkdir -p "$tmp/repo/examples"
+cp -R "$repo/proto" "$tmp/repo/proto"
+cp -R "$here" "$tmp/repo/examples/python-client"
+rm -rf "$tmp/repo/examples/python-client/gen"
+commands=${commands//\/tmp\/dsh-py/$tmp/dsh-py}
 
+# dshd serves where the default rule finds it for a client with XDG_RUNTIME_DIR=$tmp/xdg.
+sock=$tmp/xdg/dsh/dshd.sock
 start_dshd
 
-echo "==> run client.py"
+# Runs the client as a user would, with no DSH_* or runtime directory of the caller's.
+client_env=(env -u DSH_SOCKET -u DSH_HOME -u XDG_RUNTIME_DIR HOME="$tmp/user")
+
+echo "==> the README's commands, as written"
 set +e
-(cd "$tmp/work" && PYTHONPATH="$tmp/gen" "$tmp/venv/bin/python" "$here/client.py" "$sock") \
+(cd "$tmp/repo" && "${client_env[@]}" XDG_RUNTIME_DIR="$tmp/xdg" bash -euo pipefail -c "$commands") \
   >"$tmp/client.out" 2>"$tmp/client.err"
 rc=$?
 set -e
 cat "$tmp/client.out"
-[[ $rc -eq 0 ]] || fail "client.py exited $rc"
+[[ $rc -eq 0 ]] || fail "the README's commands exited $rc"
 out=$tmp/client.out
 grep -q '^dshd .* (protocol 1), home ' "$out" || fail "no Daemon.Status line"
 grep -q '^  DSH_SESSION_ID  (builtin)' "$out" || fail "ShellEnv.List did not list DSH_SESSION_ID"
@@ -47,6 +59,26 @@ id=$(sed -n 's/^agent created: //p' "$out")
 grep -q '^event tool_call .*"name": "bash"' "$out" || fail "no bash tool_call event"
 grep -qF "\"content\": \"${id}\\n\"" "$out" || fail "the tool result is not the agent's session id"
 grep -q '^event turn_ended .*"kind": "completed"' "$out" || fail "no turn_ended completed event"
+
+example=$tmp/repo/examples/python-client
+run_client() {
+  (cd "$example" && "${client_env[@]}" "$@" PYTHONPATH=gen "$tmp/dsh-py/bin/python" client.py \
+    ${socket_arg:+"$socket_arg"}) >"$tmp/client.out" 2>"$tmp/client.err"
+}
+
+echo "==> the socket named on the command line, and by \$DSH_SOCKET (over \$XDG_RUNTIME_DIR)"
+socket_arg=$sock run_client XDG_RUNTIME_DIR="$tmp/elsewhere" || fail "client.py SOCKET failed"
+socket_arg='' run_client DSH_SOCKET="$sock" XDG_RUNTIME_DIR="$tmp/elsewhere" \
+  || fail "client.py with DSH_SOCKET failed"
+
+echo "==> \$DSH_HOME/run/dshd.sock without either; nothing listens there"
+set +e
+socket_arg='' run_client DSH_HOME="$tmp/other-home"
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "client.py with no dshd exited $rc, not 1"
+grep -qF "error: no dshd is listening on $tmp/other-home/run/dshd.sock;" "$tmp/client.err" \
+  || fail "client.py did not say that nothing listens on \$DSH_HOME/run/dshd.sock"
 
 stop_dshd
 

@@ -234,11 +234,7 @@ impl TestDaemon {
 
     /// The session's events as the daemon reports them (`dshctl session events`).
     pub fn events(&self, id: &str) -> Vec<Value> {
-        let doc = self.dshctl_json(&["session", "events", id]);
-        doc["events"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no events array in {doc}"))
-            .clone()
+        self.dshctl_json_lines(&["session", "events", id])
     }
 
     /// The `location` member of `dshctl session locate ID` (`null` when the backend keeps none).

@@ -221,6 +221,30 @@ impl TestDaemon {
         })
     }
 
+    /// Runs `dshctl --json ARGS...` for a stream and parses its JSON lines (one object per line);
+    /// fails the test if it exits non-zero or a line is not one JSON object.
+    pub fn dshctl_json_lines(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let out = self.dshctl(&full);
+        assert!(
+            out.status.success(),
+            "dshctl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|line| {
+                let value: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!("dshctl {args:?} printed a line that is not JSON ({e}): {line:?}")
+                });
+                assert!(value.is_object(), "dshctl {args:?}: not an object: {line}");
+                value
+            })
+            .collect()
+    }
+
     /// Sends `signal` to the daemon and waits (up to `limit`) for it to exit.
     pub fn signal_and_wait(
         &mut self,

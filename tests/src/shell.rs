@@ -92,8 +92,7 @@ pub fn prompt_results(events: &[Value]) -> Vec<CallResult> {
 
 /// The calls of a session log (`dshctl --json session events`), in result order.
 pub fn session_results(daemon: &TestDaemon, session: &str) -> Vec<CallResult> {
-    let doc = daemon.dshctl_json(&["session", "events", session]);
-    let events = doc["events"].as_array().expect("events array").clone();
+    let events = daemon.dshctl_json_lines(&["session", "events", session]);
     pair(
         &events,
         |e| e["type"] == "tool/call",
@@ -179,11 +178,37 @@ pub fn locate(daemon: &TestDaemon, session: &str) -> Option<String> {
     }
 }
 
-/// `dshctl --json run ARGS...` (the outcome document); fails the test if dshctl fails.
+/// `dshctl --json run ARGS...` (the outcome document); fails the test if dshctl fails, or if it
+/// does not exit with the status its document gives the command (`run` exits with the command's
+/// status, `--json` or not).
 pub fn run_json(daemon: &TestDaemon, args: &[&str]) -> Value {
-    let mut full = vec!["run"];
+    let mut full = vec!["--json", "run"];
     full.extend_from_slice(args);
-    daemon.dshctl_json(&full)
+    let out = daemon.dshctl(&full);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "dshctl run {args:?} printed no single JSON document ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(
+        doc.get("error").is_none(),
+        "dshctl run {args:?} failed: {doc}"
+    );
+    let expected = if doc["timed_out"] == true {
+        Some(124)
+    } else {
+        doc["exit_code"].as_i64().map(|code| (code & 0xff) as i32)
+    };
+    if let Some(expected) = expected {
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "dshctl run {args:?}: {doc}"
+        );
+    }
+    doc
 }
 
 /// `dshctl --json job output ID`.

@@ -11,6 +11,7 @@ use tonic::Status;
 use super::convert::{agent_status, session_id};
 use dsh_core::agent::AgentRegistry;
 use dsh_core::call::ToolExecution;
+use dsh_core::session::SessionId;
 
 /// What it takes to build a client call's execution.
 #[derive(Debug, Clone)]
@@ -73,6 +74,17 @@ impl Callers {
             cwd,
             cancel: self.shutdown.child_token(),
         })
+    }
+
+    /// The id of the live agent `agent_id`, or `None` when it is empty; NOT_FOUND when no such
+    /// agent is live.
+    pub fn live_agent(&self, agent_id: String) -> Result<Option<SessionId>, Status> {
+        if agent_id.is_empty() {
+            return Ok(None);
+        }
+        let id = session_id("agent_id", agent_id)?;
+        self.agents.get(&id).map_err(agent_status)?;
+        Ok(Some(id))
     }
 
     /// The shutdown token, for streams that must end with the daemon.

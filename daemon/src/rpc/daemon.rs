@@ -35,6 +35,13 @@ impl daemon_server::Daemon for DaemonService {
             started_at_ms: d.started_at_ms,
             persistence: d.persistence_name().to_owned(),
             agents: u32::try_from(d.live_agents()).unwrap_or(u32::MAX),
+            model_key_configured: d.model_key_configured,
+            config_file: d
+                .config
+                .file
+                .as_ref()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
         }))
     }
 

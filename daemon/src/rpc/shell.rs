@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::callers::Callers;
 use super::convert::exec_status;
-use dsh_core::exec::{CommandOutcome, JobId};
+use dsh_core::exec::{CommandOutcome, JobId, JobInfo, JobState};
 use dsh_core::shell::{Command, Ran, RunError, Shell};
 
 /// The `Shell` service.
@@ -46,6 +46,31 @@ pub fn outcome(o: &CommandOutcome) -> v1::CommandOutcome {
         stderr_spill_path: path(&o.stderr_spill),
         duration_ms: u64::try_from(o.duration.as_millis()).unwrap_or(u64::MAX),
         rendered: o.render(),
+    }
+}
+
+/// A job's facts for the wire.
+fn job_info(job: &JobInfo) -> v1::JobInfo {
+    let end = match job.state {
+        JobState::Running => None,
+        JobState::Finished(end) => Some(end),
+    };
+    v1::JobInfo {
+        job_id: job.id.to_string(),
+        agent_id: job
+            .owner
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        command: job.command.clone(),
+        running: end.is_none(),
+        started_at_ms: job
+            .started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        exit_code: end.and_then(|e| e.exit_code),
+        signal: end.and_then(|e| e.signal).map(dsh_core::exec::signal_name),
+        killed: end.is_some_and(|e| e.killed),
     }
 }
 
@@ -116,5 +141,21 @@ impl shell_server::Shell for ShellService {
         let id = job_id(request.into_inner().job_id)?;
         let killed = self.shell.executor().job_kill(&id).map_err(exec_status)?;
         Ok(Response::new(v1::JobKillResponse { killed }))
+    }
+
+    async fn list_jobs(
+        &self,
+        request: Request<v1::ListJobsRequest>,
+    ) -> Reply<v1::ListJobsResponse> {
+        // Only a live agent's jobs are asked for: an unknown id is NOT_FOUND, not "no jobs".
+        let owner = self.callers.live_agent(request.into_inner().agent_id)?;
+        let jobs = self
+            .shell
+            .executor()
+            .list_jobs(owner.as_ref())
+            .iter()
+            .map(job_info)
+            .collect();
+        Ok(Response::new(v1::ListJobsResponse { jobs }))
     }
 }

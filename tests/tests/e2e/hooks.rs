@@ -239,8 +239,8 @@ impl World {
 
     /// The session's events (`dshctl session events`), each `{type, seq, time, data}`.
     fn events(&self, session: &str) -> Vec<Value> {
-        let doc = self.daemon.dshctl_json(&["session", "events", session]);
-        doc["events"].as_array().unwrap().clone()
+        self.daemon
+            .dshctl_json_lines(&["session", "events", session])
     }
 
     /// `dshctl session locate`: the transcript path, or `None` when the backend keeps no file.

@@ -3,6 +3,7 @@
 //! is one area; `cargo test -p dsh-tests --test e2e <module>::` runs one of them.
 
 mod agents;
+mod cli;
 mod contributors;
 mod daemon;
 mod full_loop;

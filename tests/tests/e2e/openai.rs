@@ -132,10 +132,8 @@ async fn a_streamed_bash_call_runs_and_the_final_text_streams() {
     assert_eq!(end["text"], "All done.");
 
     // Usage is recorded on the assistant messages, cached prompt tokens split out.
-    let events = daemon.dshctl_json(&["session", "events", &agent])["events"].clone();
+    let events = daemon.dshctl_json_lines(&["session", "events", &agent]);
     let usages: Vec<Value> = events
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|e| e["type"] == "assistant/message")
         .map(|e| e["data"]["usage"].clone())

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
 
@@ -24,7 +25,7 @@ pub enum AgentCommand {
     },
     /// Create a child agent under a live parent (same working directory, depth + 1).
     Spawn {
-        /// The parent agent.
+        /// The parent agent (a unique id prefix will do).
         #[arg(long, value_name = "ID")]
         parent: String,
         #[command(flatten)]
@@ -32,14 +33,14 @@ pub enum AgentCommand {
     },
     /// Fork a live or stored session: a new agent starting from its completed turns.
     Fork {
-        /// The session to fork.
+        /// The session to fork (a unique id prefix will do).
         session_id: String,
         #[command(flatten)]
         model: ModelArgs,
     },
     /// Resume a stored session as a live agent (same id, same transcript).
     Resume {
-        /// The session to resume.
+        /// The session to resume (a unique id prefix will do).
         session_id: String,
         #[command(flatten)]
         model: ModelArgs,
@@ -48,17 +49,17 @@ pub enum AgentCommand {
     List,
     /// Show one live agent.
     Show {
-        /// The agent.
+        /// The agent (a unique id prefix will do).
         id: String,
     },
-    /// Cancel the agent's running turn.
+    /// Cancel the agent's running turn (it ends `aborted`; the agent is idle again).
     Cancel {
-        /// The agent.
+        /// The agent (a unique id prefix will do).
         id: String,
     },
     /// Close the agent (its session stays stored and can be resumed).
     Close {
-        /// The agent.
+        /// The agent (a unique id prefix will do).
         id: String,
     },
 }
@@ -114,6 +115,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 .await?
         }
         AgentCommand::Spawn { parent, model } => {
+            let parent = client.resolve(IdKind::Agent, &parent).await?;
             agents
                 .spawn(v1::SpawnAgentRequest {
                     parent_agent_id: parent,
@@ -122,6 +124,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 .await?
         }
         AgentCommand::Fork { session_id, model } => {
+            let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .fork(v1::ForkAgentRequest {
                     session_id,
@@ -130,6 +133,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 .await?
         }
         AgentCommand::Resume { session_id, model } => {
+            let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .resume(v1::ResumeAgentRequest {
                     session_id,
@@ -137,7 +141,10 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 })
                 .await?
         }
-        AgentCommand::Show { id } => agents.get(v1::GetAgentRequest { agent_id: id }).await?,
+        AgentCommand::Show { id } => {
+            let agent_id = client.resolve(IdKind::Agent, &id).await?;
+            agents.get(v1::GetAgentRequest { agent_id }).await?
+        }
         AgentCommand::List => {
             let list = agents
                 .list(v1::ListAgentsRequest {})
@@ -165,6 +172,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
             });
         }
         AgentCommand::Cancel { id } => {
+            let id = client.resolve(IdKind::Agent, &id).await?;
             let cancelled = agents
                 .cancel(v1::CancelAgentRequest {
                     agent_id: id.clone(),
@@ -181,6 +189,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
             });
         }
         AgentCommand::Close { id } => {
+            let id = client.resolve(IdKind::Agent, &id).await?;
             agents
                 .close(v1::CloseAgentRequest {
                     agent_id: id.clone(),

@@ -15,9 +15,7 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         .status(v1::StatusRequest {})
         .await?
         .into_inner();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now = now_ms();
     let uptime = Duration::from_millis(u64::try_from(now - s.started_at_ms).unwrap_or(0));
     let doc = json!({
         "version": s.version,
@@ -28,6 +26,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "started_at_ms": s.started_at_ms,
         "persistence": s.persistence,
         "agents": s.agents,
+        "model_key_configured": s.model_key_configured,
+        "config_file": (!s.config_file.is_empty()).then_some(&s.config_file),
     });
     out.emit(&doc, |w| {
         writeln!(
@@ -39,7 +39,19 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         writeln!(w, "socket       {}", s.socket)?;
         writeln!(w, "uptime       {}", human_duration(uptime))?;
         writeln!(w, "persistence  {}", s.persistence)?;
-        writeln!(w, "agents       {}", s.agents)
+        writeln!(w, "agents       {}", s.agents)?;
+        let config = if s.config_file.is_empty() {
+            "none (defaults)"
+        } else {
+            &s.config_file
+        };
+        writeln!(w, "config       {config}")?;
+        let key = if s.model_key_configured {
+            "configured"
+        } else {
+            "not set (only the scripted model works)"
+        };
+        writeln!(w, "model key    {key}")
     })
 }
 
@@ -92,7 +104,15 @@ fn is_zombie(pid: rustix::process::Pid) -> bool {
         .unwrap_or(false)
 }
 
-fn human_duration(d: Duration) -> String {
+/// The wall clock in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `42s`, `3m 07s`, `2h 05m 00s`.
+pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s}s"),

@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
 
@@ -13,7 +14,7 @@ pub enum EnvCommand {
     List,
     /// The snapshot a bash call would get now, for an agent or for no agent.
     Show {
-        /// Collect as a call of this agent.
+        /// Collect as a call of this agent (a unique id prefix will do).
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
     },
@@ -42,10 +43,12 @@ pub async fn run(client: &Client, out: Output, command: EnvCommand) -> anyhow::R
             })
         }
         EnvCommand::Show { agent } => {
+            let agent_id = match &agent {
+                Some(agent) => client.resolve(IdKind::Agent, agent).await?,
+                None => String::new(),
+            };
             let env = shell_env
-                .collect(v1::CollectRequest {
-                    agent_id: agent.unwrap_or_default(),
-                })
+                .collect(v1::CollectRequest { agent_id })
                 .await?
                 .into_inner()
                 .env;

@@ -1,10 +1,12 @@
 //! `dshctl`: the command-line client and debug tool for dshd.
 //!
 //! Exit codes: 0 success; 1 the daemon could not be reached, refused the request, or (for `prompt`)
-//! the turn did not complete; 2 bad usage.
+//! the turn did not complete; 2 bad usage; 130 `prompt` interrupted by Ctrl-C (the turn was
+//! cancelled); `run` exits with the command's own status.
 
 mod agent;
 mod daemon;
+mod doctor;
 mod env;
 mod hooks;
 mod output;
@@ -20,6 +22,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use dsh_client::ids::{IdKind, ResolveError};
 use dsh_client::{Client, ConnectError};
 use dsh_paths::home::Ambient;
 use output::Output;
@@ -28,17 +31,24 @@ use serde_json::json;
 /// Command-line client for dshd, the dsh agent daemon.
 const DSHCTL_AFTER_HELP: &str = "\
 Examples:
+  dshctl doctor                            is everything in place?
   dshctl status
   AGENT=$(dshctl --json agent new --cwd . --script examples/scripts/facts.json | jq -r .agent_id)
   dshctl prompt --agent \"$AGENT\" \"which facts does your shell get?\"
-  dshctl session locate \"$AGENT\"          where the transcript is
+  dshctl session locate 0199a2b3           where the transcript is (a unique id prefix will do)
   dshctl run -- 'echo $DSH_HOME'           a command through the daemon
+  dshctl --json session events \"$AGENT\" | jq -c .type
   dshctl completions bash > ~/.local/share/bash-completion/completions/dshctl
 
+Ids: wherever an agent, session or job id is asked for, a unique prefix of it will do; an ambiguous
+one is refused with the candidates.
+
 Exit status:
-  0    success (for prompt: the turn completed)
-  1    an error (the daemon is not running, refused the request, or the turn did not complete)
-  2    bad usage
+  0    success (for prompt: the turn completed; for doctor: every check passed)
+  1    an error (the daemon is not running, refused the request, the turn did not complete, or a
+       doctor check failed)
+  2    bad usage (with --json, a JSON error object on stderr)
+  130  prompt was interrupted by Ctrl-C: the turn was cancelled
   run  exits with the command's own status (124 on timeout, 128+N when killed by signal N)";
 
 #[derive(Debug, Parser)]
@@ -53,7 +63,8 @@ struct Cli {
     /// <home>/run/dshd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<OsString>,
-    /// Print exactly one JSON document on stdout (streams: one JSON object per line).
+    /// Print exactly one JSON document on stdout; streams (prompt, session events) print one JSON
+    /// object per line. Errors are a JSON document too: `{"error": {"kind", "message"}}`.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -64,6 +75,10 @@ struct Cli {
 enum Command {
     /// Show what the daemon is: version, pid, home, socket, persistence, live agents.
     Status,
+    /// Check that dsh is ready to use: socket, daemon, home, persistence, model key, config and hook
+    /// files. One line per check, with the fix when it fails.
+    #[command(after_help = doctor::AFTER_HELP)]
+    Doctor,
     /// Ask the daemon to shut down gracefully and wait until it has exited.
     Shutdown,
     /// Create and manage live agents.
@@ -72,11 +87,12 @@ enum Command {
         command: agent::AgentCommand,
     },
     /// Send a prompt to an agent and follow its turn (exit 1 unless the turn completes).
+    #[command(after_help = prompt::AFTER_HELP)]
     Prompt {
-        /// The agent.
+        /// The agent (a unique id prefix will do).
         #[arg(long, value_name = "ID")]
         agent: String,
-        /// The prompt.
+        /// The prompt; `-` reads it from stdin.
         text: String,
     },
     /// Where sessions are, which exist, and what they hold.
@@ -96,7 +112,8 @@ enum Command {
     },
     /// Run a command through the daemon, with the managed environment of an agent (or none).
     Run(run::RunArgs),
-    /// Background jobs: read their output or kill them.
+    /// Background jobs: list them, read their output or kill them.
+    #[command(after_help = run::JOB_AFTER_HELP)]
     Job {
         #[command(subcommand)]
         command: run::JobCommand,
@@ -119,7 +136,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
     let out = Output { json: cli.json };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -132,6 +152,45 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => fail(out, &error),
     }
+}
+
+/// Reports a command line clap refused (exit 2), or prints the help or version it was asked for
+/// (exit 0). With `--json` anywhere before `--`, the refusal is a JSON object on stderr:
+/// `{"error": {"kind": "usage", "message": ..., "usage": ...}}`.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let informational = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    );
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    if informational || !json {
+        // clap prints to stdout or stderr as fits; a closed pipe is not worth a panic.
+        let _ = error.print();
+        return ExitCode::from(if informational { 0 } else { 2 });
+    }
+    // clap's text: "error: <what>\n  <details>\n\nUsage: <usage>\n\nFor more information, ...".
+    let rendered = error.render().to_string();
+    let (what, rest) = rendered
+        .split_once("\nUsage: ")
+        .unwrap_or((rendered.as_str(), "dshctl [OPTIONS] <COMMAND>"));
+    let message = if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // The "error" is the whole help text of the command that needs a subcommand.
+        "a subcommand is required; --help lists them".to_owned()
+    } else {
+        what.replace("For more information, try '--help'.", "")
+            .trim_start_matches("error: ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let usage = rest.lines().next().unwrap_or_default().trim().to_owned();
+    let doc = json!({ "error": { "kind": "usage", "message": message, "usage": usage } });
+    let _ = writeln!(std::io::stderr(), "{doc}");
+    ExitCode::from(2)
 }
 
 /// Reports a failure: the message on stderr, and with `--json` an error document on stdout.
@@ -147,6 +206,13 @@ fn fail(out: Output, error: &anyhow::Error) -> ExitCode {
 
 /// A machine-readable kind and a human message for an error.
 fn describe(error: &anyhow::Error) -> (String, String) {
+    if let Some(e) = error.downcast_ref::<ResolveError>() {
+        return match e {
+            ResolveError::Ambiguous { .. } => ("ambiguous_id".to_owned(), e.to_string()),
+            ResolveError::NoMatch { .. } => ("not_found".to_owned(), e.to_string()),
+            ResolveError::Rpc(status) => status_kind(status),
+        };
+    }
     if let Some(e) = error.downcast_ref::<ConnectError>() {
         let kind = match e {
             ConnectError::NotListening { .. } => "not_listening",
@@ -157,16 +223,21 @@ fn describe(error: &anyhow::Error) -> (String, String) {
         return (kind.to_owned(), e.to_string());
     }
     if let Some(status) = error.downcast_ref::<tonic::Status>() {
-        let code = format!("{:?}", status.code());
-        let kind = snake(&code);
-        let message = if status.message().is_empty() {
-            kind.replace('_', " ")
-        } else {
-            status.message().to_owned()
-        };
-        return (kind, message);
+        return status_kind(status);
     }
     ("error".to_owned(), format!("{error:#}"))
+}
+
+/// The kind (the gRPC code in snake case) and message of a refusal.
+fn status_kind(status: &tonic::Status) -> (String, String) {
+    let code = format!("{:?}", status.code());
+    let kind = snake(&code);
+    let message = if status.message().is_empty() {
+        kind.replace('_', " ")
+    } else {
+        status.message().to_owned()
+    };
+    (kind, message)
 }
 
 fn snake(camel: &str) -> String {
@@ -193,15 +264,23 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
     }
 
     let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())?;
+    if let Command::Doctor = cli.command {
+        return doctor::run(&socket, out).await;
+    }
+    // Read before connecting: a prompt piped in is not held up by, or lost to, a refused connection.
+    let prompt_text = match &cli.command {
+        Command::Prompt { text, .. } => Some(prompt::text(text)?),
+        _ => None,
+    };
     let client = Client::connect(&socket).await?;
     match cli.command {
         Command::Status => daemon::status(&client, out).await?,
         Command::Shutdown => daemon::shutdown(&client, out).await?,
         Command::Agent { command } => agent::run(&client, out, command).await?,
-        Command::Prompt { agent, text } => {
-            if !prompt::run(&client, out, agent, text).await? {
-                return Ok(ExitCode::FAILURE);
-            }
+        Command::Prompt { agent, .. } => {
+            let agent = client.resolve(IdKind::Agent, &agent).await?;
+            let text = prompt_text.unwrap_or_default();
+            return prompt::run(&client, out, agent, text).await;
         }
         Command::Session { command } => session::run(&client, out, command).await?,
         Command::Persistence { command } => persistence::run(&client, out, command).await?,
@@ -210,7 +289,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Job { command } => run::job(&client, out, command).await?,
         Command::Hooks { command } => hooks::run(&client, out, command).await?,
         Command::Skills { command } => skills::run(&client, out, command).await?,
-        Command::Completions { .. } => {}
+        Command::Completions { .. } | Command::Doctor => {}
     }
     Ok(ExitCode::SUCCESS)
 }

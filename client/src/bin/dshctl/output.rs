@@ -1,5 +1,6 @@
-//! Printing results: a human form by default, exactly one JSON document on stdout with `--json`.
-//! A closed stdout (`dshctl ... | head`) ends the program quietly instead of panicking.
+//! Printing results: a human form by default, exactly one JSON document on stdout with `--json`
+//! (streams: one JSON object per line, each printed with [`Output::emit`] or [`Output::line`] as it
+//! arrives). A closed stdout (`dshctl ... | head`) ends the program quietly instead of panicking.
 
 use std::io::Write;
 

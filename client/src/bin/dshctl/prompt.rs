@@ -1,37 +1,117 @@
-//! `dshctl prompt --agent ID TEXT`: run one turn and follow it as it happens.
+//! `dshctl prompt --agent ID TEXT`: run one turn and follow it as it happens. Ctrl-C cancels the
+//! turn (`Agents.Cancel`), waits for it to end and exits 130.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::process::ExitCode;
 
+use anyhow::Context;
 use dsh_client::Client;
 use dsh_proto::v1;
 use dsh_proto::v1::turn_event::Event;
 use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_stream::StreamExt;
 
 use crate::output::Output;
 
-/// Runs the turn; returns whether it completed.
+/// Exit status after Ctrl-C cancelled the turn (128 + SIGINT, as shells report it).
+pub const INTERRUPTED: u8 = 130;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  dshctl prompt --agent 0199a2b3 \"what does this repository do?\"
+  git diff | dshctl prompt --agent \"$AGENT\" -      the prompt from stdin
+  dshctl --json prompt --agent \"$AGENT\" hi | jq -c 'select(.type == \"tool_call\")'
+
+Ctrl-C cancels the running turn (as `dshctl agent cancel` does), waits until it has ended and
+says \"turn cancelled\"; a second Ctrl-C stops waiting. With --json every event is one JSON object
+per line; the last is `turn_ended`.
+
+Exit status:
+  0    the turn completed
+  1    the turn ended otherwise (error, blocked, stopped, aborted by someone else), or the prompt
+       was refused (e.g. the agent is busy: `dshctl agent cancel ID` stops its turn)
+  2    bad usage
+  130  interrupted by Ctrl-C: the turn was cancelled";
+
+/// The prompt text: the argument, or stdin when it is `-` (without its final newlines, as `$(...)`
+/// would take it).
+pub fn text(arg: &str) -> anyhow::Result<String> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the prompt from stdin")?;
+    let mut text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("the prompt read from stdin is not UTF-8 text ({e})"))?;
+    text.truncate(text.trim_end_matches(['\n', '\r']).len());
+    anyhow::ensure!(
+        !text.trim().is_empty(),
+        "the prompt read from stdin is empty; pipe some text in, e.g. `echo hi | dshctl prompt --agent ID -`"
+    );
+    Ok(text)
+}
+
+/// Runs the turn and follows it: exit 0 when it completed, 1 when it ended otherwise, 130 when
+/// Ctrl-C cancelled it.
 pub async fn run(
     client: &Client,
     out: Output,
     agent: String,
     text: String,
-) -> anyhow::Result<bool> {
-    let mut stream = client
-        .agents()
-        .prompt(v1::PromptRequest {
-            agent_id: agent,
-            text,
-        })
-        .await?
+) -> anyhow::Result<ExitCode> {
+    // Installed before the turn starts, so a Ctrl-C at any moment is ours to handle: the default
+    // action would kill dshctl and leave the turn running.
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
+    let mut agents = client.agents();
+    let mut interrupted = false;
+    let call = agents.prompt(v1::PromptRequest {
+        agent_id: agent.clone(),
+        text,
+    });
+    tokio::pin!(call);
+    // The turn is started by the time the call answers, so a Ctrl-C before that waits for the
+    // answer and then cancels: dropping the call could leave a turn that nobody cancels.
+    let answer = loop {
+        tokio::select! {
+            answer = &mut call => break answer,
+            _ = interrupts.recv() => {
+                if interrupted {
+                    return Ok(stop_waiting());
+                }
+                interrupted = true;
+            }
+        }
+    };
+    let mut stream = answer
+        .map_err(|status| busy_hint(status, &agent))?
         .into_inner();
-    let mut completed = false;
+    let mut cancel_sent = false;
+    if interrupted {
+        cancel(client, &agent).await?;
+        cancel_sent = true;
+    }
+    let mut ended = None;
     let mut screen = Screen::default();
-    while let Some(message) = stream.next().await {
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            _ = interrupts.recv() => {
+                if cancel_sent {
+                    return Ok(stop_waiting());
+                }
+                cancel(client, &agent).await?;
+                cancel_sent = true;
+                continue;
+            }
+        };
+        let Some(message) = message else { break };
         let message = message?;
         let Some(event) = message.event else { continue };
         if let Event::TurnEnded(end) = &event {
-            completed = end.reason.as_ref().is_some_and(|r| r.kind == "completed");
+            ended = Some(end.reason.clone().unwrap_or_default().kind);
         }
         if out.json {
             out.line(&as_json(message.seq, &event))?;
@@ -39,7 +119,47 @@ pub async fn run(
             human(&event, &mut screen)?;
         }
     }
-    Ok(completed)
+    Ok(match ended.as_deref() {
+        Some("completed") => ExitCode::SUCCESS,
+        Some("aborted") if cancel_sent => {
+            eprintln!("dshctl: turn cancelled");
+            ExitCode::from(INTERRUPTED)
+        }
+        Some(_) => ExitCode::FAILURE,
+        None => anyhow::bail!(
+            "the stream ended without turn_ended; `dshctl session events {agent}` shows what was logged"
+        ),
+    })
+}
+
+/// Asks dshd to cancel the turn; the stream then ends with `turn_ended` `aborted`.
+async fn cancel(client: &Client, agent: &str) -> anyhow::Result<()> {
+    eprintln!("dshctl: cancelling the turn (Ctrl-C again to stop waiting)");
+    client
+        .agents()
+        .cancel(v1::CancelAgentRequest {
+            agent_id: agent.to_owned(),
+        })
+        .await?;
+    Ok(())
+}
+
+/// A second Ctrl-C: leave without waiting for the turn to end.
+fn stop_waiting() -> ExitCode {
+    eprintln!("dshctl: stopped waiting; the turn is being cancelled");
+    ExitCode::from(INTERRUPTED)
+}
+
+/// "busy" names the command that ends the running turn.
+fn busy_hint(status: tonic::Status, agent: &str) -> tonic::Status {
+    if status.code() == tonic::Code::FailedPrecondition && status.message().contains(" is busy ") {
+        tonic::Status::new(
+            status.code(),
+            format!("{} (dshctl agent cancel {agent})", status.message()),
+        )
+    } else {
+        status
+    }
 }
 
 fn as_json(seq: u64, event: &Event) -> Value {

@@ -8,14 +8,34 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
 
 use crate::output::Output;
 
+pub const RUN_AFTER_HELP: &str = "\
+Examples:
+  dshctl run -- 'echo $DSH_HOME'
+  dshctl run --agent 0199a2b3 -- make test        as the agent's bash call would run it
+  dshctl run --background -- 'sleep 60; date'      prints a job id; see `dshctl job list`
+  dshctl --json run -- 'exit 3'; echo $?           the outcome as JSON, then 3
+
+Exit status: the command's own status (also with --json); 124 when it timed out; 128+N when a
+signal N ended it; 1 when dshd refused it; 2 bad usage. --background exits 0 once the job started.";
+
+pub const JOB_AFTER_HELP: &str = "\
+Examples:
+  dshctl job list
+  dshctl job output 0199b7c1        a unique prefix of the id will do (with or without job-)
+  dshctl job kill job-0199b7c1
+
+Exit status: 0 success; 1 the daemon refused (e.g. no such job); 2 bad usage.";
+
 #[derive(Debug, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct RunArgs {
-    /// Run on behalf of this agent (its session's managed facts apply).
+    /// Run on behalf of this agent (its session's managed facts apply; a unique id prefix will do).
     #[arg(long, value_name = "ID")]
     agent: Option<String>,
     /// Working directory (default: the agent's session directory, else the daemon's).
@@ -44,21 +64,31 @@ fn parse_env(value: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
+    /// Background jobs: running ones, and finished ones whose output can still be read.
+    List {
+        /// Only the jobs of this live agent.
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
+    },
     /// Output produced since the last read, and the job's state.
     Output {
-        /// The job.
+        /// The job (a unique id prefix will do).
         id: String,
     },
     /// Kill the job's whole process group.
     Kill {
-        /// The job.
+        /// The job (a unique id prefix will do).
         id: String,
     },
 }
 
-/// Runs the command. Without `--json` the command's own exit status is returned (signal: 128 + n,
-/// timeout: 124, as `timeout(1)` does); with `--json` the status is in the document.
+/// Runs the command and returns its own exit status (signal: 128 + n, timeout: 124, as
+/// `timeout(1)` does), with `--json` too (the document says the same).
 pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let agent_id = match &args.agent {
+        Some(agent) => client.resolve(IdKind::Agent, agent).await?,
+        None => String::new(),
+    };
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir)
             .with_context(|| format!("cannot make {} absolute", dir.display()))?
@@ -69,7 +99,7 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
     let response = client
         .shell()
         .run(v1::RunRequest {
-            agent_id: args.agent.unwrap_or_default(),
+            agent_id,
             command: args.command.join(" "),
             cwd,
             timeout_ms: args.timeout_ms.unwrap_or(0),
@@ -106,9 +136,6 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
                 }
                 Ok(())
             })?;
-            if out.json {
-                return Ok(ExitCode::SUCCESS);
-            }
             Ok(exit_status(&o))
         }
         None => anyhow::bail!("dshd sent an empty answer"),
@@ -142,7 +169,51 @@ fn signal_number(name: &str) -> u8 {
 pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::Result<()> {
     let mut shell = client.shell();
     match command {
+        JobCommand::List { agent } => {
+            let agent_id = match &agent {
+                Some(agent) => client.resolve(IdKind::Agent, agent).await?,
+                None => String::new(),
+            };
+            let jobs = shell
+                .list_jobs(v1::ListJobsRequest { agent_id })
+                .await?
+                .into_inner()
+                .jobs;
+            let doc = json!({ "jobs": jobs.iter().map(|j| json!({
+                "job_id": j.job_id,
+                "agent_id": (!j.agent_id.is_empty()).then_some(&j.agent_id),
+                "command": j.command,
+                "state": state(j),
+                "running": j.running,
+                "started_at_ms": j.started_at_ms,
+                "exit_code": j.exit_code,
+                "signal": j.signal,
+                "killed": j.killed,
+            })).collect::<Vec<_>>() });
+            let now = crate::daemon::now_ms();
+            out.emit(&doc, |w| {
+                if jobs.is_empty() {
+                    return writeln!(w, "no background jobs");
+                }
+                let mut table =
+                    crate::output::table(["JOB", "AGENT", "STATE", "STARTED", "COMMAND"]);
+                for j in &jobs {
+                    let age = std::time::Duration::from_millis(
+                        u64::try_from(now - j.started_at_ms).unwrap_or(0),
+                    );
+                    table.add_row([
+                        j.job_id.clone(),
+                        j.agent_id.clone(),
+                        state(j),
+                        format!("{} ago", crate::daemon::human_duration(age)),
+                        one_line(&j.command),
+                    ]);
+                }
+                writeln!(w, "{table}")
+            })
+        }
         JobCommand::Output { id } => {
+            let id = client.resolve(IdKind::Job, &id).await?;
             let o = shell
                 .job_output(v1::JobOutputRequest { job_id: id.clone() })
                 .await?
@@ -167,6 +238,7 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
             })
         }
         JobCommand::Kill { id } => {
+            let id = client.resolve(IdKind::Job, &id).await?;
             let killed = shell
                 .job_kill(v1::JobKillRequest { job_id: id.clone() })
                 .await?
@@ -180,5 +252,29 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
                 }
             })
         }
+    }
+}
+
+/// A job's state in a word or two: `running`, `exited 0`, `killed (SIGTERM)`.
+fn state(j: &v1::JobInfo) -> String {
+    if j.running {
+        return "running".to_owned();
+    }
+    match (&j.signal, j.exit_code, j.killed) {
+        (Some(signal), _, _) => format!("killed ({signal})"),
+        (None, Some(code), true) => format!("killed (exited {code})"),
+        (None, Some(code), false) => format!("exited {code}"),
+        (None, None, _) => "ended".to_owned(),
+    }
+}
+
+/// A command on one table line: its first line, marked when there is more.
+fn one_line(command: &str) -> String {
+    let mut lines = command.trim().lines();
+    let first = lines.next().unwrap_or_default();
+    if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first.to_owned()
     }
 }

@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
 use tokio_stream::StreamExt;
@@ -9,20 +10,29 @@ use tokio_stream::StreamExt;
 use crate::output::Output;
 use crate::wire;
 
+const EVENTS_AFTER_HELP: &str = "\
+Examples:
+  dshctl session events 0199a2b3
+  dshctl --json session events \"$AGENT\" | jq -c 'select(.type == \"tool/call\")'
+  dshctl session events \"$AGENT\" --from 10 | head -5
+
+Exit status: 0 success; 1 the daemon refused (e.g. no such session); 2 bad usage.";
+
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// Where the active backend keeps (or will keep) the session's transcript; touches nothing.
     Locate {
-        /// The session (a live agent's or a stored one).
+        /// The session (a live agent's or a stored one; a unique id prefix will do).
         id: String,
     },
     /// Sessions of the active backend and live agents; the first line (or `backend` and `others`
     /// with --json) says which backend that is and how many sessions the other configured
     /// backends hold besides.
     List,
-    /// A session's events.
+    /// A session's logged events, oldest first (with --json: one JSON object per line).
+    #[command(after_help = EVENTS_AFTER_HELP)]
     Events {
-        /// The session.
+        /// The session (a unique id prefix will do).
         id: String,
         /// First sequence number to show.
         #[arg(long, default_value_t = 0)]
@@ -34,6 +44,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
     let mut persistence = client.persistence();
     match command {
         SessionCommand::Locate { id } => {
+            let id = client.resolve(IdKind::Session, &id).await?;
             let location = persistence
                 .locate(v1::LocateRequest {
                     session_id: id.clone(),
@@ -93,6 +104,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             })
         }
         SessionCommand::Events { id, from } => {
+            let id = client.resolve(IdKind::Session, &id).await?;
             let mut stream = persistence
                 .read_events(v1::ReadEventsRequest {
                     session_id: id,
@@ -100,17 +112,14 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 })
                 .await?
                 .into_inner();
-            let mut events = Vec::new();
+            // A stream: each event is printed as it arrives, one line (one JSON object) each.
             while let Some(event) = stream.next().await {
-                events.push(event?);
+                let e = event?;
+                out.emit(&wire::event(&e), |w| {
+                    writeln!(w, "{:>5}  {:<18} {}", e.seq, e.r#type, e.data_json)
+                })?;
             }
-            let doc = json!({ "events": events.iter().map(wire::event).collect::<Vec<_>>() });
-            out.emit(&doc, |w| {
-                for e in &events {
-                    writeln!(w, "{:>5}  {:<18} {}", e.seq, e.r#type, e.data_json)?;
-                }
-                Ok(())
-            })
+            Ok(())
         }
     }
 }

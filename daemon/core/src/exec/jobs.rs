@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -190,6 +190,8 @@ pub struct JobInfo {
     pub command: String,
     /// Running or finished.
     pub state: JobState,
+    /// When it was started (wall clock).
+    pub started_at: SystemTime,
 }
 
 /// One job's shared state: written by its supervising task, read by callers.
@@ -198,6 +200,8 @@ pub(crate) struct Job {
     pub owner: Option<SessionId>,
     pub command: String,
     pub started: Instant,
+    /// `started` on the wall clock, for listings.
+    pub started_at: SystemTime,
     pub stdout: Arc<Mutex<Collector>>,
     pub stderr: Arc<Mutex<Collector>>,
     /// Whole-stream offsets of the next read (stdout, stderr), and whether the reader ever fell
@@ -223,6 +227,7 @@ impl Job {
             owner,
             command,
             started: Instant::now(),
+            started_at: SystemTime::now(),
             stdout: Arc::new(Mutex::new(stdout)),
             stderr: Arc::new(Mutex::new(stderr)),
             cursor: Mutex::new((0, 0, false)),
@@ -290,6 +295,7 @@ impl Job {
             owner: self.owner.clone(),
             command: self.command.clone(),
             state: self.state(),
+            started_at: self.started_at,
         }
     }
 }

@@ -1,0 +1,468 @@
+//! `dshctl doctor`: is dsh ready to use? One line per check, each failed one with its fix.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::process::ExitCode;
+
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde_json::json;
+
+use crate::output::Output;
+
+pub const AFTER_HELP: &str = "\
+Checks, in order: the socket (found, private to you, served by your own uid), the daemon (answers,
+same protocol), its home, the persistence backend (readable), the model API key (as dshd sees
+it), the config file and the hook files. ✓ passed, ✗ failed (with the fix), ! works but limited
+(e.g. no model key: only the keyless scripted model), · not checked (needs a running dshd).
+
+Examples:
+  dshctl doctor
+  dshctl --json doctor | jq -r '.checks[] | select(.status == \"error\") | .fix'
+
+Exit status:
+  0    every check passed (warnings allowed)
+  1    at least one check failed
+  2    bad usage";
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    /// Works, with a limitation worth knowing.
+    Warn,
+    Fail,
+    /// Not checked: it needs something that failed before.
+    Skipped,
+}
+
+impl Level {
+    fn mark(self) -> &'static str {
+        match self {
+            Self::Ok => "✓",
+            Self::Warn => "!",
+            Self::Fail => "✗",
+            Self::Skipped => "·",
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warn => "warning",
+            Self::Fail => "error",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Check {
+    name: &'static str,
+    level: Level,
+    detail: String,
+    fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            level: Level::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            name,
+            level: Level::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            level: Level::Warn,
+            ..Self::fail(name, detail, fix)
+        }
+    }
+
+    fn skipped(name: &'static str) -> Self {
+        Self {
+            name,
+            level: Level::Skipped,
+            detail: "not checked: needs a running dshd".to_owned(),
+            fix: None,
+        }
+    }
+}
+
+/// Runs every check and prints them; exit 0 when none failed.
+pub async fn run(socket: &Path, out: Output) -> anyhow::Result<ExitCode> {
+    let checks = checks(socket).await;
+    let healthy = checks.iter().all(|c| c.level != Level::Fail);
+    let doc = json!({
+        "healthy": healthy,
+        "checks": checks.iter().map(|c| json!({
+            "check": c.name,
+            "status": c.level.word(),
+            "detail": c.detail,
+            "fix": c.fix,
+        })).collect::<Vec<_>>(),
+    });
+    out.emit(&doc, |w| {
+        for c in &checks {
+            match &c.fix {
+                Some(fix) => writeln!(
+                    w,
+                    "{} {:<12} {} — fix: {fix}",
+                    c.level.mark(),
+                    c.name,
+                    c.detail
+                )?,
+                None => writeln!(w, "{} {:<12} {}", c.level.mark(), c.name, c.detail)?,
+            }
+        }
+        Ok(())
+    })?;
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+const AFTER_DAEMON: [&str; 5] = ["home", "persistence", "model key", "config", "hooks"];
+
+async fn checks(socket: &Path) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(problem) = socket_problem(socket) {
+        checks.push(problem);
+        checks.push(Check::skipped("daemon"));
+        checks.extend(AFTER_DAEMON.map(Check::skipped));
+        return checks;
+    }
+    let status = match Client::connect(socket).await {
+        Ok(client) => match client.daemon().status(v1::StatusRequest {}).await {
+            Ok(status) => Ok((client, status.into_inner())),
+            Err(e) => Err(Check::fail(
+                "daemon",
+                format!(
+                    "dshd on {} refused Status: {}",
+                    socket.display(),
+                    e.message()
+                ),
+                "restart it: systemctl --user restart dshd (or stop it and run dshd)",
+            )),
+        },
+        Err(e) => Err(Check::fail("socket", e.to_string(), connect_fix(&e))),
+    };
+    let (client, status) = match status {
+        Ok(found) => found,
+        Err(problem) => {
+            let socket_failed = problem.name == "socket";
+            checks.push(problem);
+            if socket_failed {
+                checks.push(Check::skipped("daemon"));
+            }
+            checks.extend(AFTER_DAEMON.map(Check::skipped));
+            return checks;
+        }
+    };
+    checks.push(Check::ok(
+        "socket",
+        format!("{}: private, served by your uid", socket.display()),
+    ));
+    checks.push(daemon(&status));
+    checks.push(home(Path::new(&status.dsh_home)));
+    checks.extend(persistence(&client).await);
+    checks.push(model_key(&status));
+    checks.push(config(&status));
+    checks.extend(hooks(&client).await);
+    checks
+}
+
+/// Problems visible before connecting: the socket is missing, not a socket, not ours, or in a
+/// directory others could replace it in.
+fn socket_problem(socket: &Path) -> Option<Check> {
+    let me = rustix::process::geteuid().as_raw();
+    let start = "start dshd: dshd, or systemctl --user start dshd";
+    let meta = match std::fs::symlink_metadata(socket) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(Check::fail(
+                "socket",
+                format!(
+                    "no dshd is listening on {}: the socket does not exist",
+                    socket.display()
+                ),
+                format!("{start} (or point --socket/$DSH_SOCKET at the right one)"),
+            ));
+        }
+        Err(e) => {
+            return Some(Check::fail(
+                "socket",
+                format!("cannot inspect {}: {e}", socket.display()),
+                "check the permissions of the directories above it",
+            ));
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return Some(Check::fail(
+            "socket",
+            format!("{} is not a socket", socket.display()),
+            format!("remove it, then {start}"),
+        ));
+    }
+    if meta.uid() != me {
+        return Some(Check::fail(
+            "socket",
+            format!(
+                "{} belongs to uid {}, not to you (uid {me}); nothing was sent to it",
+                socket.display(),
+                meta.uid()
+            ),
+            "find out who created it; use your own socket (--socket or $DSH_SOCKET)",
+        ));
+    }
+    let dir = socket.parent().unwrap_or(Path::new("/"));
+    match std::fs::symlink_metadata(dir) {
+        Ok(d) if d.file_type().is_symlink() || d.uid() != me || d.mode() & 0o022 != 0 => {
+            Some(Check::fail(
+                "socket",
+                format!(
+                    "{} is not a private directory of yours (owner uid {}, mode {:o}): another user could replace the socket",
+                    dir.display(),
+                    d.uid(),
+                    d.mode() & 0o7777
+                ),
+                format!("chmod 700 {} (and make sure you own it)", dir.display()),
+            ))
+        }
+        Ok(_) => None,
+        Err(e) => Some(Check::fail(
+            "socket",
+            format!("cannot inspect {}: {e}", dir.display()),
+            "check the permissions of the directories above it",
+        )),
+    }
+}
+
+fn connect_fix(error: &dsh_client::ConnectError) -> String {
+    match error {
+        dsh_client::ConnectError::NotListening { .. } => {
+            "start dshd: dshd, or systemctl --user start dshd (a stale socket file is replaced)"
+                .to_owned()
+        }
+        dsh_client::ConnectError::ForeignServer { .. }
+        | dsh_client::ConnectError::PermissionDenied { .. } => {
+            "check who owns the socket and its directory; use your own (--socket or $DSH_SOCKET)"
+                .to_owned()
+        }
+        _ => "check the socket path (--socket or $DSH_SOCKET)".to_owned(),
+    }
+}
+
+fn daemon(s: &v1::StatusResponse) -> Check {
+    let ours = dsh_proto::PROTOCOL_VERSION;
+    if s.protocol_version != ours {
+        return Check::fail(
+            "daemon",
+            format!(
+                "dshd {} speaks protocol {}, this dshctl protocol {ours}",
+                s.version, s.protocol_version
+            ),
+            "install dshd and dshctl from the same release, then restart dshd",
+        );
+    }
+    Check::ok(
+        "daemon",
+        format!(
+            "dshd {} (protocol {}), pid {}",
+            s.version, s.protocol_version, s.pid
+        ),
+    )
+}
+
+fn home(path: &Path) -> Check {
+    let me = rustix::process::geteuid().as_raw();
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => Check::fail(
+            "home",
+            format!("{} is not a directory", path.display()),
+            "move it away and restart dshd, which creates its home",
+        ),
+        Ok(m) if m.uid() != me => Check::fail(
+            "home",
+            format!(
+                "{} belongs to uid {}, not to you (uid {me})",
+                path.display(),
+                m.uid()
+            ),
+            format!("chown -R {me} {}", path.display()),
+        ),
+        Ok(m) if m.mode() & 0o022 != 0 => Check::fail(
+            "home",
+            format!(
+                "{} is writable by group or others (mode {:o})",
+                path.display(),
+                m.mode() & 0o7777
+            ),
+            format!("chmod go-w {}", path.display()),
+        ),
+        Ok(_) => Check::ok("home", path.display().to_string()),
+        Err(e) => Check::fail(
+            "home",
+            format!("cannot read {}: {e}", path.display()),
+            "restart dshd, which creates its home, or fix the permissions above it",
+        ),
+    }
+}
+
+async fn persistence(client: &Client) -> Vec<Check> {
+    let listed = match client
+        .persistence()
+        .list_sessions(v1::ListSessionsRequest {})
+        .await
+    {
+        Ok(listed) => listed.into_inner(),
+        Err(e) => {
+            return vec![Check::fail(
+                "persistence",
+                format!("the active backend cannot be read: {}", e.message()),
+                "fix what the message names, or switch: dshctl persistence use jsonl|sqlite",
+            )];
+        }
+    };
+    let backend = listed.backend.clone().unwrap_or_default();
+    let stored = listed.sessions.iter().filter(|s| !s.live).count();
+    let mut checks = vec![Check::ok(
+        "persistence",
+        format!(
+            "{} {}: {stored} stored session{}",
+            backend.name,
+            backend.path,
+            if stored == 1 { "" } else { "s" }
+        ),
+    )];
+    for other in listed.others.iter().filter(|o| !o.error.is_empty()) {
+        let b = other.backend.clone().unwrap_or_default();
+        checks.push(Check::warn(
+            "persistence",
+            format!(
+                "{} {} (not active) cannot be read: {}",
+                b.name, b.path, other.error
+            ),
+            "fix it if you mean to switch to it; the active backend is unaffected",
+        ));
+    }
+    checks
+}
+
+fn model_key(s: &v1::StatusResponse) -> Check {
+    if s.model_key_configured {
+        Check::ok("model key", "configured: --model openai can be used")
+    } else {
+        Check::warn(
+            "model key",
+            "not set in dshd's environment: only the keyless scripted model works",
+            "set DEEPSEEK_API_KEY (or the variable [model] api_key_env names) for dshd, e.g. systemctl --user edit dshd, then restart it",
+        )
+    }
+}
+
+fn config(s: &v1::StatusResponse) -> Check {
+    if s.config_file.is_empty() {
+        return Check::ok(
+            "config",
+            format!(
+                "no config file: every key at its default ({}/config.toml would be read)",
+                s.dsh_home
+            ),
+        );
+    }
+    let path = Path::new(&s.config_file);
+    let restart = "restart dshd to check and apply it: systemctl --user restart dshd (it refuses an invalid file and names the line)";
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(modified) => {
+            let modified_ms = modified
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            if modified_ms > s.started_at_ms {
+                Check::fail(
+                    "config",
+                    format!(
+                        "{} changed after dshd started: the running daemon uses the older version, and the new one is not checked",
+                        path.display()
+                    ),
+                    restart,
+                )
+            } else {
+                Check::ok(
+                    "config",
+                    format!("{}: valid (dshd read it at start)", path.display()),
+                )
+            }
+        }
+        Err(e) => Check::fail(
+            "config",
+            format!(
+                "{} (read by dshd at start) cannot be read now: {e}",
+                path.display()
+            ),
+            format!("restore it, or {restart}"),
+        ),
+    }
+}
+
+async fn hooks(client: &Client) -> Vec<Check> {
+    let files = match client.hooks().list(v1::ListHooksRequest {}).await {
+        Ok(files) => files.into_inner().files,
+        Err(e) => {
+            return vec![Check::fail(
+                "hooks",
+                format!("dshd did not list its hooks: {}", e.message()),
+                "restart dshd",
+            )];
+        }
+    };
+    let broken: Vec<Check> = files
+        .iter()
+        .filter(|f| f.status != "loaded")
+        .map(|f| {
+            let fix = if f.status == "missing" {
+                "create the file, or remove it from [hooks] in the config; then dshctl hooks reload"
+            } else {
+                "fix the file, then dshctl hooks reload (dshctl hooks list shows the details)"
+            };
+            let error = if f.error.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", f.error)
+            };
+            Check::fail(
+                "hooks",
+                format!("{} {} is {}{error}", f.dialect, f.path, f.status),
+                fix,
+            )
+        })
+        .collect();
+    if !broken.is_empty() {
+        return broken;
+    }
+    let handlers: usize = files.iter().map(|f| f.handlers.len()).sum();
+    vec![Check::ok(
+        "hooks",
+        match files.len() {
+            0 => "none configured".to_owned(),
+            n => format!(
+                "{n} file{} loaded, {handlers} handler{}",
+                if n == 1 { "" } else { "s" },
+                if handlers == 1 { "" } else { "s" }
+            ),
+        },
+    )]
+}
