@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{BoxFuture, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
-use crate::exec::{CommandSpec, Executor};
+use crate::exec::{CommandSpec, Executor, SandboxRequest};
 use crate::shell_env::ShellEnvRegistry;
 
 /// The description the model reads. It teaches only the durable convention, never a
@@ -142,6 +142,11 @@ impl Tool for BashTool {
                 },
                 // The model is told where the full output is; it stays until the agent closes.
                 spill_owner: exec.session_id().cloned(),
+                // The agent's sandbox; its workspace is the agent's cwd, whatever `workdir` says.
+                sandbox: exec.agent.as_ref().map(|a| SandboxRequest {
+                    policy: a.sandbox,
+                    workspace: a.header.cwd.clone(),
+                }),
                 ..CommandSpec::default()
             };
             if args.background {
