@@ -35,6 +35,8 @@ impl daemon_server::Daemon for DaemonService {
             started_at_ms: d.started_at_ms,
             persistence: d.persistence_name().to_owned(),
             agents: u32::try_from(d.live_agents()).unwrap_or(u32::MAX),
+            landlock_abi: d.executor.landlock().abi(),
+            landlock: d.executor.landlock().to_string(),
         }))
     }
 

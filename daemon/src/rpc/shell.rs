@@ -8,10 +8,13 @@ use dsh_proto::v1::{self, shell_server};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::convert::{agent_status, exec_status, session_id};
+use super::convert::{agent_status, exec_status, sandbox_policy, session_id};
 use crate::daemon::Daemon;
 use dsh_core::call::ToolExecution;
-use dsh_core::exec::{CommandOutcome, CommandSpec, JobId, check_caller_env, check_command};
+use dsh_core::exec::{
+    CommandOutcome, CommandSpec, JobId, SandboxRequest, check_caller_env, check_command,
+};
+use dsh_core::sandbox::SandboxPolicy;
 
 /// The `Shell` service.
 pub struct ShellService {
@@ -105,6 +108,15 @@ impl shell_server::Shell for ShellService {
         check_caller_env(&env).map_err(exec_status)?;
         check_command(&req.command).map_err(exec_status)?;
         let exec = execution(&self.daemon, req.agent_id, req.cwd, "bash")?;
+        // The agent's policy by default; for no agent, none (the caller is the user).
+        let (base, workspace) = match &exec.agent {
+            Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
+            None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
+        };
+        let sandbox = SandboxRequest {
+            policy: sandbox_policy(req.sandbox, base)?,
+            workspace,
+        };
         let managed = self
             .daemon
             .shell_env
@@ -125,6 +137,7 @@ impl shell_server::Shell for ShellService {
                 exec.cancel.clone()
             },
             spill_owner: exec.session_id().cloned(),
+            sandbox: Some(sandbox),
         };
         let result = if req.background {
             let job = self

@@ -28,6 +28,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "started_at_ms": s.started_at_ms,
         "persistence": s.persistence,
         "agents": s.agents,
+        "landlock_abi": s.landlock_abi,
+        "landlock": s.landlock,
     });
     out.emit(&doc, |w| {
         writeln!(
@@ -39,7 +41,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         writeln!(w, "socket       {}", s.socket)?;
         writeln!(w, "uptime       {}", human_duration(uptime))?;
         writeln!(w, "persistence  {}", s.persistence)?;
-        writeln!(w, "agents       {}", s.agents)
+        writeln!(w, "agents       {}", s.agents)?;
+        writeln!(w, "landlock     {}", s.landlock)
     })
 }
 
