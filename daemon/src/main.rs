@@ -87,7 +87,10 @@ fn main() -> ExitCode {
     // First, before anything else touches the process: the helper must `exec` the shell with the
     // environment and descriptors the executor gave it.
     let mut raw = std::env::args_os().skip(1);
-    if raw.next().is_some_and(|first| first == dsh_core::sandbox::HELPER_ARG) {
+    if raw
+        .next()
+        .is_some_and(|first| first == dsh_core::sandbox::HELPER_ARG)
+    {
         return dsh_core::sandbox::helper_main(raw);
     }
     let args = Args::parse();

@@ -24,10 +24,10 @@ use dsh_core::agent::CheckpointPolicy;
 use dsh_core::agent::openai::{self, OpenAiConfig};
 use dsh_core::agent::scripted::{self, Script};
 use dsh_core::exec::{ExecConfig, compile_secret_pattern};
-use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use dsh_core::hooks::HookSettings;
 use dsh_core::persistence::BackendKind;
+use dsh_core::sandbox::SandboxPolicy;
 
 /// Name of the config file looked up in the harness home when `--config` is not given.
 pub const DEFAULT_FILE_NAME: &str = "config.toml";

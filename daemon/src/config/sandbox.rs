@@ -32,7 +32,9 @@ impl Builder<'_> {
         };
         let mut policy = SandboxPolicy::UNCONFINED;
         if let Some(mode) = &section.mode {
-            policy.mode = mode.parse().map_err(|e| bad("sandbox.mode", format!("{e}")))?;
+            policy.mode = mode
+                .parse()
+                .map_err(|e| bad("sandbox.mode", format!("{e}")))?;
         }
         if let Some(network) = &section.network {
             policy.network = network

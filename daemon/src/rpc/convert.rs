@@ -210,7 +210,8 @@ pub fn sandbox_policy(
     let Some(spec) = spec else {
         return Ok(base);
     };
-    let bad = |field: &str, e: UnknownName| Status::invalid_argument(format!("sandbox.{field}: {e}"));
+    let bad =
+        |field: &str, e: UnknownName| Status::invalid_argument(format!("sandbox.{field}: {e}"));
     Ok(SandboxPolicy {
         mode: if spec.mode.is_empty() {
             base.mode

@@ -130,7 +130,11 @@ impl ModelArgs {
 pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow::Result<()> {
     let mut agents = client.agents();
     let info = match command {
-        AgentCommand::New { cwd, model, sandbox } => {
+        AgentCommand::New {
+            cwd,
+            model,
+            sandbox,
+        } => {
             let cwd = match cwd {
                 Some(dir) => std::path::absolute(&dir)
                     .with_context(|| format!("cannot make {} absolute", dir.display()))?,
@@ -144,7 +148,11 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 })
                 .await?
         }
-        AgentCommand::Spawn { parent, model, sandbox } => {
+        AgentCommand::Spawn {
+            parent,
+            model,
+            sandbox,
+        } => {
             agents
                 .spawn(v1::SpawnAgentRequest {
                     parent_agent_id: parent,
@@ -153,7 +161,11 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 })
                 .await?
         }
-        AgentCommand::Fork { session_id, model, sandbox } => {
+        AgentCommand::Fork {
+            session_id,
+            model,
+            sandbox,
+        } => {
             agents
                 .fork(v1::ForkAgentRequest {
                     session_id,
@@ -162,7 +174,11 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 })
                 .await?
         }
-        AgentCommand::Resume { session_id, model, sandbox } => {
+        AgentCommand::Resume {
+            session_id,
+            model,
+            sandbox,
+        } => {
             agents
                 .resume(v1::ResumeAgentRequest {
                     session_id,

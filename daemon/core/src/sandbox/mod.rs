@@ -211,6 +211,24 @@ impl SandboxPolicy {
     }
 }
 
+impl SandboxPolicy {
+    /// The one line a model reads under a command that failed with "Permission denied" while
+    /// confined, so it learns the policy from the refusal instead of guessing (`None` when
+    /// nothing is confined).
+    pub fn refusal_note(&self) -> Option<String> {
+        let writes = match self.mode {
+            SandboxMode::Off => None,
+            SandboxMode::WorkspaceWrite => Some(
+                "writes outside the agent's working directory, the configured extra roots and $TMPDIR are refused",
+            ),
+            SandboxMode::ReadOnly => Some("writes anywhere but $TMPDIR are refused"),
+        };
+        let network = (self.network == Network::Off).then_some("TCP connections are refused");
+        let what: Vec<&str> = writes.into_iter().chain(network).collect();
+        (!what.is_empty()).then(|| format!("[sandbox: {self}: {}]", what.join("; ")))
+    }
+}
+
 impl fmt::Display for SandboxPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}, network {}", self.mode, self.network)

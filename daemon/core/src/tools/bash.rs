@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{BoxFuture, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
-use crate::exec::{CommandSpec, Executor, SandboxRequest};
+use crate::exec::{CommandOutcome, CommandSpec, Executor, SandboxRequest};
 use crate::shell_env::ShellEnvRegistry;
 
 /// The description the model reads. It teaches only the durable convention, never a
@@ -179,7 +179,7 @@ impl Tool for BashTool {
                     let output = if outcome.success() {
                         ToolOutput::ok(outcome.render())
                     } else {
-                        ToolOutput::error(outcome.render())
+                        ToolOutput::error(with_sandbox_note(outcome.render(), exec, &outcome))
                     };
                     output.with_detail(detail)
                 }
@@ -187,6 +187,21 @@ impl Tool for BashTool {
             }
         })
     }
+}
+
+/// A failed command whose stderr says "Permission denied" under a sandbox gets one line naming
+/// the policy (docs/CONFIG.md, "What the model is told"); the tool's description stays generic.
+fn with_sandbox_note(mut text: String, exec: &ToolExecution, outcome: &CommandOutcome) -> String {
+    let note = exec
+        .agent
+        .as_ref()
+        .filter(|_| outcome.stderr.contains("Permission denied"))
+        .and_then(|a| a.sandbox.refusal_note());
+    if let Some(note) = note {
+        text.push('\n');
+        text.push_str(&note);
+    }
+    text
 }
 
 #[cfg(test)]
