@@ -171,3 +171,50 @@ fn an_escaped_descendant_stays_confined() {
     );
     assert!(!target.exists());
 }
+
+/// Hooks are the user's own configuration and run unconfined, around a confined model call; the
+/// hook file itself cannot be written by the model (a writable hook would be a way out).
+#[test]
+fn hooks_run_unconfined_and_their_files_are_protected() {
+    let dir = dsh_tests::private_dir();
+    std::fs::create_dir_all(dir.path().join("cfg")).unwrap();
+    let hooks = dir.path().join("cfg/hooks.json");
+    let marker = dir.path().join("user/hook-wrote");
+    std::fs::create_dir_all(dir.path().join("user")).unwrap();
+    let command = format!("touch {}", marker.display());
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!("[hooks]\nclaude_code = [{:?}]\n", hooks.to_str().unwrap())),
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+    let before = std::fs::read(&hooks).unwrap();
+    // A workspace that holds the hook file cannot be made writable; one beside it can.
+    let beside = daemon.workdir("beside");
+    let id = agent(
+        &daemon,
+        &beside,
+        &["--sandbox", "workspace-write"],
+        &[&format!("echo '{{}}' > {}", hooks.display()), "touch ~/by-model"],
+    );
+    let got = results(&daemon, &id);
+    assert!(got[0].is_error && got[0].content.contains("Permission denied"), "{:?}", got[0]);
+    assert!(got[1].is_error, "{:?}", got[1]);
+    assert_eq!(std::fs::read(&hooks).unwrap(), before);
+    assert!(marker.exists(), "the hook did not run unconfined");
+    assert!(!daemon.dir.path().join("user/by-model").exists());
+    let (code, doc) = run(
+        &daemon,
+        &["--cwd", daemon.dir.path().join("cfg").to_str().unwrap(), "--sandbox", "workspace-write", "--", "true"],
+    );
+    assert_eq!(code, Some(1), "{doc}");
+    assert!(doc["error"]["message"].as_str().unwrap().contains("hooks.json"), "{doc}");
+}
