@@ -24,7 +24,8 @@ fn main() {
     let dir = dsh_tests::private_dir();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let socket = dir.path().join("d.sock");
+    // The socket's directory is protected (a workspace inside it is refused): keep it apart.
+    let socket = dir.path().join("run/d.sock");
     let mut cmd = dsh_tests::daemon_command_for(&dshd, &dir);
     cmd.env("RUST_LOG", "warn")
         .arg("--dsh-home")

@@ -190,7 +190,10 @@ fn hooks_run_unconfined_and_their_files_are_protected() {
     .unwrap();
     let daemon = TestDaemon::spawn(
         DaemonSpec {
-            config: Some(format!("[hooks]\nclaude_code = [{:?}]\n", hooks.to_str().unwrap())),
+            config: Some(format!(
+                "[hooks]\nclaude_code = [{:?}]\n",
+                hooks.to_str().unwrap()
+            )),
             ..DaemonSpec::default()
         },
         dir,
@@ -203,18 +206,38 @@ fn hooks_run_unconfined_and_their_files_are_protected() {
         &daemon,
         &beside,
         &["--sandbox", "workspace-write"],
-        &[&format!("echo '{{}}' > {}", hooks.display()), "touch ~/by-model"],
+        &[
+            &format!("echo '{{}}' > {}", hooks.display()),
+            "touch ~/by-model",
+        ],
     );
     let got = results(&daemon, &id);
-    assert!(got[0].is_error && got[0].content.contains("Permission denied"), "{:?}", got[0]);
+    assert!(
+        got[0].is_error && got[0].content.contains("Permission denied"),
+        "{:?}",
+        got[0]
+    );
     assert!(got[1].is_error, "{:?}", got[1]);
     assert_eq!(std::fs::read(&hooks).unwrap(), before);
     assert!(marker.exists(), "the hook did not run unconfined");
     assert!(!daemon.dir.path().join("user/by-model").exists());
     let (code, doc) = run(
         &daemon,
-        &["--cwd", daemon.dir.path().join("cfg").to_str().unwrap(), "--sandbox", "workspace-write", "--", "true"],
+        &[
+            "--cwd",
+            daemon.dir.path().join("cfg").to_str().unwrap(),
+            "--sandbox",
+            "workspace-write",
+            "--",
+            "true",
+        ],
     );
     assert_eq!(code, Some(1), "{doc}");
-    assert!(doc["error"]["message"].as_str().unwrap().contains("hooks.json"), "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hooks.json"),
+        "{doc}"
+    );
 }
