@@ -57,6 +57,7 @@ async fn create(
 ) -> String {
     agents
         .create(v1::CreateAgentRequest {
+            sandbox: None,
             cwd: work.display().to_string(),
             model: Some(v1::ModelSpec {
                 provider: "scripted".into(),

@@ -61,6 +61,7 @@ fn main() {
         let agent = client
             .agents()
             .create(v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: work.display().to_string(),
                 model: Some(v1::ModelSpec {
                     provider: "scripted".into(),

@@ -198,6 +198,7 @@ async fn run(client: &dsh_client::Client, command: &str) -> v1::CommandOutcome {
     let response = client
         .shell()
         .run(v1::RunRequest {
+            sandbox: None,
             command: command.into(),
             ..v1::RunRequest::default()
         })

@@ -48,6 +48,7 @@ fn setup() -> Setup {
         agent: Some(AgentContext {
             header: Arc::new(header),
             root,
+            sandbox: dsh_core::sandbox::SandboxPolicy::UNCONFINED,
         }),
         turn: Some(3),
         step: Some(2),

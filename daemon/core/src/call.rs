@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::SandboxPolicy;
 use crate::session::{SessionHeader, SessionId};
 
 /// A boxed, sendable future (tools and providers are used as trait objects).
@@ -44,6 +45,8 @@ pub struct AgentContext {
     pub header: Arc<SessionHeader>,
     /// The top-most live ancestor when the agent was created (itself for top-level agents).
     pub root: SessionId,
+    /// How the agent's bash calls (and background jobs) are confined.
+    pub sandbox: SandboxPolicy,
 }
 
 /// One tool call: who makes it, where in the turn, and how to cancel it.

@@ -10,7 +10,8 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// The core's modules from the bottom up. A module may name only modules listed before it.
-    const LAYERS: [&str; 10] = [
+    const LAYERS: [&str; 11] = [
+        "sandbox",
         "session",
         "skills",
         "persistence",

@@ -13,6 +13,7 @@ pub use dsh_paths::home;
 pub mod hooks;
 mod layers;
 pub mod persistence;
+pub mod sandbox;
 pub mod session;
 pub mod shell;
 pub mod shell_env;

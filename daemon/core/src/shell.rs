@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::ToolExecution;
 use crate::exec::{
-    CommandOutcome, CommandSpec, ExecError, Executor, JobId, check_caller_env, check_command,
+    CommandOutcome, CommandSpec, ExecError, Executor, JobId, SandboxRequest, check_caller_env,
+    check_command,
 };
+use crate::sandbox::SandboxPolicy;
 use crate::shell_env::{CollectError, ShellEnvRegistry};
 
 /// One command to run for a [`ToolExecution`].
@@ -29,6 +31,8 @@ pub struct Command {
     pub env: BTreeMap<String, String>,
     /// Start as a background job and return its id at once.
     pub background: bool,
+    /// The sandbox policy; `None` means the calling agent's (unconfined for a call of no agent).
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 impl Command {
@@ -90,6 +94,16 @@ impl Shell {
         command.check()?;
         let managed = self.shell_env.collect(exec).await?.into_inner();
         let owner = exec.session_id().cloned();
+        // The workspace `workspace-write` may write is the agent's cwd, whatever the call's own
+        // working directory says.
+        let (policy, workspace) = match &exec.agent {
+            Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
+            None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
+        };
+        let sandbox = SandboxRequest {
+            policy: command.sandbox.unwrap_or(policy),
+            workspace,
+        };
         let spec = CommandSpec {
             command: command.command,
             cwd: command.cwd.unwrap_or_else(|| exec.cwd.clone()),
@@ -104,6 +118,7 @@ impl Shell {
             },
             // Whoever asked is told where the full output is; it stays until the agent closes.
             spill_owner: owner.clone(),
+            sandbox: Some(sandbox),
         };
         if command.background {
             let job = self.executor.start(spec, owner)?;

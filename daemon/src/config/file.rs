@@ -34,6 +34,8 @@ pub(super) struct FileConfig {
     pub skills: Option<SkillsSection>,
     #[serde(default)]
     pub hooks: dsh_core::hooks::HookSettings,
+    #[serde(default)]
+    pub sandbox: super::sandbox::SandboxSection,
 }
 
 /// `persistence = "jsonl" | "sqlite"`.

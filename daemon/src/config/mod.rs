@@ -6,6 +6,7 @@
 //! never silently falls back to a default.
 
 mod file;
+mod sandbox;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ use dsh_core::exec::{ExecConfig, compile_secret_pattern};
 use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use dsh_core::hooks::HookSettings;
 use dsh_core::persistence::BackendKind;
+use dsh_core::sandbox::SandboxPolicy;
 
 /// Name of the config file looked up in the harness home when `--config` is not given.
 pub const DEFAULT_FILE_NAME: &str = "config.toml";
@@ -124,6 +126,9 @@ pub struct Config {
     pub resolve_timeout: Duration,
     /// Hook files and settings (`[hooks]`); relative file paths made absolute.
     pub hooks: HookSettings,
+    /// The sandbox of agents created without one (`sandbox.mode`, `sandbox.network`); the rest
+    /// of `[sandbox]` is in [`ExecConfig::sandbox`](dsh_core::exec::ExecConfig::sandbox).
+    pub sandbox: SandboxPolicy,
 }
 
 /// Why the configuration could not be built.
@@ -346,7 +351,8 @@ impl Builder<'_> {
                 .clone()
                 .unwrap_or_else(|| self.home.to_owned()),
         )?;
-        Ok(Config {
+        let (sandbox, sandbox_settings) = self.sandbox(&parsed.sandbox)?;
+        let mut config = Config {
             socket,
             log_format: flags.log_format.or(parsed.log_format).unwrap_or_default(),
             shutdown_timeout: self.positive_ms(
@@ -383,6 +389,7 @@ impl Builder<'_> {
             exec: ExecConfig {
                 // The model key must never reach a child, whatever its name looks like.
                 extra_scrub: vec![openai_config.api_key_env.clone()],
+                sandbox: sandbox_settings,
                 ..self.exec(&parsed.shell)?
             },
             openai: openai_config,
@@ -395,7 +402,10 @@ impl Builder<'_> {
             hooks: self.hooks(parsed.hooks)?,
             home,
             file,
-        })
+            sandbox,
+        };
+        sandbox::protect(&mut config);
+        Ok(config)
     }
 
     fn script(&self, value: &str) -> Result<Script, ConfigError> {

@@ -10,21 +10,29 @@ use dsh_proto::v1::{self, agents_server};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::convert::{agent_info, agent_status, model_choice, session_id, turn_event};
+use super::convert::{
+    agent_info, agent_status, model_choice, sandbox_policy, session_id, turn_event,
+};
 use dsh_core::agent::AgentRegistry;
 use dsh_core::agent::{TurnFeed, TurnUpdate};
+use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::session::EventData;
 
 /// The `Agents` service.
 pub struct AgentsService {
     /// The live agents.
     agents: Arc<AgentRegistry>,
+    /// The sandbox policy of an agent whose request names none (`[sandbox]` in the config).
+    default_sandbox: SandboxPolicy,
 }
 
 impl AgentsService {
-    /// A service over `agents`.
-    pub fn new(agents: Arc<AgentRegistry>) -> Self {
-        Self { agents }
+    /// A service over `agents`, confining new agents by `default_sandbox` unless told otherwise.
+    pub fn new(agents: Arc<AgentRegistry>, default_sandbox: SandboxPolicy) -> Self {
+        Self {
+            agents,
+            default_sandbox,
+        }
     }
 }
 
@@ -41,9 +49,10 @@ impl agents_server::Agents for AgentsService {
                 "cwd: required (an absolute directory)",
             ));
         }
+        let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let agent = self
             .agents
-            .create(&PathBuf::from(req.cwd), &model_choice(req.model))
+            .create(&PathBuf::from(req.cwd), &model_choice(req.model), sandbox)
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
@@ -51,9 +60,10 @@ impl agents_server::Agents for AgentsService {
     async fn resume(&self, request: Request<v1::ResumeAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
+        let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let agent = self
             .agents
-            .resume(&id, &model_choice(req.model))
+            .resume(&id, &model_choice(req.model), sandbox)
             .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
@@ -62,9 +72,10 @@ impl agents_server::Agents for AgentsService {
     async fn fork(&self, request: Request<v1::ForkAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
+        let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let agent = self
             .agents
-            .fork(&id, &model_choice(req.model))
+            .fork(&id, &model_choice(req.model), sandbox)
             .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
@@ -73,9 +84,17 @@ impl agents_server::Agents for AgentsService {
     async fn spawn(&self, request: Request<v1::SpawnAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
         let parent = session_id("parent_agent_id", req.parent_agent_id)?;
+        // Empty fields are the parent's; the registry refuses a looser result.
+        let sandbox = match req.sandbox {
+            None => None,
+            Some(spec) => {
+                let base = self.agents.get(&parent).map_err(agent_status)?;
+                Some(sandbox_policy(Some(spec), base.context().sandbox)?)
+            }
+        };
         let agent = self
             .agents
-            .spawn(&parent, &model_choice(req.model))
+            .spawn(&parent, &model_choice(req.model), sandbox)
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }

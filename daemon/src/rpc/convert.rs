@@ -8,6 +8,7 @@ use dsh_core::agent::{Agent, AgentError, AgentStatus, ModelChoice};
 use dsh_core::exec::ExecError;
 use dsh_core::persistence::choice::ChoiceError;
 use dsh_core::persistence::{PersistenceError, SessionLocation};
+use dsh_core::sandbox::{SandboxError, SandboxPolicy, UnknownName};
 use dsh_core::session::{Event, EventData, SessionHeader, SessionId};
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -62,6 +63,7 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         model: agent.provider().model().to_owned(),
         parent_agent_id: agent.parent().map(ToString::to_string),
         turns,
+        sandbox: Some(sandbox_wire(agent.context().sandbox)),
     }
 }
 
@@ -195,6 +197,40 @@ pub fn agent_status(error: AgentError) -> Status {
         }
         AgentError::Persistence(e) => persistence_status(e),
         e @ AgentError::ShuttingDown => Status::unavailable(e.to_string()),
+        e @ AgentError::LooserSandbox(_) => Status::permission_denied(format!("sandbox: {e}")),
+    }
+}
+
+/// The sandbox a request asks for: `spec`'s fields, each empty one (or all, when unset) taken from
+/// `base`. An unknown name is INVALID_ARGUMENT naming the field.
+pub fn sandbox_policy(
+    spec: Option<v1::SandboxPolicy>,
+    base: SandboxPolicy,
+) -> Result<SandboxPolicy, Status> {
+    let Some(spec) = spec else {
+        return Ok(base);
+    };
+    let bad =
+        |field: &str, e: UnknownName| Status::invalid_argument(format!("sandbox.{field}: {e}"));
+    Ok(SandboxPolicy {
+        mode: if spec.mode.is_empty() {
+            base.mode
+        } else {
+            spec.mode.parse().map_err(|e| bad("mode", e))?
+        },
+        network: if spec.network.is_empty() {
+            base.network
+        } else {
+            spec.network.parse().map_err(|e| bad("network", e))?
+        },
+    })
+}
+
+/// A policy for the wire.
+pub fn sandbox_wire(policy: SandboxPolicy) -> v1::SandboxPolicy {
+    v1::SandboxPolicy {
+        mode: policy.mode.as_str().to_owned(),
+        network: policy.network.as_str().to_owned(),
     }
 }
 
@@ -231,6 +267,14 @@ pub fn exec_status(error: ExecError) -> Status {
         e @ (ExecError::Spawn { .. } | ExecError::InvalidConfig { .. } | ExecError::NoRuntime) => {
             Status::internal(e.to_string())
         }
+        ExecError::Sandbox(e @ SandboxError::Tmp { .. }) => Status::internal(e.to_string()),
+        // The request is fine; the kernel, the roots or the helper cannot carry it out.
+        ExecError::Sandbox(
+            e @ (SandboxError::Unsupported { .. }
+            | SandboxError::NoHelper { .. }
+            | SandboxError::Exposed { .. }
+            | SandboxError::Workspace { .. }),
+        ) => Status::failed_precondition(format!("sandbox: {e}")),
     }
 }
 

@@ -42,6 +42,8 @@ impl daemon_server::Daemon for DaemonService {
                 .as_ref()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
+            landlock_abi: d.executor.landlock().abi(),
+            landlock: d.executor.landlock().to_string(),
         }))
     }
 

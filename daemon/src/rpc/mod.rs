@@ -43,7 +43,7 @@ impl Services {
         );
         Self {
             daemon: DaemonService::new(daemon.clone()),
-            agents: agents::AgentsService::new(daemon.agents.clone()),
+            agents: agents::AgentsService::new(daemon.agents.clone(), daemon.config.sandbox),
             shell: shell::ShellService::new(daemon.shell.clone(), callers.clone()),
             shell_env: shell_env::ShellEnvService::new(daemon.shell_env.clone(), callers),
             persistence: persistence::PersistenceService::new(

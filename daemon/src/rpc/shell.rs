@@ -7,8 +7,9 @@ use dsh_proto::v1::{self, shell_server};
 use tonic::{Request, Response, Status};
 
 use super::callers::Callers;
-use super::convert::exec_status;
+use super::convert::{exec_status, sandbox_policy};
 use dsh_core::exec::{CommandOutcome, JobId, JobInfo, JobState};
+use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::shell::{Command, Ran, RunError, Shell};
 
 /// The `Shell` service.
@@ -87,16 +88,24 @@ impl shell_server::Shell for ShellService {
         if req.command.trim().is_empty() {
             return Err(Status::invalid_argument("command: required"));
         }
-        let command = Command {
+        let mut command = Command {
             command: req.command,
             cwd: None,
             timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
             env: req.env.into_iter().collect(),
             background: req.background,
+            sandbox: None,
         };
         // What the caller controls is refused before the agent is even looked up.
         command.check().map_err(exec_status)?;
         let exec = self.callers.execution(req.agent_id, req.cwd, "bash")?;
+        // The agent's policy unless the request names one; for no agent, none (the caller is
+        // the user).
+        let base = exec
+            .agent
+            .as_ref()
+            .map_or(SandboxPolicy::UNCONFINED, |agent| agent.sandbox);
+        command.sandbox = Some(sandbox_policy(req.sandbox, base)?);
         // A client that goes away drops this future, and the executor kills the command.
         let result = match self.shell.run(&exec, command).await {
             Ok(Ran::Started(job)) => v1::run_response::Result::JobId(job.to_string()),

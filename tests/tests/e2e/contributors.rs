@@ -310,6 +310,7 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
         let info = client
             .agents()
             .create(dsh_proto::v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: cwd.display().to_string(),
                 model: Some(dsh_proto::v1::ModelSpec {
                     provider: "scripted".into(),
@@ -327,6 +328,7 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
         for _ in 0..CALLS {
             let mut shell = client.shell();
             let request = dsh_proto::v1::RunRequest {
+                sandbox: None,
                 agent_id: agent.clone(),
                 command: "echo \"$DSH_SESSION_ID|$DSH_TOOL_CALL_ID|$DSH_MY_KEY\"".into(),
                 ..Default::default()

@@ -12,6 +12,7 @@ mod managed_env;
 mod observability;
 mod openai;
 mod persistence;
+mod sandbox;
 mod shell;
 mod slow_client;
 mod socket;

@@ -361,6 +361,7 @@ async fn shell_run_refuses_startup_variables_and_the_owner_marker_naming_the_key
         for background in [false, true] {
             let status = shell
                 .run(dsh_proto::v1::RunRequest {
+                    sandbox: None,
                     command: "touch ran".into(),
                     cwd: cwd.display().to_string(),
                     env: [(key.to_owned(), value.to_owned())].into(),

@@ -156,6 +156,7 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
         let info = client
             .agents()
             .create(v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: cwd.display().to_string(),
                 model: Some(v1::ModelSpec {
                     provider: "scripted".into(),
@@ -174,6 +175,7 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
         for n in 0..CALLS {
             let mut shell = client.shell();
             let request = v1::RunRequest {
+                sandbox: None,
                 agent_id: agent.clone(),
                 command: reporting(&file, &format!("a{a}-{n}")),
                 ..v1::RunRequest::default()
@@ -404,6 +406,7 @@ async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
             // `$$` is the shell, which leads the command's own process group.
             let response = shell
                 .run(v1::RunRequest {
+                    sandbox: None,
                     command: "echo $$".into(),
                     ..v1::RunRequest::default()
                 })
@@ -528,6 +531,7 @@ async fn oversized_commands_and_env_values_are_invalid_arguments_naming_the_fiel
     let cwd = workdir(&daemon, "w");
     let mut shell = daemon.client().await.shell();
     let run = |command: String, env: Vec<(&str, String)>, background: bool| v1::RunRequest {
+        sandbox: None,
         command,
         cwd: cwd.display().to_string(),
         env: env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),

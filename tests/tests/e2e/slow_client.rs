@@ -147,6 +147,7 @@ async fn a_client_that_stops_reading_during_a_50_mb_reply_keeps_dshd_bounded() {
     let agent = client
         .agents()
         .create(v1::CreateAgentRequest {
+            sandbox: None,
             cwd: daemon.dir.path().to_str().unwrap().to_owned(),
             model: Some(v1::ModelSpec {
                 provider: "openai".into(),

@@ -332,6 +332,7 @@ fn two_thousand_idle_connections_neither_starve_the_daemon_nor_outlive_the_idle_
         client
             .shell()
             .run(v1::RunRequest {
+                sandbox: None,
                 command: format!("sleep {silent}; echo slept"),
                 ..v1::RunRequest::default()
             })

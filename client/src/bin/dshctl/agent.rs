@@ -22,6 +22,8 @@ pub enum AgentCommand {
         cwd: Option<PathBuf>,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// Create a child agent under a live parent (same working directory, depth + 1).
     Spawn {
@@ -30,6 +32,8 @@ pub enum AgentCommand {
         parent: String,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// Fork a live or stored session: a new agent starting from its completed turns.
     Fork {
@@ -37,6 +41,8 @@ pub enum AgentCommand {
         session_id: String,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// Resume a stored session as a live agent (same id, same transcript).
     Resume {
@@ -44,6 +50,8 @@ pub enum AgentCommand {
         session_id: String,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// List live agents.
     List,
@@ -78,6 +86,28 @@ pub struct ModelArgs {
     script: Option<PathBuf>,
 }
 
+/// How the agent's bash calls are confined (see docs/CONFIG.md, "Sandbox").
+#[derive(Debug, clap::Args)]
+pub struct SandboxArgs {
+    /// Sandbox mode: off, workspace-write or read-only (default: the daemon's `sandbox.mode`;
+    /// for spawn, the parent's: a child can only be made stricter).
+    #[arg(long, value_name = "MODE", value_parser = ["off", "workspace-write", "read-only"])]
+    sandbox: Option<String>,
+    /// Network: on, or off to refuse TCP bind and connect (default as for --sandbox).
+    #[arg(long, value_name = "ON_OFF", value_parser = ["on", "off"])]
+    network: Option<String>,
+}
+
+impl SandboxArgs {
+    /// The request's policy; `None` when neither flag was given (the default applies).
+    pub fn spec(&self) -> Option<v1::SandboxPolicy> {
+        (self.sandbox.is_some() || self.network.is_some()).then(|| v1::SandboxPolicy {
+            mode: self.sandbox.clone().unwrap_or_default(),
+            network: self.network.clone().unwrap_or_default(),
+        })
+    }
+}
+
 impl ModelArgs {
     fn spec(&self) -> anyhow::Result<v1::ModelSpec> {
         let script_json = match &self.script {
@@ -101,7 +131,11 @@ impl ModelArgs {
 pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow::Result<()> {
     let mut agents = client.agents();
     let info = match command {
-        AgentCommand::New { cwd, model } => {
+        AgentCommand::New {
+            cwd,
+            model,
+            sandbox,
+        } => {
             let cwd = match cwd {
                 Some(dir) => std::path::absolute(&dir)
                     .with_context(|| format!("cannot make {} absolute", dir.display()))?,
@@ -111,33 +145,49 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                 .create(v1::CreateAgentRequest {
                     cwd: cwd.to_string_lossy().into_owned(),
                     model: Some(model.spec()?),
+                    sandbox: sandbox.spec(),
                 })
                 .await?
         }
-        AgentCommand::Spawn { parent, model } => {
+        AgentCommand::Spawn {
+            parent,
+            model,
+            sandbox,
+        } => {
             let parent = client.resolve(IdKind::Agent, &parent).await?;
             agents
                 .spawn(v1::SpawnAgentRequest {
                     parent_agent_id: parent,
                     model: Some(model.spec()?),
+                    sandbox: sandbox.spec(),
                 })
                 .await?
         }
-        AgentCommand::Fork { session_id, model } => {
+        AgentCommand::Fork {
+            session_id,
+            model,
+            sandbox,
+        } => {
             let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .fork(v1::ForkAgentRequest {
                     session_id,
                     model: Some(model.spec()?),
+                    sandbox: sandbox.spec(),
                 })
                 .await?
         }
-        AgentCommand::Resume { session_id, model } => {
+        AgentCommand::Resume {
+            session_id,
+            model,
+            sandbox,
+        } => {
             let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .resume(v1::ResumeAgentRequest {
                     session_id,
                     model: Some(model.spec()?),
+                    sandbox: sandbox.spec(),
                 })
                 .await?
         }
@@ -213,6 +263,9 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
         a.turns
     )?;
     writeln!(w, "model    {} {}", a.provider, a.model)?;
+    if let Some(s) = &a.sandbox {
+        writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
+    }
     if let Some(h) = &a.header {
         writeln!(w, "cwd      {}", h.cwd)?;
         if let Some(parent) = &h.parent_session {

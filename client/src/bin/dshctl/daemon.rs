@@ -28,6 +28,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "agents": s.agents,
         "model_key_configured": s.model_key_configured,
         "config_file": (!s.config_file.is_empty()).then_some(&s.config_file),
+        "landlock_abi": s.landlock_abi,
+        "landlock": s.landlock,
     });
     out.emit(&doc, |w| {
         writeln!(
@@ -51,7 +53,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         } else {
             "not set (only the scripted model works)"
         };
-        writeln!(w, "model key    {key}")
+        writeln!(w, "model key    {key}")?;
+        writeln!(w, "landlock     {}", s.landlock)
     })
 }
 

@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// Start as a background job and print its id.
     #[arg(long)]
     background: bool,
+    /// Sandbox the command (default: the agent's sandbox with --agent, else none).
+    #[command(flatten)]
+    sandbox: crate::agent::SandboxArgs,
     /// The command; words are joined with single spaces into one bash command, as ssh does.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -105,6 +108,7 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
             timeout_ms: args.timeout_ms.unwrap_or(0),
             env: args.env.into_iter().collect::<HashMap<_, _>>(),
             background: args.background,
+            sandbox: args.sandbox.spec(),
         })
         .await?
         .into_inner();

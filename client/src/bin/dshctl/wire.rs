@@ -28,6 +28,7 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "parent_agent_id": a.parent_agent_id,
         "turns": a.turns,
         "header": a.header.as_ref().map(header),
+        "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),
     })
 }
 

@@ -12,6 +12,7 @@ use crate::call::AgentContext;
 use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
+use crate::sandbox::SandboxPolicy;
 use crate::session::history::{HistoryCache, HistoryMessage};
 use crate::session::{
     AbortCause, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog, UserMessage,
@@ -87,6 +88,7 @@ impl Agent {
             context: AgentContext {
                 header: log.header().clone(),
                 root,
+                sandbox: SandboxPolicy::UNCONFINED,
             },
             parent,
             provider,
@@ -113,6 +115,12 @@ impl Agent {
     /// its own agent id, as both upstream harnesses fire a subagent's hooks.
     pub(crate) fn subagent_of(mut self, parent: Arc<SessionHeader>) -> Self {
         self.subagent_of = Some(parent);
+        self
+    }
+
+    /// The agent with `policy` confining its bash calls.
+    pub(crate) fn with_sandbox(mut self, policy: SandboxPolicy) -> Self {
+        self.context.sandbox = policy;
         self
     }
 

@@ -16,6 +16,7 @@ use super::turn::{self, TurnOutcome};
 use crate::hooks::SessionSource;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
+use crate::sandbox::{LooserPolicy, SandboxPolicy};
 use crate::session::{
     AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
 };
@@ -55,6 +56,9 @@ pub enum AgentError {
     /// The model choice is unusable.
     #[error(transparent)]
     InvalidModel(#[from] InvalidModel),
+    /// A child asked for a sandbox looser than its parent's.
+    #[error(transparent)]
+    LooserSandbox(#[from] LooserPolicy),
     /// Spawning would exceed the configured delegation depth.
     #[error(
         "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
@@ -144,8 +148,14 @@ impl AgentRegistry {
         &self.services
     }
 
-    /// A new top-level agent working in `cwd`. Nothing is written until its first checkpoint.
-    pub fn create(&self, cwd: &Path, choice: &ModelChoice) -> Result<Arc<Agent>, AgentError> {
+    /// A new top-level agent working in `cwd`, its bash calls confined by `sandbox`. Nothing is
+    /// written until its first checkpoint.
+    pub fn create(
+        &self,
+        cwd: &Path,
+        choice: &ModelChoice,
+        sandbox: SandboxPolicy,
+    ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let cwd = &crate::home::normalize(cwd);
         check_cwd(cwd)?;
@@ -163,18 +173,22 @@ impl AgentRegistry {
             None,
             provider,
             SessionSource::Startup,
-        );
+        )
+        .with_sandbox(sandbox);
         self.insert(agent, "create")
     }
 
-    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd.
+    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd,
+    /// and the parent's sandbox unless a stricter one is asked for (a looser one is refused).
     pub fn spawn(
         &self,
         parent: &SessionId,
         choice: &ModelChoice,
+        sandbox: Option<SandboxPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let parent = self.get(parent)?;
+        let sandbox = parent.context().sandbox.child(sandbox)?;
         let parent_header = parent.header();
         let limit = self.services.limits.max_depth;
         let depth = parent_header.delegation_depth + 1;
@@ -204,16 +218,19 @@ impl AgentRegistry {
             provider,
             SessionSource::Startup,
         )
-        .subagent_of(parent_header.clone());
+        .subagent_of(parent_header.clone())
+        .with_sandbox(sandbox);
         self.insert(agent, "spawn")
     }
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
-    /// `session/end-seed` marker appended once.
+    /// `session/end-seed` marker appended once. The sandbox is not stored with the session: the
+    /// resumed agent runs under `sandbox`.
     pub async fn resume(
         &self,
         id: &SessionId,
         choice: &ModelChoice,
+        sandbox: SandboxPolicy,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         if self.lock().contains_key(id) {
@@ -236,17 +253,19 @@ impl AgentRegistry {
             None,
             provider,
             SessionSource::Resume,
-        );
+        )
+        .with_sandbox(sandbox);
         self.insert(agent, "resume")
     }
 
     /// Forks a live or stored session: a new id whose log starts with a copy of the source's
-    /// completed-turn prefix, `parentSession` and `seedLength` set. Checkpointed at once, so the
-    /// fork exists on disk as soon as it is created.
+    /// completed-turn prefix, `parentSession` and `seedLength` set, running under `sandbox`.
+    /// Checkpointed at once, so the fork exists on disk as soon as it is created.
     pub async fn fork(
         &self,
         source: &SessionId,
         choice: &ModelChoice,
+        sandbox: SandboxPolicy,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let provider = self.providers.build(choice)?;
@@ -286,7 +305,8 @@ impl AgentRegistry {
                 None,
                 provider,
                 SessionSource::Startup,
-            ),
+            )
+            .with_sandbox(sandbox),
             "fork",
         )?;
         if let Err(error) = agent.checkpoint(&self.services).await {
@@ -379,6 +399,7 @@ impl AgentRegistry {
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
         self.services.executor.release_spills_of(agent.id());
+        self.services.executor.release_sandbox_of(agent.id());
         turn::session_end(&agent, &self.services).await;
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();

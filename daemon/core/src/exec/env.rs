@@ -351,10 +351,11 @@ pub(crate) fn validate_launch(
     command: &str,
     env: &BTreeMap<String, String>,
     managed: &BTreeMap<String, String>,
+    extra: limits::Extra,
 ) -> Result<(), ExecError> {
     validate_layers(env, managed)?;
     check_command(command)?;
-    limits::check_total(shell, base, command, env, managed)
+    limits::check_total(shell, base, command, env, managed, extra)
 }
 
 fn check_entry(key: &str, value: &str) -> Result<(), ExecError> {

@@ -109,6 +109,16 @@ pub fn total_limit() -> usize {
     256 * 1024
 }
 
+/// What a launch adds to `shell -c command` and its environment: the sandbox helper's program and
+/// arguments, and the variables it sets (`TMPDIR`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Extra {
+    /// Bytes of the added strings, NULs included.
+    pub bytes: usize,
+    /// How many strings (each also takes a pointer).
+    pub strings: usize,
+}
+
 /// Checks the whole launch (`shell -c command` with the base environment, then `env`, then
 /// `managed`) against the total limit. Single strings are checked by the caller first; the layers
 /// are already validated, so `env` and `managed` share no name (one is `DSH_*`, the other never),
@@ -119,11 +129,12 @@ pub(crate) fn check_total(
     command: &str,
     env: &BTreeMap<String, String>,
     managed: &BTreeMap<String, String>,
+    extra: Extra,
 ) -> Result<(), ExecError> {
     let shell_bytes = shell.as_os_str().len() + 1;
     // The kernel copies the program path, then argv: the path again (argv[0]), `-c`, the command.
-    let mut strings = shell_bytes * 2 + "-c".len() + 1;
-    let mut count = 3;
+    let mut strings = shell_bytes * 2 + "-c".len() + 1 + extra.bytes;
+    let mut count = 3 + extra.strings;
     let mut largest = (LaunchPart::Command, command.len() + 1);
     strings += largest.1;
     let mut consider = |part: &dyn Fn() -> LaunchPart, bytes: usize| {

@@ -11,6 +11,8 @@
 //! - `jobs`: background jobs with consuming reads.
 //! - `reaper`: owner markers, adopted orphans and a crashed daemon's leftovers, so that no
 //!   descendant outlives its owner even after leaving the process group.
+//! - `confine`: sandboxed launches (the Landlock helper in place of the shell, private temporary
+//!   directories); see [`crate::sandbox`].
 //!
 //! Decisions worth knowing (details in each file):
 //!
@@ -34,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+mod confine;
+pub use confine::SandboxRequest;
 mod env;
 mod jobs;
 mod limits;
@@ -71,6 +75,7 @@ use jobs::{Job, JobTable};
 use output::{Collector, SpillTarget, Stream};
 use process::{Launch, Limits};
 
+use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
 use crate::session::SessionId;
 
 /// The default secret pattern, matched case-insensitively anywhere in a variable name.
@@ -138,6 +143,8 @@ pub struct ExecConfig {
     /// Names the deployment (the daemon sets the harness home) in every child's owner marker, so
     /// the next daemon of the same home can find and kill what a killed one left behind.
     pub owner_scope: String,
+    /// How confined commands are run (helper, extra roots, protected paths, Landlock ABI).
+    pub sandbox: SandboxSettings,
 }
 
 impl Default for ExecConfig {
@@ -157,6 +164,7 @@ impl Default for ExecConfig {
             max_finished_jobs: 256,
             owner_scope: String::new(),
             child_open_file_limit: None,
+            sandbox: SandboxSettings::default(),
         }
     }
 }
@@ -186,6 +194,8 @@ pub struct CommandSpec {
     /// The agent on whose behalf a foreground command runs: its spill files are kept until that
     /// agent closes (its model may read them later). `None`: removed when the call returns.
     pub spill_owner: Option<SessionId>,
+    /// The sandbox to run the command in; `None` (or an unconfined policy): none.
+    pub sandbox: Option<SandboxRequest>,
 }
 
 impl CommandSpec {
@@ -314,6 +324,9 @@ pub enum ExecError {
     /// `start` was called outside a tokio runtime.
     #[error("background jobs need a tokio runtime")]
     NoRuntime,
+    /// The command's sandbox cannot be set up; nothing was started.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
 }
 
 /// Counts live processes so shutdown can wait for all of them.
@@ -348,6 +361,8 @@ pub struct Executor {
     tracker: Tracker,
     /// [`ExecConfig::owner_scope`] hashed: the scope part of every owner marker.
     scope: String,
+    /// What the kernel offers confined commands, probed once.
+    landlock: LandlockSupport,
 }
 
 impl std::fmt::Debug for Executor {
@@ -403,6 +418,7 @@ impl Executor {
             stop,
             closed: AtomicBool::new(false),
             tracker: Tracker(Arc::new(watch::channel(0).0)),
+            landlock: LandlockSupport::probe(),
         })
     }
 
@@ -416,6 +432,18 @@ impl Executor {
     /// The validated settings.
     pub fn config(&self) -> &ExecConfig {
         &self.config
+    }
+
+    /// What the kernel offers confined commands.
+    pub fn landlock(&self) -> LandlockSupport {
+        self.landlock
+    }
+
+    /// The same executor as if the kernel offered `support` (tests of refusals).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn assume_landlock(mut self, support: LandlockSupport) -> Self {
+        self.landlock = support;
+        self
     }
 
     /// Number of variables in the base environment (scrubbed daemon environment plus terminal
@@ -440,8 +468,14 @@ impl Executor {
         )
     }
 
-    fn launch<'a>(&'a self, spec: &'a CommandSpec, stdin: Option<Vec<u8>>) -> Launch<'a> {
+    fn launch<'a>(
+        &'a self,
+        spec: &'a CommandSpec,
+        stdin: Option<Vec<u8>>,
+        sandbox: Option<&'a confine::Confinement>,
+    ) -> Launch<'a> {
         Launch {
+            sandbox,
             shell: &self.shell,
             base: &self.base,
             command: &spec.command,
@@ -478,8 +512,15 @@ impl Executor {
         let (out, err) = self.collectors();
         let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
         let started = Instant::now();
+        let confined = self.confine(&spec, spec.spill_owner.as_ref())?;
         let stdin = spec.stdin.take();
-        let spawned = process::spawn(self.launch(&spec, stdin))?;
+        let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
+        if let Some(confined) = &confined
+            && spawned.is_err()
+        {
+            confined.finish();
+        }
+        let spawned = spawned?;
         let ended = process::supervise(
             spawned,
             out.clone(),
@@ -490,6 +531,9 @@ impl Executor {
         )
         .await;
         let duration = started.elapsed();
+        if let Some(confined) = &confined {
+            confined.finish();
+        }
         // Spill files live as long as someone can read them: the agent's model (until the agent
         // closes), or nobody once this call returns.
         let mut streams = [process::lock(&out), process::lock(&err)];
@@ -528,6 +572,7 @@ impl Executor {
         if spec.cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
+        let confined = self.confine(&spec, owner.as_ref())?;
         let (out, err) = self.collectors();
         let job = Arc::new(Job::new(
             owner,
@@ -538,7 +583,13 @@ impl Executor {
         ));
         let stdin = spec.stdin.take();
         // Spawning registers the pipes with the reactor of the runtime we are in (checked above).
-        let spawned = process::spawn(self.launch(&spec, stdin))?;
+        let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
+        if let Some(confined) = &confined
+            && spawned.is_err()
+        {
+            confined.finish();
+        }
+        let spawned = spawned?;
         self.jobs.insert(job.clone(), self.config.max_finished_jobs);
         let limits = self.limits(None);
         let id = job.id.clone();
@@ -553,6 +604,9 @@ impl Executor {
                 &job.kill,
             )
             .await;
+            if let Some(confined) = &confined {
+                confined.finish();
+            }
             job.end.send_replace(Some(JobEnd {
                 exit_code: ended.exit_code,
                 signal: ended.signal,
@@ -603,6 +657,24 @@ impl Executor {
     /// them (call when the agent closes); returns how many.
     pub fn release_spills_of(&self, owner: &SessionId) -> usize {
         self.spill.remove_kept(owner)
+    }
+
+    /// Removes the private temporary directory of `owner`'s confined commands (call when the agent
+    /// closes, after its jobs were killed).
+    pub fn release_sandbox_of(&self, owner: &SessionId) {
+        confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+    }
+
+    /// The confinement of `spec` (see `confine`), owned by agent `owner` if any.
+    fn confine(
+        &self,
+        spec: &CommandSpec,
+        owner: Option<&SessionId>,
+    ) -> Result<Option<confine::Confinement>, ExecError> {
+        match &spec.sandbox {
+            None => Ok(None),
+            Some(request) => confine::confine(&self.config.sandbox, self.landlock, request, owner),
+        }
     }
 
     /// Bytes the live spill files hold now.

@@ -190,13 +190,13 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     if !meta.file_type().is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("spill path {} is not a directory", dir.display()),
+            format!("{} is not a directory", dir.display()),
         ));
     }
     if meta.uid() != rustix::process::getuid().as_raw() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("spill directory {} is owned by another user", dir.display()),
+            format!("directory {} is owned by another user", dir.display()),
         ));
     }
     if meta.mode() & 0o777 != 0o700 {

@@ -46,13 +46,17 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
 
 use super::ExecError;
+use super::confine::Confinement;
 use super::env::OWNER_MARKER;
 use super::env::{BaseEnv, validate_launch};
+use super::limits::Extra;
 use super::output::Collector;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
 
 /// What to start.
 pub(crate) struct Launch<'a> {
+    /// Run through the sandbox helper, which confines itself and then becomes the shell.
+    pub sandbox: Option<&'a Confinement>,
     pub shell: &'a Path,
     pub base: &'a BaseEnv,
     pub command: &'a str,
@@ -145,15 +149,30 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         launch.command,
         launch.env,
         launch.managed,
+        launch
+            .sandbox
+            .map_or_else(Extra::default, |c| c.extra(launch.shell)),
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
-    let mut cmd = Command::new(launch.shell);
+    let mut cmd = match launch.sandbox {
+        // The helper `exec`s `shell -c command` once confined: same pid, group, env and pipes.
+        Some(confined) => {
+            let mut cmd = Command::new(&confined.program);
+            cmd.args(&confined.args).arg(launch.shell);
+            cmd
+        }
+        None => Command::new(launch.shell),
+    };
     cmd.arg("-c")
         .arg(launch.command)
         .env_clear()
-        .envs(launch.base.iter())
-        .envs(launch.env)
+        .envs(launch.base.iter());
+    if let Some(tmp) = launch.sandbox.and_then(|c| c.tmp.as_ref()) {
+        // Before the caller's env, so a caller's own TMPDIR still wins.
+        cmd.env("TMPDIR", tmp);
+    }
+    cmd.envs(launch.env)
         .envs(launch.managed)
         .env(OWNER_MARKER, owner.marker())
         .current_dir(launch.cwd)
@@ -459,6 +478,7 @@ mod tests {
             env: empty,
             managed: empty,
             stdin: None,
+            sandbox: None,
             scope: "test",
             open_file_limit: None,
         }

@@ -58,6 +58,8 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
         cancel: job.cancel,
         // The daemon decodes a hook's output and nothing reads it afterwards.
         spill_owner: None,
+        // Hooks are the user's own configuration and run unconfined (docs/CONFIG.md, Sandbox).
+        sandbox: None,
     };
     match executor.run(spec).await {
         Ok(o) => {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::call::{BoxFuture, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
+use crate::exec::CommandOutcome;
 use crate::shell::{Command, Ran, Shell};
 use serde_json::{Value, json};
 
@@ -119,6 +120,8 @@ impl Tool for BashTool {
                 timeout: args.timeout,
                 env: Default::default(),
                 background: args.background,
+                // The agent's own policy.
+                sandbox: None,
             };
             match self.shell.run(exec, command).await {
                 Ok(Ran::Started(job)) => ToolOutput::ok(format!(
@@ -137,7 +140,7 @@ impl Tool for BashTool {
                     let output = if outcome.success() {
                         ToolOutput::ok(outcome.render())
                     } else {
-                        ToolOutput::error(outcome.render())
+                        ToolOutput::error(with_sandbox_note(outcome.render(), exec, &outcome))
                     };
                     output.with_detail(detail)
                 }
@@ -147,6 +150,21 @@ impl Tool for BashTool {
             }
         })
     }
+}
+
+/// A failed command whose stderr says "Permission denied" under a sandbox gets one line naming
+/// the policy (docs/CONFIG.md, "What the model is told"); the tool's description stays generic.
+fn with_sandbox_note(mut text: String, exec: &ToolExecution, outcome: &CommandOutcome) -> String {
+    let note = exec
+        .agent
+        .as_ref()
+        .filter(|_| outcome.stderr.contains("Permission denied"))
+        .and_then(|a| a.sandbox.refusal_note());
+    if let Some(note) = note {
+        text.push('\n');
+        text.push_str(&note);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -92,6 +92,7 @@ async fn resuming_a_live_session_is_refused_as_already_existing() {
         .await
         .agents()
         .resume(v1::ResumeAgentRequest {
+            sandbox: None,
             session_id: id.clone(),
             model: None,
         })
@@ -119,6 +120,7 @@ async fn a_cwd_that_is_not_an_absolute_directory_is_an_invalid_argument() {
     ] {
         let status = agents
             .create(v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: cwd.clone(),
                 model: None,
             })
@@ -259,6 +261,7 @@ async fn calls_naming(
             "parent_agent_id",
             agents
                 .spawn(v1::SpawnAgentRequest {
+                    sandbox: None,
                     parent_agent_id: id(),
                     model: None,
                 })
@@ -270,6 +273,7 @@ async fn calls_naming(
             "session_id",
             agents
                 .resume(v1::ResumeAgentRequest {
+                    sandbox: None,
                     session_id: id(),
                     model: None,
                 })
@@ -281,6 +285,7 @@ async fn calls_naming(
             "session_id",
             agents
                 .fork(v1::ForkAgentRequest {
+                    sandbox: None,
                     session_id: id(),
                     model: None,
                 })
@@ -370,6 +375,7 @@ async fn recursive_and_wide_delegation_stop_at_the_configured_limits() {
     for _ in 0..5 {
         let result = agents
             .create(v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: cwd.display().to_string(),
                 ..Default::default()
             })

@@ -118,6 +118,7 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
         .await
         .agents()
         .resume(v1::ResumeAgentRequest {
+            sandbox: None,
             session_id: on_sqlite.clone(),
             model: None,
         })

@@ -101,6 +101,7 @@ async fn a_corrupt_log_refuses_resume_naming_file_and_line_and_is_left_untouched
         .await
         .agents()
         .resume(v1::ResumeAgentRequest {
+            sandbox: None,
             session_id: id.clone(),
             model: None,
         })
@@ -124,6 +125,7 @@ async fn one_closed_session(client: &dsh_client::Client, cwd: &Path) -> String {
     let mut agents = client.agents();
     let id = agents
         .create(v1::CreateAgentRequest {
+            sandbox: None,
             cwd: cwd.display().to_string(),
             model: Some(v1::ModelSpec {
                 script_json: text_replies(&["done"]).to_string(),

@@ -95,6 +95,7 @@ async fn turns_during_selections(
         let info = client
             .agents()
             .create(v1::CreateAgentRequest {
+                sandbox: None,
                 cwd: cwd.display().to_string(),
                 model: Some(v1::ModelSpec {
                     script_json: script.clone(),

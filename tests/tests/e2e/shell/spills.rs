@@ -31,6 +31,7 @@ async fn a_thousand_spilling_calls_leave_no_spill_file_behind() {
         calls.spawn(async move {
             let response = shell
                 .run(v1::RunRequest {
+                    sandbox: None,
                     command: BIG.into(),
                     ..v1::RunRequest::default()
                 })

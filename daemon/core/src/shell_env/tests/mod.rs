@@ -25,11 +25,16 @@ fn id(value: &str) -> SessionId {
     SessionId::parse(value).unwrap()
 }
 
+fn unconfined() -> crate::sandbox::SandboxPolicy {
+    crate::sandbox::SandboxPolicy::UNCONFINED
+}
+
 /// A top-level agent whose root is itself.
 fn agent(session: &str) -> AgentContext {
     AgentContext {
         header: Arc::new(SessionHeader::new(id(session), "/work".into(), 1)),
         root: id(session),
+        sandbox: unconfined(),
     }
 }
 
@@ -41,6 +46,7 @@ fn child(session: &str, parent: &str, root: &str) -> AgentContext {
     AgentContext {
         header: Arc::new(header),
         root: id(root),
+        sandbox: unconfined(),
     }
 }
 

@@ -1,0 +1,233 @@
+//! One confined launch: which Landlock ABI, which roots are writable, which paths must stay
+//! read-only. Built and checked by the daemon before anything is spawned (typed errors, nothing
+//! runs), then handed to the helper as arguments; the helper checks the roots again on the
+//! directories it actually opened.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
+
+/// The newest Landlock ABI this build knows the rights of (the `landlock` crate's).
+pub const KNOWN_ABI: u32 = 10;
+/// The ABI the filesystem modes need: from 3 on, truncating a file is a write right.
+pub const MIN_FS_ABI: u32 = 3;
+/// The ABI network `off` needs: TCP bind and connect rules came with 4.
+pub const MIN_NET_ABI: u32 = 4;
+
+/// A launch's confinement, as the helper applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// The ABI whose rights are handled (a hard requirement).
+    pub abi: u32,
+    /// Filesystem confinement: read anywhere, write only under `writable`.
+    pub fs: bool,
+    /// Network confinement: no TCP bind or connect.
+    pub net_off: bool,
+    /// Writable roots, resolved (links followed).
+    pub writable: Vec<PathBuf>,
+    /// Paths that no writable root may contain or lie inside, resolved.
+    pub protected: Vec<PathBuf>,
+}
+
+/// The ABI a policy needs under `configured` (`sandbox.landlock_abi`), and why.
+pub(crate) fn needed_abi(policy: &SandboxPolicy, configured: Option<u32>) -> (u32, String) {
+    let own = policy.min_abi();
+    match configured {
+        Some(abi) if abi > own => (abi, format!("sandbox.landlock_abi is {abi}")),
+        _ if own == super::MIN_NET_ABI => (own, "TCP rules for network off".to_owned()),
+        _ => (own, "write rules that cover truncation".to_owned()),
+    }
+}
+
+/// The ABI `policy` is enforced with; refused when the kernel (or this build) cannot.
+pub(crate) fn check_support(
+    policy: &SandboxPolicy,
+    settings: &SandboxSettings,
+    support: LandlockSupport,
+) -> Result<u32, SandboxError> {
+    let (abi, why) = needed_abi(policy, settings.landlock_abi);
+    if support.abi() < abi || abi > KNOWN_ABI {
+        return Err(SandboxError::Unsupported {
+            policy: *policy,
+            needed: abi,
+            why: if abi > KNOWN_ABI {
+                format!("{why}; this dsh build knows ABIs up to {KNOWN_ABI}")
+            } else {
+                why
+            },
+            support,
+        });
+    }
+    Ok(abi)
+}
+
+impl Plan {
+    /// The plan for `policy` in `workspace` (the agent's cwd), with the private temporary
+    /// directory `tmp` (already made). Refuses what the kernel cannot enforce and any writable
+    /// root that would expose a protected path.
+    pub(crate) fn new(
+        policy: &SandboxPolicy,
+        settings: &SandboxSettings,
+        support: LandlockSupport,
+        workspace: &Path,
+        tmp: Option<&Path>,
+    ) -> Result<Self, SandboxError> {
+        let abi = check_support(policy, settings, support)?;
+        let fs = policy.mode != SandboxMode::Off;
+        let mut plan = Self {
+            abi,
+            fs,
+            net_off: policy.network == super::Network::Off,
+            writable: Vec::new(),
+            protected: Vec::new(),
+        };
+        if !fs {
+            return Ok(plan);
+        }
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            let root = workspace
+                .canonicalize()
+                .map_err(|source| SandboxError::Workspace {
+                    path: workspace.to_owned(),
+                    source,
+                })?;
+            plan.writable.push(root);
+            // A configured root that does not exist (yet) grants nothing: skipped.
+            plan.writable.extend(
+                settings
+                    .writable_roots
+                    .iter()
+                    .filter_map(|r| r.canonicalize().ok()),
+            );
+        }
+        if let Some(tmp) = tmp {
+            plan.writable
+                .push(tmp.canonicalize().map_err(|source| SandboxError::Tmp {
+                    path: tmp.to_owned(),
+                    source,
+                })?);
+        }
+        plan.protected = settings
+            .protected
+            .iter()
+            .cloned()
+            .chain(
+                settings
+                    .protected_in_workspace
+                    .iter()
+                    .map(|rel| workspace.join(rel)),
+            )
+            .map(|p| resolve(&p))
+            .collect();
+        for root in &plan.writable {
+            check_exposure(root, &plan.protected)?;
+        }
+        Ok(plan)
+    }
+
+    /// The helper's arguments for this plan, to be followed by the shell and its arguments.
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
+        let mut args = vec![OsString::from("--abi"), self.abi.to_string().into()];
+        if self.fs {
+            args.push("--fs".into());
+        }
+        if self.net_off {
+            args.push("--net-off".into());
+        }
+        for root in &self.writable {
+            args.push("--write".into());
+            args.push(root.into());
+        }
+        for path in &self.protected {
+            args.push("--protect".into());
+            args.push(path.into());
+        }
+        args.push("--".into());
+        args
+    }
+
+    /// Reads [`Self::to_args`] back; what follows `--` is left in `args`.
+    pub(crate) fn from_args(args: &mut impl Iterator<Item = OsString>) -> Result<Self, String> {
+        let mut plan = Self {
+            abi: 0,
+            fs: false,
+            net_off: false,
+            writable: Vec::new(),
+            protected: Vec::new(),
+        };
+        let value = |args: &mut dyn Iterator<Item = OsString>, flag: &str| {
+            args.next().ok_or_else(|| format!("{flag} needs a value"))
+        };
+        loop {
+            let Some(arg) = args.next() else {
+                return Err("missing -- before the shell".into());
+            };
+            match arg.to_str() {
+                Some("--") => break,
+                Some("--abi") => {
+                    let given = value(args, "--abi")?;
+                    plan.abi = given
+                        .to_str()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| format!("--abi: not a number: {given:?}"))?;
+                }
+                Some("--fs") => plan.fs = true,
+                Some("--net-off") => plan.net_off = true,
+                Some("--write") => plan.writable.push(value(args, "--write")?.into()),
+                Some("--protect") => plan.protected.push(value(args, "--protect")?.into()),
+                _ => return Err(format!("unknown argument {arg:?}")),
+            }
+        }
+        if plan.abi == 0 || plan.abi > KNOWN_ABI {
+            return Err(format!("--abi must be 1 to {KNOWN_ABI}, got {}", plan.abi));
+        }
+        if !plan.fs && !plan.net_off {
+            return Err("nothing to confine (neither --fs nor --net-off)".into());
+        }
+        Ok(plan)
+    }
+}
+
+/// Refuses a writable root that contains a protected path or lies inside one.
+pub(crate) fn check_exposure(root: &Path, protected: &[PathBuf]) -> Result<(), SandboxError> {
+    for path in protected {
+        let relation = if path.starts_with(root) {
+            "lies inside"
+        } else if root.starts_with(path) {
+            "contains"
+        } else {
+            continue;
+        };
+        return Err(SandboxError::Exposed {
+            root: root.to_owned(),
+            protected: path.clone(),
+            relation,
+        });
+    }
+    Ok(())
+}
+
+/// `path` with links resolved as far as it exists: the longest existing prefix canonicalized, the
+/// rest appended (lexically normalised), so a protected path that is not there yet is still
+/// compared where it will appear.
+pub(crate) fn resolve(path: &Path) -> PathBuf {
+    let path = crate::home::normalize(path);
+    let mut prefix = path.clone();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = prefix.canonicalize() {
+            return rest
+                .iter()
+                .rev()
+                .fold(real, |acc, c: &OsString| acc.join(c));
+        }
+        match (prefix.file_name().map(ToOwned::to_owned), prefix.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                prefix = parent.to_owned();
+            }
+            _ => return path,
+        }
+    }
+}

@@ -1,0 +1,175 @@
+use std::path::{Path, PathBuf};
+
+use super::plan::{Plan, check_exposure, needed_abi, resolve};
+use super::*;
+
+fn policy(mode: SandboxMode, network: Network) -> SandboxPolicy {
+    SandboxPolicy { mode, network }
+}
+
+#[test]
+fn names_round_trip_and_unknown_names_are_refused() {
+    for mode in SandboxMode::ALL {
+        assert_eq!(mode.as_str().parse::<SandboxMode>().unwrap(), mode);
+    }
+    for network in [Network::On, Network::Off] {
+        assert_eq!(network.as_str().parse::<Network>().unwrap(), network);
+    }
+    let err = "readonly".parse::<SandboxMode>().unwrap_err();
+    assert!(err.to_string().contains("workspace-write"), "{err}");
+    assert!("yes".parse::<Network>().is_err());
+}
+
+/// Every pair of policies: a child may tighten either dimension and loosen none.
+#[test]
+fn children_get_the_parents_policy_or_a_stricter_one() {
+    let all: Vec<SandboxPolicy> = SandboxMode::ALL
+        .into_iter()
+        .flat_map(|m| [policy(m, Network::On), policy(m, Network::Off)])
+        .collect();
+    let rank = |m: SandboxMode| SandboxMode::ALL.iter().position(|x| *x == m).unwrap();
+    for parent in &all {
+        assert_eq!(parent.child(None).unwrap(), *parent);
+        for child in &all {
+            let looser = rank(child.mode) < rank(parent.mode)
+                || (child.network == Network::On && parent.network == Network::Off);
+            let got = parent.child(Some(*child));
+            assert_eq!(got.is_err(), looser, "{parent} -> {child}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("looser"), "{e}");
+            }
+        }
+    }
+    let ww = policy(SandboxMode::WorkspaceWrite, Network::On);
+    assert!(ww.child(Some(SandboxPolicy::UNCONFINED)).is_err());
+}
+
+#[test]
+fn the_needed_abi_follows_the_policy_and_the_configured_floor() {
+    let ww = policy(SandboxMode::WorkspaceWrite, Network::On);
+    let offline = policy(SandboxMode::Off, Network::Off);
+    assert_eq!(needed_abi(&ww, None).0, MIN_FS_ABI);
+    assert_eq!(needed_abi(&offline, None).0, MIN_NET_ABI);
+    assert_eq!(needed_abi(&ww, Some(6)).0, 6);
+    assert_eq!(needed_abi(&offline, Some(1)).0, MIN_NET_ABI);
+    assert!(!SandboxPolicy::UNCONFINED.is_confined());
+    assert!(offline.is_confined());
+}
+
+fn settings(home: &Path) -> SandboxSettings {
+    SandboxSettings {
+        helper: Some(HelperCommand::this_executable()),
+        protected: vec![home.to_owned()],
+        ..SandboxSettings::default()
+    }
+}
+
+/// Fails closed: an ABI below the policy's, no Landlock at all, or an ABI this build does not
+/// know, each refused with what is missing and how to run unconfined.
+#[test]
+fn an_unenforceable_policy_is_refused_naming_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ww = policy(SandboxMode::WorkspaceWrite, Network::Off);
+    let s = settings(&tmp.path().join("home"));
+    for support in [
+        LandlockSupport::Abi(3),
+        LandlockSupport::NotImplemented,
+        LandlockSupport::NotEnabled,
+    ] {
+        let err = Plan::new(&ww, &s, support, tmp.path(), None).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("needs Landlock ABI 4"), "{text}");
+        assert!(text.contains(&support.to_string()), "{text}");
+        assert!(text.contains("nothing was run"), "{text}");
+        assert!(text.contains("sandbox mode \"off\""), "{text}");
+    }
+    let high = SandboxSettings {
+        landlock_abi: Some(KNOWN_ABI + 1),
+        ..s
+    };
+    let err = Plan::new(&ww, &high, LandlockSupport::Abi(99), tmp.path(), None).unwrap_err();
+    assert!(err.to_string().contains("knows ABIs up to"), "{err}");
+}
+
+#[test]
+fn plans_survive_the_argument_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let scratch = tmp.path().join("tmp");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    let ww = policy(SandboxMode::WorkspaceWrite, Network::Off);
+    let s = settings(&tmp.path().join("home"));
+    let plan = Plan::new(&ww, &s, LandlockSupport::Abi(7), &work, Some(&scratch)).unwrap();
+    assert_eq!(plan.abi, 4);
+    assert!(plan.fs && plan.net_off);
+    assert_eq!(plan.writable.len(), 2);
+    let mut args = plan.to_args().into_iter().chain(["bash".into()]);
+    assert_eq!(Plan::from_args(&mut args).unwrap(), plan);
+    assert_eq!(args.next().unwrap(), "bash");
+
+    let read_only = policy(SandboxMode::ReadOnly, Network::On);
+    let plan = Plan::new(
+        &read_only,
+        &s,
+        LandlockSupport::Abi(7),
+        &work,
+        Some(&scratch),
+    )
+    .unwrap();
+    assert_eq!(plan.writable, vec![scratch.canonicalize().unwrap()]);
+
+    for bad in [
+        vec!["--abi", "4", "--fs"],
+        vec!["--abi", "x", "--fs", "--"],
+        vec!["--abi", "11", "--fs", "--"],
+        vec!["--abi", "4", "--"],
+        vec!["--abi", "4", "--fs", "--write"],
+        vec!["--bogus", "--"],
+    ] {
+        let mut args = bad.iter().map(Into::into);
+        assert!(Plan::from_args(&mut args).is_err(), "{bad:?}");
+    }
+}
+
+/// The home can never become writable: not as the workspace, not inside it, not through a link
+/// or a `..` spelling, and not when it does not exist yet.
+#[test]
+fn a_writable_root_may_neither_contain_nor_lie_inside_a_protected_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join("sessions")).unwrap();
+    let ww = policy(SandboxMode::WorkspaceWrite, Network::On);
+    let s = settings(&home);
+    let support = LandlockSupport::Abi(7);
+    let exposed = |workspace: &Path| {
+        matches!(
+            Plan::new(&ww, &s, support, workspace, None),
+            Err(SandboxError::Exposed { .. })
+        )
+    };
+    assert!(exposed(tmp.path()), "a workspace holding the home");
+    assert!(
+        exposed(&home.join("sessions")),
+        "a workspace inside the home"
+    );
+    std::os::unix::fs::symlink(&home, tmp.path().join("link")).unwrap();
+    assert!(exposed(&tmp.path().join("link")), "a link to the home");
+    assert!(exposed(&tmp.path().join("link/../home/sessions")), "dots");
+
+    let extra = SandboxSettings {
+        writable_roots: vec![tmp.path().join("link")],
+        ..s.clone()
+    };
+    std::fs::create_dir_all(tmp.path().join("work")).unwrap();
+    let err = Plan::new(&ww, &extra, support, &tmp.path().join("work"), None).unwrap_err();
+    assert!(err.to_string().contains("cannot keep"), "{err}");
+
+    let future_home = tmp.path().join("work/not-yet/home");
+    assert_eq!(
+        resolve(&future_home),
+        tmp.path().canonicalize().unwrap().join("work/not-yet/home")
+    );
+    assert!(check_exposure(&tmp.path().join("work"), &[resolve(&future_home)]).is_err());
+    assert!(check_exposure(Path::new("/a/b"), &[PathBuf::from("/a/bc")]).is_ok());
+}

@@ -1,0 +1,108 @@
+//! `[sandbox]`: the policy of agents created without one, the extra writable roots of
+//! `workspace-write`, the Landlock ABI, and the paths no confined command may write, derived from
+//! the rest of the configuration.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{Builder, Config, ConfigError};
+use dsh_core::sandbox::{KNOWN_ABI, SandboxPolicy, SandboxSettings};
+
+/// The `[sandbox]` section as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SandboxSection {
+    pub mode: Option<String>,
+    pub network: Option<String>,
+    pub writable_roots: Option<Vec<String>>,
+    pub landlock_abi: Option<u32>,
+}
+
+impl Builder<'_> {
+    /// The default policy and the executor's sandbox settings (protected paths come later, from
+    /// the finished config: [`protect`]).
+    pub(super) fn sandbox(
+        &self,
+        section: &SandboxSection,
+    ) -> Result<(SandboxPolicy, SandboxSettings), ConfigError> {
+        let bad = |key: &str, message: String| ConfigError::Value {
+            origin: self.origin(key),
+            message,
+        };
+        let mut policy = SandboxPolicy::UNCONFINED;
+        if let Some(mode) = &section.mode {
+            policy.mode = mode
+                .parse()
+                .map_err(|e| bad("sandbox.mode", format!("{e}")))?;
+        }
+        if let Some(network) = &section.network {
+            policy.network = network
+                .parse()
+                .map_err(|e| bad("sandbox.network", format!("{e}")))?;
+        }
+        if let Some(abi) = section.landlock_abi
+            && !(1..=KNOWN_ABI).contains(&abi)
+        {
+            return Err(bad(
+                "sandbox.landlock_abi",
+                format!("{abi} is not a Landlock ABI this dsh knows (1 to {KNOWN_ABI})"),
+            ));
+        }
+        let mut writable_roots = Vec::new();
+        for root in section.writable_roots.iter().flatten() {
+            let path = self.path(Some(root), "sandbox.writable_roots", PathBuf::new())?;
+            // Spelled out here; the daemon checks again with links resolved at every call.
+            if path.starts_with(self.home) || self.home.starts_with(&path) {
+                return Err(bad(
+                    "sandbox.writable_roots",
+                    format!(
+                        "{} would make the harness home {} writable",
+                        path.display(),
+                        self.home.display()
+                    ),
+                ));
+            }
+            writable_roots.push(path);
+        }
+        Ok((
+            policy,
+            SandboxSettings {
+                writable_roots,
+                landlock_abi: section.landlock_abi,
+                ..SandboxSettings::default()
+            },
+        ))
+    }
+}
+
+/// Fills in what confined commands may never write: the home, the session stores, the spill
+/// and socket directories, the config file and the hook files (hooks run unconfined, so a
+/// writable hook file would be a way out), and with `hooks.project_hooks` each workspace's own.
+pub(super) fn protect(config: &mut Config) {
+    let mut protected = vec![
+        config.home.path.clone(),
+        config.jsonl_root.clone(),
+        config.exec.spill_dir.clone(),
+    ];
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = config.sqlite_path.clone().into_os_string();
+        name.push(suffix);
+        protected.push(name.into());
+    }
+    if let Some(dir) = config.socket.parent() {
+        protected.push(dir.to_owned());
+    }
+    protected.extend(config.file.iter().cloned());
+    protected.extend(config.hooks.claude_code.iter().cloned());
+    protected.extend(config.hooks.codex.iter().cloned());
+    config.exec.sandbox.protected = protected;
+    config.exec.sandbox.protected_in_workspace = if config.hooks.project_hooks {
+        vec![
+            Path::new(".claude/settings.json").to_owned(),
+            Path::new(".codex/hooks.json").to_owned(),
+        ]
+    } else {
+        Vec::new()
+    };
+}

@@ -1,0 +1,243 @@
+//! What a confined command (or a careless config) could try: links out of the workspace, a
+//! workspace or extra root that is the home in disguise, `..`, leaving the process group.
+
+use super::*;
+
+/// Links inside the workspace lead nowhere writable: a symbolic link into the home is followed
+/// to the home and refused; a hard link to another session's log cannot be made.
+#[test]
+fn links_in_the_workspace_do_not_reach_the_home() {
+    let daemon = TestDaemon::start();
+    let other = agent(&daemon, &daemon.workdir("victim"), &[], &["true"]);
+    results(&daemon, &other);
+    let log = dsh_tests::shell::locate(&daemon, &other).unwrap();
+    let sessions = daemon.home.join("sessions");
+    let commands = [
+        &format!("ln -s '{}' ./s && echo linked", sessions.display()) as &str,
+        "echo evil > ./s/planted",
+        &format!("ln '{log}' ./hard"),
+        "cat ./s/*/*/session.jsonl > ./copy && echo copied",
+    ];
+    let work = daemon.workdir("links");
+    let id = agent(&daemon, &work, &["--sandbox", "workspace-write"], &commands);
+    let got = results(&daemon, &id);
+    assert!(got[0].content.contains("linked"), "{:?}", got[0]);
+    assert!(
+        got[1].is_error && got[1].content.contains("Permission denied"),
+        "{:?}",
+        got[1]
+    );
+    assert!(!sessions.join("planted").exists());
+    assert!(got[2].is_error, "{:?}", got[2]);
+    assert!(!work.join("hard").exists());
+    // Reading through the link is fine (read anywhere).
+    assert!(got[3].content.contains("copied"), "{:?}", got[3]);
+}
+
+/// A workspace that is the home, contains it, or is a link to it cannot be made writable: the
+/// call is refused before anything runs.
+#[test]
+fn a_workspace_that_exposes_the_home_is_refused() {
+    let daemon = TestDaemon::start();
+    let link = daemon.dir.path().join("innocent");
+    std::fs::create_dir_all(&daemon.home).unwrap();
+    std::os::unix::fs::symlink(&daemon.home, &link).unwrap();
+    for cwd in [
+        daemon.dir.path().to_owned(),
+        link.clone(),
+        link.join("../home"),
+    ] {
+        let (code, doc) = run(
+            &daemon,
+            &[
+                "--cwd",
+                cwd.to_str().unwrap(),
+                "--sandbox",
+                "workspace-write",
+                "--",
+                "touch ./ran",
+            ],
+        );
+        assert_eq!(code, Some(1), "{}: {doc}", cwd.display());
+        assert_eq!(doc["error"]["kind"], "failed_precondition", "{doc}");
+        assert!(
+            doc["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot keep"),
+            "{doc}"
+        );
+    }
+    assert!(!daemon.home.join("ran").exists() && !daemon.dir.path().join("ran").exists());
+    // Read-only does not write the workspace, so it may run there.
+    let (code, doc) = run(
+        &daemon,
+        &[
+            "--cwd",
+            link.to_str().unwrap(),
+            "--sandbox",
+            "read-only",
+            "--",
+            "ls >/dev/null",
+        ],
+    );
+    assert_eq!((code, &doc["exit_code"]), (Some(0), &json!(0)), "{doc}");
+}
+
+/// Extra roots: one spelled with `..` into the home stops dshd at start; one that is a link to
+/// the home refuses the calls that would use it.
+#[test]
+fn extra_roots_cannot_expose_the_home() {
+    let dir = dsh_tests::private_dir();
+    let sneaky = dir.path().join("work/../home");
+    let mut refused = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!(
+                "[sandbox]\nwritable_roots = [{:?}]\n",
+                sneaky.to_str().unwrap()
+            )),
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    assert!(
+        !refused
+            .wait_exit(std::time::Duration::from_secs(20))
+            .success()
+    );
+    assert!(
+        refused.log_text().contains("sandbox.writable_roots"),
+        "{}",
+        refused.log_text()
+    );
+
+    let dir = dsh_tests::private_dir();
+    let link = dir.path().join("cache");
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("home"), &link).unwrap();
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!(
+                "[sandbox]\nwritable_roots = [{:?}]\n",
+                link.to_str().unwrap()
+            )),
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+    let work = daemon.workdir("extra");
+    let id = agent(
+        &daemon,
+        &work,
+        &["--sandbox", "workspace-write"],
+        &["touch ./ran"],
+    );
+    let got = results(&daemon, &id);
+    assert!(
+        got[0].is_error && got[0].content.contains("cannot keep"),
+        "{:?}",
+        got[0]
+    );
+    assert!(!work.join("ran").exists());
+}
+
+/// A process that leaves its group and session (a double fork with `setsid`) keeps the sandbox:
+/// Landlock domains are inherited and cannot be left.
+#[test]
+fn an_escaped_descendant_stays_confined() {
+    let daemon = TestDaemon::start();
+    let work = daemon.workdir("escape");
+    let target = daemon.dir.path().join("user/escaped");
+    let report = work.join("report");
+    let command = format!(
+        "(setsid bash -c 'touch {t} 2>/dev/null; echo $? > {r}' &) ; \
+         for i in $(seq 200); do [ -s {r} ] && break; sleep 0.05; done; cat {r}",
+        t = target.display(),
+        r = report.display()
+    );
+    let id = agent(
+        &daemon,
+        &work,
+        &["--sandbox", "workspace-write"],
+        &[&command],
+    );
+    let got = results(&daemon, &id);
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap().trim(),
+        "1",
+        "{:?}",
+        got[0]
+    );
+    assert!(!target.exists());
+}
+
+/// Hooks are the user's own configuration and run unconfined, around a confined model call; the
+/// hook file itself cannot be written by the model (a writable hook would be a way out).
+#[test]
+fn hooks_run_unconfined_and_their_files_are_protected() {
+    let dir = dsh_tests::private_dir();
+    std::fs::create_dir_all(dir.path().join("cfg")).unwrap();
+    let hooks = dir.path().join("cfg/hooks.json");
+    let marker = dir.path().join("user/hook-wrote");
+    std::fs::create_dir_all(dir.path().join("user")).unwrap();
+    let command = format!("touch {}", marker.display());
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!(
+                "[hooks]\nclaude_code = [{:?}]\n",
+                hooks.to_str().unwrap()
+            )),
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    daemon.wait_ready();
+    let before = std::fs::read(&hooks).unwrap();
+    // A workspace that holds the hook file cannot be made writable; one beside it can.
+    let beside = daemon.workdir("beside");
+    let id = agent(
+        &daemon,
+        &beside,
+        &["--sandbox", "workspace-write"],
+        &[
+            &format!("echo '{{}}' > {}", hooks.display()),
+            "touch ~/by-model",
+        ],
+    );
+    let got = results(&daemon, &id);
+    assert!(
+        got[0].is_error && got[0].content.contains("Permission denied"),
+        "{:?}",
+        got[0]
+    );
+    assert!(got[1].is_error, "{:?}", got[1]);
+    assert_eq!(std::fs::read(&hooks).unwrap(), before);
+    assert!(marker.exists(), "the hook did not run unconfined");
+    assert!(!daemon.dir.path().join("user/by-model").exists());
+    let (code, doc) = run(
+        &daemon,
+        &[
+            "--cwd",
+            daemon.dir.path().join("cfg").to_str().unwrap(),
+            "--sandbox",
+            "workspace-write",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, Some(1), "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hooks.json"),
+        "{doc}"
+    );
+}
