@@ -119,6 +119,17 @@ pub(crate) struct Extra {
     pub strings: usize,
 }
 
+impl Extra {
+    /// The same plus one `NAME=value` variable of `len` bytes (without the `=` and NUL), if any.
+    pub(crate) fn plus_variable(mut self, len: Option<usize>) -> Self {
+        if let Some(len) = len {
+            self.bytes += len + 2;
+            self.strings += 1;
+        }
+        self
+    }
+}
+
 /// Checks the whole launch (`shell -c command` with the base environment, then `env`, then
 /// `managed`) against the total limit. Single strings are checked by the caller first; the layers
 /// are already validated, so `env` and `managed` share no name (one is `DSH_*`, the other never),

@@ -363,6 +363,8 @@ pub struct Executor {
     scope: String,
     /// What the kernel offers confined commands, probed once.
     landlock: LandlockSupport,
+    /// The shells' startup file restoring [`ExecConfig::child_open_file_limit`], if one is set.
+    startup_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -406,6 +408,20 @@ impl Executor {
             config.spill_cap_bytes,
             config.spill_total_cap_bytes,
         ));
+        let startup_file = match config.child_open_file_limit {
+            Some(soft) => Some(
+                process::write_startup_file(&config.spill_dir, soft).map_err(|e| {
+                    ExecError::InvalidConfig {
+                        field: "spill_dir",
+                        reason: format!(
+                            "cannot write the shells' startup file in {}: {e}",
+                            config.spill_dir.display()
+                        ),
+                    }
+                })?,
+            ),
+            None => None,
+        };
         let stop = CancellationToken::new();
         spawn_sweeper(stop.clone());
         Ok(Self {
@@ -419,6 +435,7 @@ impl Executor {
             closed: AtomicBool::new(false),
             tracker: Tracker(Arc::new(watch::channel(0).0)),
             landlock: LandlockSupport::probe(),
+            startup_file,
         })
     }
 
@@ -484,7 +501,7 @@ impl Executor {
             managed: &spec.managed,
             stdin,
             scope: &self.scope,
-            open_file_limit: self.config.child_open_file_limit,
+            startup_file: self.startup_file.as_deref(),
         }
     }
 

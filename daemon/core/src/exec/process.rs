@@ -67,8 +67,9 @@ pub(crate) struct Launch<'a> {
     /// Names the harness home in the owner marker, so a later daemon of the same home can tell
     /// what an earlier one left behind.
     pub scope: &'a str,
-    /// The soft open-file limit to give the shell back (see `ExecConfig::child_open_file_limit`).
-    pub open_file_limit: Option<u64>,
+    /// A file bash sources before the command (`BASH_ENV`): it gives the shell back its soft
+    /// open-file limit (see `ExecConfig::child_open_file_limit`) and unsets itself.
+    pub startup_file: Option<&'a Path>,
 }
 
 /// Time bounds for one process.
@@ -151,7 +152,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         launch.managed,
         launch
             .sandbox
-            .map_or_else(Extra::default, |c| c.extra(launch.shell)),
+            .map_or_else(Extra::default, |c| c.extra(launch.shell))
+            .plus_variable(
+                launch
+                    .startup_file
+                    .map(|f| STARTUP_FILE_VAR.len() + f.as_os_str().len()),
+            ),
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
@@ -174,8 +180,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     }
     cmd.envs(launch.env)
         .envs(launch.managed)
-        .env(OWNER_MARKER, owner.marker())
-        .current_dir(launch.cwd)
+        .env(OWNER_MARKER, owner.marker());
+    if let Some(file) = launch.startup_file {
+        // Ours alone: callers' and ambient `BASH_ENV` are refused or removed (exec::env).
+        cmd.env(STARTUP_FILE_VAR, file);
+    }
+    cmd.current_dir(launch.cwd)
         .process_group(0)
         .kill_on_drop(true)
         .stdin(if launch.stdin.is_some() {
@@ -201,9 +211,6 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     };
     let record = gate.register(pgid);
     drop(gate);
-    if let Some(soft) = launch.open_file_limit {
-        restore_open_file_limit(pgid, soft);
-    }
     let group = GroupGuard { pgid, armed: true };
     let exit = watch_exit(pgid);
     let stdin = match (child.stdin.take(), launch.stdin) {
@@ -220,20 +227,28 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     })
 }
 
-/// Lowers the shell's soft open-file limit right after the spawn (std's fast spawn path takes no
-/// `pre_exec`, and this crate has no unsafe code). bash takes about a millisecond to start and
-/// this follows the spawn within microseconds, so in practice the command and everything it starts
-/// get the lowered limit; it is not a guarantee (a stalled daemon thread could lose the race).
-fn restore_open_file_limit(pid: Pid, soft: u64) {
-    use rustix::process::{Resource, Rlimit, getrlimit, prlimit};
-    let hard = getrlimit(Resource::Nofile).maximum;
-    let limit = Rlimit {
-        current: Some(hard.map_or(soft, |h| soft.min(h))),
-        maximum: hard,
-    };
-    if let Err(error) = prlimit(Some(pid), Resource::Nofile, limit) {
-        tracing::debug!(%error, pid = pid.as_raw_pid(), "cannot restore the child's open-file limit");
-    }
+/// The variable naming the startup file bash sources before a non-interactive command.
+const STARTUP_FILE_VAR: &str = "BASH_ENV";
+
+/// Writes the startup file that gives a shell the soft open-file limit `soft` back, in `dir`
+/// (private), and returns its path. Setting the limit in the shell itself, before the command,
+/// is the one way without `unsafe` (no `pre_exec`) that cannot race the command: a `prlimit`
+/// on the child after the spawn can lose to a fast command. The file unsets `BASH_ENV`, so the
+/// command sees no trace of it and nested shells do not source it again. Written whole under a
+/// temporary name and renamed: a daemon sharing the directory never reads half of it.
+pub(crate) fn write_startup_file(dir: &Path, soft: u64) -> io::Result<PathBuf> {
+    super::output::ensure_private_dir(dir)?;
+    let path = dir.join(format!("open-file-limit-{soft}.bash"));
+    let temporary = dir.join(format!(
+        "open-file-limit-{soft}.bash.{}.tmp",
+        std::process::id()
+    ));
+    std::fs::write(
+        &temporary,
+        format!("ulimit -Sn {soft} 2>/dev/null; unset {STARTUP_FILE_VAR}\n"),
+    )?;
+    std::fs::rename(&temporary, &path)?;
+    Ok(path)
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
@@ -480,7 +495,7 @@ mod tests {
             stdin: None,
             sandbox: None,
             scope: "test",
-            open_file_limit: None,
+            startup_file: None,
         }
     }
 

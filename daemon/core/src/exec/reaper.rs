@@ -197,8 +197,11 @@ impl Owner {
         }
         let deadline = Instant::now() + CLOSE_BOUND;
         loop {
-            let left = sweep();
+            // The group first: a member that exits re-parents its children to us before it is
+            // gone, so once the group is empty a sweep that follows sees them all. (Swept first,
+            // a member exiting in between would leave its orphan unseen by this last look.)
             let group_left = rustix::process::test_kill_process_group(pgid).is_ok();
+            let left = sweep();
             if left == 0 && !group_left {
                 return;
             }
