@@ -112,9 +112,16 @@ fn run(args: Args) -> anyhow::Result<()> {
         persistence: args.persistence.map(BackendName::from),
     };
     let mut config = Config::load(&flags, &Ambient::from_process())?;
-    // Confined commands run through this very executable in helper mode (see `main`).
-    config.exec.sandbox.helper = Some(dsh_core::sandbox::HelperCommand::this_executable());
+    // Confined commands run through `dsh-sandbox-exec` next to this executable, or through this
+    // very executable in helper mode (see `main`) when it is not there (`cargo run --bin dshd`).
+    let helper = match std::env::current_exe() {
+        Ok(exe) => dsh_core::sandbox::HelperCommand::for_executable(&exe),
+        Err(_) => dsh_core::sandbox::HelperCommand::this_executable(),
+    };
+    let helper_program = helper.program.clone();
+    config.exec.sandbox.helper = Some(helper);
     init_logging(config.log_format);
+    tracing::info!(helper = %helper_program.display(), "sandbox helper");
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
     dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;

@@ -2,9 +2,10 @@
 //! `workspace-write` against the same call with `off`, on one release `dshd`, samples interleaved
 //! so a neighbour's load hits both alike. Target: p50 ratio ≤ 1.10×.
 //!
-//! The confined call runs dshd itself as the helper (`/proc/self/exe __dsh_sandbox_exec …`), which
-//! builds the ruleset, restricts itself and `exec`s bash: one more `execve` of a larger binary,
-//! a private temporary directory check, and the rule syscalls.
+//! The confined call runs the exec helper, which builds the ruleset, restricts itself and `exec`s
+//! bash: one more `execve`, a private temporary directory check, and the rule syscalls. Measured
+//! twice: with `dsh-sandbox-exec` next to dshd (as installed), and with a dshd that has no helper
+//! beside it and runs itself in helper mode (`cargo run --bin dshd`).
 //!
 //! Run: `cargo bench -p dsh-tests --bench sandbox`
 
@@ -21,12 +22,22 @@ const RUNS: usize = 600;
 
 fn main() {
     let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
+    dsh_tests::cargo_build("dsh-daemon", "dsh-sandbox-exec", true);
+    measure(&dshd, "with dsh-sandbox-exec beside dshd");
+    // The same binary alone in a directory: it finds no helper and runs itself in helper mode.
+    let alone = dsh_tests::private_dir();
+    let copy = alone.path().join("dshd");
+    std::fs::copy(&dshd, &copy).unwrap();
+    measure(&copy, "dshd alone, running itself as the helper");
+}
+
+fn measure(dshd: &std::path::Path, label: &str) {
     let dir = dsh_tests::private_dir();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     // The socket's directory is protected (a workspace inside it is refused): keep it apart.
     let socket = dir.path().join("run/d.sock");
-    let mut cmd = dsh_tests::daemon_command_for(&dshd, &dir);
+    let mut cmd = dsh_tests::daemon_command_for(dshd, &dir);
     cmd.env("RUST_LOG", "warn")
         .arg("--dsh-home")
         .arg(dir.path().join("home"))
@@ -72,7 +83,7 @@ fn main() {
         let (o50, o90) = percentiles(&mut off);
         let (c50, c90) = percentiles(&mut confined);
         println!(
-            "Shell.Run of `true`, sandbox workspace-write vs off ({RUNS} runs each, interleaved):"
+            "Shell.Run of `true`, sandbox workspace-write vs off, {label} ({RUNS} runs each, interleaved):"
         );
         println!(
             "    off              p50 {:>7.1} µs   p90 {:>7.1} µs",

@@ -109,3 +109,50 @@ fn status_reports_the_landlock_abi() {
         "{human:?}"
     );
 }
+
+/// Installed, dshd runs `dsh-sandbox-exec` from beside itself (a small `execve` per confined call);
+/// alone (`cargo run --bin dshd` builds only dshd), it runs itself in helper mode. Both confine.
+#[test]
+fn the_helper_beside_dshd_is_used_and_dshd_alone_confines_by_itself() {
+    let installed = TestDaemon::start();
+    let lone_dir = dsh_tests::private_dir();
+    let lone = lone_dir.path().join("dshd");
+    let copy = format!(
+        "cp \"$0\" '{}' && exec '{}' \"$@\"",
+        lone.display(),
+        lone.display()
+    );
+    let alone = TestDaemon::start_with(DaemonSpec {
+        wrapper: vec!["bash".into(), "-c".into(), copy.into()],
+        ..DaemonSpec::default()
+    });
+    for (daemon, helper) in [
+        (&installed, "dsh-sandbox-exec".to_owned()),
+        (&alone, "/proc/self/exe".to_owned()),
+    ] {
+        let log = daemon.log_text();
+        let line = log
+            .lines()
+            .find(|l| l.contains("sandbox helper"))
+            .unwrap_or_else(|| panic!("no helper line:\n{log}"));
+        assert!(line.contains(&helper), "{line}");
+        let work = daemon.workdir("w");
+        let id = agent(
+            daemon,
+            &work,
+            &["--sandbox", "workspace-write"],
+            &["touch ./inside && echo inside-ok", "touch ~/outside"],
+        );
+        let got = results(daemon, &id);
+        assert!(
+            got[0].content.contains("inside-ok"),
+            "{helper}: {:?}",
+            got[0]
+        );
+        assert!(
+            got[1].is_error && got[1].content.contains("Permission denied"),
+            "{helper}: {:?}",
+            got[1]
+        );
+    }
+}

@@ -24,7 +24,7 @@ pub use plan::{KNOWN_ABI, MIN_FS_ABI, MIN_NET_ABI};
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -314,7 +314,24 @@ pub struct HelperCommand {
     pub args: Vec<OsString>,
 }
 
+/// The file name of the standalone helper binary (`dsh-sandbox-exec`).
+pub const HELPER_BINARY: &str = "dsh-sandbox-exec";
+
 impl HelperCommand {
+    /// The helper for a daemon running from `exe`: the standalone binary next to it when there is
+    /// one (a small `execve` per confined command), else `exe` itself in helper mode.
+    pub fn for_executable(exe: &Path) -> Self {
+        let standalone = exe.with_file_name(HELPER_BINARY);
+        if is_executable_file(&standalone) {
+            Self {
+                program: standalone,
+                args: Vec::new(),
+            }
+        } else {
+            Self::this_executable()
+        }
+    }
+
     /// The running executable in helper mode: `/proc/self/exe` [`HELPER_ARG`]. The link names the
     /// binary this process runs even after an upgrade replaced or removed its file.
     pub fn this_executable() -> Self {
@@ -416,3 +433,9 @@ pub enum SandboxError {
 
 #[cfg(test)]
 mod tests;
+
+/// A regular file someone may execute (the standalone helper, when installed).
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
