@@ -29,7 +29,7 @@ impl ChildAgents for AgentRegistry {
             let choice = provider.child_choice(&exec.call_id);
             // A good moment to save children whose earlier close could not.
             self.retry_pending_closes().await;
-            let child = match self.spawn(parent_id, &choice) {
+            let child = match self.spawn(parent_id, &choice, None) {
                 Ok(child) => child,
                 Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
             };

@@ -8,16 +8,19 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio_util::sync::CancellationToken;
 
-use super::feed::TurnFeed;
-use super::live::Agent;
-use super::model::{InvalidModel, ModelChoice, ProviderFactory};
+use super::live::{Agent, NewAgent};
+use super::model::{InvalidModel, ModelChoice, ProviderFactory, UnusableModel};
+use super::provider::ModelProvider;
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
+use super::watch::hub::WatchHub;
+use super::watch::{WatchScope, Watcher};
 use crate::hooks::SessionSource;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
 use crate::session::{
-    AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
+    AbortCause, AgentSettings, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader,
+    SessionId, SessionLog, recorded_settings,
 };
 use crate::tools::ChildAgents;
 
@@ -55,6 +58,22 @@ pub enum AgentError {
     /// The model choice is unusable.
     #[error(transparent)]
     InvalidModel(#[from] InvalidModel),
+    /// The chosen provider needs an API key the daemon does not have.
+    #[error("{}", super::provider::ModelError::MissingKey { variable: variable.clone() })]
+    NoModelKey {
+        /// The environment variable that should hold the key.
+        variable: String,
+    },
+    /// No approval request of this agent waits for an answer under this call id.
+    #[error(
+        "agent {agent} has no approval request waiting for call {call_id} (it was answered, timed out, or never asked)"
+    )]
+    NoPendingApproval {
+        /// The agent.
+        agent: SessionId,
+        /// The call id given.
+        call_id: String,
+    },
     /// Spawning would exceed the configured delegation depth.
     #[error(
         "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
@@ -94,14 +113,23 @@ pub struct Unsaved {
     pub rescue: Result<PathBuf, PersistenceError>,
 }
 
+impl From<UnusableModel> for AgentError {
+    fn from(error: UnusableModel) -> Self {
+        match error {
+            UnusableModel::Invalid(invalid) => Self::InvalidModel(invalid),
+            UnusableModel::NoKey { variable } => Self::NoModelKey { variable },
+        }
+    }
+}
+
 /// A running turn, as its caller sees it.
 #[derive(Debug)]
 pub struct TurnHandle {
     /// The turn number.
     pub turn: u32,
-    /// Everything the turn logs and streams, ending after its `turn/end` (bounded: see
-    /// [`TurnFeed`]).
-    pub updates: TurnFeed,
+    /// Everything the turn (and the children it spawns) logs and streams, ending with its
+    /// `turn/end` once the agent takes the next prompt (bounded: see [`Watcher`]).
+    pub updates: Watcher,
     /// Resolves to how the turn ended.
     pub outcome: tokio::task::JoinHandle<TurnOutcome>,
 }
@@ -112,6 +140,8 @@ pub struct AgentRegistry {
     services: Arc<AgentServices>,
     providers: ProviderFactory,
     agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    /// Where agents publish their events, and watchers register.
+    hub: Arc<WatchHub>,
     /// Finished children whose close could not save them: still registered (so their events stay
     /// in memory and nothing can resume them meanwhile), closed again by every later close and
     /// spawn, and saved at shutdown at the latest.
@@ -129,10 +159,13 @@ impl AgentRegistry {
     ) -> Arc<Self> {
         Arc::new_cyclic(|registry: &Weak<Self>| {
             let children: Weak<dyn ChildAgents> = registry.clone();
+            let services = services(children);
+            let hub = Arc::new(WatchHub::new(services.watch_max_pending));
             Self {
-                services: Arc::new(services(children)),
+                services: Arc::new(services),
                 providers,
                 agents: Mutex::new(HashMap::new()),
+                hub,
                 pending_closes: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
             }
@@ -144,34 +177,53 @@ impl AgentRegistry {
         &self.services
     }
 
-    /// A new top-level agent working in `cwd`. Nothing is written until its first checkpoint.
-    pub fn create(&self, cwd: &Path, choice: &ModelChoice) -> Result<Arc<Agent>, AgentError> {
+    /// The variable the `openai` provider's key is read from, and whether it held one at start.
+    pub fn model_key(&self) -> (&str, bool) {
+        self.providers.model_key()
+    }
+
+    /// A new top-level agent working in `cwd`, with `approval` (the configured default when
+    /// `None`). Nothing is written until its first checkpoint.
+    pub fn create(
+        &self,
+        cwd: &Path,
+        choice: &ModelChoice,
+        approval: Option<ApprovalPolicy>,
+    ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let cwd = &crate::home::normalize(cwd);
         check_cwd(cwd)?;
         let provider = self.providers.build(choice)?;
-        let header = SessionHeader::new(
-            SessionId::new_v7(),
-            cwd.to_owned(),
-            crate::session::now_ms(),
-        );
+        let approval = approval.unwrap_or(self.services.approval.policy);
+        let header = SessionHeader {
+            settings: Some(settings_of(provider.as_ref(), approval)),
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                cwd.to_owned(),
+                crate::session::now_ms(),
+            )
+        };
         let root = header.id.clone();
-        let agent = Agent::new(
-            SessionLog::new(header),
-            DurableCursor::default(),
+        let agent = self.live(NewAgent {
+            log: SessionLog::new(header),
+            cursor: DurableCursor::default(),
             root,
-            None,
+            parent: None,
             provider,
-            SessionSource::Startup,
-        );
+            source: SessionSource::Startup,
+            approval,
+            hub: self.hub.clone(),
+        });
         self.insert(agent, "create")
     }
 
-    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd.
+    /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd,
+    /// the parent's approval policy unless `approval` names one.
     pub fn spawn(
         &self,
         parent: &SessionId,
         choice: &ModelChoice,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let parent = self.get(parent)?;
@@ -186,41 +238,63 @@ impl AgentRegistry {
             });
         }
         let provider = self.providers.build(choice)?;
+        let approval = approval.unwrap_or(parent.approval());
         let header = SessionHeader {
             parent_session: Some(parent_header.id.clone()),
             origin: Some(Origin::Subagent),
             delegation_depth: depth,
+            settings: Some(settings_of(provider.as_ref(), approval)),
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 parent_header.cwd.clone(),
                 crate::session::now_ms(),
             )
         };
-        let agent = Agent::new(
-            SessionLog::new(header),
-            DurableCursor::default(),
-            parent.context().root.clone(),
-            Some(parent.id().clone()),
+        let agent = self.live(NewAgent {
+            log: SessionLog::new(header),
+            cursor: DurableCursor::default(),
+            root: parent.context().root.clone(),
             provider,
-            SessionSource::Startup,
-        )
-        .subagent_of(parent_header.clone());
+            source: SessionSource::Startup,
+            approval,
+            hub: self.hub.clone(),
+            parent: Some(parent),
+        });
         self.insert(agent, "spawn")
     }
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
-    /// `session/end-seed` marker appended once.
+    /// `session/end-seed` marker appended once. Unless the request says otherwise, the agent runs
+    /// with the provider, model and approval policy the session last ran with; when they change,
+    /// a `session/settings` event records the new ones.
     pub async fn resume(
         &self,
         id: &SessionId,
         choice: &ModelChoice,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         if self.lock().contains_key(id) {
             return Err(AgentError::AlreadyLive(id.clone()));
         }
-        let provider = self.providers.build(choice)?;
         let (stored, generation) = self.read_stored(id, Read::Load).await?;
+        let recorded = recorded_settings(&stored.header, &stored.events);
+        let again = self
+            .providers
+            .again(id, choice, recorded.as_ref())
+            .map_err(UnusableModel::from)
+            .and_then(|choice| self.providers.build(&choice));
+        let provider = match again {
+            Ok(provider) => provider,
+            Err(error) => {
+                // Nothing will write this session: let the backend forget it.
+                self.services.persistence.backend().release(id);
+                return Err(error.into());
+            }
+        };
+        let approval = approval
+            .or(recorded.as_ref().map(|r| r.approval))
+            .unwrap_or(self.services.approval.policy);
         let durable = stored.events.len() as u64;
         let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
             AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
@@ -228,15 +302,18 @@ impl AgentRegistry {
         if !log.ends_with_seed_marker() {
             log.append(EventData::EndSeed {});
         }
+        record_settings(&mut log, recorded, settings_of(provider.as_ref(), approval));
         let root = log.header().id.clone();
-        let agent = Agent::new(
+        let agent = self.live(NewAgent {
             log,
-            DurableCursor::at(generation, durable),
+            cursor: DurableCursor::at(generation, durable),
             root,
-            None,
+            parent: None,
             provider,
-            SessionSource::Resume,
-        );
+            source: SessionSource::Resume,
+            approval,
+            hub: self.hub.clone(),
+        });
         self.insert(agent, "resume")
     }
 
@@ -247,9 +324,9 @@ impl AgentRegistry {
         &self,
         source: &SessionId,
         choice: &ModelChoice,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
-        let provider = self.providers.build(choice)?;
         let (source_header, mut events) = match self.get(source) {
             Ok(live) => (
                 live.header().as_ref().clone(),
@@ -260,6 +337,12 @@ impl AgentRegistry {
                 (stored.header, stored.events)
             }
         };
+        let recorded = recorded_settings(&source_header, &events);
+        let choice = self.providers.again(source, choice, recorded.as_ref())?;
+        let provider = self.providers.build(&choice)?;
+        let approval = approval
+            .or(recorded.as_ref().map(|r| r.approval))
+            .unwrap_or(self.services.approval.policy);
         let seed = crate::session::completed_prefix_len(&events);
         events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
         let header = SessionHeader {
@@ -267,6 +350,7 @@ impl AgentRegistry {
             seed_length: Some(seed),
             origin: source_header.origin,
             delegation_depth: source_header.delegation_depth,
+            settings: Some(settings_of(provider.as_ref(), approval)),
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 source_header.cwd.clone(),
@@ -278,17 +362,17 @@ impl AgentRegistry {
         })?;
         log.append(EventData::EndSeed {});
         let root = log.header().id.clone();
-        let agent = self.insert(
-            Agent::new(
-                log,
-                DurableCursor::default(),
-                root,
-                None,
-                provider,
-                SessionSource::Startup,
-            ),
-            "fork",
-        )?;
+        let agent = self.live(NewAgent {
+            log,
+            cursor: DurableCursor::default(),
+            root,
+            parent: None,
+            provider,
+            source: SessionSource::Startup,
+            approval,
+            hub: self.hub.clone(),
+        });
+        let agent = self.insert(agent, "fork")?;
         if let Err(error) = agent.checkpoint(&self.services).await {
             self.lock().remove(agent.id());
             return Err(error.into());
@@ -333,7 +417,7 @@ impl AgentRegistry {
     ) -> Result<TurnHandle, AgentError> {
         self.check_open()?;
         let agent = self.get(id)?;
-        let Some((turn, cancel, rx)) = agent.begin_turn(parent_cancel) else {
+        let Some((turn, first_seq, cancel)) = agent.begin_turn(parent_cancel) else {
             return Err(match agent.status() {
                 super::AgentStatus::Running { turn } => AgentError::Busy {
                     id: id.clone(),
@@ -342,6 +426,10 @@ impl AgentRegistry {
                 super::AgentStatus::Idle => AgentError::Closed(id.clone()),
             });
         };
+        // Registered before the turn starts, so it misses nothing of it.
+        let mut updates = self.watcher(WatchScope::Tree(id.clone()), true);
+        updates.start_at(id.clone(), first_seq);
+        let updates = updates.until_turn_end(id.clone(), turn);
         let services = self.services.clone();
         let outcome = tokio::spawn(async move {
             let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
@@ -350,7 +438,7 @@ impl AgentRegistry {
         });
         Ok(TurnHandle {
             turn,
-            updates: rx,
+            updates,
             outcome,
         })
     }
@@ -476,6 +564,8 @@ impl AgentRegistry {
                 rescue,
             });
         }
+        // Every turn has ended: watchers end once they have read it all.
+        self.hub.close();
         unsaved
     }
 
@@ -508,9 +598,20 @@ impl AgentRegistry {
         Ok((stored, generation))
     }
 
+    /// Fails with [`AgentError::SessionNotFound`] unless the active backend stores session `id`.
+    pub(super) async fn stored_exists(&self, id: &SessionId) -> Result<(), AgentError> {
+        let backend = self.services.persistence.backend();
+        let wanted = id.clone();
+        let stored = tokio::task::spawn_blocking(move || backend.stored_len(&wanted))
+            .await
+            .map_err(|e| join_error(&e))??;
+        stored
+            .map(drop)
+            .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
+    }
+
     /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
-    fn insert(&self, agent: Agent, how: &'static str) -> Result<Arc<Agent>, AgentError> {
-        let agent = Arc::new(agent);
+    fn insert(&self, agent: Arc<Agent>, how: &'static str) -> Result<Arc<Agent>, AgentError> {
         let mut agents = self.lock();
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(AgentError::ShuttingDown);
@@ -536,6 +637,17 @@ impl AgentRegistry {
         Ok(agent)
     }
 
+    /// A new live agent (not registered yet).
+    fn live(&self, parts: NewAgent) -> Arc<Agent> {
+        Agent::new(parts)
+    }
+
+    /// A watcher of `scope`, registered now (streamed text too when `deltas`).
+    pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool) -> Watcher {
+        self.hub
+            .watcher(scope, deltas, self.services.persistence.clone())
+    }
+
     fn check_open(&self) -> Result<(), AgentError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             Err(AgentError::ShuttingDown)
@@ -556,6 +668,26 @@ enum Read {
     Load,
     /// Without, for forking.
     Inspect,
+}
+
+/// The settings an agent with `provider` and `approval` runs with.
+fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy) -> AgentSettings {
+    AgentSettings {
+        provider: provider.provider().to_owned(),
+        model: provider.model().to_owned(),
+        approval,
+    }
+}
+
+/// Appends `session/settings` when the agent runs with other settings than the session records.
+fn record_settings(log: &mut SessionLog, recorded: Option<AgentSettings>, now: AgentSettings) {
+    if recorded.as_ref() != Some(&now) {
+        log.append(EventData::Settings {
+            provider: now.provider,
+            model: now.model,
+            approval: now.approval,
+        });
+    }
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), AgentError> {

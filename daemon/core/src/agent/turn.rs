@@ -8,8 +8,8 @@
 //! says why.
 //!
 //! Hooks (CONTRACTS §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
-//! (may block the turn before any model request), PreToolUse (may deny a call, or rewrite its
-//! input; `ask` fails closed because dsh has no interactive approver), PostToolUse (may add
+//! (may block the turn before any model request), PreToolUse (may deny a call, rewrite its input,
+//! or ask for a person's approval, see [`super::approval`]), PostToolUse (may add
 //! feedback to a result or, for Codex, replace it), and Stop (may force another step, up to
 //! `hooks.stop_continuation_cap` times). A hook's `continue: false` ends the turn `stopped` where its
 //! harness stops. Their context and feedback reach the next model request as user-role messages
@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::approval;
 use super::live::Agent;
 use super::provider::{ModelError, ModelReply, ModelRequest};
 use super::services::{AgentServices, CheckpointPolicy};
@@ -28,7 +29,7 @@ use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema
 use crate::hooks::{
     Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, SubagentOf,
 };
-use crate::session::ToolCallRequest;
+use crate::session::{ApprovalPolicy, ToolCallRequest};
 use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
 use crate::tools::ToolSet;
 
@@ -419,9 +420,13 @@ impl TurnRun {
     }
 
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
+        let answer_seq = self
+            .agent
+            .read_log(|log| log.turn_answer_seq(self.turn));
         self.log(EventData::TurnEnd {
             turn: self.turn,
             reason: reason.clone(),
+            answer_seq,
         });
         if let Err(error) = self.agent.checkpoint(&self.services).await {
             // The events stay in memory; the next checkpoint (or shutdown) retries them.
@@ -498,15 +503,19 @@ async fn guarded_call(
                     .unwrap_or_else(|| "blocked by PreToolUse hook".into())
             )));
         }
-        // dsh has no interactive approver, so a request for approval fails closed.
-        Decision::Ask => {
-            return refused(ToolOutput::refused(format!(
-                "Error: {} (approval was required and no approver is available, so the call was denied)",
-                pre.reason
-                    .unwrap_or_else(|| "approval required by PreToolUse hook".into())
-            )));
-        }
-        Decision::None | Decision::Allow => {}
+        Decision::Ask | Decision::None | Decision::Allow => {}
+    }
+    let hook_asks = (pre.decision == Decision::Ask).then(|| {
+        pre.reason
+            .clone()
+            .unwrap_or_else(|| "approval required by PreToolUse hook".into())
+    });
+    let policy = agent.approval();
+    if let (Some(reason), ApprovalPolicy::Never) = (&hook_asks, policy) {
+        // Nobody may be asked, so a request for approval fails closed.
+        return refused(ToolOutput::refused(format!(
+            "Error: {reason} (approval was required and the approval policy is `never`, so nobody was asked and the call was denied)"
+        )));
     }
     let arguments = match pre.updated_input {
         // The log keeps both: the model's arguments in `tool/call`, what ran here.
@@ -521,6 +530,16 @@ async fn guarded_call(
         }
         None => arguments.clone(),
     };
+    // What runs is what is approved (a hook's rewrite included).
+    if let Some(reason) = approval::needed(policy, &exec.tool_name, hook_asks.as_deref())
+        && let Err(denied) = approval::ask(agent, services, exec, &arguments, reason).await
+    {
+        return CallEnd {
+            output: ToolOutput::refused(denied),
+            messages,
+            stop: None,
+        };
+    }
     let mut output = dispatch(tools, exec, &arguments).await;
     if !output.ran {
         return CallEnd {
