@@ -137,6 +137,8 @@ impl Daemon {
         let shell = Shell::new(executor.clone(), shell_env.clone());
         let agents = AgentRegistry::new(providers, |children| AgentServices {
             limits: config.agent_limits,
+            approval: config.approvals,
+            watch_max_pending: config.watch_max_pending,
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),
@@ -183,6 +185,15 @@ impl Daemon {
     /// Number of live agents.
     pub fn live_agents(&self) -> usize {
         self.agents.len()
+    }
+
+    /// Number of background jobs still running.
+    pub fn running_jobs(&self) -> usize {
+        self.executor
+            .list_jobs(None)
+            .iter()
+            .filter(|j| matches!(j.state, dsh_core::exec::JobState::Running))
+            .count()
     }
 
     /// Makes the backend of `kind` at `path` (the configured one when `None`) the active one, and

@@ -34,6 +34,24 @@ pub(super) struct FileConfig {
     pub skills: Option<SkillsSection>,
     #[serde(default)]
     pub hooks: dsh_core::hooks::HookSettings,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub watch: WatchSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ApprovalsSection {
+    pub policy: Option<dsh_core::session::ApprovalPolicy>,
+    // NonZero: a 0 is refused while parsing, so the error names its line and key.
+    pub timeout_ms: Option<std::num::NonZeroU64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WatchSection {
+    pub max_pending: Option<std::num::NonZeroUsize>,
 }
 
 /// `persistence = "jsonl" | "sqlite"`.

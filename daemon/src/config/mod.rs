@@ -18,8 +18,10 @@ use file::FileConfig;
 
 use crate::connection;
 use crate::socket;
-use dsh_core::agent::AgentLimits;
-use dsh_core::agent::CheckpointPolicy;
+use dsh_core::agent::{
+    AgentLimits, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
+    DEFAULT_WATCH_MAX_PENDING,
+};
 use dsh_core::agent::openai::{self, OpenAiConfig};
 use dsh_core::agent::scripted::{self, Script};
 use dsh_core::exec::{ExecConfig, compile_secret_pattern};
@@ -124,6 +126,10 @@ pub struct Config {
     pub resolve_timeout: Duration,
     /// Hook files and settings (`[hooks]`); relative file paths made absolute.
     pub hooks: HookSettings,
+    /// The default approval policy and how long a request waits (`[approvals]`).
+    pub approvals: ApprovalSettings,
+    /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
+    pub watch_max_pending: usize,
 }
 
 /// Why the configuration could not be built.
@@ -393,6 +399,17 @@ impl Builder<'_> {
                 DEFAULT_RESOLVE_TIMEOUT,
             )?,
             hooks: self.hooks(parsed.hooks)?,
+            approvals: ApprovalSettings {
+                policy: parsed.approvals.policy.unwrap_or_default(),
+                timeout: parsed
+                    .approvals
+                    .timeout_ms
+                    .map_or(DEFAULT_APPROVAL_TIMEOUT, |ms| Duration::from_millis(ms.get())),
+            },
+            watch_max_pending: parsed
+                .watch
+                .max_pending
+                .map_or(DEFAULT_WATCH_MAX_PENDING, std::num::NonZeroUsize::get),
             home,
             file,
         })

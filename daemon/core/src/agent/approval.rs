@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, ToolExecution};
-use crate::session::{ApprovalPolicy, ApprovalSource, ApprovalVerdict, EventData, SessionId};
+use crate::session::{ApprovalPolicy, ApprovalSource, ApprovalVerdict, EventData};
 
 /// A client's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,36 +23,31 @@ pub struct ApprovalAnswer {
     pub reason: Option<String>,
 }
 
-/// The approval requests waiting for an answer, by agent and call id.
+/// One agent's approval requests waiting for an answer, by call id.
 #[derive(Debug, Default)]
 pub(crate) struct Approvals {
-    pending: Mutex<HashMap<(SessionId, String), oneshot::Sender<ApprovalAnswer>>>,
+    pending: Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>,
 }
 
 impl Approvals {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(SessionId, String), oneshot::Sender<ApprovalAnswer>>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalAnswer>>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn register(&self, agent: &SessionId, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
+    fn register(&self, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
         let (tx, rx) = oneshot::channel();
-        self.lock().insert((agent.clone(), call.to_owned()), tx);
+        self.lock().insert(call.to_owned(), tx);
         rx
     }
 
     /// Withdraws a request; false when an answer took it first.
-    fn withdraw(&self, agent: &SessionId, call: &str) -> bool {
-        self.lock()
-            .remove(&(agent.clone(), call.to_owned()))
-            .is_some()
+    fn withdraw(&self, call: &str) -> bool {
+        self.lock().remove(call).is_some()
     }
 
-    /// Answers the request of `agent`'s call `call`; false when no such request waits.
-    pub(crate) fn answer(&self, agent: &SessionId, call: &str, answer: ApprovalAnswer) -> bool {
-        let Some(tx) = self.lock().remove(&(agent.clone(), call.to_owned())) else {
+    /// Answers the request of call `call`; false when no such request waits.
+    pub(crate) fn answer(&self, call: &str, answer: ApprovalAnswer) -> bool {
+        let Some(tx) = self.lock().remove(call) else {
             return false;
         };
         // The waiting call may have just been cancelled; the answer then changes nothing.
@@ -107,7 +102,7 @@ pub(crate) async fn ask(
     let timeout = services.approval.timeout;
     let (command, cwd) = describe(exec, arguments);
     // Registered before it is announced, so an answer can never miss it.
-    let mut answer = services.approvals.register(agent.id(), &exec.call_id);
+    let mut answer = agent.approvals().register(&exec.call_id);
     let mut departures = agent.departures();
     agent.append(EventData::ApprovalRequest {
         turn,
@@ -140,7 +135,7 @@ pub(crate) async fn ask(
         }
     };
     if decided.1 != ApprovalSource::Client
-        && !services.approvals.withdraw(agent.id(), &exec.call_id)
+        && !agent.approvals().withdraw(&exec.call_id)
     {
         // A client's answer took the request first: it stands.
         if let Ok(a) = answer.try_recv() {
@@ -200,16 +195,15 @@ mod tests {
     #[test]
     fn an_answer_reaches_only_a_waiting_request_once() {
         let approvals = Approvals::default();
-        let id = SessionId::parse("a").unwrap();
         let allow = ApprovalAnswer {
             verdict: ApprovalVerdict::Allow,
             reason: None,
         };
-        assert!(!approvals.answer(&id, "c1", allow.clone()));
-        let mut rx = approvals.register(&id, "c1");
-        assert!(approvals.answer(&id, "c1", allow.clone()));
-        assert!(!approvals.answer(&id, "c1", allow.clone()), "answered once");
+        assert!(!approvals.answer("c1", allow.clone()));
+        let mut rx = approvals.register("c1");
+        assert!(approvals.answer("c1", allow.clone()));
+        assert!(!approvals.answer("c1", allow.clone()), "answered once");
         assert_eq!(rx.try_recv().unwrap(), allow);
-        assert!(!approvals.withdraw(&id, "c1"));
+        assert!(!approvals.withdraw("c1"));
     }
 }

@@ -102,6 +102,8 @@ pub struct Agent {
     streaming: Mutex<((u32, u32), u64)>,
     /// The last turn whose task has let the agent go.
     released: watch::Sender<u32>,
+    /// Its tool calls waiting for a person's approval.
+    approvals: super::approval::Approvals,
 }
 
 impl Agent {
@@ -142,6 +144,7 @@ impl Agent {
             hub,
             streaming: Mutex::new(((0, 0), 0)),
             released: watch::Sender::new(released),
+            approvals: super::approval::Approvals::default(),
         })
     }
 
@@ -176,6 +179,11 @@ impl Agent {
     /// Whether a watcher (a Prompt or Watch stream) follows it now.
     pub fn watched(&self) -> bool {
         self.hub.watching(self)
+    }
+
+    /// Its tool calls waiting for approval.
+    pub(crate) fn approvals(&self) -> &super::approval::Approvals {
+        &self.approvals
     }
 
     /// Changes whenever a watcher of any agent leaves (see [`watched`](Self::watched)).

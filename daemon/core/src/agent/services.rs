@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::approval::Approvals;
 use crate::exec::Executor;
 use crate::hooks::Hooks;
 use crate::persistence::PersistenceHandle;
@@ -105,8 +104,6 @@ pub struct AgentServices {
     pub approval: ApprovalSettings,
     /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
     pub watch_max_pending: usize,
-    /// The approvals waiting for an answer.
-    pub(crate) approvals: Approvals,
 }
 
 impl AgentServices {
@@ -131,7 +128,6 @@ impl AgentServices {
             tools,
             approval: ApprovalSettings::default(),
             watch_max_pending: DEFAULT_WATCH_MAX_PENDING,
-            approvals: Approvals::default(),
         }
     }
 

@@ -54,8 +54,7 @@ impl AgentRegistry {
         call_id: &str,
         answer: ApprovalAnswer,
     ) -> Result<(), AgentError> {
-        self.get(id)?;
-        if self.services().approvals.answer(id, call_id, answer) {
+        if self.get(id)?.approvals().answer(call_id, answer) {
             Ok(())
         } else {
             Err(AgentError::NoPendingApproval {

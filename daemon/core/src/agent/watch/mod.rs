@@ -129,7 +129,7 @@ impl StreamEvent {
     }
 
     /// A logged event of `session`.
-    pub(crate) fn logged(session: SessionId, event: &crate::session::Event) -> Self {
+    pub fn logged(session: SessionId, event: &crate::session::Event) -> Self {
         Self {
             session,
             kind: event.data.type_name(),
