@@ -62,6 +62,7 @@ async fn create(
                 provider: "scripted".into(),
                 ..v1::ModelSpec::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -66,6 +66,7 @@ fn main() {
                     provider: "scripted".into(),
                     ..v1::ModelSpec::default()
                 }),
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -94,6 +94,7 @@ async fn resuming_a_live_session_is_refused_as_already_existing() {
         .resume(v1::ResumeAgentRequest {
             session_id: id.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -121,6 +122,7 @@ async fn a_cwd_that_is_not_an_absolute_directory_is_an_invalid_argument() {
             .create(v1::CreateAgentRequest {
                 cwd: cwd.clone(),
                 model: None,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -138,7 +140,7 @@ async fn a_cwd_that_is_not_an_absolute_directory_is_an_invalid_argument() {
 }
 
 #[tokio::test]
-async fn the_next_prompt_is_accepted_as_soon_as_turn_ended_arrives() {
+async fn the_next_prompt_is_accepted_as_soon_as_turn_end_arrives() {
     let daemon = TestDaemon::start();
     let turns = 60;
     let replies: Vec<Value> = (1..=turns)
@@ -158,13 +160,14 @@ async fn the_next_prompt_is_accepted_as_soon_as_turn_ended_arrives() {
             .await
             .unwrap_or_else(|status| panic!("turn {turn} refused: {status:?}"))
             .into_inner();
-        // A client that acts on turn_ended (the documented last message) without waiting for
+        // A client that acts on turn/end (the documented last message) without waiting for
         // the stream to close.
         loop {
             let message = stream.message().await.unwrap().expect("stream ended early");
-            if let Some(v1::turn_event::Event::TurnEnded(end)) = message.event {
-                assert_eq!(end.turn, turn);
-                assert_eq!(end.reason.unwrap().kind, "completed");
+            if message.r#type == "turn/end" {
+                let end: Value = serde_json::from_str(&message.data_json).unwrap();
+                assert_eq!(end["turn"], turn);
+                assert_eq!(end["reason"]["kind"], "completed");
                 break;
             }
         }
@@ -261,6 +264,7 @@ async fn calls_naming(
                 .spawn(v1::SpawnAgentRequest {
                     parent_agent_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -272,6 +276,7 @@ async fn calls_naming(
                 .resume(v1::ResumeAgentRequest {
                     session_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -283,6 +288,7 @@ async fn calls_naming(
                 .fork(v1::ForkAgentRequest {
                     session_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -302,6 +308,7 @@ async fn calls_naming(
                 .read_events(v1::ReadEventsRequest {
                     session_id: id(),
                     from_seq: 0,
+                    follow: false,
                 })
                 .await
                 .map(drop),

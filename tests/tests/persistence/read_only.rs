@@ -120,6 +120,7 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
         .resume(v1::ResumeAgentRequest {
             session_id: on_sqlite.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -103,6 +103,7 @@ async fn a_corrupt_log_refuses_resume_naming_file_and_line_and_is_left_untouched
         .resume(v1::ResumeAgentRequest {
             session_id: id.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -129,6 +130,7 @@ async fn one_closed_session(client: &dsh_client::Client, cwd: &Path) -> String {
                 script_json: text_replies(&["done"]).to_string(),
                 ..v1::ModelSpec::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap()

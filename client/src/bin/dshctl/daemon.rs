@@ -28,6 +28,10 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "started_at_ms": s.started_at_ms,
         "persistence": s.persistence,
         "agents": s.agents,
+        "running_turns": s.running_turns,
+        "jobs": s.jobs,
+        "model_key": s.model_key,
+        "model_key_env": s.model_key_env,
     });
     out.emit(&doc, |w| {
         writeln!(
@@ -39,7 +43,14 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         writeln!(w, "socket       {}", s.socket)?;
         writeln!(w, "uptime       {}", human_duration(uptime))?;
         writeln!(w, "persistence  {}", s.persistence)?;
-        writeln!(w, "agents       {}", s.agents)
+        writeln!(
+            w,
+            "agents       {} ({} running a turn)",
+            s.agents, s.running_turns
+        )?;
+        writeln!(w, "jobs         {} running", s.jobs)?;
+        let key = if s.model_key { "set" } else { "not set" };
+        writeln!(w, "model key    {} ({key})", s.model_key_env)
     })
 }
 

@@ -10,9 +10,11 @@ mod hooks;
 mod output;
 mod persistence;
 mod prompt;
+mod render;
 mod run;
 mod session;
 mod skills;
+mod watch;
 mod wire;
 
 use std::ffi::OsString;
@@ -31,6 +33,8 @@ Examples:
   dshctl status
   AGENT=$(dshctl --json agent new --cwd . --script examples/scripts/facts.json | jq -r .agent_id)
   dshctl prompt --agent \"$AGENT\" \"which facts does your shell get?\"
+  dshctl watch \"$AGENT\" --children          follow it and its child agents live
+  dshctl approve \"$AGENT\" CALL --allow       answer an approval request
   dshctl session locate \"$AGENT\"          where the transcript is
   dshctl run -- 'echo $DSH_HOME'           a command through the daemon
   dshctl completions bash > ~/.local/share/bash-completion/completions/dshctl
@@ -79,6 +83,10 @@ enum Command {
         /// The prompt.
         text: String,
     },
+    /// Follow agents live: one, one and its children (--children), or all of them.
+    Watch(watch::WatchArgs),
+    /// Answer a tool call's approval request (--allow or --deny).
+    Approve(watch::ApproveArgs),
     /// Where sessions are, which exist, and what they hold.
     Session {
         #[command(subcommand)]
@@ -203,6 +211,8 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
+        Command::Watch(args) => watch::watch(&client, out, args).await?,
+        Command::Approve(args) => watch::approve(&client, out, args).await?,
         Command::Session { command } => session::run(&client, out, command).await?,
         Command::Persistence { command } => persistence::run(&client, out, command).await?,
         Command::Env { command } => env::run(&client, out, command).await?,

@@ -1,5 +1,7 @@
 //! `dshctl session ...`: where a session's transcript is, which sessions exist, and their events.
 
+use std::io::Write;
+
 use clap::Subcommand;
 use dsh_client::Client;
 use dsh_proto::v1;
@@ -20,13 +22,16 @@ pub enum SessionCommand {
     /// with --json) says which backend that is and how many sessions the other configured
     /// backends hold besides.
     List,
-    /// A session's events.
+    /// A session's events (with --json, one JSON line each).
     Events {
         /// The session.
         id: String,
         /// First sequence number to show.
         #[arg(long, default_value_t = 0)]
         from: u64,
+        /// Keep following the log as the session goes on (live now, or once resumed).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
 }
 
@@ -92,25 +97,30 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 writeln!(w, "{table}")
             })
         }
-        SessionCommand::Events { id, from } => {
+        SessionCommand::Events { id, from, follow } => {
             let mut stream = persistence
                 .read_events(v1::ReadEventsRequest {
                     session_id: id,
                     from_seq: from,
+                    follow,
                 })
                 .await?
                 .into_inner();
-            let mut events = Vec::new();
+            // A stream: one line per event as it arrives, JSON lines with --json (the same line
+            // `prompt` and `watch` print for the same event).
             while let Some(event) = stream.next().await {
-                events.push(event?);
-            }
-            let doc = json!({ "events": events.iter().map(wire::event).collect::<Vec<_>>() });
-            out.emit(&doc, |w| {
-                for e in &events {
-                    writeln!(w, "{:>5}  {:<18} {}", e.seq, e.r#type, e.data_json)?;
+                let event = event?;
+                if out.json {
+                    out.raw_line(&wire::event_line(&event))?;
+                } else {
+                    let seq = event.seq.map_or_else(String::new, |s| s.to_string());
+                    let line = format!("{seq:>5}  {:<18} {}", event.r#type, event.data_json);
+                    let stdout = std::io::stdout();
+                    let mut w = stdout.lock();
+                    crate::output::finish(writeln!(w, "{line}"))?;
                 }
-                Ok(())
-            })
+            }
+            Ok(())
         }
     }
 }
