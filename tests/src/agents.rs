@@ -299,7 +299,8 @@ impl TestDaemon {
     }
 
     /// The session's events as the daemon reports them (`dshctl --json session events`: one
-    /// JSON line per event, each naming its session).
+    /// JSON line per event), each checked to name the session and then as the log holds it
+    /// (`{type, seq, time, data}`, comparable with the JSONL file's lines).
     pub fn events(&self, id: &str) -> Vec<Value> {
         let out = self.dshctl(&["--json", "session", "events", id]);
         assert!(
@@ -307,7 +308,11 @@ impl TestDaemon {
             "dshctl session events {id} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        parse_json_lines(&out.stdout)
+        let lines = parse_json_lines(&out.stdout);
+        for line in &lines {
+            assert_eq!(line["sessionId"], id, "an event of another session: {line}");
+        }
+        as_logged(&lines)
     }
 
     /// The `location` member of `dshctl session locate ID` (`null` when the backend keeps none).

@@ -80,9 +80,16 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
-/// The calls of `dshctl --json prompt` event lines, in result order.
+/// The prompted agent's calls in `dshctl --json prompt` event lines (the stream also carries its
+/// children's), in result order.
 pub fn prompt_results(events: &[Value]) -> Vec<CallResult> {
-    results(events)
+    let agent = events.first().map(|e| e["sessionId"].clone());
+    let own: Vec<Value> = events
+        .iter()
+        .filter(|e| Some(&e["sessionId"]) == agent.as_ref())
+        .cloned()
+        .collect();
+    results(&own)
 }
 
 /// The calls of a session log (`dshctl --json session events`), in result order.

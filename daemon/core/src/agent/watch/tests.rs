@@ -142,7 +142,13 @@ async fn a_watcher_of_the_tree_gets_what_the_prompt_gets_children_included() {
     let handle = w.registry.prompt(&id, "hi".into(), None).unwrap();
     let prompted = drain(handle.updates).await;
     let watched = read_until(&mut watcher, is_turn_end(&id)).await;
-    assert_eq!(logged(&prompted), logged(&watched));
+    // Per session the same events in the same order (sessions may interleave differently).
+    let by_session = |events: &[StreamEvent]| {
+        let mut logged = logged(events);
+        logged.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        logged
+    };
+    assert_eq!(by_session(&prompted), by_session(&watched));
     let sessions: std::collections::BTreeSet<_> =
         logged(&watched).into_iter().map(|e| e.0).collect();
     assert_eq!(sessions.len(), 2, "parent and child: {sessions:?}");
