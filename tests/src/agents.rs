@@ -42,7 +42,10 @@ impl Prompted {
                 self.code, self.stderr
             )
         });
-        assert_eq!(last["type"], "turn/end", "last line is not turn/end: {last}");
+        assert_eq!(
+            last["type"], "turn/end",
+            "last line is not turn/end: {last}"
+        );
         assert_eq!(last["sessionId"], self.agent(), "{last}");
         last
     }

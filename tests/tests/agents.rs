@@ -78,7 +78,11 @@ fn a_scripted_prompt_streams_its_turn_and_completes_with_the_reply() {
     );
     assert_eq!(prompted.turn_started(), 1);
     assert_eq!(prompted.text(), "hello there");
-    let logged: Vec<&Value> = prompted.lines.iter().filter(|l| l["seq"].is_u64()).collect();
+    let logged: Vec<&Value> = prompted
+        .lines
+        .iter()
+        .filter(|l| l["seq"].is_u64())
+        .collect();
     assert_eq!(
         as_logged(&logged.into_iter().cloned().collect::<Vec<_>>()),
         daemon.events(&id),

@@ -74,7 +74,10 @@ impl Drop for Watching {
 }
 
 fn parse(lines: &[String]) -> Vec<Value> {
-    lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// The raw lines of logged events (those with a seq).
@@ -169,7 +172,11 @@ fn a_second_client_watching_sees_what_the_prompting_client_sees_children_include
         .iter()
         .map(|e| e["sessionId"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(sessions.len(), 3, "the parent and its two children: {sessions:?}");
+    assert_eq!(
+        sessions.len(),
+        3,
+        "the parent and its two children: {sessions:?}"
+    );
     for session in &sessions {
         let from_log = session_lines(&daemon, session);
         let watched_here: Vec<String> = logged(&watched)
@@ -209,7 +216,11 @@ fn a_watcher_joining_mid_turn_from_seq_0_gets_the_history_then_live_events_once(
     let all: Vec<String> = before.into_iter().chain(after).collect();
     let events = parse(&logged(&all));
     let got = seqs(&events);
-    assert_eq!(got, (0..got.len() as u64).collect::<Vec<_>>(), "a gap or a duplicate");
+    assert_eq!(
+        got,
+        (0..got.len() as u64).collect::<Vec<_>>(),
+        "a gap or a duplicate"
+    );
     assert_eq!(logged(&all), session_lines(&daemon, &id));
 }
 
@@ -225,7 +236,8 @@ async fn a_watcher_that_stops_reading_is_lagged_and_the_turn_is_not_slowed() {
     let big = "x".repeat(3 * 1024 * 1024);
     let mut replies = vec![json!({"text": big, "tool_calls": [{"name": "no_such_tool"}]})];
     for i in 0..40 {
-        replies.push(json!({"text": format!("step {i}"), "tool_calls": [{"name": "no_such_tool"}]}));
+        replies
+            .push(json!({"text": format!("step {i}"), "tool_calls": [{"name": "no_such_tool"}]}));
     }
     replies.push(json!({"text": "done"}));
     let id = daemon.new_agent(&daemon.workdir("lag"), &json!({ "replies": replies }));
@@ -252,7 +264,11 @@ async fn a_watcher_that_stops_reading_is_lagged_and_the_turn_is_not_slowed() {
     let prompted = parse_json_lines(&prompted.stdout);
     assert_eq!(prompted.last().unwrap()["type"], "turn/end");
     let stored = daemon.events(&id);
-    assert_eq!(seqs(&prompted), seqs(&stored), "the prompt stream missed events");
+    assert_eq!(
+        seqs(&prompted),
+        seqs(&stored),
+        "the prompt stream missed events"
+    );
 
     let mut watched = Vec::new();
     while let Some(event) = stalled.message().await.unwrap() {
@@ -263,14 +279,21 @@ async fn a_watcher_that_stops_reading_is_lagged_and_the_turn_is_not_slowed() {
             break;
         }
     }
-    let markers: Vec<&Value> = watched.iter().filter(|e| e["type"] == "watch/lagged").collect();
+    let markers: Vec<&Value> = watched
+        .iter()
+        .filter(|e| e["type"] == "watch/lagged")
+        .collect();
     assert!(!markers.is_empty(), "no lag marker: {:?}", watched.len());
     let from = markers[0]["data"]["fromSeq"].as_u64().unwrap();
     assert!(from < stored.len() as u64);
     // Caught up from the log: every logged event once, in order, none missing.
     assert_eq!(seqs(&watched), seqs(&stored));
     assert_eq!(
-        watched.iter().filter(|e| e["seq"].is_u64()).map(|e| e["data"].clone()).collect::<Vec<_>>(),
+        watched
+            .iter()
+            .filter(|e| e["seq"].is_u64())
+            .map(|e| e["data"].clone())
+            .collect::<Vec<_>>(),
         stored.iter().map(|e| e["data"].clone()).collect::<Vec<_>>()
     );
 }
@@ -281,7 +304,10 @@ fn status_counts_running_turns_and_jobs_and_session_events_follow_a_live_turn() 
     let fifo = daemon.dir.path().join("gate");
     mkfifo(&fifo);
     let status = daemon.dshctl_json(&["status"]);
-    assert_eq!((status["running_turns"].clone(), status["jobs"].clone()), (json!(0), json!(0)));
+    assert_eq!(
+        (status["running_turns"].clone(), status["jobs"].clone()),
+        (json!(0), json!(0))
+    );
     assert_eq!(status["model_key"], false);
     let id = daemon.new_agent(
         &daemon.workdir("status"),

@@ -333,7 +333,11 @@ async fn a_resumed_agent_keeps_its_provider_and_model_across_a_restart() {
     assert!(out.status.success(), "{lines:?}");
     assert_eq!(dsh_tests::agents::answer(&lines), "after");
     let requests = mock.requests();
-    assert_eq!(requests.len(), 2, "the resumed agent's prompt reached the mock");
+    assert_eq!(
+        requests.len(),
+        2,
+        "the resumed agent's prompt reached the mock"
+    );
     assert_eq!(requests[1].body["model"], "deepseek-reasoner");
 }
 
@@ -363,7 +367,13 @@ async fn a_scripted_session_resumed_without_a_script_says_it_needs_one() {
         message.starts_with("model.script_json: ") && message.contains("--script FILE"),
         "{message}"
     );
-    let resumed = daemon.dshctl_json(&["agent", "resume", &agent, "--script", script.to_str().unwrap()]);
+    let resumed = daemon.dshctl_json(&[
+        "agent",
+        "resume",
+        &agent,
+        "--script",
+        script.to_str().unwrap(),
+    ]);
     assert_eq!(resumed["provider"], "scripted");
 }
 

@@ -155,7 +155,9 @@ async fn per_turn(
     let mut floors = Vec::with_capacity(AGENTS * TURNS);
     let buf = vec![b'x'; 1024];
     for _ in 0..AGENTS {
-        let agent = registry.create(cwd, &common::scripted(&script), None).unwrap();
+        let agent = registry
+            .create(cwd, &common::scripted(&script), None)
+            .unwrap();
         for turn in 0..TURNS {
             let start = Instant::now();
             let handle = registry

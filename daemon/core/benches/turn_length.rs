@@ -63,7 +63,9 @@ async fn per_step(policy: CheckpointPolicy, cwd: &std::path::Path, steps: usize)
     let script = json!({ "replies": replies }).to_string();
     let mut samples = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
-        let agent = registry.create(cwd, &common::scripted(&script), None).unwrap();
+        let agent = registry
+            .create(cwd, &common::scripted(&script), None)
+            .unwrap();
         let start = Instant::now();
         let handle = registry.prompt(agent.id(), "go".into(), None).unwrap();
         let outcome = handle.outcome.await.unwrap();

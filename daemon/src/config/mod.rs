@@ -18,12 +18,12 @@ use file::FileConfig;
 
 use crate::connection;
 use crate::socket;
+use dsh_core::agent::openai::{self, OpenAiConfig};
+use dsh_core::agent::scripted::{self, Script};
 use dsh_core::agent::{
     AgentLimits, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_WATCH_MAX_PENDING,
 };
-use dsh_core::agent::openai::{self, OpenAiConfig};
-use dsh_core::agent::scripted::{self, Script};
 use dsh_core::exec::{ExecConfig, compile_secret_pattern};
 use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use dsh_core::hooks::HookSettings;
@@ -404,7 +404,9 @@ impl Builder<'_> {
                 timeout: parsed
                     .approvals
                     .timeout_ms
-                    .map_or(DEFAULT_APPROVAL_TIMEOUT, |ms| Duration::from_millis(ms.get())),
+                    .map_or(DEFAULT_APPROVAL_TIMEOUT, |ms| {
+                        Duration::from_millis(ms.get())
+                    }),
             },
             watch_max_pending: parsed
                 .watch

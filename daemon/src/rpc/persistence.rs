@@ -7,9 +7,7 @@ use dsh_proto::v1::{self, persistence_server};
 use tonic::{Request, Response, Status};
 
 use super::async_stream;
-use super::convert::{
-    agent_status, choice_status, event, header, persistence_status, session_id,
-};
+use super::convert::{agent_status, choice_status, event, header, persistence_status, session_id};
 use crate::daemon::{Daemon, UseError};
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
 use dsh_core::session::{Event, SessionHeader, SessionId};

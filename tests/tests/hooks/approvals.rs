@@ -37,10 +37,9 @@ fn marker_script(w: &World) -> Value {
 
 /// Waits until agent `agent` has logged `n` approval requests; returns the last one's data.
 fn wait_for_request(w: &World, agent: &str, n: usize) -> Value {
-    w.daemon
-        .wait_for_events(agent, "an approval request", |e| {
-            of_type(e, "approval/request").len() >= n
-        });
+    w.daemon.wait_for_events(agent, "an approval request", |e| {
+        of_type(e, "approval/request").len() >= n
+    });
     of_type(&w.events(agent), "approval/request")[n - 1]["data"].clone()
 }
 
@@ -80,7 +79,10 @@ fn an_ask_hook_waits_and_an_allow_from_dshctl_approve_runs_the_command() {
     // The prompting client saw the request and the answer (they are events like any other).
     assert_eq!(turn.of_type("approval/request").len(), 1);
     let decided = decision(&turn);
-    assert_eq!((decided["decision"].clone(), decided["by"].clone()), (json!("allow"), json!("client")));
+    assert_eq!(
+        (decided["decision"].clone(), decided["by"].clone()),
+        (json!("allow"), json!("client"))
+    );
     assert_eq!(turn.tool_results()[0]["isError"], false);
 }
 
@@ -90,7 +92,12 @@ fn a_deny_keeps_the_command_from_running_and_the_model_gets_the_reason() {
     let agent = w.agent(&marker_script(&w));
     let running = w.prompt_in_background(&agent, "make the marker");
     wait_for_request(&w, &agent, 1);
-    approve(&w, &agent, "c1", &["--deny", "--reason", "not in this repo"]);
+    approve(
+        &w,
+        &agent,
+        "c1",
+        &["--deny", "--reason", "not in this repo"],
+    );
     let turn = Turn::wait(running);
     assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
     assert!(!w.path("marker").exists(), "the denied command ran");
@@ -123,8 +130,14 @@ fn no_answer_within_the_timeout_denies() {
     assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
     assert!(!w.path("marker").exists(), "the unanswered command ran");
     let decided = decision(&turn);
-    assert_eq!((decided["decision"].clone(), decided["by"].clone()), (json!("deny"), json!("timeout")));
-    let content = turn.tool_results()[0]["content"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (decided["decision"].clone(), decided["by"].clone()),
+        (json!("deny"), json!("timeout"))
+    );
+    let content = turn.tool_results()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(content.contains("nobody answered"), "{content}");
 }
 
@@ -139,7 +152,10 @@ fn under_the_always_policy_every_bash_call_waits_for_approval() {
         {"tool_calls": [{"id": "two", "name": "bash", "arguments": {"command": format!("touch {}", w.q("two"))}}]},
         {"text": "done"},
     ]}));
-    assert_eq!(w.daemon.dshctl_json(&["agent", "show", &agent])["approval"], "always");
+    assert_eq!(
+        w.daemon.dshctl_json(&["agent", "show", &agent])["approval"],
+        "always"
+    );
     let running = w.prompt_in_background(&agent, "make both");
     for (n, call) in [(1, "one"), (2, "two")] {
         let request = wait_for_request(&w, &agent, n);
@@ -198,7 +214,10 @@ fn with_nobody_watching_the_agent_a_request_is_denied_at_once() {
     });
     let events = w.events(&agent);
     let decided = &of_type(&events, "approval/decision")[0]["data"];
-    assert_eq!((decided["decision"].clone(), decided["by"].clone()), (json!("deny"), json!("unwatched")));
+    assert_eq!(
+        (decided["decision"].clone(), decided["by"].clone()),
+        (json!("deny"), json!("unwatched"))
+    );
     assert!(!w.path("marker").exists());
     let result = of_type(&events, "tool/result")[1]["data"]["content"]
         .as_str()

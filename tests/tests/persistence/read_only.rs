@@ -130,7 +130,13 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     let script = daemon.write_script(&json!({"replies": []}));
     assert_not_writable(
         &daemon,
-        &["agent", "fork", &on_sqlite, "--script", script.to_str().unwrap()],
+        &[
+            "agent",
+            "fork",
+            &on_sqlite,
+            "--script",
+            script.to_str().unwrap(),
+        ],
         &db,
     );
     // Selecting another backend cannot be saved for the next start: refused, nothing changes.

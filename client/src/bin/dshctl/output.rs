@@ -35,10 +35,7 @@ impl Output {
     pub fn raw_line(self, line: &str) -> anyhow::Result<()> {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
-        finish(
-            writeln!(lock, "{line}")
-                .and_then(|()| lock.flush()),
-        )
+        finish(writeln!(lock, "{line}").and_then(|()| lock.flush()))
     }
 }
 

@@ -137,7 +137,10 @@ impl Screen {
     /// Prints a streamed fragment. A fragment past what was printed means dshd skipped text while
     /// we were slow: nothing more of the step is printed until its full text arrives.
     fn delta(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
-        let step = (data["turn"].as_u64().unwrap_or(0), data["step"].as_u64().unwrap_or(0));
+        let step = (
+            data["turn"].as_u64().unwrap_or(0),
+            data["step"].as_u64().unwrap_or(0),
+        );
         let offset = data["offset"].as_u64().unwrap_or(0);
         let text = data["text"].as_str().unwrap_or_default();
         let entry = self.printed.entry(e.session_id.clone()).or_default();
@@ -153,7 +156,10 @@ impl Screen {
 
     /// The step's full text: prints whatever the deltas did not.
     fn full(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
-        let step = (data["turn"].as_u64().unwrap_or(0), data["step"].as_u64().unwrap_or(0));
+        let step = (
+            data["turn"].as_u64().unwrap_or(0),
+            data["step"].as_u64().unwrap_or(0),
+        );
         let full = data["message"]["text"].as_str().unwrap_or_default();
         let entry = self.printed.entry(e.session_id.clone()).or_default();
         let printed = if entry.0 == step {
@@ -244,7 +250,11 @@ mod tests {
         // dshd skipped "big " while we were slow: nothing after the gap is printed out of place.
         let out = render(
             &mut screen,
-            &[delta(1, 0, "Hello, "), delta(1, 11, "world"), full(1, "Hello, big world")],
+            &[
+                delta(1, 0, "Hello, "),
+                delta(1, 11, "world"),
+                full(1, "Hello, big world"),
+            ],
         );
         assert_eq!(out, "Hello, big world");
     }

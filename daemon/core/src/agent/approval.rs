@@ -77,9 +77,7 @@ pub(crate) fn needed(
 /// tool) and where it would run.
 fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
     let cwd = match arguments.get("workdir") {
-        Some(Value::String(dir)) if !dir.is_empty() => {
-            crate::home::normalize(&exec.cwd.join(dir))
-        }
+        Some(Value::String(dir)) if !dir.is_empty() => crate::home::normalize(&exec.cwd.join(dir)),
         _ => exec.cwd.clone(),
     };
     let command = match arguments.get("command") {
@@ -134,9 +132,7 @@ pub(crate) async fn ask(
             _ = departures.changed() => {}
         }
     };
-    if decided.1 != ApprovalSource::Client
-        && !agent.approvals().withdraw(&exec.call_id)
-    {
+    if decided.1 != ApprovalSource::Client && !agent.approvals().withdraw(&exec.call_id) {
         // A client's answer took the request first: it stands.
         if let Ok(a) = answer.try_recv() {
             decided = (a.verdict, ApprovalSource::Client, a.reason);

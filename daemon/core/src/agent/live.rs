@@ -300,7 +300,10 @@ impl Agent {
             return;
         }
         let offset = {
-            let mut streaming = self.streaming.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut streaming = self
+                .streaming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if streaming.0 != (turn, step) {
                 *streaming = ((turn, step), 0);
             }

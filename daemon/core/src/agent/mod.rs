@@ -22,5 +22,5 @@ pub use services::{
     AgentLimits, AgentServices, ApprovalSettings, BASE_SYSTEM_PROMPT, CheckpointPolicy,
     DEFAULT_APPROVAL_TIMEOUT, DEFAULT_WATCH_MAX_PENDING,
 };
-pub use watch::{PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};
 pub use turn::TurnOutcome;
+pub use watch::{PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};

@@ -123,7 +123,12 @@ impl ProviderFactory {
         let provider = requested
             .provider
             .clone()
-            .or_else(|| requested.script.as_ref().map(|_| scripted::PROVIDER.to_owned()))
+            .or_else(|| {
+                requested
+                    .script
+                    .as_ref()
+                    .map(|_| scripted::PROVIDER.to_owned())
+            })
             .or_else(|| recorded.map(|r| r.provider.clone()))
             .unwrap_or_else(|| self.default_provider.clone());
         let model = requested.model.clone().or_else(|| {
@@ -207,7 +212,8 @@ mod tests {
         let id = SessionId::parse("s").unwrap();
         let openai = recorded("openai", "deepseek-reasoner");
         assert_eq!(
-            f.again(&id, &ModelChoice::default(), Some(&openai)).unwrap(),
+            f.again(&id, &ModelChoice::default(), Some(&openai))
+                .unwrap(),
             choice(Some("openai"), Some("deepseek-reasoner"), None)
         );
         // A model name alone keeps the provider; a script switches to the scripted model.
@@ -223,7 +229,11 @@ mod tests {
         );
         // The scripted model's script is not stored.
         let err = f
-            .again(&id, &ModelChoice::default(), Some(&recorded("scripted", "script")))
+            .again(
+                &id,
+                &ModelChoice::default(),
+                Some(&recorded("scripted", "script")),
+            )
             .unwrap_err();
         assert_eq!(err.field, "model.script_json");
         assert!(err.message.contains("script is not stored"), "{err}");

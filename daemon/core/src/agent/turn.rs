@@ -420,9 +420,7 @@ impl TurnRun {
     }
 
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
-        let answer_seq = self
-            .agent
-            .read_log(|log| log.turn_answer_seq(self.turn));
+        let answer_seq = self.agent.read_log(|log| log.turn_answer_seq(self.turn));
         self.log(EventData::TurnEnd {
             turn: self.turn,
             reason: reason.clone(),

@@ -17,10 +17,10 @@ pub use event::{
 };
 pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
+pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
 pub use settings::{
     AgentSettings, ApprovalPolicy, ApprovalSource, ApprovalVerdict, recorded_settings,
 };
-pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
 /// headers, owned here so the core depends on nothing above it for the time.

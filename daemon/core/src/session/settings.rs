@@ -152,10 +152,7 @@ mod tests {
         let mut header = SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 0);
         assert_eq!(recorded_settings(&header, &[]), None);
         header.settings = Some(settings("scripted"));
-        assert_eq!(
-            recorded_settings(&header, &[]),
-            Some(settings("scripted"))
-        );
+        assert_eq!(recorded_settings(&header, &[]), Some(settings("scripted")));
         let changed = Event {
             seq: 0,
             time: 0,

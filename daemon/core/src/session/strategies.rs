@@ -201,13 +201,16 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                 }
             ),
         Just(EventData::EndSeed {}),
-        (text(), text(), prop::sample::select(ApprovalPolicy::ALL.to_vec())).prop_map(
-            |(provider, model, approval)| EventData::Settings {
+        (
+            text(),
+            text(),
+            prop::sample::select(ApprovalPolicy::ALL.to_vec())
+        )
+            .prop_map(|(provider, model, approval)| EventData::Settings {
                 provider,
                 model,
                 approval
-            }
-        ),
+            }),
         (small(), small(), call_id(), text(), text(), any::<u64>()).prop_map(
             |(turn, step, call_id, command, reason, timeout_ms)| EventData::ApprovalRequest {
                 turn,

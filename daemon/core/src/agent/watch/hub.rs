@@ -6,8 +6,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use tokio::sync::watch;
 
-use super::{WatchScope, Watcher};
 use super::queue::Queue;
+use super::{WatchScope, Watcher};
 use crate::agent::live::Agent;
 
 /// The registered watchers of one daemon's agents.

@@ -10,8 +10,7 @@ use super::*;
 use crate::agent::openai::{OpenAiConfig, OpenAiProvider};
 use crate::agent::{
     AgentRegistry, AgentServices, AgentStatus, ApprovalAnswer, ApprovalSettings, CheckpointPolicy,
-    ModelChoice,
-    ProviderFactory,
+    ModelChoice, ProviderFactory,
 };
 use crate::exec::{ExecConfig, Executor};
 use crate::hooks::{HookSettings, Hooks};
@@ -29,7 +28,8 @@ struct World {
 
 fn world(configure: impl FnOnce(&mut AgentServices)) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let backend = crate::persistence::open(BackendKind::Jsonl, dir.path().join("sessions")).unwrap();
+    let backend =
+        crate::persistence::open(BackendKind::Jsonl, dir.path().join("sessions")).unwrap();
     let persistence = Arc::new(PersistenceHandle::new(backend));
     let executor = Arc::new(
         Executor::new(ExecConfig {
@@ -138,7 +138,10 @@ async fn a_watcher_of_the_tree_gets_what_the_prompt_gets_children_included() {
         ]}),
         None,
     );
-    let mut watcher = w.registry.watch(WatchScope::Tree(id.clone()), None).unwrap();
+    let mut watcher = w
+        .registry
+        .watch(WatchScope::Tree(id.clone()), None)
+        .unwrap();
     let handle = w.registry.prompt(&id, "hi".into(), None).unwrap();
     let prompted = drain(handle.updates).await;
     let watched = read_until(&mut watcher, is_turn_end(&id)).await;
@@ -178,9 +181,18 @@ async fn a_replay_from_zero_mid_turn_has_the_whole_log_then_live_events_once() {
         &json!({"replies": [{"text": "one"}, {"text": "two", "delay_ms": 200}]}),
         None,
     );
-    drain(w.registry.prompt(&id, "first".into(), None).unwrap().updates).await;
+    drain(
+        w.registry
+            .prompt(&id, "first".into(), None)
+            .unwrap()
+            .updates,
+    )
+    .await;
     let handle = w.registry.prompt(&id, "second".into(), None).unwrap();
-    let mut watcher = w.registry.watch(WatchScope::Agent(id.clone()), Some(0)).unwrap();
+    let mut watcher = w
+        .registry
+        .watch(WatchScope::Agent(id.clone()), Some(0))
+        .unwrap();
     let watched = read_until(&mut watcher, |e| {
         e.kind == "turn/end" && data(e)["turn"] == 2
     })
@@ -200,7 +212,10 @@ async fn a_watcher_that_does_not_read_is_lagged_and_catches_up_from_the_log() {
     let mut replies = vec![step; 12];
     replies.push(json!({"text": "done"}));
     let id = w.agent(&json!({ "replies": replies }), None);
-    let mut stalled = w.registry.watch(WatchScope::Agent(id.clone()), None).unwrap();
+    let mut stalled = w
+        .registry
+        .watch(WatchScope::Agent(id.clone()), None)
+        .unwrap();
     // The turn runs to its end while the watcher reads nothing: it was not held up.
     let handle = w.registry.prompt(&id, "go".into(), None).unwrap();
     let prompted = drain(handle.updates).await;
@@ -221,7 +236,10 @@ async fn streamed_text_beyond_the_budget_is_skipped_with_the_gap_visible() {
     let w = world(|_| {});
     let big = "x".repeat(3 * PENDING_TEXT_BUDGET);
     let id = w.agent(&json!({"replies": [{"text": big}, {"text": "tail"}]}), None);
-    let watcher = w.registry.watch(WatchScope::Agent(id.clone()), None).unwrap();
+    let watcher = w
+        .registry
+        .watch(WatchScope::Agent(id.clone()), None)
+        .unwrap();
     drain(w.registry.prompt(&id, "go".into(), None).unwrap().updates).await;
     let mut watcher = watcher;
     let events = read_until(&mut watcher, is_turn_end(&id)).await;
@@ -232,8 +250,14 @@ async fn streamed_text_beyond_the_budget_is_skipped_with_the_gap_visible() {
         .collect();
     // The one fragment was larger than the budget: skipped; the full text is logged.
     assert!(deltas.is_empty(), "{deltas:?}");
-    let message = events.iter().find(|e| e.kind == "assistant/message").unwrap();
-    assert_eq!(data(message)["message"]["text"].as_str().unwrap().len(), big.len());
+    let message = events
+        .iter()
+        .find(|e| e.kind == "assistant/message")
+        .unwrap();
+    assert_eq!(
+        data(message)["message"]["text"].as_str().unwrap().len(),
+        big.len()
+    );
 }
 
 /// An agent whose one bash call creates `marker`, under the `always` policy.
@@ -277,7 +301,10 @@ async fn decision(w: &World, id: &SessionId, answer: Option<ApprovalVerdict>) ->
 }
 
 fn result_of(events: &[StreamEvent]) -> (Value, Value) {
-    let decision = events.iter().find(|e| e.kind == "approval/decision").unwrap();
+    let decision = events
+        .iter()
+        .find(|e| e.kind == "approval/decision")
+        .unwrap();
     let result = events.iter().find(|e| e.kind == "tool/result").unwrap();
     (data(decision), data(result))
 }
@@ -286,7 +313,10 @@ fn result_of(events: &[StreamEvent]) -> (Value, Value) {
 async fn an_allowed_call_runs() {
     let (w, id, marker) = approval_world(Duration::from_secs(60));
     let (decided, _) = result_of(&decision(&w, &id, Some(ApprovalVerdict::Allow)).await);
-    assert_eq!((decided["decision"].clone(), decided["by"].clone()), (json!("allow"), json!("client")));
+    assert_eq!(
+        (decided["decision"].clone(), decided["by"].clone()),
+        (json!("allow"), json!("client"))
+    );
     assert!(marker.exists());
 }
 
@@ -297,16 +327,29 @@ async fn a_denied_call_does_not_run_and_the_model_is_told_why() {
     assert_eq!(decided["decision"], "deny");
     assert!(!marker.exists());
     assert_eq!(result["isError"], true);
-    assert!(result["content"].as_str().unwrap().contains("denied this call: because"));
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("denied this call: because")
+    );
 }
 
 #[tokio::test]
 async fn an_unanswered_request_is_denied_at_the_timeout() {
     let (w, id, marker) = approval_world(Duration::from_millis(50));
     let (decided, result) = result_of(&decision(&w, &id, None).await);
-    assert_eq!((decided["decision"].clone(), decided["by"].clone()), (json!("deny"), json!("timeout")));
+    assert_eq!(
+        (decided["decision"].clone(), decided["by"].clone()),
+        (json!("deny"), json!("timeout"))
+    );
     assert!(!marker.exists());
-    assert!(result["content"].as_str().unwrap().contains("nobody answered"));
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered")
+    );
 }
 
 #[tokio::test]
@@ -342,14 +385,24 @@ async fn an_unknown_call_is_not_pending() {
             },
         )
         .unwrap_err();
-    assert!(err.to_string().contains("no approval request waiting for call nope"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("no approval request waiting for call nope"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn a_stored_session_is_followed_once_resumed() {
     let w = world(|_| {});
     let id = w.agent(&json!({"replies": [{"text": "one"}]}), None);
-    drain(w.registry.prompt(&id, "first".into(), None).unwrap().updates).await;
+    drain(
+        w.registry
+            .prompt(&id, "first".into(), None)
+            .unwrap()
+            .updates,
+    )
+    .await;
     w.registry.close(&id).await.unwrap();
     let mut follower = w.registry.follow(&id, 0).await.unwrap();
     let stored = read_until(&mut follower, is_turn_end(&id)).await;
@@ -362,7 +415,10 @@ async fn a_stored_session_is_followed_once_resumed() {
     let live = read_until(&mut follower, is_turn_end(&id)).await;
     let seqs: Vec<u64> = stored.iter().chain(&live).filter_map(|e| e.seq).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
-    assert!(live.iter().all(|e| e.seq.is_some()), "follow mode is logged events only");
+    assert!(
+        live.iter().all(|e| e.seq.is_some()),
+        "follow mode is logged events only"
+    );
 }
 
 #[test]

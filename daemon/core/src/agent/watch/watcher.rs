@@ -172,10 +172,7 @@ impl Watcher {
     /// The next event of the pending log ranges, if any.
     async fn from_work(&mut self) -> Option<StreamEvent> {
         while let Some(range) = self.work.front_mut() {
-            let next = *self
-                .cursors
-                .entry(range.id.clone())
-                .or_insert(range.start);
+            let next = *self.cursors.entry(range.id.clone()).or_insert(range.start);
             if range.until.is_some_and(|until| next >= until) {
                 self.work.pop_front();
                 continue;
@@ -191,7 +188,9 @@ impl Watcher {
                     Ok(events) => range.source = Source::Stored(Some(events)),
                     Err(error) => {
                         tracing::warn!(session = %range.id, %error, "a watcher cannot read the stored session; skipping it");
-                        let announce = range.lagged.then(|| StreamEvent::lagged(range.id.clone(), next));
+                        let announce = range
+                            .lagged
+                            .then(|| StreamEvent::lagged(range.id.clone(), next));
                         self.work.pop_front();
                         match announce {
                             Some(marker) => return Some(marker),
@@ -207,13 +206,23 @@ impl Watcher {
                 .map(|(_, turn)| *turn);
             let found = match &range.source {
                 Source::Live(agent) => agent.read_log(|log| {
-                    let event = usize::try_from(next).ok().and_then(|i| log.events().get(i))?;
-                    Some((StreamEvent::logged(range.id.clone(), event), ends(event, end_turn)))
+                    let event = usize::try_from(next)
+                        .ok()
+                        .and_then(|i| log.events().get(i))?;
+                    Some((
+                        StreamEvent::logged(range.id.clone(), event),
+                        ends(event, end_turn),
+                    ))
                 }),
                 Source::Stored(Some(events)) => usize::try_from(next)
                     .ok()
                     .and_then(|i| events.get(i))
-                    .map(|event| (StreamEvent::logged(range.id.clone(), event), ends(event, end_turn))),
+                    .map(|event| {
+                        (
+                            StreamEvent::logged(range.id.clone(), event),
+                            ends(event, end_turn),
+                        )
+                    }),
                 Source::Stored(None) | Source::Missed(_) => None,
             };
             let Some((event, last)) = found else {
