@@ -54,6 +54,30 @@ pub(super) struct WatchSection {
     pub max_pending: Option<std::num::NonZeroUsize>,
 }
 
+impl ApprovalsSection {
+    /// The settings, defaults filled in.
+    pub fn settings(&self) -> dsh_core::agent::ApprovalSettings {
+        dsh_core::agent::ApprovalSettings {
+            policy: self.policy.unwrap_or_default(),
+            timeout: self
+                .timeout_ms
+                .map_or(dsh_core::agent::DEFAULT_APPROVAL_TIMEOUT, |ms| {
+                    std::time::Duration::from_millis(ms.get())
+                }),
+        }
+    }
+}
+
+impl WatchSection {
+    /// `watch.max_pending`, default filled in.
+    pub fn max_pending(&self) -> usize {
+        self.max_pending.map_or(
+            dsh_core::agent::DEFAULT_WATCH_MAX_PENDING,
+            std::num::NonZeroUsize::get,
+        )
+    }
+}
+
 /// `persistence = "jsonl" | "sqlite"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -20,10 +20,7 @@ use crate::connection;
 use crate::socket;
 use dsh_core::agent::openai::{self, OpenAiConfig};
 use dsh_core::agent::scripted::{self, Script};
-use dsh_core::agent::{
-    AgentLimits, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
-    DEFAULT_WATCH_MAX_PENDING,
-};
+use dsh_core::agent::{AgentLimits, ApprovalSettings, CheckpointPolicy};
 use dsh_core::exec::{ExecConfig, compile_secret_pattern};
 use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use dsh_core::hooks::HookSettings;
@@ -399,19 +396,8 @@ impl Builder<'_> {
                 DEFAULT_RESOLVE_TIMEOUT,
             )?,
             hooks: self.hooks(parsed.hooks)?,
-            approvals: ApprovalSettings {
-                policy: parsed.approvals.policy.unwrap_or_default(),
-                timeout: parsed
-                    .approvals
-                    .timeout_ms
-                    .map_or(DEFAULT_APPROVAL_TIMEOUT, |ms| {
-                        Duration::from_millis(ms.get())
-                    }),
-            },
-            watch_max_pending: parsed
-                .watch
-                .max_pending
-                .map_or(DEFAULT_WATCH_MAX_PENDING, std::num::NonZeroUsize::get),
+            approvals: parsed.approvals.settings(),
+            watch_max_pending: parsed.watch.max_pending(),
             home,
             file,
         })

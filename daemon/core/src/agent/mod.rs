@@ -3,6 +3,8 @@
 
 pub mod approval;
 mod children;
+mod error;
+mod guard;
 mod live;
 pub mod model;
 pub mod openai;

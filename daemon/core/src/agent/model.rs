@@ -7,7 +7,7 @@ use super::openai::{self, OpenAiProvider};
 pub use super::provider::ModelChoice;
 use super::provider::{ModelError, ModelProvider};
 use super::scripted::{self, Script, ScriptedProvider};
-use crate::session::{AgentSettings, SessionId};
+use crate::session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
 
 /// A model choice that cannot be used, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -153,6 +153,30 @@ impl ProviderFactory {
             model,
             script: requested.script.clone(),
         })
+    }
+}
+
+/// The settings an agent with `provider` and `approval` runs with.
+pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy) -> AgentSettings {
+    AgentSettings {
+        provider: provider.provider().to_owned(),
+        model: provider.model().to_owned(),
+        approval,
+    }
+}
+
+/// Appends `session/settings` when the agent runs with other settings than the session records.
+pub(super) fn record_settings(
+    log: &mut SessionLog,
+    recorded: Option<AgentSettings>,
+    now: AgentSettings,
+) {
+    if recorded.as_ref() != Some(&now) {
+        log.append(EventData::Settings {
+            provider: now.provider,
+            model: now.model,
+            approval: now.approval,
+        });
     }
 }
 

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio_util::sync::CancellationToken;
 
+pub use super::error::{AgentError, Unsaved};
 use super::live::{Agent, NewAgent};
-use super::model::{InvalidModel, ModelChoice, ProviderFactory, UnusableModel};
-use super::provider::ModelProvider;
+use super::model::{ModelChoice, ProviderFactory, UnusableModel, record_settings, settings_of};
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
 use super::watch::hub::WatchHub;
@@ -19,108 +19,10 @@ use crate::hooks::SessionSource;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
 use crate::session::{
-    AbortCause, AgentSettings, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader,
-    SessionId, SessionLog, recorded_settings,
+    AbortCause, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader, SessionId,
+    SessionLog, recorded_settings,
 };
 use crate::tools::ChildAgents;
-
-/// Why an agent operation was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// No live agent has this id.
-    #[error("no live agent {0}")]
-    NotFound(SessionId),
-    /// No stored session has this id.
-    #[error("no session {0} in the active persistence backend")]
-    SessionNotFound(SessionId),
-    /// The session is already live.
-    #[error("session {0} is already live as an agent")]
-    AlreadyLive(SessionId),
-    /// A turn is running.
-    #[error("agent {id} is busy with turn {turn}; wait for it to end or cancel it")]
-    Busy {
-        /// The agent.
-        id: SessionId,
-        /// The running turn.
-        turn: u32,
-    },
-    /// The agent is being closed.
-    #[error("agent {0} is closed")]
-    Closed(SessionId),
-    /// The cwd is unusable.
-    #[error("cwd {}: {reason}", path.display())]
-    InvalidCwd {
-        /// The path given.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The model choice is unusable.
-    #[error(transparent)]
-    InvalidModel(#[from] InvalidModel),
-    /// The chosen provider needs an API key the daemon does not have.
-    #[error("{}", super::provider::ModelError::MissingKey { variable: variable.clone() })]
-    NoModelKey {
-        /// The environment variable that should hold the key.
-        variable: String,
-    },
-    /// No approval request of this agent waits for an answer under this call id.
-    #[error(
-        "agent {agent} has no approval request waiting for call {call_id} (it was answered, timed out, or never asked)"
-    )]
-    NoPendingApproval {
-        /// The agent.
-        agent: SessionId,
-        /// The call id given.
-        call_id: String,
-    },
-    /// Spawning would exceed the configured delegation depth.
-    #[error(
-        "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
-    )]
-    TooDeep {
-        /// The would-be parent.
-        parent: SessionId,
-        /// The child's depth.
-        depth: u32,
-        /// The configured maximum.
-        limit: u32,
-    },
-    /// The registry holds the configured maximum of live agents.
-    #[error(
-        "{limit} agents are live, the limit (agent.max_live_agents); close one or wait for children to finish"
-    )]
-    TooMany {
-        /// The configured maximum.
-        limit: usize,
-    },
-    /// Persistence failed (including a corrupt log on resume).
-    #[error(transparent)]
-    Persistence(#[from] PersistenceError),
-    /// The daemon is shutting down.
-    #[error("dshd is shutting down")]
-    ShuttingDown,
-}
-
-/// A session the shutdown could not save to its backend.
-#[derive(Debug)]
-pub struct Unsaved {
-    /// The session.
-    pub id: SessionId,
-    /// Why its checkpoint failed.
-    pub error: PersistenceError,
-    /// Where its whole log was written instead, if anywhere could take it.
-    pub rescue: Result<PathBuf, PersistenceError>,
-}
-
-impl From<UnusableModel> for AgentError {
-    fn from(error: UnusableModel) -> Self {
-        match error {
-            UnusableModel::Invalid(invalid) => Self::InvalidModel(invalid),
-            UnusableModel::NoKey { variable } => Self::NoModelKey { variable },
-        }
-    }
-}
 
 /// A running turn, as its caller sees it.
 #[derive(Debug)]
@@ -141,7 +43,7 @@ pub struct AgentRegistry {
     providers: ProviderFactory,
     agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
     /// Where agents publish their events, and watchers register.
-    hub: Arc<WatchHub>,
+    pub(super) hub: Arc<WatchHub>,
     /// Finished children whose close could not save them: still registered (so their events stay
     /// in memory and nothing can resume them meanwhile), closed again by every later close and
     /// spawn, and saved at shutdown at the latest.
@@ -598,18 +500,6 @@ impl AgentRegistry {
         Ok((stored, generation))
     }
 
-    /// Fails with [`AgentError::SessionNotFound`] unless the active backend stores session `id`.
-    pub(super) async fn stored_exists(&self, id: &SessionId) -> Result<(), AgentError> {
-        let backend = self.services.persistence.backend();
-        let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || backend.stored_len(&wanted))
-            .await
-            .map_err(|e| join_error(&e))??;
-        stored
-            .map(drop)
-            .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
-    }
-
     /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
     fn insert(&self, agent: Arc<Agent>, how: &'static str) -> Result<Arc<Agent>, AgentError> {
         let mut agents = self.lock();
@@ -642,12 +532,6 @@ impl AgentRegistry {
         Agent::new(parts)
     }
 
-    /// A watcher of `scope`, registered now (streamed text too when `deltas`).
-    pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool) -> Watcher {
-        self.hub
-            .watcher(scope, deltas, self.services.persistence.clone())
-    }
-
     fn check_open(&self) -> Result<(), AgentError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             Err(AgentError::ShuttingDown)
@@ -670,26 +554,6 @@ enum Read {
     Inspect,
 }
 
-/// The settings an agent with `provider` and `approval` runs with.
-fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy) -> AgentSettings {
-    AgentSettings {
-        provider: provider.provider().to_owned(),
-        model: provider.model().to_owned(),
-        approval,
-    }
-}
-
-/// Appends `session/settings` when the agent runs with other settings than the session records.
-fn record_settings(log: &mut SessionLog, recorded: Option<AgentSettings>, now: AgentSettings) {
-    if recorded.as_ref() != Some(&now) {
-        log.append(EventData::Settings {
-            provider: now.provider,
-            model: now.model,
-            approval: now.approval,
-        });
-    }
-}
-
 fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
     let invalid = |reason: String| AgentError::InvalidCwd {
         path: cwd.to_owned(),
@@ -707,7 +571,7 @@ fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
     }
 }
 
-fn join_error(error: &tokio::task::JoinError) -> AgentError {
+pub(super) fn join_error(error: &tokio::task::JoinError) -> AgentError {
     AgentError::Persistence(PersistenceError::Task {
         what: "persistence",
         message: error.to_string(),

@@ -64,6 +64,24 @@ impl AgentRegistry {
         }
     }
 
+    /// A watcher of `scope`, registered now (streamed text too when `deltas`).
+    pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool) -> Watcher {
+        self.hub
+            .watcher(scope, deltas, self.services().persistence.clone())
+    }
+
+    /// Fails with [`AgentError::SessionNotFound`] unless the active backend stores session `id`.
+    async fn stored_exists(&self, id: &SessionId) -> Result<(), AgentError> {
+        let backend = self.services().persistence.backend();
+        let wanted = id.clone();
+        let stored = tokio::task::spawn_blocking(move || backend.stored_len(&wanted))
+            .await
+            .map_err(|e| super::registry::join_error(&e))??;
+        stored
+            .map(drop)
+            .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
+    }
+
     /// How many agents are running a turn now.
     pub fn running_turns(&self) -> usize {
         self.list()

@@ -295,21 +295,11 @@ event_vocabulary! {
     /// resumed or forked with another model or approval policy.
     Settings = "session/settings" { provider: String, model: String, approval: ApprovalPolicy },
     /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
-    /// "ask"). Answered by `approval/decision`.
+    /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
+    /// where it would run, why approval is needed, and how long it waits before it is denied.
     ApprovalRequest = "approval/request" {
-        turn: u32,
-        step: u32,
-        call_id: String,
-        /// The tool, e.g. `bash`.
-        tool: String,
-        /// What would run: a bash command, or another tool's arguments as JSON text.
-        command: String,
-        /// Where it would run.
-        cwd: String,
-        /// Why approval is needed (the hook's reason, or the policy).
-        reason: String,
-        /// How long the request waits before it is denied.
-        timeout_ms: u64,
+        turn: u32, step: u32, call_id: String, tool: String, command: String, cwd: String,
+        reason: String, timeout_ms: u64,
     },
     /// The answer to an `approval/request`.
     ApprovalDecision = "approval/decision" {

@@ -116,7 +116,7 @@ impl Watcher {
             if self.done {
                 return None;
             }
-            if let Some(event) = self.from_work().await {
+            if let Some(event) = self.next_from_logs().await {
                 return Some(event);
             }
             match self.queue.next() {
@@ -170,7 +170,7 @@ impl Watcher {
     }
 
     /// The next event of the pending log ranges, if any.
-    async fn from_work(&mut self) -> Option<StreamEvent> {
+    async fn next_from_logs(&mut self) -> Option<StreamEvent> {
         while let Some(range) = self.work.front_mut() {
             let next = *self.cursors.entry(range.id.clone()).or_insert(range.start);
             if range.until.is_some_and(|until| next >= until) {
