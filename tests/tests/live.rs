@@ -349,3 +349,51 @@ fn status_counts_running_turns_and_jobs_and_session_events_follow_a_live_turn() 
     assert_eq!(lines, session_lines(&daemon, &id));
     assert_eq!(daemon.dshctl_json(&["status"])["running_turns"], 0);
 }
+
+#[tokio::test]
+async fn bad_watch_and_approve_requests_name_their_field_and_unknown_ones_are_not_found() {
+    let daemon = TestDaemon::start();
+    let id = daemon.new_agent(&daemon.workdir("bad"), &json!({"replies": []}));
+    let mut agents = daemon.client().await.agents();
+    let watch = |agent_id: &str, from_seq: Option<u64>| v1::WatchRequest {
+        agent_id: agent_id.to_owned(),
+        descendants: false,
+        from_seq,
+    };
+    let status = agents.watch(watch("", Some(0))).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("from_seq: "), "{status:?}");
+    let status = agents.watch(watch("nobody", None)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+
+    let approve = |call_id: &str, decision: i32| v1::ApproveRequest {
+        agent_id: id.clone(),
+        call_id: call_id.to_owned(),
+        decision,
+        reason: String::new(),
+    };
+    let status = agents.approve(approve("c1", 0)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("decision: "), "{status:?}");
+    let status = agents.approve(approve("", 1)).await.unwrap_err();
+    assert!(status.message().starts_with("call_id: "), "{status:?}");
+    let status = agents.approve(approve("c1", 1)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert!(
+        status
+            .message()
+            .contains("no approval request waiting for call c1"),
+        "{status:?}"
+    );
+
+    let status = agents
+        .create(v1::CreateAgentRequest {
+            cwd: daemon.dir.path().to_str().unwrap().to_owned(),
+            approval: 9,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("approval: "), "{status:?}");
+}
