@@ -308,7 +308,7 @@ fn status_counts_running_turns_and_jobs_and_session_events_follow_a_live_turn() 
         (status["running_turns"].clone(), status["jobs"].clone()),
         (json!(0), json!(0))
     );
-    assert_eq!(status["model_key"], false);
+    assert_eq!(status["model_key_configured"], false);
     let id = daemon.new_agent(
         &daemon.workdir("status"),
         &json!({"replies": [

@@ -289,7 +289,7 @@ async fn an_openai_agent_without_a_key_is_refused_at_once_naming_the_variable() 
     let out = daemon.dshctl(&["agent", "new", "--cwd", daemon.dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let status = daemon.dshctl_json(&["status"]);
-    assert_eq!(status["model_key"], false);
+    assert_eq!(status["model_key_configured"], false);
     assert_eq!(status["model_key_env"], "DEEPSEEK_API_KEY");
     assert!(mock.requests().is_empty());
 }
@@ -298,7 +298,10 @@ async fn an_openai_agent_without_a_key_is_refused_at_once_naming_the_variable() 
 async fn a_resumed_agent_keeps_its_provider_and_model_across_a_restart() {
     let mock = Mock::start(vec![ok_stream("before"), ok_stream("after")]).await;
     let mut daemon = daemon(&mock, true, "");
-    assert_eq!(daemon.dshctl_json(&["status"])["model_key"], true);
+    assert_eq!(
+        daemon.dshctl_json(&["status"])["model_key_configured"],
+        true
+    );
     let created = daemon.dshctl_json(&[
         "agent",
         "new",

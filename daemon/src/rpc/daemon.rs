@@ -39,7 +39,7 @@ impl daemon_server::Daemon for DaemonService {
             agents: count(d.live_agents()),
             running_turns: count(d.agents.running_turns()),
             jobs: count(d.running_jobs()),
-            model_key: has_key,
+            model_key_configured: has_key,
             model_key_env: key_env.to_owned(),
         }))
     }

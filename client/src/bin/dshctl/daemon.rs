@@ -30,7 +30,7 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "agents": s.agents,
         "running_turns": s.running_turns,
         "jobs": s.jobs,
-        "model_key": s.model_key,
+        "model_key_configured": s.model_key_configured,
         "model_key_env": s.model_key_env,
     });
     out.emit(&doc, |w| {
@@ -49,7 +49,11 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
             s.agents, s.running_turns
         )?;
         writeln!(w, "jobs         {} running", s.jobs)?;
-        let key = if s.model_key { "set" } else { "not set" };
+        let key = if s.model_key_configured {
+            "set"
+        } else {
+            "not set"
+        };
         writeln!(w, "model key    {} ({key})", s.model_key_env)
     })
 }
