@@ -50,9 +50,6 @@ pub struct Daemon {
     pub(crate) socket: PathBuf,
     /// Unix milliseconds at start, for `Status`.
     pub(crate) started_at_ms: i64,
-    /// A non-blank model API key was in the environment at start (`Status`; the key itself is
-    /// held only by the provider).
-    pub(crate) model_key_configured: bool,
     /// Cancelled when shutdown begins, whatever started it (signal or `Daemon.Shutdown`), so every
     /// long-running task and stream can wind down.
     shutdown: CancellationToken,
@@ -126,7 +123,6 @@ impl Daemon {
         let skills = Arc::new(Skills::new(&home));
         // The key is read once, here; the variable is scrubbed from every child (see config).
         let api_key = std::env::var(&config.openai.api_key_env).ok();
-        let model_key_configured = api_key.as_deref().is_some_and(|k| !k.trim().is_empty());
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
         let providers = ProviderFactory::new(
             config.default_provider.clone(),
@@ -136,6 +132,8 @@ impl Daemon {
         let shell = Shell::new(executor.clone(), shell_env.clone());
         let agents = AgentRegistry::new(providers, |children| AgentServices {
             limits: config.agent_limits,
+            approval: config.approvals,
+            watch_max_pending: config.watch_max_pending,
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),
@@ -151,7 +149,6 @@ impl Daemon {
             home,
             socket,
             started_at_ms: now_ms(),
-            model_key_configured,
             shutdown,
             backends: Arc::new(Backends::new(config, persistence, saved)),
             executor,
@@ -199,6 +196,15 @@ impl Daemon {
             plural(agents.len(), "agent", "agents"),
             plural(running, "running turn", "running turns"),
         )
+    }
+
+    /// Number of background jobs still running.
+    pub fn running_jobs(&self) -> usize {
+        self.executor
+            .list_jobs(None)
+            .iter()
+            .filter(|j| matches!(j.state, dsh_core::exec::JobState::Running))
+            .count()
     }
 
     /// Winds the core down: every turn cancelled and its session checkpointed, every child process

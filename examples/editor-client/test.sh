@@ -37,15 +37,27 @@ cat "$tmp/client.out"
 [[ $rc -eq 0 ]] || fail "client exited $rc"
 
 out=$tmp/client.out
-grep -q '^status: dshd .* (protocol 1)' "$out" || fail "no Daemon.Status line"
+grep -q '^status: dshd .* (protocol 2)' "$out" || fail "no Daemon.Status line"
 grep -q '^  DSH_SESSION_ID  (builtin)' "$out" || fail "ShellEnv.List did not list DSH_SESSION_ID"
 id=$(sed -n 's/^agent created: \([0-9a-f-]*\) .*/\1/p' "$out")
 [[ -n $id ]] || fail "no 'agent created' line"
-grep -q '^event turn_started ' "$out" || fail "no turn_started event"
-grep -q '^event tool_call .*"name":"bash"' "$out" || fail "no bash tool_call event"
+grep -q "^agent created: $id (scripted, approval APPROVAL_POLICY_ALWAYS" "$out" || fail "the agent's policy is not always"
+grep -q '^event turn/start seq=' "$out" || fail "no turn/start event"
+grep -q '^event tool/call .*"name":"bash"' "$out" || fail "no bash tool/call event"
+# The bash call waited for approval; the client answered, and only then did it run.
+grep -q '^event approval/request .*"callId"' "$out" || fail "no approval/request event"
+grep -q '^approve: .* -> APPROVAL_DECISION_ALLOW' "$out" || fail "the client did not answer the request"
+grep -q '^event approval/decision .*"decision":"allow".*"by":"client"' "$out" || fail "no allow decision"
 # The tool ran `echo $DSH_SESSION_ID`: the daemon handed the call its own session id.
 grep -qF "\"content\":\"${id}\\n\"" "$out" || fail "the tool result is not the agent's session id"
-grep -q '^event turn_ended .*"kind":"completed"' "$out" || fail "no turn_ended completed event"
+grep -q '^event turn/end .*"kind":"completed"' "$out" || fail "no turn/end completed event"
+# The second window saw the same events, from the first.
+grep -q '^watch turn/start seq=0 ' "$out" || fail "the watcher did not replay from seq 0"
+grep -q '^watch approval/request ' "$out" || fail "the watcher did not see the approval request"
+grep -q '^watch: [1-9][0-9]* logged events, the same as the prompt' "$out" || fail "the watcher saw other events"
+# The second turn was cancelled.
+grep -q '^cancel: the second turn ended aborted' "$out" || fail "the second turn was not cancelled"
+grep -q '^event turn/end .*"kind":"aborted","cause":"user"' "$out" || fail "no turn/end aborted by the user"
 transcript=$(sed -n 's/^locate: kind: jsonl path: //p' "$out")
 [[ -n $transcript ]] || fail "no 'locate: kind: jsonl' line"
 [[ $transcript == "$home/"*.jsonl ]] || fail "transcript $transcript is not a .jsonl under $home"

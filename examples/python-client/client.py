@@ -10,7 +10,6 @@ import os
 import sys
 
 import grpc
-from google.protobuf.json_format import MessageToJson
 
 from dsh.v1 import agents_pb2, agents_pb2_grpc, daemon_pb2, daemon_pb2_grpc
 from dsh.v1 import shell_env_pb2, shell_env_pb2_grpc
@@ -57,14 +56,14 @@ try:
     agent = agents.Create(agents_pb2.CreateAgentRequest(cwd=os.getcwd(), model=model), timeout=10)
     print(f"agent created: {agent.agent_id}")
 
-    # Server streaming: no deadline, the turn takes as long as it takes.
+    # Server streaming: no deadline, the turn takes as long as it takes. Every event has the
+    # session log's envelope: type, session_id, seq (logged events only), time_ms, data_json.
     ended = ""
     for event in agents.Prompt(agents_pb2.PromptRequest(agent_id=agent.agent_id, text="hi")):
-        kind = event.WhichOneof("event")
-        body = getattr(event, kind)
-        print(f"event {kind} {MessageToJson(body, preserving_proto_field_name=True, indent=None)}")
-        if kind == "turn_ended":
-            ended = body.reason.kind
+        seq = f" seq={event.seq}" if event.HasField("seq") else ""
+        print(f"event {event.type}{seq} {event.data_json}")
+        if event.type == "turn/end" and event.session_id == agent.agent_id:
+            ended = json.loads(event.data_json)["reason"]["kind"]
     agents.Close(agents_pb2.CloseAgentRequest(agent_id=agent.agent_id), timeout=10)
     sys.exit(0 if ended == "completed" else 1)
 except grpc.RpcError as error:

@@ -52,13 +52,13 @@ set -e
 cat "$tmp/client.out"
 [[ $rc -eq 0 ]] || fail "the README's commands exited $rc"
 out=$tmp/client.out
-grep -q '^dshd .* (protocol 1), home ' "$out" || fail "no Daemon.Status line"
+grep -q '^dshd .* (protocol 2), home ' "$out" || fail "no Daemon.Status line"
 grep -q '^  DSH_SESSION_ID  (builtin)' "$out" || fail "ShellEnv.List did not list DSH_SESSION_ID"
 id=$(sed -n 's/^agent created: //p' "$out")
 [[ -n $id ]] || fail "no 'agent created' line"
-grep -q '^event tool_call .*"name": "bash"' "$out" || fail "no bash tool_call event"
-grep -qF "\"content\": \"${id}\\n\"" "$out" || fail "the tool result is not the agent's session id"
-grep -q '^event turn_ended .*"kind": "completed"' "$out" || fail "no turn_ended completed event"
+grep -q '^event tool/call seq=[0-9]* .*"name":"bash"' "$out" || fail "no bash tool/call event"
+grep -qF "\"content\":\"${id}\\n\"" "$out" || fail "the tool result is not the agent's session id"
+grep -q '^event turn/end seq=[0-9]* .*"kind":"completed"' "$out" || fail "no turn/end completed event"
 
 example=$tmp/repo/examples/python-client
 run_client() {

@@ -5,7 +5,7 @@
 
 /// Version of the wire protocol reported by `Daemon.Status`. Bumped only on incompatible changes;
 /// fields and methods may be added without a bump.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Encoded `FileDescriptorSet` of every dsh proto file, for server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =

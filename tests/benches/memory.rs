@@ -63,6 +63,7 @@ async fn create(
                 provider: "scripted".into(),
                 ..v1::ModelSpec::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -67,6 +67,7 @@ fn main() {
                     provider: "scripted".into(),
                     ..v1::ModelSpec::default()
                 }),
+                ..Default::default()
             })
             .await
             .unwrap()

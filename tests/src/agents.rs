@@ -25,7 +25,16 @@ pub struct Prompted {
 }
 
 impl Prompted {
-    /// The final `turn_ended` object; fails the test if the stream did not end with one.
+    /// The session the prompt was for (the first line's: the turn's own `turn/start`).
+    pub fn agent(&self) -> &str {
+        self.lines
+            .first()
+            .and_then(|l| l["sessionId"].as_str())
+            .unwrap_or_else(|| panic!("prompt printed nothing: {}", self.stderr))
+    }
+
+    /// The final `turn/end` line; fails the test if the stream did not end with the prompted
+    /// agent's `turn/end`.
     pub fn turn_ended(&self) -> &Value {
         let last = self.lines.last().unwrap_or_else(|| {
             panic!(
@@ -34,34 +43,52 @@ impl Prompted {
             )
         });
         assert_eq!(
-            last["type"], "turn_ended",
-            "last line is not turn_ended: {last}"
+            last["type"], "turn/end",
+            "last line is not turn/end: {last}"
         );
+        assert_eq!(last["sessionId"], self.agent(), "{last}");
         last
     }
 
-    /// The turn number of the `turn_started` line.
+    /// The turn number of the `turn/start` line.
     pub fn turn_started(&self) -> u64 {
-        self.lines
-            .iter()
-            .find(|l| l["type"] == "turn_started")
-            .and_then(|l| l["turn"].as_u64())
-            .unwrap_or_else(|| panic!("no turn_started line in {:?}", self.lines))
+        self.own("turn/start")
+            .first()
+            .and_then(|l| l["data"]["turn"].as_u64())
+            .unwrap_or_else(|| panic!("no turn/start line in {:?}", self.lines))
     }
 
-    /// `(reason.kind, reason.message)` of the end of the turn.
+    /// `(reason.kind, the reason's detail)` of the end of the turn: the abort cause, the error
+    /// message, or the hook's reason ("" for completed).
     pub fn reason(&self) -> (String, String) {
-        let end = self.turn_ended();
+        let reason = &self.turn_ended()["data"]["reason"];
         (
-            end["reason"]["kind"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            end["reason"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            reason["kind"].as_str().unwrap_or_default().to_owned(),
+            reason_detail(reason),
         )
+    }
+
+    /// The turn's answer: the text of the `assistant/message` its `turn/end` names ("" when it
+    /// names none).
+    pub fn text(&self) -> String {
+        answer(&self.lines)
+    }
+
+    /// The prompted agent's lines of type `kind` (children's are left out).
+    pub fn own(&self, kind: &str) -> Vec<&Value> {
+        let agent = self.agent().to_owned();
+        self.lines
+            .iter()
+            .filter(|l| l["type"] == kind && l["sessionId"] == agent.as_str())
+            .collect()
+    }
+
+    /// The `data` of the prompted agent's `tool/result` lines.
+    pub fn tool_results(&self) -> Vec<&Value> {
+        self.own("tool/result")
+            .into_iter()
+            .map(|l| &l["data"])
+            .collect()
     }
 
     /// Fails the test unless the turn completed and dshctl exited 0.
@@ -76,6 +103,56 @@ impl Prompted {
         assert_eq!(self.code, Some(0), "{}", self.stderr);
         self
     }
+}
+
+/// The human detail of a `turn/end` reason: its cause, message or reason, whichever it has.
+pub fn reason_detail(reason: &Value) -> String {
+    ["cause", "message", "reason"]
+        .iter()
+        .find_map(|k| reason[k].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The answer of the turn whose `turn/end` is the last of `lines`: the text of the
+/// `assistant/message` it names by seq (in the same session), or "".
+pub fn answer(lines: &[Value]) -> String {
+    let Some(end) = lines.iter().rev().find(|l| l["type"] == "turn/end") else {
+        return String::new();
+    };
+    let Some(seq) = end["data"]["answerSeq"].as_u64() else {
+        return String::new();
+    };
+    lines
+        .iter()
+        .find(|l| l["seq"] == seq && l["sessionId"] == end["sessionId"])
+        .and_then(|l| l["data"]["message"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// JSON lines as printed by dshctl (blank lines ignored); fails the test on a line that is not
+/// JSON.
+pub fn parse_json_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Events as the session log holds them: the stream's lines without `sessionId`.
+pub fn as_logged(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if let Some(object) = e.as_object_mut() {
+                object.remove("sessionId");
+            }
+            e
+        })
+        .collect()
 }
 
 /// A session log as stored in a JSONL file: the header line and the complete event lines after it.
@@ -155,17 +232,9 @@ pub fn finish_prompt(mut child: Child) -> Prompted {
         .unwrap_or_else(|e| panic!("dshctl output: {e}"));
     Prompted {
         code: status.code(),
-        lines: parse_lines(&output.stdout),
+        lines: parse_json_lines(&output.stdout),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
-}
-
-fn parse_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
 }
 
 impl TestDaemon {
@@ -232,9 +301,21 @@ impl TestDaemon {
             .unwrap_or_else(|e| panic!("run dshctl prompt: {e}"))
     }
 
-    /// The session's events as the daemon reports them (`dshctl session events`).
+    /// The session's events as the daemon reports them (`dshctl --json session events`: one
+    /// JSON line per event), each checked to name the session and then as the log holds it
+    /// (`{type, seq, time, data}`, comparable with the JSONL file's lines).
     pub fn events(&self, id: &str) -> Vec<Value> {
-        self.dshctl_json_lines(&["session", "events", id])
+        let out = self.dshctl(&["--json", "session", "events", id]);
+        assert!(
+            out.status.success(),
+            "dshctl session events {id} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = parse_json_lines(&out.stdout);
+        for line in &lines {
+            assert_eq!(line["sessionId"], id, "an event of another session: {line}");
+        }
+        as_logged(&lines)
     }
 
     /// The `location` member of `dshctl session locate ID` (`null` when the backend keeps none).

@@ -80,58 +80,48 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
-/// The calls of `dshctl --json prompt` event lines, in result order.
+/// The prompted agent's calls in `dshctl --json prompt` event lines (the stream also carries its
+/// children's), in result order.
 pub fn prompt_results(events: &[Value]) -> Vec<CallResult> {
-    pair(
-        events,
-        |e| e["type"] == "tool_call",
-        |e| e["type"] == "tool_result",
-        |e| e,
-    )
+    let agent = events.first().map(|e| e["sessionId"].clone());
+    let own: Vec<Value> = events
+        .iter()
+        .filter(|e| Some(&e["sessionId"]) == agent.as_ref())
+        .cloned()
+        .collect();
+    results(&own)
 }
 
 /// The calls of a session log (`dshctl --json session events`), in result order.
 pub fn session_results(daemon: &TestDaemon, session: &str) -> Vec<CallResult> {
-    let events = daemon.dshctl_json_lines(&["session", "events", session]);
-    pair(
-        &events,
-        |e| e["type"] == "tool/call",
-        |e| e["type"] == "tool/result",
-        |e| &e["data"],
-    )
+    results(&daemon.events(session))
 }
 
-fn pair(
-    events: &[Value],
-    is_call: impl Fn(&Value) -> bool,
-    is_result: impl Fn(&Value) -> bool,
-    body: impl Fn(&Value) -> &Value,
-) -> Vec<CallResult> {
-    let field = |v: &Value, a: &str, b: &str| -> Value { v.get(a).or(v.get(b)).cloned().unwrap() };
+/// The calls of a stream of events (the same vocabulary everywhere), in result order.
+fn results(events: &[Value]) -> Vec<CallResult> {
     let names: HashMap<String, String> = events
         .iter()
-        .filter(|e| is_call(e))
+        .filter(|e| e["type"] == "tool/call")
         .map(|e| {
-            let d = body(e);
             (
-                field(d, "call_id", "callId").as_str().unwrap().to_owned(),
-                d["name"].as_str().unwrap().to_owned(),
+                e["data"]["callId"].as_str().unwrap().to_owned(),
+                e["data"]["name"].as_str().unwrap().to_owned(),
             )
         })
         .collect();
     events
         .iter()
-        .filter(|e| is_result(e))
+        .filter(|e| e["type"] == "tool/result")
         .map(|e| {
-            let d = body(e);
-            let call_id = field(d, "call_id", "callId").as_str().unwrap().to_owned();
+            let d = &e["data"];
+            let call_id = d["callId"].as_str().unwrap().to_owned();
             CallResult {
                 name: names
                     .get(&call_id)
                     .unwrap_or_else(|| panic!("result without a call: {e}"))
                     .clone(),
                 content: d["content"].as_str().unwrap().to_owned(),
-                is_error: field(d, "is_error", "isError").as_bool().unwrap(),
+                is_error: d["isError"].as_bool().unwrap(),
                 call_id,
             }
         })

@@ -160,6 +160,7 @@ async fn per_turn(
                 cwd,
                 &common::scripted(&script),
                 dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                None,
             )
             .unwrap();
         for turn in 0..TURNS {

@@ -165,6 +165,7 @@ fn batch_data(batch: usize) -> Vec<EventData> {
     data.push(EventData::TurnEnd {
         turn,
         reason: TurnEndReason::Completed,
+        answer_seq: None,
     });
     data
 }

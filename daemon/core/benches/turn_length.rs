@@ -68,6 +68,7 @@ async fn per_step(policy: CheckpointPolicy, cwd: &std::path::Path, steps: usize)
                 cwd,
                 &common::scripted(&script),
                 dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                None,
             )
             .unwrap();
         let start = Instant::now();

@@ -20,6 +20,9 @@ use crate::session::{SessionHeader, SessionId};
 /// A boxed, sendable future (tools and providers are used as trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// The name of the tool that runs commands, as the model calls it.
+pub const BASH: &str = "bash";
+
 /// The name of the tool that delegates to a child agent, as the model calls it.
 pub const SPAWN_AGENT: &str = "spawn_agent";
 

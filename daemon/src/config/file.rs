@@ -36,6 +36,48 @@ pub(super) struct FileConfig {
     pub hooks: dsh_core::hooks::HookSettings,
     #[serde(default)]
     pub sandbox: super::sandbox::SandboxSection,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub watch: WatchSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ApprovalsSection {
+    pub policy: Option<dsh_core::session::ApprovalPolicy>,
+    // NonZero: a 0 is refused while parsing, so the error names its line and key.
+    pub timeout_ms: Option<std::num::NonZeroU64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WatchSection {
+    pub max_pending: Option<std::num::NonZeroUsize>,
+}
+
+impl ApprovalsSection {
+    /// The settings, defaults filled in.
+    pub fn settings(&self) -> dsh_core::agent::ApprovalSettings {
+        dsh_core::agent::ApprovalSettings {
+            policy: self.policy.unwrap_or_default(),
+            timeout: self
+                .timeout_ms
+                .map_or(dsh_core::agent::DEFAULT_APPROVAL_TIMEOUT, |ms| {
+                    std::time::Duration::from_millis(ms.get())
+                }),
+        }
+    }
+}
+
+impl WatchSection {
+    /// `watch.max_pending`, default filled in.
+    pub fn max_pending(&self) -> usize {
+        self.max_pending.map_or(
+            dsh_core::agent::DEFAULT_WATCH_MAX_PENDING,
+            std::num::NonZeroUsize::get,
+        )
+    }
 }
 
 /// `persistence = "jsonl" | "sqlite"`.

@@ -19,10 +19,9 @@ use file::FileConfig;
 
 use crate::connection;
 use crate::socket;
-use dsh_core::agent::AgentLimits;
-use dsh_core::agent::CheckpointPolicy;
 use dsh_core::agent::openai::{self, OpenAiConfig};
 use dsh_core::agent::scripted::{self, Script};
+use dsh_core::agent::{AgentLimits, ApprovalSettings, CheckpointPolicy};
 use dsh_core::exec::{ExecConfig, compile_secret_pattern};
 use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
 use dsh_core::hooks::HookSettings;
@@ -129,6 +128,10 @@ pub struct Config {
     /// The sandbox of agents created without one (`sandbox.mode`, `sandbox.network`); the rest
     /// of `[sandbox]` is in [`ExecConfig::sandbox`](dsh_core::exec::ExecConfig::sandbox).
     pub sandbox: SandboxPolicy,
+    /// The default approval policy and how long a request waits (`[approvals]`).
+    pub approvals: ApprovalSettings,
+    /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
+    pub watch_max_pending: usize,
 }
 
 /// Why the configuration could not be built.
@@ -400,6 +403,8 @@ impl Builder<'_> {
                 DEFAULT_RESOLVE_TIMEOUT,
             )?,
             hooks: self.hooks(parsed.hooks)?,
+            approvals: parsed.approvals.settings(),
+            watch_max_pending: parsed.watch.max_pending(),
             home,
             file,
             sandbox,

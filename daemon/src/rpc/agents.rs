@@ -11,12 +11,12 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    agent_info, agent_status, model_choice, sandbox_policy, session_id, turn_event,
+    agent_info, agent_status, approval_policy, model_choice, sandbox_policy, session_id,
+    stream_event,
 };
-use dsh_core::agent::AgentRegistry;
-use dsh_core::agent::{TurnFeed, TurnUpdate};
+use dsh_core::agent::{AgentRegistry, ApprovalAnswer, WatchScope, Watcher};
 use dsh_core::sandbox::SandboxPolicy;
-use dsh_core::session::EventData;
+use dsh_core::session::ApprovalVerdict;
 
 /// The `Agents` service.
 pub struct AgentsService {
@@ -40,7 +40,8 @@ type Reply<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
 impl agents_server::Agents for AgentsService {
-    type PromptStream = Pin<Box<dyn Stream<Item = Result<v1::TurnEvent, Status>> + Send>>;
+    type PromptStream = EventStream;
+    type WatchStream = EventStream;
 
     async fn create(&self, request: Request<v1::CreateAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
@@ -50,9 +51,15 @@ impl agents_server::Agents for AgentsService {
             ));
         }
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
+        let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .create(&PathBuf::from(req.cwd), &model_choice(req.model), sandbox)
+            .create(
+                &PathBuf::from(req.cwd),
+                &model_choice(req.model),
+                sandbox,
+                approval,
+            )
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
@@ -61,9 +68,10 @@ impl agents_server::Agents for AgentsService {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
+        let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .resume(&id, &model_choice(req.model), sandbox)
+            .resume(&id, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
@@ -73,9 +81,10 @@ impl agents_server::Agents for AgentsService {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
+        let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .fork(&id, &model_choice(req.model), sandbox)
+            .fork(&id, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
@@ -92,9 +101,10 @@ impl agents_server::Agents for AgentsService {
                 Some(sandbox_policy(Some(spec), base.context().sandbox)?)
             }
         };
+        let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .spawn(&parent, &model_choice(req.model), sandbox)
+            .spawn(&parent, &model_choice(req.model), sandbox, approval)
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
@@ -123,10 +133,60 @@ impl agents_server::Agents for AgentsService {
             .agents
             .prompt(&id, req.text, None)
             .map_err(agent_status)?;
-        // The turn's outcome is not needed here: the feed hands out `turn/end` only once the
-        // turn task is done. Dropping the handle lets the finished task free its result at once.
+        // The turn's outcome is not needed here: the core ends the stream with the turn's
+        // `turn/end`, once the agent takes the next prompt. Dropping the handle lets the finished
+        // task free its result at once.
         drop(handle.outcome);
-        Ok(Response::new(Box::pin(PromptStream::new(handle.updates))))
+        Ok(Response::new(event_stream(handle.updates, true)))
+    }
+
+    async fn watch(&self, request: Request<v1::WatchRequest>) -> Reply<Self::WatchStream> {
+        let req = request.into_inner();
+        let scope = if req.agent_id.is_empty() {
+            if req.from_seq.is_some() {
+                return Err(Status::invalid_argument(
+                    "from_seq: a replay needs agent_id (the agent whose log to replay)",
+                ));
+            }
+            WatchScope::All
+        } else {
+            let id = session_id("agent_id", req.agent_id)?;
+            if req.descendants {
+                WatchScope::Tree(id)
+            } else {
+                WatchScope::Agent(id)
+            }
+        };
+        let watcher = self
+            .agents
+            .watch(scope, req.from_seq)
+            .map_err(agent_status)?;
+        Ok(Response::new(event_stream(watcher, true)))
+    }
+
+    async fn approve(&self, request: Request<v1::ApproveRequest>) -> Reply<v1::ApproveResponse> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        if req.call_id.is_empty() {
+            return Err(Status::invalid_argument(
+                "call_id: required (the callId of the approval/request event)",
+            ));
+        }
+        let verdict = match v1::ApprovalDecision::try_from(req.decision) {
+            Ok(v1::ApprovalDecision::Allow) => ApprovalVerdict::Allow,
+            Ok(v1::ApprovalDecision::Deny) => ApprovalVerdict::Deny,
+            Ok(v1::ApprovalDecision::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "decision: must be APPROVAL_DECISION_ALLOW or APPROVAL_DECISION_DENY, got {}",
+                    req.decision
+                )));
+            }
+        };
+        let reason = (!req.reason.trim().is_empty()).then_some(req.reason);
+        self.agents
+            .approve(&id, &req.call_id, ApprovalAnswer { verdict, reason })
+            .map_err(agent_status)?;
+        Ok(Response::new(v1::ApproveResponse {}))
     }
 
     async fn cancel(
@@ -148,27 +208,30 @@ impl agents_server::Agents for AgentsService {
     }
 }
 
-/// The Prompt stream. It takes the next update from the turn's feed only when tonic asks for the
-/// next message, which hyper does only when the connection can send more: a client that stops
-/// reading leaves the backlog in the feed, where it is bounded (no channel of ready messages in
-/// between that would grow with the stream).
-struct PromptStream {
+/// A stream of events for the wire.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<v1::Event, Status>> + Send>>;
+
+/// The wire stream of `watcher`'s events (unlogged ones only when `unlogged`). It takes the next
+/// event from the watcher only when tonic asks for the next message, which hyper does only when
+/// the connection can send more: a client that stops reading leaves its backlog in the watcher's
+/// queue, where it is bounded (no channel of ready messages in between that would grow).
+pub fn event_stream(watcher: Watcher, unlogged: bool) -> EventStream {
+    Box::pin(WatcherStream {
+        next: Some(Box::pin(next_message(watcher, unlogged))),
+        unlogged,
+    })
+}
+
+struct WatcherStream {
     next: Option<NextMessage>,
+    unlogged: bool,
 }
 
 /// [`next_message`], boxed so the stream can hold it between polls.
-type NextMessage = Pin<Box<dyn Future<Output = Option<(v1::TurnEvent, TurnFeed)>> + Send>>;
+type NextMessage = Pin<Box<dyn Future<Output = Option<(v1::Event, Watcher)>> + Send>>;
 
-impl PromptStream {
-    fn new(feed: TurnFeed) -> Self {
-        Self {
-            next: Some(Box::pin(next_message(feed))),
-        }
-    }
-}
-
-impl Stream for PromptStream {
-    type Item = Result<v1::TurnEvent, Status>;
+impl Stream for WatcherStream {
+    type Item = Result<v1::Event, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let Some(next) = self.next.as_mut() else {
@@ -180,56 +243,21 @@ impl Stream for PromptStream {
                 self.next = None;
                 Poll::Ready(None)
             }
-            Poll::Ready(Some((message, feed))) => {
-                self.next = Some(Box::pin(next_message(feed)));
+            Poll::Ready(Some((message, watcher))) => {
+                let unlogged = self.unlogged;
+                self.next = Some(Box::pin(next_message(watcher, unlogged)));
                 Poll::Ready(Some(Ok(message)))
             }
         }
     }
 }
 
-/// The next wire message of the turn, and the feed to take the one after from; `None` at the end.
-async fn next_message(mut feed: TurnFeed) -> Option<(v1::TurnEvent, TurnFeed)> {
+/// The next wire message, and the watcher to take the one after from; `None` at the end.
+async fn next_message(mut watcher: Watcher, unlogged: bool) -> Option<(v1::Event, Watcher)> {
     loop {
-        let message = match feed.recv().await? {
-            TurnUpdate::TextDelta {
-                turn,
-                step,
-                offset,
-                text,
-            } => v1::TurnEvent {
-                seq: 0,
-                event: Some(v1::turn_event::Event::TextDelta(v1::TextDelta {
-                    turn,
-                    step,
-                    text,
-                    offset,
-                })),
-            },
-            TurnUpdate::Logged(event) => {
-                let seq = event.seq;
-                let wire = match event.data {
-                    EventData::TurnEnd { turn, reason } => {
-                        Some(v1::turn_event::Event::TurnEnded(v1::TurnEnded {
-                            turn,
-                            reason: Some(v1::TurnEndReason {
-                                kind: reason.kind().to_owned(),
-                                message: reason.message(),
-                            }),
-                            text: feed.answer(turn),
-                        }))
-                    }
-                    data => turn_event(data),
-                };
-                match wire {
-                    Some(wire) => v1::TurnEvent {
-                        seq,
-                        event: Some(wire),
-                    },
-                    None => continue,
-                }
-            }
-        };
-        return Some((message, feed));
+        let event = watcher.recv().await?;
+        if unlogged || event.seq.is_some() {
+            return Some((stream_event(event), watcher));
+        }
     }
 }

@@ -4,12 +4,12 @@
 use dsh_proto::v1;
 use tonic::Status;
 
-use dsh_core::agent::{Agent, AgentError, AgentStatus, ModelChoice};
+use dsh_core::agent::{Agent, AgentError, AgentStatus, ModelChoice, StreamEvent};
 use dsh_core::exec::ExecError;
 use dsh_core::persistence::choice::ChoiceError;
 use dsh_core::persistence::{PersistenceError, SessionLocation};
 use dsh_core::sandbox::{SandboxError, SandboxPolicy, UnknownName};
-use dsh_core::session::{Event, EventData, SessionHeader, SessionId};
+use dsh_core::session::{ApprovalPolicy, Event, SessionHeader, SessionId};
 
 /// Parses a session or agent id from the wire, naming the field on failure.
 pub fn session_id(field: &str, value: String) -> Result<SessionId, Status> {
@@ -38,13 +38,41 @@ pub fn location(l: SessionLocation) -> v1::SessionLocation {
     }
 }
 
-/// An event for the wire.
-pub fn event(e: &Event) -> v1::SessionEvent {
-    v1::SessionEvent {
-        r#type: e.data.type_name().to_owned(),
+/// A logged event of session `id` for the wire.
+pub fn event(id: &SessionId, e: &Event) -> v1::Event {
+    stream_event(StreamEvent::logged(id.clone(), e))
+}
+
+/// A streamed event for the wire: the same envelope, field for field.
+pub fn stream_event(e: StreamEvent) -> v1::Event {
+    v1::Event {
+        session_id: e.session.to_string(),
+        r#type: e.kind.to_owned(),
         seq: e.seq,
         time_ms: e.time,
-        data_json: e.data_json(),
+        data_json: e.data_json,
+    }
+}
+
+/// An approval policy from the wire (`None`: unspecified, the default applies).
+pub fn approval_policy(value: i32) -> Result<Option<ApprovalPolicy>, Status> {
+    match v1::ApprovalPolicy::try_from(value) {
+        Ok(v1::ApprovalPolicy::Unspecified) => Ok(None),
+        Ok(v1::ApprovalPolicy::Never) => Ok(Some(ApprovalPolicy::Never)),
+        Ok(v1::ApprovalPolicy::OnRequest) => Ok(Some(ApprovalPolicy::OnRequest)),
+        Ok(v1::ApprovalPolicy::Always) => Ok(Some(ApprovalPolicy::Always)),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "approval: unknown approval policy {value}; known: APPROVAL_POLICY_NEVER, APPROVAL_POLICY_ON_REQUEST, APPROVAL_POLICY_ALWAYS"
+        ))),
+    }
+}
+
+/// An approval policy for the wire.
+pub fn approval_wire(policy: ApprovalPolicy) -> v1::ApprovalPolicy {
+    match policy {
+        ApprovalPolicy::Never => v1::ApprovalPolicy::Never,
+        ApprovalPolicy::OnRequest => v1::ApprovalPolicy::OnRequest,
+        ApprovalPolicy::Always => v1::ApprovalPolicy::Always,
     }
 }
 
@@ -64,6 +92,7 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         parent_agent_id: agent.parent().map(ToString::to_string),
         turns,
         sandbox: Some(sandbox_wire(agent.context().sandbox)),
+        approval: approval_wire(agent.approval()) as i32,
     }
 }
 
@@ -76,75 +105,6 @@ pub fn model_choice(spec: Option<v1::ModelSpec>) -> ModelChoice {
         model: some(spec.model),
         script: some(spec.script_json),
     }
-}
-
-/// The wire form of a logged event, when the Prompt stream reports that type. Takes the event's
-/// data by value so a long text moves into the message instead of being copied.
-pub fn turn_event(data: EventData) -> Option<v1::turn_event::Event> {
-    use v1::turn_event::Event as E;
-    Some(match data {
-        EventData::TurnStart { turn } => E::TurnStarted(v1::TurnStarted { turn }),
-        EventData::StepStart { turn, step } => E::StepStarted(v1::StepStarted { turn, step }),
-        EventData::StepEnd { turn, step } => E::StepEnded(v1::StepEnded { turn, step }),
-        EventData::AssistantMessage {
-            turn,
-            step,
-            message,
-            ..
-        } => E::AssistantText(v1::AssistantText {
-            turn,
-            step,
-            text: message.text,
-        }),
-        EventData::ToolCall {
-            turn,
-            step,
-            call_id,
-            name,
-            arguments,
-        } => E::ToolCall(v1::ToolCall {
-            turn,
-            step,
-            call_id,
-            name,
-            arguments_json: arguments.to_string(),
-        }),
-        EventData::ToolResult {
-            turn,
-            step,
-            call_id,
-            content,
-            is_error,
-            ..
-        } => E::ToolResult(v1::ToolResult {
-            turn,
-            step,
-            call_id,
-            content,
-            is_error,
-        }),
-        EventData::HookResult {
-            dialect,
-            event,
-            handler,
-            decision,
-            exit_code,
-            system_message,
-            ..
-        } => E::Hook(v1::HookRan {
-            dialect,
-            event,
-            handler,
-            decision,
-            exit_code,
-            system_message,
-        }),
-        EventData::TurnEnd { .. }
-        | EventData::ToolRewritten { .. }
-        | EventData::UserMessage { .. }
-        | EventData::HookInvoked { .. }
-        | EventData::EndSeed {} => return None,
-    })
 }
 
 /// A persistence error as a status a client can act on. A location that cannot hold the backend
@@ -182,11 +142,12 @@ pub fn choice_status(error: ChoiceError) -> Status {
 /// An agent error as a status a client can act on.
 pub fn agent_status(error: AgentError) -> Status {
     match error {
-        e @ (AgentError::NotFound(_) | AgentError::SessionNotFound(_)) => {
-            Status::not_found(e.to_string())
-        }
+        e @ (AgentError::NotFound(_)
+        | AgentError::SessionNotFound(_)
+        | AgentError::NoPendingApproval { .. }) => Status::not_found(e.to_string()),
         e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
-        e @ (AgentError::Busy { .. } | AgentError::Closed(_)) => {
+        // A missing API key is the daemon's state, not the request's fault.
+        e @ (AgentError::Busy { .. } | AgentError::Closed(_) | AgentError::NoModelKey { .. }) => {
             Status::failed_precondition(e.to_string())
         }
         e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel(_)) => {

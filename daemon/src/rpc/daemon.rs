@@ -26,6 +26,8 @@ impl daemon_server::Daemon for DaemonService {
         _request: Request<v1::StatusRequest>,
     ) -> Result<Response<v1::StatusResponse>, Status> {
         let d = &self.daemon;
+        let (key_env, has_key) = d.agents.model_key();
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Ok(Response::new(v1::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             protocol_version: dsh_proto::PROTOCOL_VERSION,
@@ -34,8 +36,11 @@ impl daemon_server::Daemon for DaemonService {
             socket: d.socket.to_string_lossy().into_owned(),
             started_at_ms: d.started_at_ms,
             persistence: d.persistence_name().to_owned(),
-            agents: u32::try_from(d.live_agents()).unwrap_or(u32::MAX),
-            model_key_configured: d.model_key_configured,
+            agents: count(d.live_agents()),
+            running_turns: count(d.agents.running_turns()),
+            jobs: count(d.running_jobs()),
+            model_key_configured: has_key,
+            model_key_env: key_env.to_owned(),
             config_file: d
                 .config
                 .file

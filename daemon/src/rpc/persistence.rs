@@ -1,15 +1,13 @@
 //! `dsh.v1.Persistence`: the active backend, swapping it, and reading sessions.
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 
 use dsh_proto::v1::{self, persistence_server};
-use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::async_stream;
-use super::convert::{choice_status, event, header, persistence_status, session_id};
+use super::convert::{agent_status, choice_status, event, header, persistence_status, session_id};
 use crate::backends::{Backends, UseError};
 use dsh_core::agent::AgentRegistry;
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
@@ -99,7 +97,7 @@ type Reply<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
 impl persistence_server::Persistence for PersistenceService {
-    type ReadEventsStream = Pin<Box<dyn Stream<Item = Result<v1::SessionEvent, Status>> + Send>>;
+    type ReadEventsStream = super::agents::EventStream;
 
     async fn describe(
         &self,
@@ -208,6 +206,15 @@ impl persistence_server::Persistence for PersistenceService {
     ) -> Reply<Self::ReadEventsStream> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
+        if req.follow {
+            // Live or stored alike: the log from `from_seq`, then whatever it logs from then on.
+            let watcher = self
+                .agents
+                .follow(&id, req.from_seq)
+                .await
+                .map_err(agent_status)?;
+            return Ok(Response::new(super::agents::event_stream(watcher, false)));
+        }
         let events = match self.agents.get(&id) {
             Ok(agent) => agent.events_from(req.from_seq),
             Err(_) => {
@@ -218,7 +225,7 @@ impl persistence_server::Persistence for PersistenceService {
         };
         let stream = async_stream(move |tx| async move {
             for e in &events {
-                if tx.send(Ok(event(e))).await.is_err() {
+                if tx.send(Ok(event(&id, e))).await.is_err() {
                     break;
                 }
             }

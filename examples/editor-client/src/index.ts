@@ -1,10 +1,13 @@
 // A dshd client the way an editor extension would write one: find the user's socket, check the
-// daemon, create an agent, run one prompt while streaming its events, and find the transcript.
+// daemon, create an agent whose bash calls need approval, follow it in a second "window" (Watch)
+// while a prompt streams its events, answer the approval request, cancel a second turn, and find
+// the transcript.
 //
-//   node dist/index.js [--socket PATH] [--cwd DIR] [--prompt TEXT] [SCRIPT.json]
+//   node dist/index.js [--socket PATH] [--cwd DIR] [--prompt TEXT] [--deny] [SCRIPT.json]
 //
-// Exit codes (as dshctl): 0 the turn completed and the transcript was located; 1 the daemon could
-// not be reached, refused a request, or the turn did not complete; 2 bad usage.
+// Exit codes (as dshctl): 0 the turn completed, the watcher saw every event the prompt saw, and the
+// transcript was located; 1 the daemon could not be reached, refused a request, or the turn did not
+// complete; 2 bad usage.
 
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -19,10 +22,11 @@ import type { ProtoGrpcType as DaemonProto } from "./generated/daemon";
 import type { ProtoGrpcType as PersistenceProto } from "./generated/persistence";
 import type { ProtoGrpcType as ShellEnvProto } from "./generated/shell_env";
 import type { AgentInfo__Output } from "./generated/dsh/v1/AgentInfo";
+import type { AgentsClient } from "./generated/dsh/v1/Agents";
 import type { ListVariablesResponse__Output } from "./generated/dsh/v1/ListVariablesResponse";
 import type { LocateResponse__Output } from "./generated/dsh/v1/LocateResponse";
+import type { Event__Output } from "./generated/dsh/v1/Event";
 import type { StatusResponse__Output } from "./generated/dsh/v1/StatusResponse";
-import type { TurnEvent__Output } from "./generated/dsh/v1/TurnEvent";
 
 // The repository's own protos. An extension would ship a copy of proto/ inside its package instead.
 const PROTO_ROOT = path.resolve(__dirname, "..", "..", "..", "proto");
@@ -35,12 +39,13 @@ const PROTO_FILES = [
 
 // The protocol this client was written against (StatusResponse.protocol_version); it is bumped only
 // on incompatible changes, so anything else means "upgrade one side", not "try anyway".
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2;
 
 // Unary calls answer at once; a turn can take minutes, so Prompt gets no deadline.
 const UNARY_DEADLINE_MS = 10_000;
 
-// The keyless scripted model: one reply that runs bash, then a final text answer.
+// The keyless scripted model: one reply that runs bash, then a final text answer; then, for the
+// second turn (the one this client cancels), a reply that takes a minute to come.
 const DEFAULT_SCRIPT = JSON.stringify({
   replies: [
     {
@@ -53,10 +58,12 @@ const DEFAULT_SCRIPT = JSON.stringify({
       ],
     },
     { text: "Done: the session id is printed above." },
+    { text: "This takes a while.", delay_ms: 60_000 },
   ],
 });
 
-const USAGE = "usage: node dist/index.js [--socket PATH] [--cwd DIR] [--prompt TEXT] [SCRIPT.json]";
+const USAGE =
+  "usage: node dist/index.js [--socket PATH] [--cwd DIR] [--prompt TEXT] [--deny] [SCRIPT.json]";
 
 class UsageError extends Error {}
 
@@ -111,12 +118,47 @@ function describe(error: unknown, socket: string): string {
   return `${grpc.status[error.code]}: ${error.details}`;
 }
 
-function eventLine(ev: TurnEvent__Output): string {
-  const kind = ev.event ?? "unknown";
-  const body = ev.event ? ev[ev.event] : null;
-  // text_delta is not logged, so it has no sequence number of its own.
-  const seq = kind === "text_delta" ? "" : ` seq=${ev.seq}`;
-  return `event ${kind}${seq} ${JSON.stringify(body)}`;
+/**
+ * One line per event: `<prefix> <type> [seq=N] <data as JSON>`. Every stream carries the same
+ * envelope (the session log's vocabulary: `turn/start`, `tool/call`, ...); streamed text and lag
+ * markers are not logged, so they have no `seq`.
+ */
+function eventLine(prefix: string, ev: Event__Output): string {
+  const seq = ev.seq !== undefined && ev.seq !== null ? ` seq=${ev.seq}` : "";
+  return `${prefix} ${ev.type}${seq} ${ev.data_json}`;
+}
+
+/** The event's data object. */
+function data(ev: Event__Output): Record<string, any> {
+  return JSON.parse(ev.data_json) as Record<string, any>;
+}
+
+/** Runs a turn: streams its events, answers approval requests with `approve`, calls `onEvent`. */
+async function runTurn(
+  agents: AgentsClient,
+  agentId: string,
+  text: string,
+  approve: (ev: Event__Output) => Promise<void>,
+  onEvent: (ev: Event__Output) => void = () => {},
+): Promise<{ kind: string; logged: string[] }> {
+  const logged: string[] = [];
+  let kind = "";
+  const call = agents.Prompt({ agent_id: agentId, text });
+  for await (const ev of call as AsyncIterable<Event__Output>) {
+    console.log(eventLine("event", ev));
+    if (ev.seq !== undefined && ev.seq !== null) {
+      logged.push(`${ev.session_id}#${ev.seq}`);
+    }
+    if (ev.type === "approval/request") {
+      await approve(ev);
+    }
+    onEvent(ev);
+    // The last message is the prompted agent's turn/end (children's turns end before it).
+    if (ev.type === "turn/end" && ev.session_id === agentId) {
+      kind = data(ev).reason?.kind ?? "";
+    }
+  }
+  return { kind, logged };
 }
 
 async function main(): Promise<number> {
@@ -125,6 +167,7 @@ async function main(): Promise<number> {
       socket: { type: "string" },
       cwd: { type: "string" },
       prompt: { type: "string", default: "Which session am I in?" },
+      deny: { type: "boolean", default: false },
       help: { type: "boolean", short: "h" },
     },
     allowPositionals: true,
@@ -190,28 +233,80 @@ async function main(): Promise<number> {
       console.log(`  ${v.key}  (${v.contributor})  ${v.description}`);
     }
 
+    // Every bash call of this agent waits for approval (an editor would show a dialog).
     const agent = await unary<AgentInfo__Output>((cb) =>
-      agents.Create({ cwd, model: { provider: "scripted", script_json: script } }, deadline(), cb),
+      agents.Create(
+        { cwd, model: { provider: "scripted", script_json: script }, approval: "APPROVAL_POLICY_ALWAYS" },
+        deadline(),
+        cb,
+      ),
     );
     const agentId = agent.agent_id;
-    console.log(`agent created: ${agentId} (${agent.provider}, cwd ${agent.header?.cwd ?? cwd})`);
+    console.log(
+      `agent created: ${agentId} (${agent.provider}, approval ${agent.approval}, cwd ${agent.header?.cwd ?? cwd})`,
+    );
+
+    // A second window following the agent and the children it spawns, from its first event.
+    const watched: string[] = [];
+    let watchedEnd: () => void = () => {};
+    const watchedTurnEnded = new Promise<void>((resolve) => (watchedEnd = resolve));
+    const watch = agents.Watch({ agent_id: agentId, descendants: true, from_seq: 0 });
+    watch.on("data", (ev: Event__Output) => {
+      console.log(eventLine("watch", ev));
+      if (ev.seq !== undefined && ev.seq !== null) {
+        watched.push(`${ev.session_id}#${ev.seq}`);
+      }
+      if (ev.type === "turn/end" && ev.session_id === agentId) {
+        watchedEnd();
+      }
+    });
+    // Cancelling the watch ends the stream with CANCELLED; anything else is worth a line.
+    watch.on("error", (e: grpc.ServiceError) => {
+      if (e.code !== grpc.status.CANCELLED) {
+        console.error(`editor-client: watch: ${describe(e, socket)}`);
+      }
+    });
+
+    // The person's answer; this example decides by flag.
+    const approve = async (ev: Event__Output) => {
+      const request = data(ev);
+      const decision = values.deny ? "APPROVAL_DECISION_DENY" : "APPROVAL_DECISION_ALLOW";
+      console.log(`approve: ${request.callId} (${request.command}) -> ${decision}`);
+      await unary((cb) =>
+        agents.Approve(
+          { agent_id: ev.session_id, call_id: request.callId, decision, reason: "decided by the editor" },
+          deadline(),
+          cb,
+        ),
+      );
+    };
 
     // The turn runs to completion in the daemon even if this stream goes away, so stopping it
     // means asking for it: Ctrl-C cancels (the turn then ends `aborted`), a second Ctrl-C quits.
     const cancel = () => agents.Cancel({ agent_id: agentId }, deadline(), () => {});
     process.once("SIGINT", cancel);
-    let endKind = "";
+    let first;
     try {
-      const call = agents.Prompt({ agent_id: agentId, text: values.prompt });
-      for await (const ev of call as AsyncIterable<TurnEvent__Output>) {
-        console.log(eventLine(ev));
-        if (ev.turn_ended) {
-          endKind = ev.turn_ended.reason?.kind ?? "";
-        }
-      }
+      first = await runTurn(agents, agentId, values.prompt, approve);
     } finally {
       process.off("SIGINT", cancel);
     }
+    await watchedTurnEnded;
+    const same =
+      watched.length === first.logged.length && watched.every((e, i) => e === first.logged[i]);
+    console.log(`watch: ${watched.length} logged events, ${same ? "the same" : "NOT the same"} as the prompt's`);
+
+    // A second turn, cancelled as soon as it starts (a "Stop" button).
+    const second = await runTurn(agents, agentId, "and now something slow", approve, (ev) => {
+      if (ev.type === "turn/start" && ev.session_id === agentId) {
+        console.log("cancel: asking the daemon to cancel the running turn");
+        agents.Cancel({ agent_id: agentId }, deadline(), () => {});
+      }
+    });
+    console.log(`cancel: the second turn ended ${second.kind}`);
+    watch.cancel();
+    const endKind = first.kind;
+    const watchMatched = same;
 
     const located = await unary<LocateResponse__Output>(
       (cb) => persistence.Locate({ session_id: agent.session_id }, deadline(), cb),
@@ -226,7 +321,11 @@ async function main(): Promise<number> {
     console.log(`agent closed: ${agentId}`);
 
     if (endKind !== "completed") {
-      console.error(`editor-client: the turn ended ${endKind || "without turn_ended"}`);
+      console.error(`editor-client: the turn ended ${endKind || "without turn/end"}`);
+      return 1;
+    }
+    if (!watchMatched) {
+      console.error("editor-client: the watcher did not see the events the prompt saw");
       return 1;
     }
     const isTranscript =

@@ -9,7 +9,7 @@ use std::time::Duration;
 use dsh_proto::v1;
 use dsh_tests::TestDaemon;
 use dsh_tests::agents::{
-    PATIENCE, Prompted, count, finish_prompt, has_step_start, read_session_file, types,
+    PATIENCE, Prompted, as_logged, count, finish_prompt, has_step_start, read_session_file, types,
 };
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -46,11 +46,7 @@ fn slow() -> Value {
 }
 
 fn tool_results(prompted: &Prompted) -> Vec<&Value> {
-    prompted
-        .lines
-        .iter()
-        .filter(|l| l["type"] == "tool_result")
-        .collect()
+    prompted.tool_results()
 }
 
 #[test]
@@ -66,20 +62,32 @@ fn a_scripted_prompt_streams_its_turn_and_completes_with_the_reply() {
         .lines
         .iter()
         .map(|l| l["type"].as_str().unwrap())
-        .filter(|t| *t != "text_delta")
+        .filter(|t| *t != "text/delta")
         .collect();
+    // Every event of the log, in the log's vocabulary.
     assert_eq!(
         kinds,
         [
-            "turn_started",
-            "step_started",
-            "assistant_text",
-            "step_ended",
-            "turn_ended"
+            "turn/start",
+            "user/message",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end"
         ]
     );
     assert_eq!(prompted.turn_started(), 1);
-    assert_eq!(prompted.turn_ended()["text"], "hello there");
+    assert_eq!(prompted.text(), "hello there");
+    let logged: Vec<&Value> = prompted
+        .lines
+        .iter()
+        .filter(|l| l["seq"].is_u64())
+        .collect();
+    assert_eq!(
+        as_logged(&logged.into_iter().cloned().collect::<Vec<_>>()),
+        daemon.events(&id),
+        "the prompt stream and session events print the same events"
+    );
     assert_eq!(prompted.reason(), ("completed".to_owned(), String::new()));
 
     let shown = daemon.dshctl_json(&["agent", "show", &id]);
@@ -106,7 +114,7 @@ fn a_bash_call_runs_in_the_session_cwd_and_its_result_feeds_the_next_step() {
     let content = results[0]["content"].as_str().unwrap();
     assert!(content.contains(cwd.to_str().unwrap()), "{content}");
     assert!(content.contains(&format!("id={id}")), "{content}");
-    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(results[0]["isError"], false);
     let events = daemon.events(&id);
     assert_eq!(count(&events, "step/start"), 2);
     assert_eq!(count(&events, "tool/call"), 1);
@@ -130,7 +138,7 @@ fn the_spawn_agent_tool_runs_a_stored_child_whose_answer_is_the_result() {
     let results = tool_results(&prompted);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["content"], "42 files");
-    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(results[0]["isError"], false);
 
     // The one-shot child is closed, its session stored next to its parent's.
     assert_eq!(
@@ -203,7 +211,7 @@ fn two_agents_prompted_at_once_each_log_only_their_own_events() {
         (&pb, &b, "beta", "alpha", &a),
     ] {
         prompted.assert_completed();
-        assert_eq!(prompted.turn_ended()["text"], format!("answer from {me}"));
+        assert_eq!(prompted.text(), format!("answer from {me}"));
         let results = tool_results(prompted);
         assert_eq!(results.len(), 1);
         assert_eq!(

@@ -317,6 +317,7 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
                     script_json: r#"{"replies": []}"#.into(),
                     ..Default::default()
                 }),
+                ..Default::default()
             })
             .await
             .unwrap()

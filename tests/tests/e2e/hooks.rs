@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
+#[path = "hooks/approvals.rs"]
+mod approvals;
 #[path = "hooks/config.rs"]
 mod config;
 #[path = "hooks/decisions.rs"]
@@ -204,15 +206,22 @@ impl World {
 
     /// Creates an agent in `<dir>/proj` replaying `script`; returns its id.
     fn agent(&self, script: &Value) -> String {
+        self.agent_with(&[], script)
+    }
+
+    /// [`agent`](Self::agent) with more `agent new` arguments.
+    fn agent_with(&self, args: &[&str], script: &Value) -> String {
         let file = self.script(script);
-        let info = self.daemon.dshctl_json(&[
+        let mut full = vec![
             "agent",
             "new",
             "--cwd",
             self.cwd.to_str().unwrap(),
             "--script",
             file.to_str().unwrap(),
-        ]);
+        ];
+        full.extend_from_slice(args);
+        let info = self.daemon.dshctl_json(&full);
         info["agent_id"].as_str().unwrap().to_owned()
     }
 
@@ -237,10 +246,9 @@ impl World {
             .unwrap()
     }
 
-    /// The session's events (`dshctl session events`), each `{type, seq, time, data}`.
+    /// The session's events (`dshctl session events`), each `{type, sessionId, seq, time, data}`.
     fn events(&self, session: &str) -> Vec<Value> {
-        self.daemon
-            .dshctl_json_lines(&["session", "events", session])
+        self.daemon.events(session)
     }
 
     /// `dshctl session locate`: the transcript path, or `None` when the backend keeps no file.
@@ -300,8 +308,8 @@ impl Turn {
             })
             .collect();
         assert!(
-            lines.last().is_some_and(|l| l["type"] == "turn_ended"),
-            "the prompt stream did not end with turn_ended: {text}\n{stderr}"
+            lines.last().is_some_and(|l| l["type"] == "turn/end"),
+            "the prompt stream did not end with turn/end: {text}\n{stderr}"
         );
         Self { lines }
     }
@@ -328,8 +336,9 @@ impl Turn {
         Self::parse(&out.stdout, &String::from_utf8_lossy(&out.stderr))
     }
 
+    /// The `data` of the turn's `turn/end`.
     fn end(&self) -> &Value {
-        self.lines.last().unwrap()
+        &self.lines.last().unwrap()["data"]
     }
 
     /// `completed`, `blocked`, `aborted`, `error`.
@@ -337,22 +346,31 @@ impl Turn {
         self.end()["reason"]["kind"].as_str().unwrap()
     }
 
-    fn message(&self) -> &str {
-        self.end()["reason"]["message"].as_str().unwrap()
+    /// The reason's detail: the abort cause, the error message, or the hook's reason.
+    fn message(&self) -> String {
+        dsh_tests::agents::reason_detail(&self.end()["reason"])
     }
 
-    /// The turn's answer (the last non-empty assistant text).
-    fn text(&self) -> &str {
-        self.end()["text"].as_str().unwrap()
+    /// The turn's answer (the `assistant/message` its `turn/end` names).
+    fn text(&self) -> String {
+        dsh_tests::agents::answer(&self.lines)
     }
 
+    /// The prompted agent's lines of type `kind` (a child's are left out).
     fn of_type(&self, kind: &str) -> Vec<&Value> {
-        self.lines.iter().filter(|l| l["type"] == kind).collect()
+        let agent = &self.lines.last().unwrap()["sessionId"];
+        self.lines
+            .iter()
+            .filter(|l| l["type"] == kind && l["sessionId"] == *agent)
+            .collect()
     }
 
-    /// The `tool_result` lines.
+    /// The `data` of the prompted agent's `tool/result` lines.
     fn tool_results(&self) -> Vec<&Value> {
-        self.of_type("tool_result")
+        self.of_type("tool/result")
+            .into_iter()
+            .map(|l| &l["data"])
+            .collect()
     }
 }
 

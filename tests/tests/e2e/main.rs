@@ -8,6 +8,7 @@ mod contributors;
 mod daemon;
 mod full_loop;
 mod hooks;
+mod live;
 mod managed_env;
 mod observability;
 mod openai;

@@ -63,10 +63,19 @@ async fn prompt(daemon: &TestDaemon, agent: &str, text: &str) -> (Output, Vec<Va
     (out, lines)
 }
 
+/// The `data` of the stream's last line, which must be `turn/end`.
 fn turn_end(lines: &[Value]) -> &Value {
     let last = lines.last().expect("no events");
-    assert_eq!(last["type"], "turn_ended", "{lines:?}");
-    last
+    assert_eq!(last["type"], "turn/end", "{lines:?}");
+    &last["data"]
+}
+
+/// The `data` of the first `tool/result` line.
+fn tool_result(lines: &[Value]) -> &Value {
+    &lines
+        .iter()
+        .find(|l| l["type"] == "tool/result")
+        .expect("no tool result")["data"]
 }
 
 fn stream(pieces: Vec<String>) -> Reply {
@@ -103,11 +112,7 @@ async fn a_streamed_bash_call_runs_and_the_final_text_streams() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let result = lines
-        .iter()
-        .find(|l| l["type"] == "tool_result")
-        .expect("no tool result");
-    let content = result["content"].as_str().unwrap();
+    let content = tool_result(&lines)["content"].as_str().unwrap();
     assert!(
         content.contains(&format!("DSH_SESSION_ID={agent}")),
         "{content}"
@@ -123,16 +128,16 @@ async fn a_streamed_bash_call_runs_and_the_final_text_streams() {
     assert!(content.contains("marker-ok"), "{content}");
     let deltas: String = lines
         .iter()
-        .filter(|l| l["type"] == "text_delta")
-        .map(|l| l["text"].as_str().unwrap())
+        .filter(|l| l["type"] == "text/delta")
+        .map(|l| l["data"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(deltas, "All done.");
     let end = turn_end(&lines);
     assert_eq!(end["reason"]["kind"], "completed");
-    assert_eq!(end["text"], "All done.");
+    assert_eq!(dsh_tests::agents::answer(&lines), "All done.");
 
     // Usage is recorded on the assistant messages, cached prompt tokens split out.
-    let events = daemon.dshctl_json_lines(&["session", "events", &agent]);
+    let events = daemon.events(&agent);
     let usages: Vec<Value> = events
         .iter()
         .filter(|e| e["type"] == "assistant/message")
@@ -190,10 +195,7 @@ async fn the_api_key_reaches_no_child_hook_or_snapshot() {
 
     let (out, lines) = prompt(&daemon, &agent, "dump env").await;
     assert!(out.status.success());
-    let content = lines.iter().find(|l| l["type"] == "tool_result").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let content = tool_result(&lines)["content"].as_str().unwrap().to_owned();
     assert!(
         content.contains("end-of-env") && content.contains("PATH="),
         "{content}"
@@ -234,7 +236,7 @@ async fn rate_limiting_with_retry_after_is_retried_and_succeeds() {
     let agent = new_agent(&daemon, daemon.dir.path());
     let (out, lines) = prompt(&daemon, &agent, "hi").await;
     assert!(out.status.success());
-    assert_eq!(turn_end(&lines)["text"], "after the wait");
+    assert_eq!(dsh_tests::agents::answer(&lines), "after the wait");
     assert_eq!(mock.requests().len(), 2);
 }
 
@@ -261,17 +263,121 @@ async fn unauthorized_ends_the_turn_naming_the_key_variable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_key_says_which_variable_to_set_and_sends_nothing() {
+async fn an_openai_agent_without_a_key_is_refused_at_once_naming_the_variable() {
     let mock = Mock::start(vec![ok_stream("never")]).await;
     let daemon = daemon(&mock, false, "");
-    let agent = new_agent(&daemon, daemon.dir.path());
-    let (_, lines) = prompt(&daemon, &agent, "hi").await;
-    let message = turn_end(&lines)["reason"]["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(message.contains("set DEEPSEEK_API_KEY"), "{message}");
+    let out = daemon.dshctl(&[
+        "--json",
+        "agent",
+        "new",
+        "--model",
+        "openai",
+        "--cwd",
+        daemon.dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["kind"], "failed_precondition", "{doc}");
+    let message = doc["error"]["message"].as_str().unwrap();
+    // The message the first prompt used to give.
+    assert!(
+        message.starts_with("no API key: set DEEPSEEK_API_KEY in dshd's environment"),
+        "{message}"
+    );
+    assert_eq!(daemon.dshctl_json(&["agent", "list"])["agents"], json!([]));
+    // The configured default provider is refused the same way.
+    let out = daemon.dshctl(&["agent", "new", "--cwd", daemon.dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let status = daemon.dshctl_json(&["status"]);
+    assert_eq!(status["model_key_configured"], false);
+    assert_eq!(status["model_key_env"], "DEEPSEEK_API_KEY");
     assert!(mock.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_agent_keeps_its_provider_and_model_across_a_restart() {
+    let mock = Mock::start(vec![ok_stream("before"), ok_stream("after")]).await;
+    let mut daemon = daemon(&mock, true, "");
+    assert_eq!(
+        daemon.dshctl_json(&["status"])["model_key_configured"],
+        true
+    );
+    let created = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--model",
+        "openai",
+        "--model-name",
+        "deepseek-reasoner",
+        "--cwd",
+        daemon.dir.path().to_str().unwrap(),
+    ]);
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let (out, _) = prompt(&daemon, &agent, "first").await;
+    assert!(out.status.success());
+
+    let stopped = daemon.dshctl(&["shutdown"]);
+    assert!(stopped.status.success(), "{stopped:?}");
+    daemon.wait_exit(Duration::from_secs(20));
+    daemon.restart_with(DaemonSpec {
+        config: Some(format!(
+            "[model]\nprovider = \"scripted\"\nbase_url = \"{}\"\n",
+            mock.base_url
+        )),
+        env: vec![("DEEPSEEK_API_KEY".into(), KEY.into())],
+        ..DaemonSpec::default()
+    });
+
+    // No --model, and a default provider that is not the session's: the session decides.
+    let resumed = daemon.dshctl_json(&["agent", "resume", &agent]);
+    assert_eq!(resumed["provider"], "openai", "{resumed}");
+    assert_eq!(resumed["model"], "deepseek-reasoner", "{resumed}");
+    let (out, lines) = prompt(&daemon, &agent, "second").await;
+    assert!(out.status.success(), "{lines:?}");
+    assert_eq!(dsh_tests::agents::answer(&lines), "after");
+    let requests = mock.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the resumed agent's prompt reached the mock"
+    );
+    assert_eq!(requests[1].body["model"], "deepseek-reasoner");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_session_resumed_without_a_script_says_it_needs_one() {
+    let mock = Mock::start(vec![]).await;
+    let daemon = daemon(&mock, true, "");
+    let script = daemon.write_script(&json!({"replies": [{"text": "one"}]}));
+    let created = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        daemon.dir.path().to_str().unwrap(),
+    ]);
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let (out, _) = prompt(&daemon, &agent, "first").await;
+    assert!(out.status.success());
+    daemon.dshctl_json(&["agent", "close", &agent]);
+    let out = daemon.dshctl(&["--json", "agent", "resume", &agent]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["kind"], "invalid_argument", "{doc}");
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("model.script_json: ") && message.contains("--script FILE"),
+        "{message}"
+    );
+    let resumed = daemon.dshctl_json(&[
+        "agent",
+        "resume",
+        &agent,
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(resumed["provider"], "scripted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,8 +430,8 @@ async fn cancel_during_a_stream_ends_the_turn_aborted() {
         .unwrap();
     let last: Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
-    assert_eq!(last["reason"]["kind"], "aborted");
-    assert_eq!(last["reason"]["message"], "user");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted");
+    assert_eq!(last["data"]["reason"]["cause"], "user");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

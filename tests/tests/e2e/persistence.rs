@@ -128,7 +128,7 @@ fn jsonl_locate_names_the_exact_path_and_only_the_first_checkpoint_creates_it() 
 
     let prompted = daemon.prompt(&id, "say hello");
     prompted.assert_completed();
-    assert_eq!(prompted.turn_ended()["text"], "hello");
+    assert_eq!(prompted.text(), "hello");
 
     let stored = file(&want);
     assert_eq!(stored.header["type"], "session");
@@ -254,10 +254,9 @@ fn each_bash_call_sees_the_backend_active_when_it_runs() {
     let seen = |text: &str| {
         let prompted = daemon.prompt(&id, text);
         prompted.assert_completed();
-        let result = prompted
-            .lines
-            .iter()
-            .find(|l| l["type"] == "tool_result")
+        let results = prompted.tool_results();
+        let result = results
+            .first()
             .unwrap_or_else(|| panic!("no tool result: {:?}", prompted.lines));
         result["content"].as_str().unwrap().trim().to_owned()
     };

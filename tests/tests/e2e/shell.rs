@@ -163,6 +163,7 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
                     model: String::new(),
                     script_json: r#"{"replies": []}"#.into(),
                 }),
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -12,7 +12,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsh_proto::v1;
-use dsh_proto::v1::turn_event::Event;
 use dsh_testkit::{Mock, Reply, huge_text, ok_stream};
 use dsh_tests::{DaemonSpec, TestDaemon};
 use serde_json::Value;
@@ -31,10 +30,10 @@ const MIB: u64 = 1024 * 1024;
 /// bounded by constants (1 MiB of pending text). Measured: 100 MiB; before the feed was bounded,
 /// when every fragment and a copy of every logged event waited in an unbounded channel, 315 MiB.
 const PAUSE_BOUND: u64 = 128 * MIB;
-/// The bound while the client reads the rest. The reply goes out twice, as `assistant_text` and
-/// as `turn_ended.text`, one message at a time: besides the log's copy, a message's text and its
-/// encoded frame exist together, and the previous frame may still sit in the HTTP/2 send buffer.
-/// Measured: 193 MiB.
+/// The bound while the client reads the rest. The reply goes out once, in the
+/// `assistant/message` event (`turn/end` names it by seq): besides the log's copy, the event's
+/// data serialised as JSON and its encoded frame exist together, and the frame may still sit in
+/// the HTTP/2 send buffer. Measured before protocol v2 (the reply sent twice): 193 MiB.
 const READ_BOUND: u64 = 256 * MIB;
 
 /// A field of `/proc/<pid>/status`, in bytes.
@@ -72,7 +71,7 @@ async fn prompt(
     client: &dsh_client::Client,
     agent: &str,
     text: &str,
-) -> tonic::Streaming<v1::TurnEvent> {
+) -> tonic::Streaming<v1::Event> {
     client
         .agents()
         .prompt(v1::PromptRequest {
@@ -153,6 +152,7 @@ async fn a_client_that_stops_reading_during_a_50_mb_reply_keeps_dshd_bounded() {
                 provider: "openai".into(),
                 ..v1::ModelSpec::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -168,7 +168,7 @@ async fn a_client_that_stops_reading_during_a_50_mb_reply_keeps_dshd_bounded() {
     let mut stream = prompt(&client, &agent, "say a lot").await;
     loop {
         let message = stream.message().await.unwrap().expect("stream ended early");
-        if matches!(message.event, Some(Event::TextDelta(_))) {
+        if message.r#type == "text/delta" {
             break;
         }
     }
@@ -193,14 +193,22 @@ async fn a_client_that_stops_reading_during_a_50_mb_reply_keeps_dshd_bounded() {
 
     // Read the rest of the turn.
     reset_peak(pid);
-    let mut deltas: Vec<v1::TextDelta> = Vec::new();
+    // (offset, text) of each delta; (seq, text) of the assistant message; the turn's end.
+    let mut deltas: Vec<(u64, String)> = Vec::new();
     let mut assistant = None;
     let mut ended = None;
     while let Some(message) = stream.message().await.unwrap() {
-        match message.event {
-            Some(Event::TextDelta(delta)) => deltas.push(delta),
-            Some(Event::AssistantText(text)) => assistant = Some(text.text),
-            Some(Event::TurnEnded(end)) => ended = Some(end),
+        let mut data: Value = serde_json::from_str(&message.data_json).unwrap();
+        match message.r#type.as_str() {
+            "text/delta" => deltas.push((
+                data["offset"].as_u64().unwrap(),
+                data["text"].as_str().unwrap().to_owned(),
+            )),
+            "assistant/message" => {
+                let text = data["message"]["text"].take();
+                assistant = Some((message.seq.unwrap(), text.as_str().unwrap().to_owned()));
+            }
+            "turn/end" => ended = Some(data),
             _ => {}
         }
     }
@@ -215,28 +223,21 @@ async fn a_client_that_stops_reading_during_a_50_mb_reply_keeps_dshd_bounded() {
     );
 
     let expected = huge_text(REPLY_BYTES, FRAGMENT);
-    let ended = ended.expect("no turn_ended");
-    assert_eq!(
-        ended.reason.as_ref().map(|r| r.kind.as_str()),
-        Some("completed"),
-        "{:?}",
-        ended.reason
-    );
-    assert!(ended.text == expected, "turn_ended.text is not the reply");
-    assert!(
-        assistant.as_deref() == Some(expected.as_str()),
-        "assistant_text is not the reply"
-    );
+    let ended = ended.expect("no turn/end");
+    assert_eq!(ended["reason"]["kind"], "completed", "{ended}");
+    let (seq, assistant) = assistant.expect("no assistant/message");
+    assert_eq!(ended["answerSeq"], seq, "turn/end does not name the reply");
+    assert!(assistant == expected, "assistant/message is not the reply");
     // Every delta the client got is the reply's text at its offset; the ones that waited were
     // merged and the rest skipped, so far fewer bytes than the reply arrived as deltas.
     let mut delta_bytes = 0;
-    for delta in &deltas {
-        let at = usize::try_from(delta.offset).unwrap();
+    for (offset, text) in &deltas {
+        let at = usize::try_from(*offset).unwrap();
         assert!(
-            expected.get(at..at + delta.text.len()) == Some(delta.text.as_str()),
+            expected.get(at..at + text.len()) == Some(text.as_str()),
             "a delta at offset {at} is not the reply's text there"
         );
-        delta_bytes += delta.text.len();
+        delta_bytes += text.len();
     }
     assert!(
         delta_bytes < REPLY_BYTES / 2,

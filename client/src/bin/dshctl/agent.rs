@@ -84,6 +84,11 @@ pub struct ModelArgs {
     /// A script for the scripted model (JSON; see examples/). Implies --model scripted.
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
+    /// When a person must approve tool calls: `never`, `on-request` (when a PreToolUse hook
+    /// asks) or `always` (every bash call). Default: the daemon's `approvals.policy`; for spawn
+    /// the parent's, for resume and fork what the session last ran with.
+    #[arg(long, value_name = "POLICY", value_parser = ["never", "on-request", "always"])]
+    approval: Option<String>,
 }
 
 /// How the agent's bash calls are confined (see docs/CONFIG.md, "Sandbox").
@@ -109,6 +114,17 @@ impl SandboxArgs {
 }
 
 impl ModelArgs {
+    /// The approval policy for the wire (unspecified when not given).
+    fn approval(&self) -> i32 {
+        let policy = match self.approval.as_deref() {
+            Some("never") => v1::ApprovalPolicy::Never,
+            Some("on-request") => v1::ApprovalPolicy::OnRequest,
+            Some("always") => v1::ApprovalPolicy::Always,
+            _ => v1::ApprovalPolicy::Unspecified,
+        };
+        policy as i32
+    }
+
     fn spec(&self) -> anyhow::Result<v1::ModelSpec> {
         let script_json = match &self.script {
             Some(path) => std::fs::read_to_string(path)
@@ -146,6 +162,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     cwd: cwd.to_string_lossy().into_owned(),
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
+                    approval: model.approval(),
                 })
                 .await?
         }
@@ -160,6 +177,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     parent_agent_id: parent,
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
+                    approval: model.approval(),
                 })
                 .await?
         }
@@ -174,6 +192,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     session_id,
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
+                    approval: model.approval(),
                 })
                 .await?
         }
@@ -188,6 +207,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     session_id,
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
+                    approval: model.approval(),
                 })
                 .await?
         }
@@ -266,6 +286,7 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
     if let Some(s) = &a.sandbox {
         writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
     }
+    writeln!(w, "approval {}", wire::approval_name(a.approval))?;
     if let Some(h) = &a.header {
         writeln!(w, "cwd      {}", h.cwd)?;
         if let Some(parent) = &h.parent_session {

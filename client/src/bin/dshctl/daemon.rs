@@ -26,7 +26,10 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "started_at_ms": s.started_at_ms,
         "persistence": s.persistence,
         "agents": s.agents,
+        "running_turns": s.running_turns,
+        "jobs": s.jobs,
         "model_key_configured": s.model_key_configured,
+        "model_key_env": s.model_key_env,
         "config_file": (!s.config_file.is_empty()).then_some(&s.config_file),
         "landlock_abi": s.landlock_abi,
         "landlock": s.landlock,
@@ -41,7 +44,12 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         writeln!(w, "socket       {}", s.socket)?;
         writeln!(w, "uptime       {}", human_duration(uptime))?;
         writeln!(w, "persistence  {}", s.persistence)?;
-        writeln!(w, "agents       {}", s.agents)?;
+        writeln!(
+            w,
+            "agents       {} ({} running a turn)",
+            s.agents, s.running_turns
+        )?;
+        writeln!(w, "jobs         {} running", s.jobs)?;
         let config = if s.config_file.is_empty() {
             "none (defaults)"
         } else {
@@ -49,11 +57,11 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         };
         writeln!(w, "config       {config}")?;
         let key = if s.model_key_configured {
-            "configured"
+            "set"
         } else {
             "not set (only the scripted model works)"
         };
-        writeln!(w, "model key    {key}")?;
+        writeln!(w, "model key    {} ({key})", s.model_key_env)?;
         writeln!(w, "landlock     {}", s.landlock)
     })
 }

@@ -12,9 +12,11 @@ mod hooks;
 mod output;
 mod persistence;
 mod prompt;
+mod render;
 mod run;
 mod session;
 mod skills;
+mod watch;
 mod wire;
 
 use std::ffi::OsString;
@@ -35,6 +37,8 @@ Examples:
   dshctl status
   AGENT=$(dshctl --json agent new --cwd . --script examples/scripts/facts.json | jq -r .agent_id)
   dshctl prompt --agent \"$AGENT\" \"which facts does your shell get?\"
+  dshctl watch \"$AGENT\" --children          follow it and its child agents live
+  dshctl approve \"$AGENT\" CALL --allow       answer an approval request
   dshctl session locate 0199a2b3           where the transcript is (a unique id prefix will do)
   dshctl run -- 'echo $DSH_HOME'           a command through the daemon
   dshctl --json session events \"$AGENT\" | jq -c .type
@@ -95,6 +99,10 @@ enum Command {
         /// The prompt; `-` reads it from stdin.
         text: String,
     },
+    /// Follow agents live: one, one and its children (--children), or all of them.
+    Watch(watch::WatchArgs),
+    /// Answer a tool call's approval request (--allow or --deny).
+    Approve(watch::ApproveArgs),
     /// Where sessions are, which exist, and what they hold.
     Session {
         #[command(subcommand)]
@@ -282,6 +290,8 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
             let text = prompt_text.unwrap_or_default();
             return prompt::run(&client, out, agent, text).await;
         }
+        Command::Watch(args) => watch::watch(&client, out, args).await?,
+        Command::Approve(args) => watch::approve(&client, out, args).await?,
         Command::Session { command } => session::run(&client, out, command).await?,
         Command::Persistence { command } => persistence::run(&client, out, command).await?,
         Command::Env { command } => env::run(&client, out, command).await?,

@@ -32,9 +32,11 @@ impl Output {
         finish(result.and_then(|()| lock.flush()))
     }
 
-    /// Prints one JSON object on its own line (streams).
-    pub fn line<T: Serialize>(self, value: &T) -> anyhow::Result<()> {
-        self.emit(value, |_| Ok(()))
+    /// Prints `line` (already JSON) on its own line and flushes it (streams).
+    pub fn raw_line(self, line: &str) -> anyhow::Result<()> {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        finish(writeln!(lock, "{line}").and_then(|()| lock.flush()))
     }
 }
 

@@ -1,5 +1,7 @@
 //! `dshctl session ...`: where a session's transcript is, which sessions exist, and their events.
 
+use std::io::Write;
+
 use clap::Subcommand;
 use dsh_client::Client;
 use dsh_client::ids::IdKind;
@@ -29,7 +31,7 @@ pub enum SessionCommand {
     /// with --json) says which backend that is and how many sessions the other configured
     /// backends hold besides.
     List,
-    /// A session's logged events, oldest first (with --json: one JSON object per line).
+    /// A session's events, oldest first (with --json: one JSON object per line).
     #[command(after_help = EVENTS_AFTER_HELP)]
     Events {
         /// The session (a unique id prefix will do).
@@ -37,6 +39,9 @@ pub enum SessionCommand {
         /// First sequence number to show.
         #[arg(long, default_value_t = 0)]
         from: u64,
+        /// Keep following the log as the session goes on (live now, or once resumed).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
 }
 
@@ -103,21 +108,29 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 writeln!(w, "{table}")
             })
         }
-        SessionCommand::Events { id, from } => {
+        SessionCommand::Events { id, from, follow } => {
             let id = client.resolve(IdKind::Session, &id).await?;
             let mut stream = persistence
                 .read_events(v1::ReadEventsRequest {
                     session_id: id,
                     from_seq: from,
+                    follow,
                 })
                 .await?
                 .into_inner();
-            // A stream: each event is printed as it arrives, one line (one JSON object) each.
+            // A stream: one line per event as it arrives, JSON lines with --json (the same line
+            // `prompt` and `watch` print for the same event).
             while let Some(event) = stream.next().await {
-                let e = event?;
-                out.emit(&wire::event(&e), |w| {
-                    writeln!(w, "{:>5}  {:<18} {}", e.seq, e.r#type, e.data_json)
-                })?;
+                let event = event?;
+                if out.json {
+                    out.raw_line(&wire::event_line(&event))?;
+                } else {
+                    let seq = event.seq.map_or_else(String::new, |s| s.to_string());
+                    let line = format!("{seq:>5}  {:<18} {}", event.r#type, event.data_json);
+                    let stdout = std::io::stdout();
+                    let mut w = stdout.lock();
+                    crate::output::finish(writeln!(w, "{line}"))?;
+                }
             }
             Ok(())
         }

@@ -27,6 +27,7 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "model": a.model,
         "parent_agent_id": a.parent_agent_id,
         "turns": a.turns,
+        "approval": approval_name(a.approval),
         "header": a.header.as_ref().map(header),
         "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),
     })
@@ -41,14 +42,42 @@ pub fn state_name(state: i32) -> &'static str {
     }
 }
 
-/// A stored or live session event, with its data parsed back into JSON.
-pub fn event(e: &v1::SessionEvent) -> Value {
-    json!({
-        "type": e.r#type,
-        "seq": e.seq,
-        "time": e.time_ms,
-        "data": serde_json::from_str::<Value>(&e.data_json).unwrap_or(Value::String(e.data_json.clone())),
-    })
+/// An event of any stream (Prompt, Watch, `session events`) as one JSON line: the session log's
+/// line plus `sessionId` — `{"type", "sessionId", "seq" (logged events only), "time", "data"}` —
+/// with `data` exactly as the daemon sent it, so the same event prints the same bytes whichever
+/// stream carried it.
+pub fn event_line(e: &v1::Event) -> String {
+    let data = if serde_json::from_str::<serde::de::IgnoredAny>(&e.data_json).is_ok() {
+        e.data_json.clone()
+    } else {
+        // Never expected from dshd; still print valid JSON.
+        Value::String(e.data_json.clone()).to_string()
+    };
+    let mut line = format!(
+        "{{\"type\":{},\"sessionId\":{}",
+        Value::String(e.r#type.clone()),
+        Value::String(e.session_id.clone())
+    );
+    if let Some(seq) = e.seq {
+        line.push_str(&format!(",\"seq\":{seq}"));
+    }
+    line.push_str(&format!(",\"time\":{},\"data\":{data}}}", e.time_ms));
+    line
+}
+
+/// An event's data object (`null` if it is not JSON).
+pub fn event_data(e: &v1::Event) -> Value {
+    serde_json::from_str(&e.data_json).unwrap_or(Value::Null)
+}
+
+/// An approval policy as its word.
+pub fn approval_name(policy: i32) -> &'static str {
+    match v1::ApprovalPolicy::try_from(policy) {
+        Ok(v1::ApprovalPolicy::Never) => "never",
+        Ok(v1::ApprovalPolicy::OnRequest) => "on-request",
+        Ok(v1::ApprovalPolicy::Always) => "always",
+        _ => "unknown",
+    }
 }
 
 /// A location, or `null`.

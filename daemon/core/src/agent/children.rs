@@ -29,8 +29,8 @@ impl ChildAgents for AgentRegistry {
             let choice = provider.child_choice(&exec.call_id);
             // A good moment to save children whose earlier close could not.
             self.retry_pending_closes().await;
-            // The parent's sandbox: the model cannot choose another.
-            let child = match self.spawn(parent_id, &choice, None) {
+            // The parent's sandbox: the model cannot choose another; the parent's approval policy.
+            let child = match self.spawn(parent_id, &choice, None, None) {
                 Ok(child) => child,
                 Err(error) => return ToolOutput::error(format!("Error: spawn_agent: {error}")),
             };

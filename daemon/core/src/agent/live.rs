@@ -1,13 +1,13 @@
 //! One live agent: a session log plus the provider that drives it and the state of its running turn.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::feed::{self, EventSource, FeedSender, TurnFeed};
 use super::provider::ModelProvider;
 use super::services::AgentServices;
+use super::watch::hub::WatchHub;
 use crate::call::AgentContext;
 use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
@@ -15,7 +15,8 @@ use crate::persistence::handle::{self, DurableCursor};
 use crate::sandbox::SandboxPolicy;
 use crate::session::history::{HistoryCache, HistoryMessage};
 use crate::session::{
-    AbortCause, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog, UserMessage,
+    AbortCause, AgentSettings, ApprovalPolicy, Event, EventData, MessageSource, SessionHeader,
+    SessionId, SessionLog, UserMessage,
 };
 
 /// Whether an agent is running a turn.
@@ -44,9 +45,28 @@ struct RunningTurn {
     cancel: CancellationToken,
     /// Who cancelled, read by the loop to write `turn/end {aborted{cause}}`.
     cause: Option<AbortCause>,
-    /// Where the turn's updates go (the Prompt stream, if anyone listens). Dropped with the
-    /// running turn, which tells the watcher the turn is over.
-    updates: FeedSender,
+}
+
+/// What a new live agent is made of.
+pub(crate) struct NewAgent {
+    /// Its log (for a resumed or forked session, with the stored events).
+    pub log: SessionLog,
+    /// How much of the log is durable.
+    pub cursor: DurableCursor,
+    /// The top-most live ancestor when the agent went live (itself for a top-level agent).
+    pub root: SessionId,
+    /// The live parent, for a spawned child.
+    pub parent: Option<Arc<Agent>>,
+    /// Its model.
+    pub provider: Arc<dyn ModelProvider>,
+    /// How it came to be, for its first SessionStart hook.
+    pub source: SessionSource,
+    /// Its approval policy.
+    pub approval: ApprovalPolicy,
+    /// The sandbox its bash calls run in.
+    pub sandbox: SandboxPolicy,
+    /// Where it publishes its events for watchers.
+    pub hub: Arc<WatchHub>,
 }
 
 /// A live agent. Agent id = session id.
@@ -72,25 +92,49 @@ pub struct Agent {
     history: Mutex<HistoryCache>,
     /// For a spawned child: its parent's session, whose subagent its hooks fire as.
     subagent_of: Option<Arc<SessionHeader>>,
+    /// Itself, so what it publishes can hold it (a watcher reads the event from its log).
+    me: Weak<Agent>,
+    /// Its id and its live ancestors' ids when it went live, nearest first: whose descendant it is.
+    lineage: Vec<SessionId>,
+    /// When a person must approve its tool calls.
+    approval: ApprovalPolicy,
+    /// Where its events go to watchers.
+    hub: Arc<WatchHub>,
+    /// The step whose text streams now, and how many bytes of it have streamed (so every watcher
+    /// gets the same offsets).
+    streaming: Mutex<((u32, u32), u64)>,
+    /// The last turn whose task has let the agent go.
+    released: watch::Sender<u32>,
+    /// Its tool calls waiting for a person's approval.
+    approvals: super::approval::Approvals,
 }
 
 impl Agent {
-    /// A live agent over `log`, whose first `cursor.stored()` events are durable.
-    pub fn new(
-        log: SessionLog,
-        cursor: DurableCursor,
-        root: SessionId,
-        parent: Option<SessionId>,
-        provider: Arc<dyn ModelProvider>,
-        source: SessionSource,
-    ) -> Self {
-        Self {
+    /// A live agent made of `parts`.
+    pub(crate) fn new(parts: NewAgent) -> Arc<Self> {
+        let NewAgent {
+            log,
+            cursor,
+            root,
+            parent,
+            provider,
+            source,
+            approval,
+            sandbox,
+            hub,
+        } = parts;
+        let mut lineage = vec![log.header().id.clone()];
+        if let Some(parent) = &parent {
+            lineage.extend(parent.lineage.iter().cloned());
+        }
+        let released = log.last_turn();
+        Arc::new_cyclic(|me| Self {
             context: AgentContext {
                 header: log.header().clone(),
                 root,
-                sandbox: SandboxPolicy::UNCONFINED,
+                sandbox,
             },
-            parent,
+            parent: parent.as_ref().map(|p| p.id().clone()),
             provider,
             log: RwLock::new(log),
             cursor: Mutex::new(cursor),
@@ -98,8 +142,15 @@ impl Agent {
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
             history: Mutex::new(HistoryCache::default()),
-            subagent_of: None,
-        }
+            subagent_of: parent.map(|p| p.header().clone()),
+            me: me.clone(),
+            lineage,
+            approval,
+            hub,
+            streaming: Mutex::new(((0, 0), 0)),
+            released: watch::Sender::new(released),
+            approvals: super::approval::Approvals::default(),
+        })
     }
 
     /// The model history derived from the log as it is now (only new events are projected).
@@ -111,20 +162,41 @@ impl Agent {
             .update(log.events())
     }
 
-    /// The agent as a subagent of `parent`'s session: its hooks carry the parent's session and
-    /// its own agent id, as both upstream harnesses fire a subagent's hooks.
-    pub(crate) fn subagent_of(mut self, parent: Arc<SessionHeader>) -> Self {
-        self.subagent_of = Some(parent);
-        self
+    /// Its id, then its live ancestors' when it went live, nearest first.
+    pub fn lineage(&self) -> &[SessionId] {
+        &self.lineage
     }
 
-    /// The agent with `policy` confining its bash calls.
-    pub(crate) fn with_sandbox(mut self, policy: SandboxPolicy) -> Self {
-        self.context.sandbox = policy;
-        self
+    /// Its approval policy.
+    pub fn approval(&self) -> ApprovalPolicy {
+        self.approval
     }
 
-    /// The parent session, for a spawned child.
+    /// The provider, model and approval policy it runs with.
+    pub fn settings(&self) -> AgentSettings {
+        AgentSettings {
+            provider: self.provider.provider().to_owned(),
+            model: self.provider.model().to_owned(),
+            approval: self.approval,
+        }
+    }
+
+    /// Whether a watcher (a Prompt or Watch stream) follows it now.
+    pub fn watched(&self) -> bool {
+        self.hub.watching(self)
+    }
+
+    /// Its tool calls waiting for approval.
+    pub(crate) fn approvals(&self) -> &super::approval::Approvals {
+        &self.approvals
+    }
+
+    /// Changes whenever a watcher of any agent leaves (see [`watched`](Self::watched)).
+    pub(crate) fn departures(&self) -> watch::Receiver<u64> {
+        self.hub.departures()
+    }
+
+    /// The parent session, for a spawned child (whose subagent its hooks fire as).
     pub(crate) fn parent_session(&self) -> Option<&Arc<SessionHeader>> {
         self.subagent_of.as_ref()
     }
@@ -191,17 +263,14 @@ impl Agent {
         })
     }
 
-    /// Appends an event, tells the running turn's watcher about it, and returns its seq. The
-    /// watcher reads the event from the log, so nothing is copied for it.
+    /// Appends an event, tells the watchers about it, and returns its seq. Watchers read the
+    /// event from the log, so nothing is copied for them; they are told under the log's lock so
+    /// that each learns of this agent's events in seq order.
     pub(crate) fn append(&self, data: EventData) -> u64 {
-        let seq = self
-            .log
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .append(data)
-            .seq;
-        if let Some(running) = &self.lock_state().running {
-            running.updates.logged(seq);
+        let mut log = self.log.write().unwrap_or_else(PoisonError::into_inner);
+        let seq = log.append(data).seq;
+        if let Some(me) = self.me.upgrade() {
+            self.hub.logged(&me, seq);
         }
         seq
     }
@@ -229,11 +298,26 @@ impl Agent {
         }
     }
 
-    /// Tells the running turn's watcher that the model streamed `text` in `step` (never waits: a
-    /// slow watcher gets pending text merged, or skipped beyond a bound; see [`feed`]).
+    /// Tells the watchers that the model streamed `text` in `step` (never waits: a slow watcher
+    /// gets pending text merged, or skipped beyond a bound; see [`super::watch`]).
     pub(crate) fn stream_text(&self, turn: u32, step: u32, text: &str) {
-        if let Some(running) = &self.lock_state().running {
-            running.updates.text(turn, step, text);
+        if text.is_empty() {
+            return;
+        }
+        let offset = {
+            let mut streaming = self
+                .streaming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if streaming.0 != (turn, step) {
+                *streaming = ((turn, step), 0);
+            }
+            let offset = streaming.1;
+            streaming.1 = offset.saturating_add(text.len() as u64);
+            offset
+        };
+        if let Some(me) = self.me.upgrade() {
+            self.hub.text(&me, turn, step, offset, text);
         }
     }
 
@@ -258,13 +342,13 @@ impl Agent {
         })
     }
 
-    /// Claims the agent for its next turn: the turn number, its cancellation token and the
-    /// watcher's end of its updates. `None` when a turn is already running or the agent is closed
+    /// Claims the agent for its next turn: the turn number, the seq its first event will have,
+    /// and its cancellation token. `None` when a turn is already running or the agent is closed
     /// (the caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
     pub(crate) fn begin_turn(
-        self: &Arc<Self>,
+        &self,
         parent_cancel: Option<&CancellationToken>,
-    ) -> Option<(u32, CancellationToken, TurnFeed)> {
+    ) -> Option<(u32, u64, CancellationToken)> {
         let mut state = self.lock_state();
         if state.closed || state.running.is_some() {
             return None;
@@ -272,22 +356,32 @@ impl Agent {
         let (turn, next_seq) = self.read_log(|log| (log.last_turn() + 1, log.len()));
         let cancel =
             parent_cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
-        let source: Arc<dyn EventSource> = self.clone();
-        let (tx, rx) = feed::channel(source, next_seq);
         state.running = Some(RunningTurn {
             turn,
             cancel: cancel.clone(),
             cause: None,
-            updates: tx,
         });
         self.busy.send_replace(true);
-        Some((turn, cancel, rx))
+        Some((turn, next_seq, cancel))
     }
 
-    /// Marks the running turn finished.
+    /// Marks the running turn finished: the agent takes the next prompt.
     pub(crate) fn end_turn(&self) {
-        self.lock_state().running = None;
+        let turn = {
+            let mut state = self.lock_state();
+            state.running.take().map(|r| r.turn)
+        };
         self.busy.send_replace(false);
+        if let Some(turn) = turn {
+            self.released.send_modify(|last| *last = (*last).max(turn));
+        }
+    }
+
+    /// Waits until turn `turn`'s task has let the agent go (it is idle, or running a later turn).
+    pub(crate) async fn turn_released(&self, turn: u32) {
+        let mut rx = self.released.subscribe();
+        // The sender lives as long as `self`.
+        let _ = rx.wait_for(|last| *last >= turn).await;
     }
 
     /// Why the running turn was cancelled (`parent` when its parent's token fired).
@@ -336,16 +430,5 @@ impl Agent {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, TurnState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl EventSource for Agent {
-    fn event(&self, seq: u64) -> Option<Event> {
-        let index = usize::try_from(seq).ok()?;
-        self.read_log(|log| log.events().get(index).cloned())
-    }
-
-    fn answer(&self, turn: u32) -> String {
-        self.read_log(|log| log.turn_answer(turn).to_owned())
     }
 }

@@ -1,12 +1,13 @@
 //! Choosing a model provider for an agent: the per-agent choice at creation, falling back to the
-//! daemon's configured default.
+//! daemon's configured default; and for an agent going live again, what its session ran with.
 
 use std::sync::Arc;
 
 use super::openai::{self, OpenAiProvider};
 pub use super::provider::ModelChoice;
-use super::provider::ModelProvider;
+use super::provider::{ModelError, ModelProvider};
 use super::scripted::{self, Script, ScriptedProvider};
+use crate::session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
 
 /// A model choice that cannot be used, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +17,21 @@ pub struct InvalidModel {
     pub field: &'static str,
     /// What is wrong.
     pub message: String,
+}
+
+/// Why no provider could be built for a choice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableModel {
+    /// The choice itself is wrong.
+    #[error(transparent)]
+    Invalid(#[from] InvalidModel),
+    /// The provider needs an API key the daemon does not have (the message the first model
+    /// request would give).
+    #[error("{}", ModelError::MissingKey { variable: variable.clone() })]
+    NoKey {
+        /// The environment variable that should hold the key.
+        variable: String,
+    },
 }
 
 /// Builds providers from choices and the daemon's defaults.
@@ -45,8 +61,14 @@ impl ProviderFactory {
         }
     }
 
-    /// The provider for `choice`.
-    pub fn build(&self, choice: &ModelChoice) -> Result<Arc<dyn ModelProvider>, InvalidModel> {
+    /// The variable the `openai` provider's key is read from, and whether it held one at start.
+    pub fn model_key(&self) -> (&str, bool) {
+        (&self.openai.config().api_key_env, self.openai.has_key())
+    }
+
+    /// The provider for `choice`. An `openai` choice without a key is refused at once, with the
+    /// message its first request would otherwise give.
+    pub fn build(&self, choice: &ModelChoice) -> Result<Arc<dyn ModelProvider>, UnusableModel> {
         let provider = choice.provider.as_deref().unwrap_or(&self.default_provider);
         match provider {
             scripted::PROVIDER => {
@@ -66,6 +88,12 @@ impl ProviderFactory {
                     return Err(InvalidModel {
                         field: "model.script_json",
                         message: "a script is only for the scripted provider".into(),
+                    }
+                    .into());
+                }
+                if !self.openai.has_key() {
+                    return Err(UnusableModel::NoKey {
+                        variable: self.openai.config().api_key_env.clone(),
                     });
                 }
                 let provider = match &choice.model {
@@ -77,7 +105,168 @@ impl ProviderFactory {
             other => Err(InvalidModel {
                 field: "model.provider",
                 message: format!("unknown provider {other:?}; known providers: scripted, openai"),
-            }),
+            }
+            .into()),
         }
+    }
+
+    /// The choice for session `id` going live again (resumed, or forked), which last ran with
+    /// `recorded`: what the request names, else what the session ran with, else the defaults.
+    /// A model name alone keeps the recorded provider. The scripted model's script is not
+    /// stored, so a scripted session needs one in the request (or a configured default).
+    pub fn again(
+        &self,
+        id: &SessionId,
+        requested: &ModelChoice,
+        recorded: Option<&AgentSettings>,
+    ) -> Result<ModelChoice, InvalidModel> {
+        let provider = requested
+            .provider
+            .clone()
+            .or_else(|| {
+                requested
+                    .script
+                    .as_ref()
+                    .map(|_| scripted::PROVIDER.to_owned())
+            })
+            .or_else(|| recorded.map(|r| r.provider.clone()))
+            .unwrap_or_else(|| self.default_provider.clone());
+        let model = requested.model.clone().or_else(|| {
+            recorded
+                .filter(|r| r.provider == provider && provider != scripted::PROVIDER)
+                .map(|r| r.model.clone())
+        });
+        if provider == scripted::PROVIDER
+            && requested.script.is_none()
+            && self.default_script.is_none()
+        {
+            return Err(InvalidModel {
+                field: "model.script_json",
+                message: format!(
+                    "session {id} runs the scripted model, whose script is not stored: give it one \
+                     (dshctl: --script FILE) or another provider (dshctl: --model openai)"
+                ),
+            });
+        }
+        Ok(ModelChoice {
+            provider: Some(provider),
+            model,
+            script: requested.script.clone(),
+        })
+    }
+}
+
+/// The settings an agent with `provider` and `approval` runs with.
+pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy) -> AgentSettings {
+    AgentSettings {
+        provider: provider.provider().to_owned(),
+        model: provider.model().to_owned(),
+        approval,
+    }
+}
+
+/// Appends `session/settings` when the agent runs with other settings than the session records.
+pub(super) fn record_settings(
+    log: &mut SessionLog,
+    recorded: Option<AgentSettings>,
+    now: AgentSettings,
+) {
+    if recorded.as_ref() != Some(&now) {
+        log.append(EventData::Settings {
+            provider: now.provider,
+            model: now.model,
+            approval: now.approval,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::openai::OpenAiConfig;
+    use crate::session::ApprovalPolicy;
+
+    fn factory(key: Option<&str>) -> ProviderFactory {
+        let openai = OpenAiProvider::new(OpenAiConfig::default(), key.map(str::to_owned)).unwrap();
+        ProviderFactory::new("scripted".into(), None, openai)
+    }
+
+    fn recorded(provider: &str, model: &str) -> AgentSettings {
+        AgentSettings {
+            provider: provider.into(),
+            model: model.into(),
+            approval: ApprovalPolicy::OnRequest,
+        }
+    }
+
+    fn choice(provider: Option<&str>, model: Option<&str>, script: Option<&str>) -> ModelChoice {
+        ModelChoice {
+            provider: provider.map(str::to_owned),
+            model: model.map(str::to_owned),
+            script: script.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn openai_without_a_key_is_refused_with_the_first_requests_message() {
+        let err = factory(None)
+            .build(&choice(Some("openai"), None, None))
+            .unwrap_err();
+        let variable = OpenAiConfig::default().api_key_env;
+        assert_eq!(
+            err,
+            UnusableModel::NoKey {
+                variable: variable.clone()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            ModelError::MissingKey { variable }.to_string()
+        );
+        assert!(
+            factory(Some("sk-x"))
+                .build(&choice(Some("openai"), None, None))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn going_live_again_keeps_what_the_session_ran_with() {
+        let f = factory(Some("sk-x"));
+        let id = SessionId::parse("s").unwrap();
+        let openai = recorded("openai", "deepseek-reasoner");
+        assert_eq!(
+            f.again(&id, &ModelChoice::default(), Some(&openai))
+                .unwrap(),
+            choice(Some("openai"), Some("deepseek-reasoner"), None)
+        );
+        // A model name alone keeps the provider; a script switches to the scripted model.
+        assert_eq!(
+            f.again(&id, &choice(None, Some("other"), None), Some(&openai))
+                .unwrap(),
+            choice(Some("openai"), Some("other"), None)
+        );
+        assert_eq!(
+            f.again(&id, &choice(None, None, Some("{}")), Some(&openai))
+                .unwrap(),
+            choice(Some("scripted"), None, Some("{}"))
+        );
+        // The scripted model's script is not stored.
+        let err = f
+            .again(
+                &id,
+                &ModelChoice::default(),
+                Some(&recorded("scripted", "script")),
+            )
+            .unwrap_err();
+        assert_eq!(err.field, "model.script_json");
+        assert!(err.message.contains("script is not stored"), "{err}");
+        // Sessions that recorded nothing take the defaults (scripted here, so a script).
+        assert!(f.again(&id, &ModelChoice::default(), None).is_err());
+        assert_eq!(
+            f.again(&id, &choice(Some("openai"), None, None), None)
+                .unwrap(),
+            choice(Some("openai"), None, None)
+        );
     }
 }

@@ -8,104 +8,31 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio_util::sync::CancellationToken;
 
-use super::feed::TurnFeed;
-use super::live::Agent;
-use super::model::{InvalidModel, ModelChoice, ProviderFactory};
+pub use super::error::{AgentError, Unsaved};
+use super::live::{Agent, NewAgent};
+use super::model::{ModelChoice, ProviderFactory, UnusableModel, record_settings, settings_of};
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
+use super::watch::hub::WatchHub;
+use super::watch::{WatchScope, Watcher};
 use crate::hooks::SessionSource;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
-use crate::sandbox::{LooserPolicy, SandboxPolicy};
+use crate::sandbox::SandboxPolicy;
 use crate::session::{
-    AbortCause, EventData, HeaderError, Origin, SessionHeader, SessionId, SessionLog,
+    AbortCause, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader, SessionId,
+    SessionLog, recorded_settings,
 };
 use crate::tools::ChildAgents;
-
-/// Why an agent operation was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// No live agent has this id.
-    #[error("no live agent {0}")]
-    NotFound(SessionId),
-    /// No stored session has this id.
-    #[error("no session {0} in the active persistence backend")]
-    SessionNotFound(SessionId),
-    /// The session is already live.
-    #[error("session {0} is already live as an agent")]
-    AlreadyLive(SessionId),
-    /// A turn is running.
-    #[error("agent {id} is busy with turn {turn}; wait for it to end or cancel it")]
-    Busy {
-        /// The agent.
-        id: SessionId,
-        /// The running turn.
-        turn: u32,
-    },
-    /// The agent is being closed.
-    #[error("agent {0} is closed")]
-    Closed(SessionId),
-    /// The cwd is unusable.
-    #[error("cwd {}: {reason}", path.display())]
-    InvalidCwd {
-        /// The path given.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The model choice is unusable.
-    #[error(transparent)]
-    InvalidModel(#[from] InvalidModel),
-    /// A child asked for a sandbox looser than its parent's.
-    #[error(transparent)]
-    LooserSandbox(#[from] LooserPolicy),
-    /// Spawning would exceed the configured delegation depth.
-    #[error(
-        "a child of agent {parent} would be at delegation depth {depth}, beyond the limit of {limit} (agent.max_depth); do the task yourself"
-    )]
-    TooDeep {
-        /// The would-be parent.
-        parent: SessionId,
-        /// The child's depth.
-        depth: u32,
-        /// The configured maximum.
-        limit: u32,
-    },
-    /// The registry holds the configured maximum of live agents.
-    #[error(
-        "{limit} agents are live, the limit (agent.max_live_agents); close one or wait for children to finish"
-    )]
-    TooMany {
-        /// The configured maximum.
-        limit: usize,
-    },
-    /// Persistence failed (including a corrupt log on resume).
-    #[error(transparent)]
-    Persistence(#[from] PersistenceError),
-    /// The daemon is shutting down.
-    #[error("dshd is shutting down")]
-    ShuttingDown,
-}
-
-/// A session the shutdown could not save to its backend.
-#[derive(Debug)]
-pub struct Unsaved {
-    /// The session.
-    pub id: SessionId,
-    /// Why its checkpoint failed.
-    pub error: PersistenceError,
-    /// Where its whole log was written instead, if anywhere could take it.
-    pub rescue: Result<PathBuf, PersistenceError>,
-}
 
 /// A running turn, as its caller sees it.
 #[derive(Debug)]
 pub struct TurnHandle {
     /// The turn number.
     pub turn: u32,
-    /// Everything the turn logs and streams, ending after its `turn/end` (bounded: see
-    /// [`TurnFeed`]).
-    pub updates: TurnFeed,
+    /// Everything the turn (and the children it spawns) logs and streams, ending with its
+    /// `turn/end` once the agent takes the next prompt (bounded: see [`Watcher`]).
+    pub updates: Watcher,
     /// Resolves to how the turn ended.
     pub outcome: tokio::task::JoinHandle<TurnOutcome>,
 }
@@ -116,6 +43,8 @@ pub struct AgentRegistry {
     services: Arc<AgentServices>,
     providers: ProviderFactory,
     agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    /// Where agents publish their events, and watchers register.
+    pub(super) hub: Arc<WatchHub>,
     /// Finished children whose close could not save them: still registered (so their events stay
     /// in memory and nothing can resume them meanwhile), closed again by every later close and
     /// spawn, and saved at shutdown at the latest.
@@ -133,10 +62,13 @@ impl AgentRegistry {
     ) -> Arc<Self> {
         Arc::new_cyclic(|registry: &Weak<Self>| {
             let children: Weak<dyn ChildAgents> = registry.clone();
+            let services = services(children);
+            let hub = Arc::new(WatchHub::new(services.watch_max_pending));
             Self {
-                services: Arc::new(services(children)),
+                services: Arc::new(services),
                 providers,
                 agents: Mutex::new(HashMap::new()),
+                hub,
                 pending_closes: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
             }
@@ -148,43 +80,58 @@ impl AgentRegistry {
         &self.services
     }
 
-    /// A new top-level agent working in `cwd`, its bash calls confined by `sandbox`. Nothing is
-    /// written until its first checkpoint.
+    /// The variable the `openai` provider's key is read from, and whether it held one at start.
+    pub fn model_key(&self) -> (&str, bool) {
+        self.providers.model_key()
+    }
+
+    /// A new top-level agent working in `cwd`, its bash calls confined by `sandbox`, with
+    /// `approval` (the configured default when `None`). Nothing is written until its first
+    /// checkpoint.
     pub fn create(
         &self,
         cwd: &Path,
         choice: &ModelChoice,
         sandbox: SandboxPolicy,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let cwd = &crate::home::normalize(cwd);
         check_cwd(cwd)?;
         let provider = self.providers.build(choice)?;
-        let header = SessionHeader::new(
-            SessionId::new_v7(),
-            cwd.to_owned(),
-            crate::session::now_ms(),
-        );
+        let approval = approval.unwrap_or(self.services.approval.policy);
+        let header = SessionHeader {
+            settings: Some(settings_of(provider.as_ref(), approval)),
+            ..SessionHeader::new(
+                SessionId::new_v7(),
+                cwd.to_owned(),
+                crate::session::now_ms(),
+            )
+        };
         let root = header.id.clone();
-        let agent = Agent::new(
-            SessionLog::new(header),
-            DurableCursor::default(),
+        let agent = self.live(NewAgent {
+            log: SessionLog::new(header),
+            cursor: DurableCursor::default(),
             root,
-            None,
+            parent: None,
             provider,
-            SessionSource::Startup,
-        )
-        .with_sandbox(sandbox);
+            source: SessionSource::Startup,
+            approval,
+            sandbox,
+            hub: self.hub.clone(),
+        });
         self.insert(agent, "create")
     }
 
     /// A child agent of the live agent `parent`: origin `subagent`, depth + 1, the parent's cwd,
-    /// and the parent's sandbox unless a stricter one is asked for (a looser one is refused).
+    /// and the parent's sandbox unless a stricter one is asked for (a looser one is refused), and
+    /// the parent's approval policy unless `approval` names one.
     pub fn spawn(
         &self,
         parent: &SessionId,
         choice: &ModelChoice,
         sandbox: Option<SandboxPolicy>,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let parent = self.get(parent)?;
@@ -200,44 +147,66 @@ impl AgentRegistry {
             });
         }
         let provider = self.providers.build(choice)?;
+        let approval = approval.unwrap_or(parent.approval());
         let header = SessionHeader {
             parent_session: Some(parent_header.id.clone()),
             origin: Some(Origin::Subagent),
             delegation_depth: depth,
+            settings: Some(settings_of(provider.as_ref(), approval)),
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 parent_header.cwd.clone(),
                 crate::session::now_ms(),
             )
         };
-        let agent = Agent::new(
-            SessionLog::new(header),
-            DurableCursor::default(),
-            parent.context().root.clone(),
-            Some(parent.id().clone()),
+        let agent = self.live(NewAgent {
+            log: SessionLog::new(header),
+            cursor: DurableCursor::default(),
+            root: parent.context().root.clone(),
             provider,
-            SessionSource::Startup,
-        )
-        .subagent_of(parent_header.clone())
-        .with_sandbox(sandbox);
+            source: SessionSource::Startup,
+            approval,
+            sandbox,
+            hub: self.hub.clone(),
+            parent: Some(parent),
+        });
         self.insert(agent, "spawn")
     }
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
-    /// `session/end-seed` marker appended once. The sandbox is not stored with the session: the
-    /// resumed agent runs under `sandbox`.
+    /// `session/end-seed` marker appended once. Unless the request says otherwise, the agent runs
+    /// with the provider, model and approval policy the session last ran with; when they change,
+    /// a `session/settings` event records the new ones. The sandbox is not stored with the
+    /// session: the resumed agent runs under `sandbox`.
     pub async fn resume(
         &self,
         id: &SessionId,
         choice: &ModelChoice,
         sandbox: SandboxPolicy,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         if self.lock().contains_key(id) {
             return Err(AgentError::AlreadyLive(id.clone()));
         }
-        let provider = self.providers.build(choice)?;
         let (stored, generation) = self.read_stored(id, Read::Load).await?;
+        let recorded = recorded_settings(&stored.header, &stored.events);
+        let again = self
+            .providers
+            .again(id, choice, recorded.as_ref())
+            .map_err(UnusableModel::from)
+            .and_then(|choice| self.providers.build(&choice));
+        let provider = match again {
+            Ok(provider) => provider,
+            Err(error) => {
+                // Nothing will write this session: let the backend forget it.
+                self.services.persistence.backend().release(id);
+                return Err(error.into());
+            }
+        };
+        let approval = approval
+            .or(recorded.as_ref().map(|r| r.approval))
+            .unwrap_or(self.services.approval.policy);
         let durable = stored.events.len() as u64;
         let mut log = SessionLog::from_parts(stored.header, stored.events).map_err(|e| {
             AgentError::Persistence(PersistenceError::Config(format!("session {id}: {e}")))
@@ -245,16 +214,19 @@ impl AgentRegistry {
         if !log.ends_with_seed_marker() {
             log.append(EventData::EndSeed {});
         }
+        record_settings(&mut log, recorded, settings_of(provider.as_ref(), approval));
         let root = log.header().id.clone();
-        let agent = Agent::new(
+        let agent = self.live(NewAgent {
             log,
-            DurableCursor::at(generation, durable),
+            cursor: DurableCursor::at(generation, durable),
             root,
-            None,
+            parent: None,
             provider,
-            SessionSource::Resume,
-        )
-        .with_sandbox(sandbox);
+            source: SessionSource::Resume,
+            approval,
+            sandbox,
+            hub: self.hub.clone(),
+        });
         self.insert(agent, "resume")
     }
 
@@ -266,9 +238,9 @@ impl AgentRegistry {
         source: &SessionId,
         choice: &ModelChoice,
         sandbox: SandboxPolicy,
+        approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
-        let provider = self.providers.build(choice)?;
         let (source_header, mut events) = match self.get(source) {
             Ok(live) => (
                 live.header().as_ref().clone(),
@@ -279,6 +251,12 @@ impl AgentRegistry {
                 (stored.header, stored.events)
             }
         };
+        let recorded = recorded_settings(&source_header, &events);
+        let choice = self.providers.again(source, choice, recorded.as_ref())?;
+        let provider = self.providers.build(&choice)?;
+        let approval = approval
+            .or(recorded.as_ref().map(|r| r.approval))
+            .unwrap_or(self.services.approval.policy);
         let seed = crate::session::completed_prefix_len(&events);
         events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
         let header = SessionHeader {
@@ -286,6 +264,7 @@ impl AgentRegistry {
             seed_length: Some(seed),
             origin: source_header.origin,
             delegation_depth: source_header.delegation_depth,
+            settings: Some(settings_of(provider.as_ref(), approval)),
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 source_header.cwd.clone(),
@@ -297,18 +276,18 @@ impl AgentRegistry {
         })?;
         log.append(EventData::EndSeed {});
         let root = log.header().id.clone();
-        let agent = self.insert(
-            Agent::new(
-                log,
-                DurableCursor::default(),
-                root,
-                None,
-                provider,
-                SessionSource::Startup,
-            )
-            .with_sandbox(sandbox),
-            "fork",
-        )?;
+        let agent = self.live(NewAgent {
+            log,
+            cursor: DurableCursor::default(),
+            root,
+            parent: None,
+            provider,
+            source: SessionSource::Startup,
+            approval,
+            sandbox,
+            hub: self.hub.clone(),
+        });
+        let agent = self.insert(agent, "fork")?;
         if let Err(error) = agent.checkpoint(&self.services).await {
             self.lock().remove(agent.id());
             return Err(error.into());
@@ -353,7 +332,7 @@ impl AgentRegistry {
     ) -> Result<TurnHandle, AgentError> {
         self.check_open()?;
         let agent = self.get(id)?;
-        let Some((turn, cancel, rx)) = agent.begin_turn(parent_cancel) else {
+        let Some((turn, first_seq, cancel)) = agent.begin_turn(parent_cancel) else {
             return Err(match agent.status() {
                 super::AgentStatus::Running { turn } => AgentError::Busy {
                     id: id.clone(),
@@ -362,6 +341,10 @@ impl AgentRegistry {
                 super::AgentStatus::Idle => AgentError::Closed(id.clone()),
             });
         };
+        // Registered before the turn starts, so it misses nothing of it.
+        let mut updates = self.watcher(WatchScope::Tree(id.clone()), true);
+        updates.start_at(id.clone(), first_seq);
+        let updates = updates.until_turn_end(id.clone(), turn);
         let services = self.services.clone();
         let outcome = tokio::spawn(async move {
             let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
@@ -370,7 +353,7 @@ impl AgentRegistry {
         });
         Ok(TurnHandle {
             turn,
-            updates: rx,
+            updates,
             outcome,
         })
     }
@@ -497,6 +480,8 @@ impl AgentRegistry {
                 rescue,
             });
         }
+        // Every turn has ended: watchers end once they have read it all.
+        self.hub.close();
         unsaved
     }
 
@@ -530,8 +515,7 @@ impl AgentRegistry {
     }
 
     /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
-    fn insert(&self, agent: Agent, how: &'static str) -> Result<Arc<Agent>, AgentError> {
-        let agent = Arc::new(agent);
+    fn insert(&self, agent: Arc<Agent>, how: &'static str) -> Result<Arc<Agent>, AgentError> {
         let mut agents = self.lock();
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(AgentError::ShuttingDown);
@@ -555,6 +539,11 @@ impl AgentRegistry {
             "agent is live"
         );
         Ok(agent)
+    }
+
+    /// A new live agent (not registered yet).
+    fn live(&self, parts: NewAgent) -> Arc<Agent> {
+        Agent::new(parts)
     }
 
     fn check_open(&self) -> Result<(), AgentError> {
@@ -596,7 +585,7 @@ fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
     }
 }
 
-fn join_error(error: &tokio::task::JoinError) -> AgentError {
+pub(super) fn join_error(error: &tokio::task::JoinError) -> AgentError {
     AgentError::Persistence(PersistenceError::Task {
         what: "persistence",
         message: error.to_string(),

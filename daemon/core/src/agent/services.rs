@@ -1,6 +1,7 @@
 //! What every agent's loop needs from the daemon, shared by all agents.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::exec::Executor;
 use crate::hooks::Hooks;
@@ -50,6 +51,33 @@ pub const DEFAULT_MAX_DEPTH: u32 = 3;
 /// Default for [`AgentLimits::max_live_agents`].
 pub const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
 
+/// How approvals work when an agent does not choose (its policy) and how long a request waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// The policy of agents created without one (`approvals.policy`).
+    pub policy: crate::session::ApprovalPolicy,
+    /// How long a request waits for an answer before it is denied (`approvals.timeout_ms`).
+    pub timeout: Duration,
+}
+
+/// Default for [`ApprovalSettings::timeout`]: long enough to read a command and decide, short
+/// enough that a turn nobody attends to does not hang for long.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            policy: crate::session::ApprovalPolicy::default(),
+            timeout: DEFAULT_APPROVAL_TIMEOUT,
+        }
+    }
+}
+
+/// Default for [`AgentServices::watch_max_pending`]: entries one watcher may have waiting. A
+/// turn of one agent takes a few entries however long it runs (consecutive events merge), so
+/// this bounds interleavings (text between events, several agents), not events.
+pub const DEFAULT_WATCH_MAX_PENDING: usize = 4096;
+
 /// Services shared by every agent's loop.
 #[derive(Debug)]
 pub struct AgentServices {
@@ -72,6 +100,10 @@ pub struct AgentServices {
     /// construction: [`AgentRegistry::new`](super::AgentRegistry::new) hands the builder the
     /// registry as the tool's [`ChildAgents`](crate::tools::ChildAgents).
     pub tools: ToolSet,
+    /// The default approval policy and the answer timeout; [`Self::new`] sets the defaults.
+    pub approval: ApprovalSettings,
+    /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
+    pub watch_max_pending: usize,
 }
 
 impl AgentServices {
@@ -94,6 +126,8 @@ impl AgentServices {
             max_steps_per_turn,
             limits: AgentLimits::default(),
             tools,
+            approval: ApprovalSettings::default(),
+            watch_max_pending: DEFAULT_WATCH_MAX_PENDING,
         }
     }
 

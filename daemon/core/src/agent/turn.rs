@@ -8,8 +8,8 @@
 //! says why.
 //!
 //! Hooks (CONTRACTS §8) run at five points: SessionStart (first turn of a live agent), UserPromptSubmit
-//! (may block the turn before any model request), PreToolUse (may deny a call, or rewrite its
-//! input; `ask` fails closed because dsh has no interactive approver), PostToolUse (may add
+//! (may block the turn before any model request), PreToolUse (may deny a call, rewrite its input,
+//! or ask for a person's approval, see [`super::approval`]), PostToolUse (may add
 //! feedback to a result or, for Codex, replace it), and Stop (may force another step, up to
 //! `hooks.stop_continuation_cap` times). A hook's `continue: false` ends the turn `stopped` where its
 //! harness stops. Their context and feedback reach the next model request as user-role messages
@@ -17,10 +17,10 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::guard::{CallEnd, guarded_call};
 use super::live::Agent;
 use super::provider::{ModelError, ModelReply, ModelRequest};
 use super::services::{AgentServices, CheckpointPolicy};
@@ -87,7 +87,7 @@ struct TurnRun {
 }
 
 /// Runs `event`'s hooks for `agent` and appends their records to its log.
-async fn run_hooks(
+pub(super) async fn run_hooks(
     agent: &Agent,
     services: &AgentServices,
     turn: Option<u32>,
@@ -119,7 +119,7 @@ fn stopped(stop_reason: Option<String>, event: EventName) -> TurnEndReason {
 }
 
 /// The hook's `stopReason`, or a default naming the event.
-fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
+pub(super) fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
     stop_reason.unwrap_or_else(|| format!("stopped by {} hook", event.as_str()))
 }
 
@@ -419,9 +419,11 @@ impl TurnRun {
     }
 
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
+        let answer_seq = self.agent.read_log(|log| log.turn_answer_seq(self.turn));
         self.log(EventData::TurnEnd {
             turn: self.turn,
             reason: reason.clone(),
+            answer_seq,
         });
         if let Err(error) = self.agent.checkpoint(&self.services).await {
             // The events stay in memory; the next checkpoint (or shutdown) retries them.
@@ -438,152 +440,5 @@ impl TurnRun {
     fn answer(&self) -> String {
         self.agent
             .read_log(|log| log.turn_answer(self.turn).to_owned())
-    }
-}
-
-/// How one call ended: its result, what its hooks tell the model, and whether a hook stopped the
-/// turn.
-struct CallEnd {
-    output: ToolOutput,
-    /// Context and feedback for the model, by plugin, logged after the step's results.
-    messages: Vec<(&'static str, String)>,
-    /// A hook's `continue: false`: the turn ends after this step.
-    stop: Option<String>,
-}
-
-/// One call between its PreToolUse and PostToolUse hooks.
-async fn guarded_call(
-    agent: &Agent,
-    services: &AgentServices,
-    tools: &ToolSet,
-    exec: &ToolExecution,
-    arguments: &Value,
-) -> CallEnd {
-    let pre = run_hooks(
-        agent,
-        services,
-        exec.turn,
-        &exec.cancel,
-        HookEvent::PreToolUse {
-            tool_name: exec.tool_name.clone(),
-            tool_input: arguments.clone(),
-            tool_use_id: exec.call_id.clone(),
-        },
-    )
-    .await
-    .outcome;
-    // PreToolUse context is for the model whether or not the call runs (Codex keeps it beside a
-    // deny; Claude Code adds it "before the tool executes").
-    let mut messages = pre.additional_context;
-    let refused = |output| CallEnd {
-        output,
-        messages: messages.clone(),
-        stop: None,
-    };
-    if pre.stop {
-        let reason = stop_text(pre.stop_reason, EventName::PreToolUse);
-        return CallEnd {
-            output: ToolOutput::refused(format!(
-                "Error: the call was not run: a PreToolUse hook stopped the turn ({reason})"
-            )),
-            messages,
-            stop: Some(reason),
-        };
-    }
-    match pre.decision {
-        Decision::Deny => {
-            return refused(ToolOutput::refused(format!(
-                "Error: {}",
-                pre.reason
-                    .unwrap_or_else(|| "blocked by PreToolUse hook".into())
-            )));
-        }
-        // dsh has no interactive approver, so a request for approval fails closed.
-        Decision::Ask => {
-            return refused(ToolOutput::refused(format!(
-                "Error: {} (approval was required and no approver is available, so the call was denied)",
-                pre.reason
-                    .unwrap_or_else(|| "approval required by PreToolUse hook".into())
-            )));
-        }
-        Decision::None | Decision::Allow => {}
-    }
-    let arguments = match pre.updated_input {
-        // The log keeps both: the model's arguments in `tool/call`, what ran here.
-        Some(updated) => {
-            agent.append(EventData::ToolRewritten {
-                turn: exec.turn.unwrap_or(0),
-                step: exec.step.unwrap_or(0),
-                call_id: exec.call_id.clone(),
-                arguments: updated.clone(),
-            });
-            updated
-        }
-        None => arguments.clone(),
-    };
-    let mut output = dispatch(tools, exec, &arguments).await;
-    if !output.ran {
-        return CallEnd {
-            output,
-            messages,
-            stop: None,
-        };
-    }
-    let post = run_hooks(
-        agent,
-        services,
-        exec.turn,
-        &exec.cancel,
-        HookEvent::PostToolUse {
-            tool_name: exec.tool_name.clone(),
-            tool_input: arguments,
-            tool_use_id: exec.call_id.clone(),
-            tool_response: output.clone(),
-        },
-    )
-    .await
-    .outcome;
-    if let Some(replacement) = post.replacement {
-        output.content = replacement;
-    }
-    messages.extend(post.additional_context);
-    messages.extend(post.feedback.into_iter().map(|(plugin, reason)| {
-        (
-            plugin,
-            format!(
-                "PostToolUse hook feedback on tool call {}: {reason}",
-                exec.call_id
-            ),
-        )
-    }));
-    let stop = post
-        .stop
-        .then(|| stop_text(post.stop_reason, EventName::PostToolUse));
-    CallEnd {
-        output,
-        messages,
-        stop,
-    }
-}
-
-/// Runs one call; arguments that are not a JSON object get an error result without running.
-async fn dispatch(tools: &ToolSet, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
-    if exec.cancel.is_cancelled() {
-        return ToolOutput::refused("Error: tool call aborted before dispatch");
-    }
-    if !arguments.is_object() {
-        return ToolOutput::refused(format!(
-            "Error: arguments of {} must be a JSON object, got: {}",
-            exec.tool_name,
-            truncate(&arguments.to_string(), 200)
-        ));
-    }
-    tools.dispatch(exec, arguments).await
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((i, _)) => &text[..i],
-        None => text,
     }
 }

@@ -5,6 +5,8 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use super::{ApprovalPolicy, ApprovalSource, ApprovalVerdict};
+
 /// One event of a session log. `seq` is its index in the log (contiguous from 0); `time` is Unix
 /// milliseconds at append.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,8 +213,15 @@ macro_rules! event_vocabulary {
 event_vocabulary! {
     /// A turn began.
     TurnStart = "turn/start" { turn: u32 },
-    /// A turn ended.
-    TurnEnd = "turn/end" { turn: u32, reason: TurnEndReason },
+    /// A turn ended. Once it is streamed the agent takes the next prompt.
+    TurnEnd = "turn/end" {
+        turn: u32,
+        reason: TurnEndReason,
+        /// The seq of the `assistant/message` whose text is the turn's answer (its last
+        /// non-empty assistant text); absent when the turn has none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer_seq: Option<u64>,
+    },
     /// A step (one model request and its tool calls) began.
     StepStart = "step/start" { turn: u32, step: u32 },
     /// A step ended.
@@ -282,6 +291,28 @@ event_vocabulary! {
     },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
+    /// The agent runs with other settings than the header (or the last such event) records:
+    /// resumed or forked with another model or approval policy.
+    Settings = "session/settings" { provider: String, model: String, approval: ApprovalPolicy },
+    /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
+    /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
+    /// where it would run, why approval is needed, and how long it waits before it is denied.
+    ApprovalRequest = "approval/request" {
+        turn: u32, step: u32, call_id: String, tool: String, command: String, cwd: String,
+        reason: String, timeout_ms: u64,
+    },
+    /// The answer to an `approval/request`.
+    ApprovalDecision = "approval/decision" {
+        turn: u32,
+        step: u32,
+        call_id: String,
+        decision: ApprovalVerdict,
+        /// Who decided: a client, or the timeout, the absence of watchers, a cancellation.
+        by: ApprovalSource,
+        /// The client's reason, if it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
 }
 
 impl Serialize for Event {
@@ -385,6 +416,7 @@ mod tests {
                 reason: TurnEndReason::Aborted {
                     cause: AbortCause::User,
                 },
+                answer_seq: Some(5),
             },
             EventData::ToolResult {
                 turn: 1,
@@ -440,12 +472,14 @@ mod tests {
             reason: TurnEndReason::Aborted {
                 cause: AbortCause::User,
             },
+            answer_seq: None,
         });
         roundtrip(EventData::TurnEnd {
             turn: 2,
             reason: TurnEndReason::Error {
                 message: "boom".into(),
             },
+            answer_seq: Some(3),
         });
         roundtrip(EventData::StepStart { turn: 1, step: 1 });
         roundtrip(EventData::StepEnd { turn: 1, step: 1 });
@@ -524,6 +558,7 @@ mod tests {
             reason: TurnEndReason::Stopped {
                 reason: "build is red".into(),
             },
+            answer_seq: None,
         });
         assert!(
             json.contains(r#""reason":{"kind":"stopped","reason":"build is red"}"#),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::SessionId;
+use super::{AgentSettings, SessionId};
 
 /// Format version written in every header. Any other version is refused on load.
 pub const FORMAT_VERSION: u32 = 0;
@@ -41,6 +41,11 @@ pub struct SessionHeader {
     pub origin: Option<Origin>,
     /// 0 for top-level sessions, parent + 1 for children. Always written.
     pub delegation_depth: u32,
+    /// The provider, model and approval policy the session was created with (a later
+    /// `session/settings` event replaces them). Absent in sessions written before dsh recorded
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<AgentSettings>,
 }
 
 /// Why a header is not acceptable.
@@ -77,6 +82,7 @@ impl SessionHeader {
             seed_length: None,
             origin: None,
             delegation_depth: 0,
+            settings: None,
         }
     }
 

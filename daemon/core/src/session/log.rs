@@ -91,16 +91,31 @@ impl SessionLog {
     /// The last non-empty assistant text of turn `turn` (the turn's answer), searched back from
     /// the end of the log to that turn's `turn/start`; empty when the turn has none.
     pub fn turn_answer(&self, turn: u32) -> &str {
+        self.turn_answer_event(turn)
+            .and_then(|e| match &e.data {
+                EventData::AssistantMessage { message, .. } => Some(message.text.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// The seq of the `assistant/message` holding turn `turn`'s answer (see
+    /// [`turn_answer`](Self::turn_answer)); `None` when the turn has none.
+    pub fn turn_answer_seq(&self, turn: u32) -> Option<u64> {
+        self.turn_answer_event(turn).map(|e| e.seq)
+    }
+
+    fn turn_answer_event(&self, turn: u32) -> Option<&Event> {
         for event in self.events.iter().rev() {
             match &event.data {
                 EventData::AssistantMessage {
                     turn: t, message, ..
-                } if *t == turn && !message.text.is_empty() => return &message.text,
+                } if *t == turn && !message.text.is_empty() => return Some(event),
                 EventData::TurnStart { turn: t } if *t == turn => break,
                 _ => {}
             }
         }
-        ""
+        None
     }
 
     /// Length of the completed-turn prefix: every event up to and including the last `turn/end`

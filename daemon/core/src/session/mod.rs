@@ -7,6 +7,7 @@ pub mod history;
 mod id;
 mod log;
 pub mod repair;
+mod settings;
 #[cfg(test)]
 pub(crate) mod strategies;
 
@@ -17,6 +18,9 @@ pub use event::{
 pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
+pub use settings::{
+    AgentSettings, ApprovalPolicy, ApprovalSource, ApprovalVerdict, recorded_settings,
+};
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
 /// headers, owned here so the core depends on nothing above it for the time.

@@ -78,6 +78,7 @@ pub fn close_open_turn(events: &[Event]) -> Vec<Event> {
     push(EventData::TurnEnd {
         turn,
         reason: TurnEndReason::Interrupted,
+        answer_seq: None,
     });
     closers
 }
@@ -106,6 +107,7 @@ mod tests {
             EventData::TurnEnd {
                 turn: 1,
                 reason: TurnEndReason::Completed,
+                answer_seq: None,
             },
         ]);
         assert!(close_open_turn(&events).is_empty());
@@ -162,7 +164,8 @@ mod tests {
             closers[2].data,
             EventData::TurnEnd {
                 turn: 2,
-                reason: TurnEndReason::Interrupted
+                reason: TurnEndReason::Interrupted,
+                answer_seq: None,
             }
         );
     }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{
-    AbortCause, AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason,
-    Usage, UserMessage,
+    AbortCause, ApprovalPolicy, ApprovalSource, ApprovalVerdict, AssistantMessage, Event,
+    EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
@@ -82,7 +82,13 @@ fn call_id() -> impl Strategy<Value = String> {
 pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
     prop_oneof![
         small().prop_map(|turn| EventData::TurnStart { turn }),
-        (small(), reason()).prop_map(|(turn, reason)| EventData::TurnEnd { turn, reason }),
+        (small(), reason(), prop::option::of(any::<u64>())).prop_map(
+            |(turn, reason, answer_seq)| EventData::TurnEnd {
+                turn,
+                reason,
+                answer_seq
+            }
+        ),
         (small(), small()).prop_map(|(turn, step)| EventData::StepStart { turn, step }),
         (small(), small()).prop_map(|(turn, step)| EventData::StepEnd { turn, step }),
         (text(), prop::option::of(text())).prop_map(|(text, plugin)| EventData::UserMessage {
@@ -195,6 +201,55 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                 }
             ),
         Just(EventData::EndSeed {}),
+        (
+            text(),
+            text(),
+            prop::sample::select(ApprovalPolicy::ALL.to_vec())
+        )
+            .prop_map(|(provider, model, approval)| EventData::Settings {
+                provider,
+                model,
+                approval
+            }),
+        (small(), small(), call_id(), text(), text(), any::<u64>()).prop_map(
+            |(turn, step, call_id, command, reason, timeout_ms)| EventData::ApprovalRequest {
+                turn,
+                step,
+                call_id,
+                tool: "bash".into(),
+                command,
+                cwd: "/w".into(),
+                reason,
+                timeout_ms,
+            }
+        ),
+        (
+            small(),
+            small(),
+            call_id(),
+            any::<bool>(),
+            prop::sample::select(vec![
+                ApprovalSource::Client,
+                ApprovalSource::Timeout,
+                ApprovalSource::Unwatched,
+                ApprovalSource::Cancelled,
+            ]),
+            prop::option::of(text()),
+        )
+            .prop_map(|(turn, step, call_id, allow, by, reason)| {
+                EventData::ApprovalDecision {
+                    turn,
+                    step,
+                    call_id,
+                    decision: if allow {
+                        ApprovalVerdict::Allow
+                    } else {
+                        ApprovalVerdict::Deny
+                    },
+                    by,
+                    reason,
+                }
+            }),
     ]
 }
 

@@ -69,7 +69,7 @@ fn cancel_kills_a_running_bash_call_and_records_its_result() {
     assert_eq!(prompted.reason(), ("aborted".to_owned(), "user".to_owned()));
     let results = tool_results(&prompted);
     assert_eq!(results.len(), 1, "the started call has no result");
-    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(results[0]["isError"], true);
     assert!(!results[0]["content"].as_str().unwrap().contains("finished"));
 }
 
@@ -110,7 +110,7 @@ fn cancelling_a_parent_cancels_the_child_it_is_waiting_for() {
     assert_eq!(prompted.reason(), ("aborted".to_owned(), "user".to_owned()));
     let results = tool_results(&prompted);
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(results[0]["isError"], true);
 
     let child_log = read_session_file(&daemon.located_path(&child)).expect("no child log");
     let end = child_log.events.last().unwrap();

@@ -95,6 +95,7 @@ async fn resuming_a_live_session_is_refused_as_already_existing() {
             sandbox: None,
             session_id: id.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -123,6 +124,7 @@ async fn a_cwd_that_is_not_an_absolute_directory_is_an_invalid_argument() {
                 sandbox: None,
                 cwd: cwd.clone(),
                 model: None,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -140,7 +142,7 @@ async fn a_cwd_that_is_not_an_absolute_directory_is_an_invalid_argument() {
 }
 
 #[tokio::test]
-async fn the_next_prompt_is_accepted_as_soon_as_turn_ended_arrives() {
+async fn the_next_prompt_is_accepted_as_soon_as_turn_end_arrives() {
     let daemon = TestDaemon::start();
     let turns = 60;
     let replies: Vec<Value> = (1..=turns)
@@ -160,13 +162,14 @@ async fn the_next_prompt_is_accepted_as_soon_as_turn_ended_arrives() {
             .await
             .unwrap_or_else(|status| panic!("turn {turn} refused: {status:?}"))
             .into_inner();
-        // A client that acts on turn_ended (the documented last message) without waiting for
+        // A client that acts on turn/end (the documented last message) without waiting for
         // the stream to close.
         loop {
             let message = stream.message().await.unwrap().expect("stream ended early");
-            if let Some(v1::turn_event::Event::TurnEnded(end)) = message.event {
-                assert_eq!(end.turn, turn);
-                assert_eq!(end.reason.unwrap().kind, "completed");
+            if message.r#type == "turn/end" {
+                let end: Value = serde_json::from_str(&message.data_json).unwrap();
+                assert_eq!(end["turn"], turn);
+                assert_eq!(end["reason"]["kind"], "completed");
                 break;
             }
         }
@@ -264,6 +267,7 @@ async fn calls_naming(
                     sandbox: None,
                     parent_agent_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -276,6 +280,7 @@ async fn calls_naming(
                     sandbox: None,
                     session_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -288,6 +293,7 @@ async fn calls_naming(
                     sandbox: None,
                     session_id: id(),
                     model: None,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -307,6 +313,7 @@ async fn calls_naming(
                 .read_events(v1::ReadEventsRequest {
                     session_id: id(),
                     from_seq: 0,
+                    follow: false,
                 })
                 .await
                 .map(drop),

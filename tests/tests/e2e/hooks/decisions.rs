@@ -11,14 +11,22 @@ fn touch_marker(w: &World) -> Value {
 /// Runs a turn whose only call would create the marker, under a PreToolUse hook running
 /// `command`; returns the turn after checking that the command never ran.
 fn denied_call(command: &str) -> (World, Turn) {
-    let w = World::new(|_| Setup::claude_code(hook_file(&[("PreToolUse", Some("Bash"), command)])));
+    denied_call_with(command, "")
+}
+
+/// [`denied_call`] with more config after the `[hooks]` table.
+fn denied_call_with(command: &str, more_toml: &str) -> (World, Turn) {
+    let w = World::new(|_| Setup {
+        hooks_toml: more_toml.to_owned(),
+        ..Setup::claude_code(hook_file(&[("PreToolUse", Some("Bash"), command)]))
+    });
     let agent = w.agent(&json!({"replies": [touch_marker(&w), {"text": "done"}]}));
     let turn = w.prompt(&agent, "make the marker");
     assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
     assert!(!w.path("marker").exists(), "the denied command ran anyway");
     let results = turn.tool_results();
     assert_eq!(results.len(), 1, "{:?}", turn.lines);
-    assert_eq!(results[0]["is_error"], true, "{}", results[0]);
+    assert_eq!(results[0]["isError"], true, "{}", results[0]);
     // The model's next request is built from the log: the result there is what the model sees.
     let events = w.events(&agent);
     let logged = of_type(&events, "tool/result");
@@ -60,16 +68,24 @@ fn pre_tool_use_permission_decision_deny_keeps_the_command_from_running() {
 }
 
 #[test]
-fn pre_tool_use_ask_without_an_approver_denies() {
+fn pre_tool_use_ask_under_the_never_policy_denies_without_asking() {
     let ask = json!({"hookSpecificOutput": {
         "hookEventName": "PreToolUse",
         "permissionDecision": "ask",
         "permissionDecisionReason": "a human should look at markers",
     }});
-    let (_w, turn) = denied_call(&format!("cat > /dev/null; echo '{ask}'"));
+    let (w, turn) = denied_call_with(
+        &format!("cat > /dev/null; echo '{ask}'"),
+        "[approvals]\npolicy = \"never\"\n",
+    );
     let text = content(&turn);
     assert!(text.contains("a human should look at markers"), "{text}");
-    assert!(text.contains("no approver"), "{text}");
+    assert!(text.contains("approval policy is `never`"), "{text}");
+    let agent = turn.lines[0]["sessionId"].as_str().unwrap().to_owned();
+    assert!(
+        of_type(&w.events(&agent), "approval/request").is_empty(),
+        "nobody may be asked"
+    );
 }
 
 #[test]
@@ -91,7 +107,7 @@ fn user_prompt_submit_exit_2_ends_the_turn_blocked_before_any_model_request() {
         blocked.message()
     );
     assert!(
-        blocked.of_type("step_started").is_empty(),
+        blocked.of_type("step/start").is_empty(),
         "{:?}",
         blocked.lines
     );

@@ -63,8 +63,8 @@ fn the_example_guard_blocks_a_models_rm_rf_in_both_dialects() {
 
     assert!(victim.join("precious").exists(), "rm -rf ran");
     let results = turn.tool_results();
-    let rm = results.iter().find(|r| r["call_id"] == "rm").unwrap();
-    assert_eq!(rm["is_error"], true, "{rm}");
+    let rm = results.iter().find(|r| r["callId"] == "rm").unwrap();
+    assert_eq!(rm["isError"], true, "{rm}");
     assert!(
         rm["content"].as_str().unwrap().contains("blocked: rm -rf"),
         "{rm}"

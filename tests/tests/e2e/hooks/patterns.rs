@@ -66,7 +66,7 @@ fn world(dialect: Dialect, name: &str, body: &str, entries: &[(&str, Option<&str
 fn result<'a>(turn: &'a Turn, id: &str) -> &'a Value {
     turn.tool_results()
         .into_iter()
-        .find(|r| r["call_id"] == id)
+        .find(|r| r["callId"] == id)
         .unwrap_or_else(|| panic!("no result for {id}: {:?}", turn.lines))
 }
 
@@ -142,7 +142,7 @@ fn python_rm_rf_guard_blocks_in_both_dialects() {
         assert_eq!(turn.kind(), "completed", "{dialect:?}: {:?}", turn.lines);
         assert!(build.join("precious").exists(), "{dialect:?}: rm -rf ran");
         let rm = result(&turn, "rm");
-        assert_eq!(rm["is_error"], true, "{dialect:?}: {rm}");
+        assert_eq!(rm["isError"], true, "{dialect:?}: {rm}");
         assert!(
             text(rm).contains("BLOCKED: Dangerous rm command detected and prevented"),
             "{dialect:?}: the model gets the guard's reason: {rm}"

@@ -32,7 +32,7 @@ fn printing(output: &Value) -> String {
 fn content<'a>(turn: &'a Turn, id: &str) -> &'a str {
     turn.tool_results()
         .into_iter()
-        .find(|r| r["call_id"] == id)
+        .find(|r| r["callId"] == id)
         .and_then(|r| r["content"].as_str())
         .unwrap_or_else(|| panic!("no result for {id}: {:?}", turn.lines))
 }
@@ -159,7 +159,7 @@ fn continue_false_on_user_prompt_submit_stops_before_the_model() {
     for dialect in Dialect::ALL {
         let (w, agent, turn) = stopped_turn(dialect, "UserPromptSubmit");
         assert_stopped(&turn, &format!("{dialect:?}"));
-        assert!(turn.of_type("step_started").is_empty(), "{dialect:?}");
+        assert!(turn.of_type("step/start").is_empty(), "{dialect:?}");
         let events = w.events(&agent);
         assert!(of_type(&events, "user/message").is_empty(), "{events:#?}");
         let end = of_type(&events, "turn/end")[0];
@@ -182,7 +182,7 @@ fn continue_false_on_pre_tool_use_refuses_the_call_and_stops() {
         assert_stopped(&turn, &format!("{dialect:?}"));
         assert!(!w.path("marker").exists(), "{dialect:?}: the call ran");
         assert_eq!(
-            turn.of_type("assistant_text").len(),
+            turn.of_type("assistant/message").len(),
             1,
             "no second model request"
         );
@@ -225,7 +225,7 @@ fn continue_false_on_post_tool_use_by_dialect() {
     let (w, agent, turn) = stopped_turn(Dialect::ClaudeCode, "PostToolUse");
     assert_stopped(&turn, "claude-code");
     assert!(w.path("marker").exists());
-    assert_eq!(turn.of_type("assistant_text").len(), 1);
+    assert_eq!(turn.of_type("assistant/message").len(), 1);
     let _ = agent;
 
     let (w, _agent, turn) = stopped_turn(Dialect::Codex, "PostToolUse");
@@ -374,7 +374,7 @@ fn an_invalid_updated_input_refuses_the_call() {
         let turn = w.prompt(&agent, "go");
         assert!(!w.path("marker").exists(), "{dialect:?}: the original ran");
         let result = &turn.tool_results()[0];
-        assert_eq!(result["is_error"], true);
+        assert_eq!(result["isError"], true);
         assert!(
             result["content"].as_str().unwrap().contains("updatedInput"),
             "{result}"
@@ -397,10 +397,10 @@ fn system_messages_reach_the_client() {
             {"text": "done again"},
         ]}));
         let turn = w.prompt(&agent, "test");
-        let hooks = turn.of_type("hook");
+        let hooks = turn.of_type("hook/result");
         assert_eq!(hooks.len(), 1, "{:?}", turn.lines);
         assert_eq!(
-            hooks[0]["system_message"], "Tests passed after editing app.py",
+            hooks[0]["data"]["systemMessage"], "Tests passed after editing app.py",
             "{dialect:?}"
         );
         let events = w.events(&agent);

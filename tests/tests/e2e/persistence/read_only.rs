@@ -121,12 +121,25 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
             sandbox: None,
             session_id: on_sqlite.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
-    // Forking reads the stored session, then cannot write the fork.
-    assert_not_writable(&daemon, &["agent", "fork", &on_sqlite], &db);
+    // Forking reads the stored session, then cannot write the fork. (A scripted session's script
+    // is not stored, so the fork is given one.)
+    let script = daemon.write_script(&json!({"replies": []}));
+    assert_not_writable(
+        &daemon,
+        &[
+            "agent",
+            "fork",
+            &on_sqlite,
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &db,
+    );
     // Selecting another backend cannot be saved for the next start: refused, nothing changes.
     let (kind, message) = refused(&daemon, &["persistence", "use", "jsonl"]);
     assert_eq!(kind, "failed_precondition", "{message}");

@@ -104,6 +104,7 @@ async fn a_corrupt_log_refuses_resume_naming_file_and_line_and_is_left_untouched
             sandbox: None,
             session_id: id.clone(),
             model: None,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -131,6 +132,7 @@ async fn one_closed_session(client: &dsh_client::Client, cwd: &Path) -> String {
                 script_json: text_replies(&["done"]).to_string(),
                 ..v1::ModelSpec::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -40,12 +40,16 @@ async fn run_turn(client: &dsh_client::Client, id: &str, text: &str) -> (String,
     let mut ended = None;
     while let Some(event) = stream.next().await {
         let event = event.unwrap_or_else(|e| panic!("turn stream of {id}: {e}"));
-        if let Some(v1::turn_event::Event::TurnEnded(end)) = event.event {
-            let reason = end.reason.unwrap_or_default();
-            ended = Some((reason.kind, reason.message));
+        if event.r#type == "turn/end" && event.session_id == id {
+            let data: serde_json::Value = serde_json::from_str(&event.data_json).unwrap();
+            let reason = &data["reason"];
+            ended = Some((
+                reason["kind"].as_str().unwrap_or_default().to_owned(),
+                dsh_tests::agents::reason_detail(reason),
+            ));
         }
     }
-    ended.unwrap_or_else(|| panic!("the turn of {id} ended without turn_ended"))
+    ended.unwrap_or_else(|| panic!("the turn of {id} ended without turn/end"))
 }
 
 fn sqlite_at(path: &Path) -> v1::UseBackendRequest {
@@ -101,6 +105,7 @@ async fn turns_during_selections(
                     script_json: script.clone(),
                     ..v1::ModelSpec::default()
                 }),
+                ..Default::default()
             })
             .await
             .unwrap()

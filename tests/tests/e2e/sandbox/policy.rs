@@ -203,6 +203,7 @@ async fn a_child_of_a_confined_parent_cannot_be_looser() {
                 mode: "off".into(),
                 network: String::new(),
             }),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -327,6 +328,7 @@ async fn an_unknown_mode_in_a_request_is_an_invalid_argument_naming_the_field() 
                 mode: "strict".into(),
                 network: String::new(),
             }),
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -243,6 +243,11 @@ impl OpenAiProvider {
         &self.config
     }
 
+    /// Whether the daemon has an API key for this provider.
+    pub fn has_key(&self) -> bool {
+        self.authorization.is_some()
+    }
+
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
         self.endpoint.as_str()

@@ -180,6 +180,7 @@ fn turn_data(turn: u32) -> Vec<EventData> {
         EventData::TurnEnd {
             turn,
             reason: TurnEndReason::Completed,
+            answer_seq: None,
         },
     ]
 }

@@ -251,7 +251,8 @@ fn open_turn_is_closed<F: Fixture>() {
         closers[2].data,
         EventData::TurnEnd {
             turn: 2,
-            reason: TurnEndReason::Interrupted
+            reason: TurnEndReason::Interrupted,
+            answer_seq: None,
         }
     );
     // The repair is durable: a fresh instance finds a closed log and repairs nothing.

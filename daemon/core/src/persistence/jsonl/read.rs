@@ -221,6 +221,7 @@ mod tests {
                 EventData::TurnEnd {
                     turn: n,
                     reason: TurnEndReason::Completed,
+                    answer_seq: None,
                 },
                 seq + 1,
             )
@@ -288,6 +289,7 @@ mod tests {
                 EventData::TurnEnd {
                     turn: 1,
                     reason: TurnEndReason::Completed,
+                    answer_seq: None,
                 },
                 2,
             )));

@@ -1,0 +1,95 @@
+//! `dshctl watch [AGENT]`: follow agents live — one, one and its children, or all of them — and
+//! `dshctl approve AGENT CALL`: answer a tool call's approval request from any terminal.
+
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde_json::json;
+use tokio_stream::StreamExt;
+
+use crate::output::Output;
+use crate::render::Screen;
+use crate::wire;
+
+/// `dshctl watch` arguments.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The agent to follow (default: every agent).
+    #[arg(value_name = "ID")]
+    agent: Option<String>,
+    /// Follow the agent's children too (the agents it spawns, theirs, ...).
+    #[arg(long, requires = "agent")]
+    children: bool,
+    /// Replay the agent's log from this seq before following it live (0: its whole history).
+    #[arg(long, value_name = "SEQ", requires = "agent")]
+    from: Option<u64>,
+}
+
+/// Follows until interrupted (or the daemon shuts down).
+pub async fn watch(client: &Client, out: Output, args: WatchArgs) -> anyhow::Result<()> {
+    let mut stream = client
+        .agents()
+        .watch(v1::WatchRequest {
+            agent_id: args.agent.clone().unwrap_or_default(),
+            descendants: args.children,
+            from_seq: args.from,
+        })
+        .await?
+        .into_inner();
+    let mut screen = Screen::new(None);
+    let mut main_known = args.agent.is_none();
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if out.json {
+            out.raw_line(&wire::event_line(&event))?;
+            continue;
+        }
+        if !main_known && args.agent.as_deref() == Some(event.session_id.as_str()) {
+            screen = Screen::new(Some(event.session_id.clone()));
+            main_known = true;
+        }
+        screen.show(&event)?;
+    }
+    Ok(())
+}
+
+/// `dshctl approve` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The agent whose call waits (as the approval request names it).
+    #[arg(value_name = "AGENT")]
+    agent: String,
+    /// The call id of the approval request.
+    #[arg(value_name = "CALL")]
+    call: String,
+    /// Let the call run.
+    #[arg(long, conflicts_with = "deny", required_unless_present = "deny")]
+    allow: bool,
+    /// Refuse the call; the model is told, with the reason.
+    #[arg(long)]
+    deny: bool,
+    /// Why (the model sees it on a denial).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+pub async fn approve(client: &Client, out: Output, args: ApproveArgs) -> anyhow::Result<()> {
+    let decision = if args.allow {
+        v1::ApprovalDecision::Allow
+    } else {
+        v1::ApprovalDecision::Deny
+    };
+    client
+        .agents()
+        .approve(v1::ApproveRequest {
+            agent_id: args.agent.clone(),
+            call_id: args.call.clone(),
+            decision: decision as i32,
+            reason: args.reason.clone().unwrap_or_default(),
+        })
+        .await?;
+    let word = if args.allow { "allowed" } else { "denied" };
+    out.emit(
+        &json!({ "agent_id": args.agent, "call_id": args.call, "decision": if args.allow { "allow" } else { "deny" } }),
+        |w| writeln!(w, "{word} call {} of {}", args.call, args.agent),
+    )
+}

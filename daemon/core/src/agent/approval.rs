@@ -1,0 +1,205 @@
+//! Asking a person before a tool call runs (the agent's approval policy, or a PreToolUse hook's
+//! "ask"). The request is logged, so every watcher of the agent sees it; a client answers with
+//! `Agents.Approve`. It fails closed: no answer within the configured time, nobody watching the
+//! agent, or a cancelled turn all deny the call, and the model is told why.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::live::Agent;
+use super::services::AgentServices;
+use crate::call::{BASH, ToolExecution};
+use crate::session::{ApprovalPolicy, ApprovalSource, ApprovalVerdict, EventData};
+
+/// A client's answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalAnswer {
+    /// Allow or deny.
+    pub verdict: ApprovalVerdict,
+    /// Why (shown to the model on a denial).
+    pub reason: Option<String>,
+}
+
+/// One agent's approval requests waiting for an answer, by call id.
+#[derive(Debug, Default)]
+pub(crate) struct Approvals {
+    pending: Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalAnswer>>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(call.to_owned(), tx);
+        rx
+    }
+
+    /// Withdraws a request; false when an answer took it first.
+    fn withdraw(&self, call: &str) -> bool {
+        self.lock().remove(call).is_some()
+    }
+
+    /// Answers the request of call `call`; false when no such request waits.
+    pub(crate) fn answer(&self, call: &str, answer: ApprovalAnswer) -> bool {
+        let Some(tx) = self.lock().remove(call) else {
+            return false;
+        };
+        // The waiting call may have just been cancelled; the answer then changes nothing.
+        let _ = tx.send(answer);
+        true
+    }
+}
+
+/// Why a call needs a person's approval before it runs, if it does: a hook asked (`hook_reason`)
+/// and the policy lets someone be asked, or the policy asks for every `bash` call.
+pub(crate) fn needed(
+    policy: ApprovalPolicy,
+    tool: &str,
+    hook_reason: Option<&str>,
+) -> Option<String> {
+    match (policy, hook_reason) {
+        (ApprovalPolicy::Never, _) => None,
+        (_, Some(reason)) => Some(reason.to_owned()),
+        (ApprovalPolicy::Always, None) if tool == BASH => {
+            Some("the approval policy is `always`: every bash command waits for approval".into())
+        }
+        (ApprovalPolicy::OnRequest | ApprovalPolicy::Always, None) => None,
+    }
+}
+
+/// What the request shows a person: the command (a bash call's, or the arguments of another
+/// tool) and where it would run.
+fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
+    let cwd = match arguments.get("workdir") {
+        Some(Value::String(dir)) if !dir.is_empty() => crate::home::normalize(&exec.cwd.join(dir)),
+        _ => exec.cwd.clone(),
+    };
+    let command = match arguments.get("command") {
+        Some(Value::String(command)) if exec.tool_name == BASH => command.clone(),
+        _ => arguments.to_string(),
+    };
+    (command, cwd.to_string_lossy().into_owned())
+}
+
+/// Asks for approval of `exec` with `arguments`, because of `reason`, and waits for the answer.
+/// `Ok` when allowed; otherwise the text the model is given instead of the call's result.
+pub(crate) async fn ask(
+    agent: &Agent,
+    services: &AgentServices,
+    exec: &ToolExecution,
+    arguments: &Value,
+    reason: String,
+) -> Result<(), String> {
+    let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
+    let timeout = services.approval.timeout;
+    let (command, cwd) = describe(exec, arguments);
+    // Registered before it is announced, so an answer can never miss it.
+    let mut answer = agent.approvals().register(&exec.call_id);
+    let mut departures = agent.departures();
+    agent.append(EventData::ApprovalRequest {
+        turn,
+        step,
+        call_id: exec.call_id.clone(),
+        tool: exec.tool_name.clone(),
+        command,
+        cwd,
+        reason: reason.clone(),
+        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+    });
+    tracing::info!(call_id = %exec.call_id, %reason, "a tool call waits for approval");
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut decided = loop {
+        if !agent.watched() {
+            break (ApprovalVerdict::Deny, ApprovalSource::Unwatched, None);
+        }
+        tokio::select! {
+            got = &mut answer => break match got {
+                Ok(a) => (a.verdict, ApprovalSource::Client, a.reason),
+                Err(_) => (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None),
+            },
+            () = &mut deadline => break (ApprovalVerdict::Deny, ApprovalSource::Timeout, None),
+            () = exec.cancel.cancelled() => {
+                break (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None);
+            }
+            // A watcher left: check again whether anyone still watches.
+            _ = departures.changed() => {}
+        }
+    };
+    if decided.1 != ApprovalSource::Client && !agent.approvals().withdraw(&exec.call_id) {
+        // A client's answer took the request first: it stands.
+        if let Ok(a) = answer.try_recv() {
+            decided = (a.verdict, ApprovalSource::Client, a.reason);
+        }
+    }
+    let (verdict, by, client_reason) = decided;
+    agent.append(EventData::ApprovalDecision {
+        turn,
+        step,
+        call_id: exec.call_id.clone(),
+        decision: verdict,
+        by,
+        reason: client_reason.clone(),
+    });
+    tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), by = by.as_str(), "approval decided");
+    match (verdict, by) {
+        (ApprovalVerdict::Allow, _) => Ok(()),
+        (ApprovalVerdict::Deny, ApprovalSource::Client) => Err(match client_reason {
+            Some(why) if !why.trim().is_empty() => {
+                format!("Error: the user denied this call: {why}")
+            }
+            _ => "Error: the user denied this call".to_owned(),
+        }),
+        (ApprovalVerdict::Deny, ApprovalSource::Timeout) => Err(format!(
+            "Error: the call needed approval ({reason}) and nobody answered within {} s, so it was denied",
+            timeout.as_secs_f64()
+        )),
+        (ApprovalVerdict::Deny, ApprovalSource::Unwatched) => Err(format!(
+            "Error: the call needed approval ({reason}) and nobody is watching this agent to give it, so it was denied"
+        )),
+        (ApprovalVerdict::Deny, ApprovalSource::Cancelled) => {
+            Err("Error: the turn was cancelled while the call waited for approval".to_owned())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_is_asked_under_each_policy() {
+        let hook = Some("a hook asks");
+        assert_eq!(needed(ApprovalPolicy::Never, BASH, hook), None);
+        assert_eq!(needed(ApprovalPolicy::Never, BASH, None), None);
+        assert_eq!(
+            needed(ApprovalPolicy::OnRequest, "job_kill", hook).as_deref(),
+            hook
+        );
+        assert_eq!(needed(ApprovalPolicy::OnRequest, BASH, None), None);
+        assert!(needed(ApprovalPolicy::Always, BASH, None).is_some());
+        assert_eq!(needed(ApprovalPolicy::Always, "job_output", None), None);
+        assert_eq!(needed(ApprovalPolicy::Always, BASH, hook).as_deref(), hook);
+    }
+
+    #[test]
+    fn an_answer_reaches_only_a_waiting_request_once() {
+        let approvals = Approvals::default();
+        let allow = ApprovalAnswer {
+            verdict: ApprovalVerdict::Allow,
+            reason: None,
+        };
+        assert!(!approvals.answer("c1", allow.clone()));
+        let mut rx = approvals.register("c1");
+        assert!(approvals.answer("c1", allow.clone()));
+        assert!(!approvals.answer("c1", allow.clone()), "answered once");
+        assert_eq!(rx.try_recv().unwrap(), allow);
+        assert!(!approvals.withdraw("c1"));
+    }
+}

@@ -1,0 +1,108 @@
+//! The hub every agent publishes to: the registered watchers, each with its scope and its own
+//! bounded queue. Publishing never waits on a watcher: it locks each matching queue briefly and
+//! moves on.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::sync::watch;
+
+use super::queue::Queue;
+use super::{WatchScope, Watcher};
+use crate::agent::live::Agent;
+
+/// The registered watchers of one daemon's agents.
+#[derive(Debug)]
+pub(crate) struct WatchHub {
+    watchers: RwLock<Vec<Arc<Queue>>>,
+    /// Bumped whenever a watcher leaves, so an approval waiting for a person can notice that
+    /// nobody is watching its agent any more.
+    departures: watch::Sender<u64>,
+    /// Entries one watcher may have waiting before it is lagged.
+    max_pending: usize,
+    /// Set at shutdown: watchers end once they have read what was published.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl WatchHub {
+    /// A hub whose watchers may each have `max_pending` entries waiting.
+    pub fn new(max_pending: usize) -> Self {
+        Self {
+            watchers: RwLock::new(Vec::new()),
+            departures: watch::Sender::new(0),
+            max_pending,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A watcher of `scope`, registered now: it is told of everything published from now on
+    /// (streamed text too when `deltas`), and reads stored sessions from `persistence`.
+    pub fn watcher(
+        self: &Arc<Self>,
+        scope: WatchScope,
+        deltas: bool,
+        persistence: Arc<crate::persistence::PersistenceHandle>,
+    ) -> Watcher {
+        Watcher::new(self.clone(), self.register(scope, deltas), persistence)
+    }
+
+    fn register(&self, scope: WatchScope, deltas: bool) -> Arc<Queue> {
+        let queue = Arc::new(Queue::new(scope, deltas, self.max_pending));
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            queue.close();
+        }
+        self.watchers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(queue.clone());
+        queue
+    }
+
+    /// Removes a watcher (its stream ended or its client went away).
+    pub(super) fn unregister(&self, queue: &Arc<Queue>) {
+        self.watchers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|q| !Arc::ptr_eq(q, queue));
+        self.departures.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Event `seq` of `agent` was logged. Call under the agent's log lock (see [`Queue::logged`]).
+    pub fn logged(&self, agent: &Arc<Agent>, seq: u64) {
+        for queue in self.read().iter() {
+            if queue.scope.covers(agent) {
+                queue.logged(agent, seq);
+            }
+        }
+    }
+
+    /// `agent` streamed `text` at byte `offset` of its step's text.
+    pub fn text(&self, agent: &Arc<Agent>, turn: u32, step: u32, offset: u64, text: &str) {
+        for queue in self.read().iter() {
+            if queue.deltas && queue.scope.covers(agent) {
+                queue.text(agent, turn, step, offset, text);
+            }
+        }
+    }
+
+    /// Whether any watcher follows `agent` now.
+    pub fn watching(&self, agent: &Agent) -> bool {
+        self.read().iter().any(|q| q.scope.covers(agent))
+    }
+
+    /// Changes whenever a watcher leaves.
+    pub fn departures(&self) -> watch::Receiver<u64> {
+        self.departures.subscribe()
+    }
+
+    /// Shutdown: every watcher ends once it has read what was published.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for queue in self.read().iter() {
+            queue.close();
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Queue>>> {
+        self.watchers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}

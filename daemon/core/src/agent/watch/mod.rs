@@ -1,0 +1,153 @@
+//! Following agents live: any number of watchers, each with its own bounded queue, each told of
+//! every event of the agents it follows — logged or streamed — in the one vocabulary of the log.
+//!
+//! Agents publish to the [`hub`](hub::WatchHub) as they append to their logs and stream text; a
+//! watcher ([`Watcher`]) reads logged events from the logs themselves (so nothing logged is
+//! copied for it), keeps a cursor per session (so nothing is handed out twice or skipped), and
+//! when it falls too far behind it is told (`watch/lagged`) and catches up from the logs: the
+//! live agent's in memory, a closed one's from the store. The `Agents.Prompt` stream is a watcher
+//! of the prompted agent and its descendants that ends with the turn; `Agents.Watch` and
+//! `Persistence.ReadEvents` in follow mode are watchers too.
+
+pub(crate) mod hub;
+mod queue;
+mod watcher;
+
+use serde::Serialize;
+
+pub use queue::PENDING_TEXT_BUDGET;
+pub use watcher::Watcher;
+
+use crate::agent::live::Agent;
+use crate::session::SessionId;
+
+/// Type of the unlogged event carrying streamed model text.
+pub const TEXT_DELTA: &str = "text/delta";
+/// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
+pub const LAGGED: &str = "watch/lagged";
+
+/// Which agents a watcher follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchScope {
+    /// One agent.
+    Agent(SessionId),
+    /// An agent and its descendants (the children it spawns, theirs, ...).
+    Tree(SessionId),
+    /// Every agent.
+    All,
+}
+
+impl WatchScope {
+    /// Whether `agent` is followed.
+    pub(crate) fn covers(&self, agent: &Agent) -> bool {
+        match self {
+            Self::Agent(id) => agent.id() == id,
+            Self::Tree(id) => agent.lineage().contains(id),
+            Self::All => true,
+        }
+    }
+}
+
+/// One event as a watcher hands it out: an event of the log's vocabulary, or an unlogged one
+/// (`text/delta`, `watch/lagged`), naming the session (= agent) it belongs to. Its JSON form
+/// ([`to_json`](Self::to_json)) is the log line plus `sessionId`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEvent {
+    /// The session (and agent) the event belongs to.
+    pub session: SessionId,
+    /// The event's type, e.g. `turn/start`, `text/delta`.
+    pub kind: &'static str,
+    /// The seq of a logged event; `None` for an unlogged one.
+    pub seq: Option<u64>,
+    /// Unix milliseconds: when it was logged, or streamed.
+    pub time: i64,
+    /// The event's data object as JSON text (for a logged event, exactly its `data` in the log).
+    pub data_json: String,
+}
+
+impl StreamEvent {
+    /// The JSON form: `{"type", "sessionId", "seq" (logged events only), "time", "data"}`.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(self.data_json.len() + 128);
+        out.push_str("{\"type\":");
+        out.push_str(&json_string(self.kind));
+        out.push_str(",\"sessionId\":");
+        out.push_str(&json_string(self.session.as_str()));
+        if let Some(seq) = self.seq {
+            out.push_str(&format!(",\"seq\":{seq}"));
+        }
+        out.push_str(&format!(",\"time\":{},\"data\":", self.time));
+        out.push_str(&self.data_json);
+        out.push('}');
+        out
+    }
+
+    /// A `text/delta` event.
+    pub(crate) fn text_delta(
+        session: SessionId,
+        time: i64,
+        turn: u32,
+        step: u32,
+        offset: u64,
+        text: &str,
+    ) -> Self {
+        #[derive(Serialize)]
+        struct Data<'a> {
+            turn: u32,
+            step: u32,
+            offset: u64,
+            text: &'a str,
+        }
+        Self {
+            session,
+            kind: TEXT_DELTA,
+            seq: None,
+            time,
+            data_json: to_json_text(&Data {
+                turn,
+                step,
+                offset,
+                text,
+            }),
+        }
+    }
+
+    /// A `watch/lagged` event: events of `session` from `from_seq` on are re-read from the log.
+    pub(crate) fn lagged(session: SessionId, from_seq: u64) -> Self {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Data {
+            from_seq: u64,
+        }
+        Self {
+            session,
+            kind: LAGGED,
+            seq: None,
+            time: crate::session::now_ms(),
+            data_json: to_json_text(&Data { from_seq }),
+        }
+    }
+
+    /// A logged event of `session`.
+    pub fn logged(session: SessionId, event: &crate::session::Event) -> Self {
+        Self {
+            session,
+            kind: event.data.type_name(),
+            seq: Some(event.seq),
+            time: event.time,
+            data_json: event.data_json(),
+        }
+    }
+}
+
+fn json_string(text: &str) -> String {
+    to_json_text(&text)
+}
+
+fn to_json_text<T: Serialize + ?Sized>(value: &T) -> String {
+    // Serialising plain structs and strings into a String cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+#[cfg(test)]
+mod tests;
