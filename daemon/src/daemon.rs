@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backends::{Backends, startup_backend};
 use crate::config::Config;
 use dsh_core::agent::openai::{OpenAiProvider, OpenAiSetupError};
-use dsh_core::agent::{AgentRegistry, AgentServices, AgentStatus, ProviderFactory, Unsaved};
+use dsh_core::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
 use dsh_core::exec::{ExecConfig, ExecError, Executor};
 use dsh_core::hooks::Hooks;
 use dsh_core::persistence::choice::{self, ChoiceError};
@@ -183,17 +183,14 @@ impl Daemon {
 
     /// One line on what the daemon is doing, for systemd's `STATUS=`.
     pub fn status_line(&self) -> String {
-        let agents = self.agents.list();
-        let running = agents
-            .iter()
-            .filter(|a| matches!(a.status(), AgentStatus::Running { .. }))
-            .count();
+        let agents = self.agents.len();
+        let running = self.agents.running_turns();
         let plural =
             |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         format!(
             "serving {}: {}, {}",
             self.socket.display(),
-            plural(agents.len(), "agent", "agents"),
+            plural(agents, "agent", "agents"),
             plural(running, "running turn", "running turns"),
         )
     }

@@ -71,8 +71,8 @@ fn ctrl_c_under_json_ends_the_lines_with_the_aborted_turn() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let last = lines.last().unwrap();
-    assert_eq!(last["type"], "turn_ended", "{lines:?}");
-    assert_eq!(last["reason"]["kind"], "aborted");
+    assert_eq!(last["type"], "turn/end", "{lines:?}");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted");
     assert_turn_aborted_and_agent_idle(&daemon, &id);
 }
 
