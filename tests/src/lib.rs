@@ -12,6 +12,7 @@ use dsh_client::Client;
 
 pub mod agents;
 pub mod bench;
+pub mod seed;
 pub mod shell;
 
 /// Path of the freshly built `dshd` binary (built once per test process).

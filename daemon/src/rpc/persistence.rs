@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::async_stream;
 use super::convert::{choice_status, event, header, persistence_status, session_id};
+use super::session_list;
 use crate::daemon::{Daemon, UseError};
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
 use dsh_core::session::{Event, SessionHeader, SessionId};
@@ -140,7 +141,14 @@ impl persistence_server::Persistence for PersistenceService {
         let location = match self.daemon.agents.get(&id) {
             Ok(agent) => self.daemon.persistence.locate(agent.header()),
             Err(_) => {
-                let (header, _) = self.session(&id).await?;
+                // A stored session: its header alone, whatever the length of its log.
+                let backend = self.daemon.persistence.backend();
+                let wanted = id.clone();
+                let header = tokio::task::spawn_blocking(move || backend.header(&wanted))
+                    .await
+                    .map_err(|e| Status::internal(format!("reading the session failed: {e}")))?
+                    .map_err(persistence_status)?
+                    .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
                 self.daemon.persistence.locate(&header)
             }
         };
@@ -151,50 +159,58 @@ impl persistence_server::Persistence for PersistenceService {
 
     async fn list_sessions(
         &self,
-        _request: Request<v1::ListSessionsRequest>,
+        request: Request<v1::ListSessionsRequest>,
     ) -> Reply<v1::ListSessionsResponse> {
+        let request = request.into_inner();
+        let query = session_list::query(&request)?;
         let backend = self.daemon.persistence.backend();
         let listed_from = backend.clone();
-        let mut stored = tokio::task::spawn_blocking(move || backend.list())
+        let asked = query.clone();
+        let stored = tokio::task::spawn_blocking(move || backend.list_page(&asked))
             .await
             .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
             .map_err(persistence_status)?;
-        let live = self.daemon.agents.list();
-        for agent in &live {
-            if !stored.iter().any(|h| &h.id == agent.id()) {
-                stored.push(agent.header().as_ref().clone());
-            }
-        }
-        stored.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        let listed = stored.iter().map(|h| h.id.clone()).collect();
-        let others = self
+        let live: Vec<SessionHeader> = self
             .daemon
-            .other_backends(listed)
-            .await
-            .into_iter()
-            .map(|other| {
-                let (unlisted, error) = match other.unlisted {
-                    Ok(n) => (u64::try_from(n).unwrap_or(u64::MAX), String::new()),
-                    Err(e) => (0, e.to_string()),
-                };
-                v1::OtherBackend {
-                    backend: Some(description(other.kind, &other.path)),
-                    unlisted_sessions: unlisted,
-                    error,
-                }
-            })
-            .collect();
-        let sessions = stored
+            .agents
+            .list()
             .iter()
-            .map(|h| v1::SessionSummary {
+            .map(|agent| agent.header().as_ref().clone())
+            .collect();
+        let (page, next_page_token) = session_list::merge(&query, stored, &live);
+        let others = if request.page_token.is_empty() {
+            let live = live.into_iter().map(|h| h.id).collect();
+            self.daemon
+                .other_backends(live)
+                .await
+                .into_iter()
+                .map(|other| {
+                    let (unlisted, error) = match other.unlisted {
+                        Ok(n) => (u64::try_from(n).unwrap_or(u64::MAX), String::new()),
+                        Err(e) => (0, e.to_string()),
+                    };
+                    v1::OtherBackend {
+                        backend: Some(description(other.kind, &other.path)),
+                        unlisted_sessions: unlisted,
+                        error,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sessions = page
+            .iter()
+            .map(|(h, live)| v1::SessionSummary {
                 header: Some(header(h)),
-                live: live.iter().any(|a| a.id() == &h.id),
+                live: *live,
             })
             .collect();
         Ok(Response::new(v1::ListSessionsResponse {
             sessions,
             backend: Some(describe(listed_from.as_ref())),
             others,
+            next_page_token,
         }))
     }
 

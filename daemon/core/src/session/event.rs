@@ -1,6 +1,6 @@
 //! Session events: the envelope `{type, seq, time, data}` and the closed vocabulary of CONTRACTS §4.1.
 
-use serde::de::Error as _;
+use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -190,18 +190,23 @@ macro_rules! event_vocabulary {
                 }
             }
 
-            fn from_parts(type_name: &str, data: Value) -> Result<Self, String> {
+            /// Deserializes the `data` member of an event of type `type_name` straight into its
+            /// variant, with no `Value` tree in between (a resume reads every event of a log).
+            fn deserialize_data<'de, D: Deserializer<'de>>(
+                type_name: &str,
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
                 match type_name {
                     $( $name => {
                         #[derive(Deserialize)]
                         #[serde(rename_all = "camelCase", deny_unknown_fields)]
                         struct Payload { $( $(#[$fattr])* $field: $ty ),* }
                         #[allow(unused_variables)]
-                        let p: Payload = serde_json::from_value(data)
-                            .map_err(|e| format!("{}: {e}", $name))?;
+                        let p = Payload::deserialize(deserializer)
+                            .map_err(|e| D::Error::custom(format!("{}: {e}", $name)))?;
                         Ok(Self::$variant { $( $field: p.$field ),* })
                     } )*
-                    other => Err(format!("unknown event type {other:?}")),
+                    other => Err(D::Error::custom(format!("unknown event type {other:?}"))),
                 }
             }
         }
@@ -297,26 +302,95 @@ impl Serialize for Event {
 
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Raw {
-            #[serde(rename = "type")]
-            type_name: String,
-            seq: u64,
-            time: i64,
-            data: Value,
+        deserializer.deserialize_struct("Event", &["type", "seq", "time", "data"], EventVisitor)
+    }
+}
+
+/// The envelope's members; any other is refused, as `deny_unknown_fields` would.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Field {
+    Type,
+    Seq,
+    Time,
+    Data,
+}
+
+/// Reads an event in one pass when `type` comes before `data`, as every writer of dsh puts it:
+/// `data` is then deserialized straight into its variant. A `data` seen before `type` is kept as a
+/// `Value` until the type is known.
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an event object {type, seq, time, data}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        let mut type_name: Option<String> = None;
+        let mut seq: Option<u64> = None;
+        let mut time: Option<i64> = None;
+        let mut data: Option<EventData> = None;
+        let mut early: Option<Value> = None;
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Type if type_name.is_none() => type_name = Some(map.next_value()?),
+                Field::Seq if seq.is_none() => seq = Some(map.next_value()?),
+                Field::Time if time.is_none() => time = Some(map.next_value()?),
+                Field::Data if data.is_none() && early.is_none() => match &type_name {
+                    Some(type_name) => data = Some(map.next_value_seed(DataSeed(type_name))?),
+                    None => early = Some(map.next_value()?),
+                },
+                Field::Type => return Err(A::Error::duplicate_field("type")),
+                Field::Seq => return Err(A::Error::duplicate_field("seq")),
+                Field::Time => return Err(A::Error::duplicate_field("time")),
+                Field::Data => return Err(A::Error::duplicate_field("data")),
+            }
         }
-        let raw = Raw::deserialize(deserializer)?;
-        let data = EventData::from_parts(&raw.type_name, raw.data).map_err(D::Error::custom)?;
-        Ok(Self {
-            seq: raw.seq,
-            time: raw.time,
+        let type_name = type_name.ok_or_else(|| A::Error::missing_field("type"))?;
+        let data = match (data, early) {
+            (Some(data), _) => data,
+            (None, Some(value)) => {
+                EventData::deserialize_data(&type_name, value).map_err(A::Error::custom)?
+            }
+            (None, None) => return Err(A::Error::missing_field("data")),
+        };
+        Ok(Event {
+            seq: seq.ok_or_else(|| A::Error::missing_field("seq"))?,
+            time: time.ok_or_else(|| A::Error::missing_field("time"))?,
             data,
         })
     }
 }
 
+/// Deserializes `data` as the variant its event's type names.
+struct DataSeed<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = EventData;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<EventData, D::Error> {
+        EventData::deserialize_data(self.0, deserializer)
+    }
+}
+
 impl Event {
+    /// An event from its stored columns (the SQLite backend's rows): `data` is the JSON text of
+    /// the `data` member, deserialized straight into the variant `type_name` names.
+    pub fn from_columns(
+        seq: u64,
+        time: i64,
+        type_name: &str,
+        data: &str,
+    ) -> Result<Self, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(data);
+        let data = EventData::deserialize_data(type_name, &mut deserializer)?;
+        deserializer.end()?;
+        Ok(Self { seq, time, data })
+    }
+
     /// The event as one JSON line (no trailing newline).
     pub fn to_json(&self) -> String {
         // Serialising our own types into a String cannot fail: no maps with non-string keys.
