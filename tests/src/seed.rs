@@ -118,3 +118,88 @@ pub fn sqlite(db: &Path, sessions: &[(SessionHeader, Vec<Event>)]) {
     }
     tx.commit().unwrap_or_else(|e| panic!("commit: {e}"));
 }
+
+/// A long transcript of about `bytes` bytes as JSONL (header excluded): turns like an agent's
+/// working session — a prompt, a bash call whose result is 8 KiB of output (with newlines, quotes
+/// and a non-ASCII character, so parsing has escapes to undo), and a short answer — until the
+/// serialized events reach `bytes`.
+pub fn long_session(bytes: usize) -> Vec<Event> {
+    use dsh_core::session::ToolCallRequest;
+    let line = "drwxr-xr-x 2 user user 4096 Dec  1 12:00 \"src\" \u{fc}ber\tmore\n";
+    let output: String = line.repeat(8192 / line.len() + 1);
+    let mut events = Vec::new();
+    let mut size = 0;
+    let mut turn = 0;
+    while size < bytes {
+        turn += 1;
+        let call = format!("call_{turn}");
+        let arguments = serde_json::json!({ "command": format!("ls -la /work/{turn}") });
+        let data = vec![
+            EventData::TurnStart { turn },
+            EventData::UserMessage {
+                message: UserMessage {
+                    text: format!("look at directory {turn} and tell me what is there"),
+                    source: MessageSource::User,
+                },
+            },
+            EventData::StepStart { turn, step: 1 },
+            EventData::AssistantMessage {
+                turn,
+                step: 1,
+                message: AssistantMessage {
+                    text: "Let me look.".into(),
+                    tool_calls: vec![ToolCallRequest {
+                        id: call.clone(),
+                        name: "bash".into(),
+                        arguments: arguments.clone(),
+                    }],
+                },
+                usage: None,
+            },
+            EventData::ToolCall {
+                turn,
+                step: 1,
+                call_id: call.clone(),
+                name: "bash".into(),
+                arguments,
+            },
+            EventData::ToolResult {
+                turn,
+                step: 1,
+                call_id: call,
+                content: output.clone(),
+                is_error: false,
+                code: None,
+            },
+            EventData::StepEnd { turn, step: 1 },
+            EventData::StepStart { turn, step: 2 },
+            EventData::AssistantMessage {
+                turn,
+                step: 2,
+                message: AssistantMessage {
+                    text: format!(
+                        "Directory {turn} holds the sources. {}",
+                        "It is tidy. ".repeat(40)
+                    ),
+                    tool_calls: Vec::new(),
+                },
+                usage: None,
+            },
+            EventData::StepEnd { turn, step: 2 },
+            EventData::TurnEnd {
+                turn,
+                reason: TurnEndReason::Completed,
+            },
+        ];
+        for data in data {
+            let event = Event {
+                seq: events.len() as u64,
+                time: 1_700_000_000_000 + i64::from(turn),
+                data,
+            };
+            size += event.to_json().len() + 1;
+            events.push(event);
+        }
+    }
+    events
+}

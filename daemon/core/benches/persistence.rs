@@ -8,7 +8,7 @@
 //!   (targets: ratio ≥ 0.8 for both). Steady state: each session's first checkpoint, which creates
 //!   its file or database, is done before timing starts; rounds alternate backend and floor.
 //!
-//! Run: `cargo bench -p dsh-daemon --bench persistence`
+//! Run: `cargo bench -p dsh-core --bench persistence`
 //! (`DSH_BENCH_DIR=/some/dir` to measure another file system than `$TMPDIR`'s.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
@@ -96,6 +96,16 @@ fn locate(scratch: &Path) {
         "    floor: join of the 3 precomputed components {:>6.0} ns/call   ratio {:.2}x",
         floor.as_nanos(),
         located.as_secs_f64() / floor.as_secs_f64()
+    );
+    dsh_testkit::bench::ratio(
+        "locate() through PersistenceHandle / 1 us",
+        &format!("median {} ns", located.as_nanos()),
+        &format!(
+            "1000 ns (target; joining the parts {} ns)",
+            floor.as_nanos()
+        ),
+        located.as_secs_f64() / 1e-6,
+        dsh_testkit::bench::Target::AtMost(1.0),
     );
 }
 
@@ -354,6 +364,16 @@ fn report(name: &str, floor_name: &str, backend: &mut [f64], floor: &mut [f64]) 
         b,
         f,
         verdict(ratio >= 0.8)
+    );
+    dsh_testkit::bench::ratio(
+        &format!(
+            "{} checkpoint throughput / {floor_name}",
+            name.split_whitespace().next().unwrap_or(name)
+        ),
+        &format!("{b:.0} events/s"),
+        &format!("{f:.0} events/s"),
+        ratio,
+        dsh_testkit::bench::Target::AtLeast(0.8),
     );
 }
 
