@@ -3,7 +3,9 @@
 //! - `Persistence.Locate` of a live agent's session against `Daemon.Status` on the release `dshd`
 //!   (target: Locate p50 ≤ 1.25 × Status p50; Status is a unary call that touches nothing);
 //! - `Persistence.Locate` of a stored session (no live agent) whose JSONL log is 100 MB, against
-//!   the same `Status` (target ≤ 1.25×): the daemon reads the log's header line only;
+//!   the same `Status` (target ≤ 1.25×): the daemon reads the log's header line once and keeps it;
+//! - `Persistence.Locate` of [`FIRST_TIMES`] other stored sessions, each asked once (so each reads
+//!   its header on the blocking pool), against the `Status` calls interleaved with them;
 //! - `Daemon.Status` against the floor of any tonic unary call: a bare tonic server built here
 //!   (the standard health service, nothing else, on its own runtime thread and socket) answering
 //!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×).
@@ -22,6 +24,8 @@ const WARMUP: usize = 500;
 const CALLS: usize = 10_000;
 /// The size of the stored session's log.
 const LOG_BYTES: usize = 100_000_000;
+/// Stored sessions located once each.
+const FIRST_TIMES: usize = 2_000;
 
 fn main() {
     let dshd = escargot::CargoBuild::new()
@@ -51,6 +55,18 @@ fn main() {
     let events = dsh_tests::seed::long_session(LOG_BYTES);
     let root = dir.path().join("home").join("sessions");
     dsh_tests::seed::jsonl(&root, &[(stored.clone(), events)]);
+    let others: Vec<_> = (0..FIRST_TIMES)
+        .map(|n| {
+            let header = dsh_core::session::SessionHeader::new(
+                dsh_core::session::SessionId::new_v7(),
+                work.clone(),
+                1_700_000_000_000 + n as i64,
+            );
+            let events = dsh_tests::seed::short_turn(0, 1, 1_700_000_000_000);
+            (header, events)
+        })
+        .collect();
+    dsh_tests::seed::jsonl(&root, &others);
     let log = dsh_core::persistence::jsonl::log_path(&root, &stored);
     let log_bytes = std::fs::metadata(&log).unwrap().len();
     let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
@@ -133,6 +149,30 @@ fn main() {
                 stored_locate.push(d);
             }
         }
+        // Each of the other stored sessions once, between Status calls.
+        let (mut first, mut first_status) = (Vec::new(), Vec::new());
+        for (header, _) in &others {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            first_status.push(t.elapsed());
+            let t = Instant::now();
+            persistence
+                .locate(v1::LocateRequest {
+                    session_id: header.id.to_string(),
+                })
+                .await
+                .unwrap();
+            first.push(t.elapsed());
+        }
+        first.sort_unstable();
+        first_status.sort_unstable();
+        compare(
+            &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
+            ("Locate 1st time", &first),
+            ("Status (floor)", &first_status),
+            1.25,
+            "Locate of a stored session, first time (header read) / Status",
+        );
         (status, locate, floor, stored_locate)
     });
     rustix::process::kill_process(

@@ -141,14 +141,25 @@ impl persistence_server::Persistence for PersistenceService {
         let location = match self.daemon.agents.get(&id) {
             Ok(agent) => self.daemon.persistence.locate(agent.header()),
             Err(_) => {
-                // A stored session: its header alone, whatever the length of its log.
-                let backend = self.daemon.persistence.backend();
-                let wanted = id.clone();
-                let header = tokio::task::spawn_blocking(move || backend.header(&wanted))
-                    .await
-                    .map_err(|e| Status::internal(format!("reading the session failed: {e}")))?
-                    .map_err(persistence_status)?
-                    .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
+                // A stored session: its header alone, whatever the length of its log, and read
+                // once (headers never change; a swap forgets what was read).
+                let handle = &self.daemon.persistence;
+                let header = match handle.known_header(&id) {
+                    Some(header) => header,
+                    None => {
+                        let (backend, generation) = handle.current();
+                        let wanted = id.clone();
+                        let header = tokio::task::spawn_blocking(move || backend.header(&wanted))
+                            .await
+                            .map_err(|e| {
+                                Status::internal(format!("reading the session failed: {e}"))
+                            })?
+                            .map_err(persistence_status)?
+                            .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
+                        handle.remember_header(generation, header.clone());
+                        Arc::new(header)
+                    }
+                };
                 self.daemon.persistence.locate(&header)
             }
         };
