@@ -1,14 +1,15 @@
 //! `Persistence.ListSessions`' first page with 1,000, 10,000 and 100,000 stored sessions, on the
 //! release `dshd`, for both backends (target: ≤ 50 ms at 100,000 and independent of the count).
 //!
-//! The sessions are written into the home before dshd starts (five cwds, a few per millisecond).
-//! For each count, a fresh dshd is started and its first listing timed alone (the JSONL backend
-//! builds its listing index then, reading every header once); then, after a warm-up of
-//! [`WARMUP`] (the index trusts a directory's time once it is a second old; before that it reads
-//! the directory again at every listing), first pages are timed interleaved with `Daemon.Status`
-//! (the floor of any call) and with a first page filtered by cwd. Printed per count: medians, the
-//! ratio to the same backend's figure at 1,000 sessions (flat means independent of the count), and
-//! dshd's RSS before and after its first listing (the JSONL index's memory).
+//! Each count gets its own home, written before its dshd starts (five cwds, a few sessions per
+//! millisecond), and the three daemons run at once. Each one's first listing is timed alone (the
+//! JSONL backend builds its listing index then, reading every header once); then, after a
+//! warm-up of [`WARMUP`] (the index trusts a directory's time once it is a second old; before that
+//! it reads the directory again at every listing), rounds go through the three daemons in turn:
+//! a first page, a first page filtered by cwd, and `Daemon.Status` (the floor of any call), so
+//! the machine's drift hits every count alike. Printed per count: medians, the ratio of the
+//! 100,000 figure to the 1,000 one (flat means independent of the count), and dshd's RSS before
+//! and after its first listing (the JSONL index's memory).
 //!
 //! Run: `cargo bench -p dsh-tests --bench sessions`
 
@@ -34,23 +35,23 @@ fn main() {
 }
 
 fn run(backend: &str) {
-    let dir = dsh_tests::private_dir();
-    let home = dir.path().join("home");
-    let work = dir.path().join("work");
-    for n in 0..5 {
-        std::fs::create_dir_all(work.join(format!("p{n}"))).unwrap();
-    }
-    std::fs::create_dir_all(&home).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let base = dsh_core::session::now_ms() - 30 * 24 * 3600 * 1000;
-    let mut stored = 0;
-    let mut at_1k = None;
-    println!("ListSessions first page ({PAGE} sessions), {backend}, release dshd");
+    // One home and one dshd per count, all running at once, so that calls to them can be
+    // interleaved and the machine's drift hits every count alike.
+    let mut homes = Vec::new();
     for count in COUNTS {
-        let batch: Vec<(SessionHeader, Vec<Event>)> = (stored..count)
+        let dir = dsh_tests::private_dir();
+        let home = dir.path().join("home");
+        let work = dir.path().join("work");
+        for n in 0..5 {
+            std::fs::create_dir_all(work.join(format!("p{n}"))).unwrap();
+        }
+        std::fs::create_dir_all(&home).unwrap();
+        let sessions: Vec<(SessionHeader, Vec<Event>)> = (0..count)
             .map(|n| {
                 let at = base + i64::try_from(n / 3).unwrap();
                 let cwd = work.join(format!("p{}", n % 5));
@@ -62,112 +63,123 @@ fn run(backend: &str) {
             .collect();
         let seeding = Instant::now();
         match backend {
-            "jsonl" => seed::jsonl(&home.join("sessions"), &batch),
-            _ => seed::sqlite(&home.join("sessions.sqlite3"), &batch),
+            "jsonl" => seed::jsonl(&home.join("sessions"), &sessions),
+            _ => seed::sqlite(&home.join("sessions.sqlite3"), &sessions),
         }
-        let seeded_in = seeding.elapsed();
-        stored = count;
-        let args: &[&str] = if backend == "sqlite" {
-            &["--persistence", "sqlite"]
-        } else {
-            &[]
-        };
-        let daemon = ReleaseDaemon::start(&dir, args);
-        let pid = daemon.pid();
-        let socket = daemon.socket.clone();
-        let cwd = work.join("p3").display().to_string();
-        let figures = runtime.block_on(async {
-            let client = dsh_client::Client::connect(&socket).await.unwrap();
-            let mut persistence = client.persistence();
-            let mut daemon_client = client.daemon();
-            let first_page = |cwd: String| v1::ListSessionsRequest {
-                page_size: Some(PAGE),
-                cwd,
-                ..v1::ListSessionsRequest::default()
-            };
-            let rss_before = rss_kib(pid);
+        println!(
+            "  seeded {count} {backend} sessions in {}",
+            duration(seeding.elapsed())
+        );
+        homes.push((count, dir, work.join("p3").display().to_string()));
+    }
+    let args: &[&str] = if backend == "sqlite" {
+        &["--persistence", "sqlite"]
+    } else {
+        &[]
+    };
+    let daemons: Vec<ReleaseDaemon> = homes
+        .iter()
+        .map(|(_, dir, _)| ReleaseDaemon::start(dir, args))
+        .collect();
+    let first_page = |cwd: &str| v1::ListSessionsRequest {
+        page_size: Some(PAGE),
+        cwd: cwd.to_owned(),
+        ..v1::ListSessionsRequest::default()
+    };
+    let (cold, rss, list, filtered, status) = runtime.block_on(async {
+        let mut clients = Vec::new();
+        for daemon in &daemons {
+            let client = dsh_client::Client::connect(&daemon.socket).await.unwrap();
+            clients.push((client.persistence(), client.daemon()));
+        }
+        // The first listing of each, alone: the JSONL index is built then.
+        let (mut cold, mut rss) = (Vec::new(), Vec::new());
+        for ((persistence, _), daemon) in clients.iter_mut().zip(&daemons) {
+            let before = rss_kib(daemon.pid());
             let t = Instant::now();
-            let cold = persistence
-                .list_sessions(first_page(String::new()))
+            let page = persistence
+                .list_sessions(first_page(""))
                 .await
                 .unwrap()
                 .into_inner();
-            let cold_time = t.elapsed();
-            assert_eq!(cold.sessions.len(), PAGE as usize);
-            assert!(!cold.next_page_token.is_empty());
-            let rss_after = rss_kib(pid);
-            let warm = Instant::now();
-            while warm.elapsed() < WARMUP {
-                persistence
-                    .list_sessions(first_page(String::new()))
-                    .await
-                    .unwrap();
+            cold.push(t.elapsed());
+            rss.push((before, rss_kib(daemon.pid())));
+            assert_eq!(page.sessions.len(), PAGE as usize);
+            assert!(!page.next_page_token.is_empty());
+        }
+        let warm = Instant::now();
+        while warm.elapsed() < WARMUP {
+            for (persistence, _) in &mut clients {
+                persistence.list_sessions(first_page("")).await.unwrap();
             }
-            let (mut list, mut filtered, mut status) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..CALLS {
+        }
+        let n = clients.len();
+        let (mut list, mut filtered, mut status) =
+            (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+        for _ in 0..CALLS {
+            for (i, (persistence, daemon_client)) in clients.iter_mut().enumerate() {
+                let cwd = &homes[i].2;
                 let t = Instant::now();
                 let page = persistence
-                    .list_sessions(first_page(String::new()))
+                    .list_sessions(first_page(""))
                     .await
                     .unwrap()
                     .into_inner();
-                list.push(t.elapsed());
+                list[i].push(t.elapsed());
                 assert_eq!(page.sessions.len(), PAGE as usize);
                 let t = Instant::now();
                 let page = persistence
-                    .list_sessions(first_page(cwd.clone()))
+                    .list_sessions(first_page(cwd))
                     .await
                     .unwrap()
                     .into_inner();
-                filtered.push(t.elapsed());
+                filtered[i].push(t.elapsed());
                 assert!(
                     page.sessions
                         .iter()
-                        .all(|s| s.header.as_ref().unwrap().cwd == cwd)
+                        .all(|s| &s.header.as_ref().unwrap().cwd == cwd)
                 );
                 let t = Instant::now();
                 daemon_client.status(v1::StatusRequest {}).await.unwrap();
-                status.push(t.elapsed());
+                status[i].push(t.elapsed());
             }
-            (
-                cold_time,
-                median(&mut list),
-                median(&mut filtered),
-                median(&mut status),
-                rss_before,
-                rss_after,
-            )
-        });
-        drop(daemon);
-        let (cold, list, filtered, status, rss_before, rss_after) = figures;
-        let reference = *at_1k.get_or_insert(list);
-        println!(
-            "  {count:>7} sessions (seeded in {}): first page p50 {} (cwd-filtered {}; Status {}); \
-             first listing after start {}; RSS {rss_before} -> {rss_after} KiB",
-            duration(seeded_in),
-            duration(list),
-            duration(filtered),
-            duration(status),
-            duration(cold),
-        );
-        if count == COUNTS[COUNTS.len() - 1] {
-            let name = format!("ListSessions first page, {count} {backend} sessions");
-            ratio(
-                &format!("{name} / 50 ms"),
-                &format!("p50 {}", duration(list)),
-                "50 ms (target)",
-                list.as_secs_f64() / 0.050,
-                Target::AtMost(1.0),
-            );
-            ratio(
-                &format!("{name} / the same at 1,000"),
-                &format!("p50 {}", duration(list)),
-                &format!("p50 {}", duration(reference)),
-                list.as_secs_f64() / reference.as_secs_f64(),
-                Target::AtMost(1.25),
-            );
         }
+        let medians = |v: Vec<Vec<Duration>>| -> Vec<Duration> {
+            v.into_iter().map(|mut s| median(&mut s)).collect()
+        };
+        (cold, rss, medians(list), medians(filtered), medians(status))
+    });
+    drop(daemons);
+    println!(
+        "ListSessions first page ({PAGE} sessions), {backend}, release dshd, {CALLS} rounds interleaved across the counts"
+    );
+    for (i, (count, _, _)) in homes.iter().enumerate() {
+        println!(
+            "  {count:>7} sessions: first page p50 {} (cwd-filtered {}; Status {}); first listing after start {}; RSS {} -> {} KiB",
+            duration(list[i]),
+            duration(filtered[i]),
+            duration(status[i]),
+            duration(cold[i]),
+            rss[i].0,
+            rss[i].1,
+        );
     }
+    let last = COUNTS.len() - 1;
+    let name = format!("ListSessions first page, {} {backend} sessions", COUNTS[last]);
+    ratio(
+        &format!("{name} / 50 ms"),
+        &format!("p50 {}", duration(list[last])),
+        "50 ms (target)",
+        list[last].as_secs_f64() / 0.050,
+        Target::AtMost(1.0),
+    );
+    ratio(
+        &format!("{name} / the same at 1,000"),
+        &format!("p50 {}", duration(list[last])),
+        &format!("p50 {}", duration(list[0])),
+        list[last].as_secs_f64() / list[0].as_secs_f64(),
+        Target::AtMost(1.25),
+    );
 }
 
 fn median(samples: &mut [Duration]) -> Duration {
