@@ -114,8 +114,11 @@ fn run(backend: &str) {
             }
         }
         let n = clients.len();
-        let (mut list, mut filtered, mut status) =
-            (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+        let (mut list, mut filtered, mut status) = (
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+        );
         for _ in 0..CALLS {
             for (i, (persistence, daemon_client)) in clients.iter_mut().enumerate() {
                 let cwd = &homes[i].2;
@@ -165,7 +168,10 @@ fn run(backend: &str) {
         );
     }
     let last = COUNTS.len() - 1;
-    let name = format!("ListSessions first page, {} {backend} sessions", COUNTS[last]);
+    let name = format!(
+        "ListSessions first page, {} {backend} sessions",
+        COUNTS[last]
+    );
     ratio(
         &format!("{name} / 50 ms"),
         &format!("p50 {}", duration(list[last])),

@@ -101,7 +101,11 @@ fn stored_header(scratch: &Path) {
     let (small, large) = (report[0].1, report[1].1);
     dsh_testkit::bench::ratio(
         "header() of a stored JSONL session, long log / 1-turn log",
-        &format!("{:.1} us ({} MB)", large.as_secs_f64() * 1e6, report[1].0 / 1_000_000),
+        &format!(
+            "{:.1} us ({} MB)",
+            large.as_secs_f64() * 1e6,
+            report[1].0 / 1_000_000
+        ),
         &format!("{:.1} us", small.as_secs_f64() * 1e6),
         large.as_secs_f64() / small.as_secs_f64(),
         dsh_testkit::bench::Target::AtMost(1.25),

@@ -167,7 +167,7 @@ fn fingerprint(cwd: Option<&Path>) -> u64 {
 }
 
 fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())

@@ -72,7 +72,10 @@ impl PersistenceHandle {
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         current.backend = backend;
         current.generation += 1;
-        self.known.lock().unwrap_or_else(PoisonError::into_inner).headers = HashMap::new();
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .headers = HashMap::new();
         current.generation
     }
 

@@ -82,4 +82,3 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
         EventData::deserialize_data(self.0, deserializer)
     }
 }
-
