@@ -162,15 +162,7 @@ pub async fn resolve(channel: Channel, kind: IdKind, value: &str) -> Result<Stri
             .into_iter()
             .map(|a| a.agent_id)
             .collect(),
-        IdKind::Session => v1::persistence_client::PersistenceClient::new(channel)
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
-            .list_sessions(v1::ListSessionsRequest {})
-            .await?
-            .into_inner()
-            .sessions
-            .into_iter()
-            .filter_map(|s| s.header.map(|h| h.id))
-            .collect(),
+        IdKind::Session => session_ids(channel).await?,
         IdKind::Job => v1::shell_client::ShellClient::new(channel)
             .list_jobs(v1::ListJobsRequest {
                 agent_id: String::new(),
@@ -183,6 +175,34 @@ pub async fn resolve(channel: Channel, kind: IdKind, value: &str) -> Result<Stri
             .collect(),
     };
     pick(kind, value, prefix, ids)
+}
+
+/// Every session id the daemon lists, following the pages to the end (largest pages, so a
+/// prefix costs one call per thousand sessions).
+async fn session_ids(channel: Channel) -> Result<Vec<String>, ResolveError> {
+    let mut client = v1::persistence_client::PersistenceClient::new(channel)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
+    let mut ids = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_sessions(v1::ListSessionsRequest {
+                page_size: Some(1000),
+                page_token,
+                ..v1::ListSessionsRequest::default()
+            })
+            .await?
+            .into_inner();
+        ids.extend(
+            page.sessions
+                .into_iter()
+                .filter_map(|s| s.header.map(|h| h.id)),
+        );
+        if page.next_page_token.is_empty() {
+            return Ok(ids);
+        }
+        page_token = page.next_page_token;
+    }
 }
 
 #[cfg(test)]

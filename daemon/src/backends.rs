@@ -84,7 +84,13 @@ impl Backends {
                 persistence::sqlite::check_location(&path)?;
             }
             let backend = persistence::open(kind, path)?;
-            backend.list()?;
+            // A first page reads the store (and builds the JSONL index the listings will use).
+            backend.list_page(&persistence::PageQuery {
+                after: None,
+                limit: 1,
+                order: persistence::Order::NewestFirst,
+                cwd: None,
+            })?;
             Ok((backend, true))
         })
         .await?;
@@ -107,10 +113,12 @@ impl Backends {
     }
 
     /// The configured backends other than the active one — `jsonl.root`, `sqlite.path` and the
-    /// saved choice — each with how many of its sessions are not in `listed`, so that sessions
-    /// stored in a backend that is not active do not silently disappear from view. Reads only;
-    /// a backend that cannot be read says why instead.
-    pub async fn other_backends(&self, listed: HashSet<SessionId>) -> Vec<OtherBackend> {
+    /// saved choice — each with how many of its sessions neither the active backend holds nor a
+    /// live agent owns (`live`), so that sessions stored in a backend that is not active do not
+    /// silently disappear from view. Reads only; a backend that cannot be read says why instead.
+    /// Costs a read of every other backend's headers and one header lookup in the active backend
+    /// per session found there.
+    pub async fn other_backends(&self, live: HashSet<SessionId>) -> Vec<OtherBackend> {
         let mut candidates = vec![
             (BackendKind::Jsonl, self.jsonl_root.clone()),
             (BackendKind::Sqlite, self.sqlite_path.clone()),
@@ -132,7 +140,15 @@ impl Backends {
                 seen.push((kind, path.clone()));
                 let unlisted = persistence::open(kind, path.clone())
                     .and_then(|backend| backend.list())
-                    .map(|headers| headers.iter().filter(|h| !listed.contains(&h.id)).count());
+                    .and_then(|headers| {
+                        let mut unlisted = 0;
+                        for header in headers {
+                            if !live.contains(&header.id) && active.header(&header.id)?.is_none() {
+                                unlisted += 1;
+                            }
+                        }
+                        Ok(unlisted)
+                    });
                 others.push(OtherBackend {
                     kind,
                     path,

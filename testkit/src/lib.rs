@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test support: a broken mock should fail loudly.
 
+pub mod bench;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +34,15 @@ pub enum Reply {
     /// fragment, then `finish_reason: stop` and `[DONE]`, written in large chunks as fast as the
     /// client reads (a reply of tens of megabytes without building it in memory first).
     Huge { bytes: usize, fragment: usize },
+    /// [`Reply::Huge`] at a steady pace, as a model produces text: the stream goes out in chunks
+    /// of about `chunk` bytes, the i-th no earlier than `i × every` after the first (a late chunk
+    /// does not push the later ones back).
+    Metered {
+        bytes: usize,
+        fragment: usize,
+        chunk: usize,
+        every: Duration,
+    },
     /// Reads the request, then never answers.
     Silent,
 }
@@ -144,7 +155,15 @@ async fn serve(
         Reply::Stream { pieces, end } => {
             stream(&mut socket, pieces, end, None).await;
         }
-        Reply::Huge { bytes, fragment } => huge(&mut socket, bytes, fragment).await,
+        Reply::Huge { bytes, fragment } => {
+            huge(&mut socket, bytes, fragment, 256 * 1024, None).await;
+        }
+        Reply::Metered {
+            bytes,
+            fragment,
+            chunk,
+            every,
+        } => huge(&mut socket, bytes, fragment, chunk, Some(every)).await,
         Reply::Silent => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -196,20 +215,31 @@ async fn stream(
     }
 }
 
-async fn huge(socket: &mut TcpStream, bytes: usize, fragment: usize) {
-    const CHUNK: usize = 256 * 1024;
+async fn huge(
+    socket: &mut TcpStream,
+    bytes: usize,
+    fragment: usize,
+    chunk_bytes: usize,
+    every: Option<Duration>,
+) {
+    let start = tokio::time::Instant::now();
+    let mut sent = 0u32;
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
     if socket.write_all(head.as_bytes()).await.is_err() {
         return;
     }
-    let mut chunk = String::with_capacity(CHUNK + 1024);
+    let mut chunk = String::with_capacity(chunk_bytes + 1024);
     let tail = [finish("stop"), DONE.to_owned()];
     let pieces = huge_fragments(bytes, fragment)
         .map(|text| text_delta(&text))
         .chain(tail);
     for piece in pieces {
         chunk.push_str(&piece);
-        if chunk.len() >= CHUNK {
+        if chunk.len() >= chunk_bytes {
+            if let Some(every) = every {
+                tokio::time::sleep_until(start + every * sent).await;
+                sent += 1;
+            }
             let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
             if socket.write_all(framed.as_bytes()).await.is_err() {
                 return;

@@ -194,6 +194,13 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
         h90.as_secs_f64() / d90.as_secs_f64(),
         if ratio <= 1.10 { "met" } else { "NOT met" }
     );
+    dsh_testkit::bench::ratio(
+        "Hooks::run, one handler / direct spawn",
+        &format!("median {:.2} ms", ms(h50)),
+        &format!("median {:.2} ms", ms(d50)),
+        ratio,
+        dsh_testkit::bench::Target::AtMost(1.10),
+    );
 }
 
 /// The run had one handler, which exited 0 without deciding anything.

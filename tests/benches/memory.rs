@@ -49,6 +49,20 @@ fn main() {
         if per_agent <= 64.0 { "met" } else { "MISSED" },
         if back <= 2.0 { "met" } else { "MISSED" }
     );
+    dsh_testkit::bench::ratio(
+        "RSS per live idle agent / 64 KiB",
+        &format!("{per_agent:.1} KiB"),
+        "64 KiB (target)",
+        per_agent / 64.0,
+        dsh_testkit::bench::Target::AtMost(1.0),
+    );
+    dsh_testkit::bench::ratio(
+        &format!("RSS after closing {AGENTS} agents / idle"),
+        &format!("{closed} KiB"),
+        &format!("{idle} KiB"),
+        back,
+        dsh_testkit::bench::Target::AtMost(2.0),
+    );
 }
 
 async fn create(

@@ -1,7 +1,11 @@
-//! Two ratios over Unix sockets, calls interleaved one for one so drift hits both sides alike:
+//! Ratios over Unix sockets, calls interleaved one for one so drift hits both sides alike:
 //!
 //! - `Persistence.Locate` of a live agent's session against `Daemon.Status` on the release `dshd`
 //!   (target: Locate p50 ≤ 1.25 × Status p50; Status is a unary call that touches nothing);
+//! - `Persistence.Locate` of a stored session (no live agent) whose JSONL log is 100 MB, against
+//!   the same `Status` (target ≤ 1.25×): the daemon reads the log's header line once and keeps it;
+//! - `Persistence.Locate` of [`FIRST_TIMES`] other stored sessions, each asked once (so each reads
+//!   its header on the blocking pool), against the `Status` calls interleaved with them;
 //! - `Daemon.Status` against the floor of any tonic unary call: a bare tonic server built here
 //!   (the standard health service, nothing else, on its own runtime thread and socket) answering
 //!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×).
@@ -18,6 +22,10 @@ use dsh_proto::v1;
 
 const WARMUP: usize = 500;
 const CALLS: usize = 10_000;
+/// The size of the stored session's log.
+const LOG_BYTES: usize = 100_000_000;
+/// Stored sessions located once each.
+const FIRST_TIMES: usize = 2_000;
 
 fn main() {
     let dshd = escargot::CargoBuild::new()
@@ -38,6 +46,29 @@ fn main() {
     let socket = dir.path().join("d.sock");
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
+    // A stored session with a 100 MB log, written before dshd starts.
+    let stored = dsh_core::session::SessionHeader::new(
+        dsh_core::session::SessionId::new_v7(),
+        work.clone(),
+        1_700_000_000_000,
+    );
+    let events = dsh_tests::seed::long_session(LOG_BYTES);
+    let root = dir.path().join("home").join("sessions");
+    dsh_tests::seed::jsonl(&root, &[(stored.clone(), events)]);
+    let others: Vec<_> = (0..FIRST_TIMES)
+        .map(|n| {
+            let header = dsh_core::session::SessionHeader::new(
+                dsh_core::session::SessionId::new_v7(),
+                work.clone(),
+                1_700_000_000_000 + n as i64,
+            );
+            let events = dsh_tests::seed::short_turn(0, 1, 1_700_000_000_000);
+            (header, events)
+        })
+        .collect();
+    dsh_tests::seed::jsonl(&root, &others);
+    let log = dsh_core::persistence::jsonl::log_path(&root, &stored);
+    let log_bytes = std::fs::metadata(&log).unwrap().len();
     let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
         .env("RUST_LOG", "warn")
         .arg("--dsh-home")
@@ -54,7 +85,7 @@ fn main() {
     let floor_socket = dir.path().join("floor.sock");
     start_bare_tonic_server(&floor_socket);
 
-    let (mut status, mut locate, mut floor) = runtime.block_on(async {
+    let (mut status, mut locate, mut floor, mut stored_locate) = runtime.block_on(async {
         let client = dsh_client::Client::connect(&socket).await.unwrap();
         let bare = dsh_client::Client::connect(&floor_socket).await.unwrap();
         let mut health = tonic_health::pb::health_client::HealthClient::new(bare.channel());
@@ -83,10 +114,20 @@ fn main() {
             .unwrap()
             .into_inner();
         assert_eq!(answer.location.unwrap().kind, "jsonl");
+        let stored_request = v1::LocateRequest {
+            session_id: stored.id.to_string(),
+        };
+        let answer = persistence
+            .locate(stored_request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.location.unwrap().path, log.display().to_string());
 
         let mut status = Vec::with_capacity(CALLS);
         let mut locate = Vec::with_capacity(CALLS);
         let mut floor = Vec::with_capacity(CALLS);
+        let mut stored_locate = Vec::with_capacity(CALLS);
         for i in 0..WARMUP + CALLS {
             let t = Instant::now();
             daemon.status(v1::StatusRequest {}).await.unwrap();
@@ -100,13 +141,41 @@ fn main() {
                 .await
                 .unwrap();
             let f = t.elapsed();
+            let t = Instant::now();
+            persistence.locate(stored_request.clone()).await.unwrap();
+            let d = t.elapsed();
             if i >= WARMUP {
                 status.push(s);
                 locate.push(l);
                 floor.push(f);
+                stored_locate.push(d);
             }
         }
-        (status, locate, floor)
+        // Each of the other stored sessions once, between Status calls.
+        let (mut first, mut first_status) = (Vec::new(), Vec::new());
+        for (header, _) in &others {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            first_status.push(t.elapsed());
+            let t = Instant::now();
+            persistence
+                .locate(v1::LocateRequest {
+                    session_id: header.id.to_string(),
+                })
+                .await
+                .unwrap();
+            first.push(t.elapsed());
+        }
+        first.sort_unstable();
+        first_status.sort_unstable();
+        compare(
+            &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
+            ("Locate 1st time", &first),
+            ("Status (floor)", &first_status),
+            1.25,
+            "Locate of a stored session, first time (header read) / Status",
+        );
+        (status, locate, floor, stored_locate)
     });
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&child),
@@ -118,6 +187,7 @@ fn main() {
     status.sort_unstable();
     locate.sort_unstable();
     floor.sort_unstable();
+    stored_locate.sort_unstable();
     compare(
         &format!(
             "Locate vs Status over the Unix socket (release dshd, one client, live agent, {CALLS} calls each, interleaved)"
@@ -125,6 +195,17 @@ fn main() {
         ("Locate", &locate),
         ("Status (floor)", &status),
         1.25,
+        "Locate of a live session / Status",
+    );
+    compare(
+        &format!(
+            "Locate of a stored session whose JSONL log is {:.0} MB vs Status ({CALLS} calls each, interleaved)",
+            log_bytes as f64 / 1e6
+        ),
+        ("Locate stored", &stored_locate),
+        ("Status (floor)", &status),
+        1.25,
+        "Locate of a stored session, 100 MB log / Status",
     );
     compare(
         &format!(
@@ -133,11 +214,19 @@ fn main() {
         ("Status", &status),
         ("bare tonic", &floor),
         1.5,
+        "Status / bare tonic unary call",
     );
 }
 
-/// Prints both sides' percentiles (sorted samples) and the ratio of their p50s against `target`.
-fn compare(title: &str, measured: (&str, &[Duration]), floor: (&str, &[Duration]), target: f64) {
+/// Prints both sides' percentiles (sorted samples) and the ratio of their p50s against `target`,
+/// and the figure's line for the table (`name`).
+fn compare(
+    title: &str,
+    measured: (&str, &[Duration]),
+    floor: (&str, &[Duration]),
+    target: f64,
+    name: &str,
+) {
     let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
     println!("{title}");
     for (name, v) in [measured, floor] {
@@ -152,6 +241,13 @@ fn compare(title: &str, measured: (&str, &[Duration]), floor: (&str, &[Duration]
     println!(
         "  ratio of p50s: {ratio:.2} (target <= {target}: {})",
         if ratio <= target { "met" } else { "MISSED" }
+    );
+    dsh_testkit::bench::ratio(
+        name,
+        &format!("p50 {:.1} us", us(p(measured.1, 0.5))),
+        &format!("p50 {:.1} us", us(p(floor.1, 0.5))),
+        ratio,
+        dsh_testkit::bench::Target::AtMost(target),
     );
 }
 

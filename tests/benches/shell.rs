@@ -129,6 +129,13 @@ impl Bench {
             d50.as_secs_f64() / f50.as_secs_f64(),
             us(d50) - us(f50)
         );
+        dsh_testkit::bench::ratio(
+            "Shell.Run latency / direct spawn",
+            &format!("p50 {:.0} us", us(d50)),
+            &format!("p50 {:.0} us", us(f50)),
+            d50.as_secs_f64() / f50.as_secs_f64(),
+            dsh_testkit::bench::Target::AtMost(1.10),
+        );
 
         let (mut floor_rates, mut daemon_rates) = (Vec::new(), Vec::new());
         for _ in 0..THROUGHPUT_ROUNDS {
@@ -143,6 +150,13 @@ impl Bench {
         println!("    floor  direct spawn  {f:>7.0} calls/s");
         println!("    dshd   Shell.Run     {d:>7.0} calls/s");
         println!("    ratio {:.3}x (target >= 0.85x)", d / f);
+        dsh_testkit::bench::ratio(
+            &format!("Shell.Run throughput, {IN_FLIGHT} in flight / direct spawns"),
+            &format!("{d:.0} calls/s"),
+            &format!("{f:.0} calls/s"),
+            d / f,
+            dsh_testkit::bench::Target::AtLeast(0.85),
+        );
     }
 
     async fn throughput(&self, side: Side) -> f64 {

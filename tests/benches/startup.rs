@@ -96,6 +96,23 @@ fn main() {
         rss_kib[0] as f64 / 1024.0,
         rss_kib[rss_kib.len() - 1] as f64 / 1024.0
     );
+    dsh_testkit::bench::ratio(
+        "Startup: spawn -> first Status / 100 ms",
+        &format!("median {:.1} ms", ms(start_med)),
+        &format!(
+            "100 ms (target; spawn of /bin/true {:.1} ms)",
+            ms(floor_med)
+        ),
+        ms(start_med) / 100.0,
+        dsh_testkit::bench::Target::AtMost(1.0),
+    );
+    dsh_testkit::bench::ratio(
+        "Idle RSS / 10 MiB",
+        &format!("median {:.1} MiB", rss_med as f64 / 1024.0),
+        "10 MiB (target)",
+        rss_med as f64 / 1024.0 / 10.0,
+        dsh_testkit::bench::Target::AtMost(1.0),
+    );
 }
 
 fn rss_of(pid: u32) -> u64 {

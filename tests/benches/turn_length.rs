@@ -46,6 +46,13 @@ fn main() {
             cells.join("   "),
             if ratio <= 1.2 { "met" } else { "MISSED" }
         );
+        dsh_testkit::bench::ratio(
+            &format!("dshd CPU per step, K=5000 / K=100, checkpoint={policy}"),
+            &format!("{:.0} us", figures[2].0),
+            &format!("{:.0} us", figures[0].0),
+            ratio,
+            dsh_testkit::bench::Target::AtMost(1.2),
+        );
     }
 }
 

@@ -18,6 +18,11 @@ impl ReleaseDaemon {
     /// Builds (once) and starts the release `dshd` with `extra` arguments, and waits until it
     /// answers `Status`.
     pub fn start(dir: &tempfile::TempDir, extra: &[&str]) -> Self {
+        Self::start_with_env(dir, extra, &[])
+    }
+
+    /// [`start`](Self::start) with `env` added to the daemon's environment.
+    pub fn start_with_env(dir: &tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let dshd = crate::cargo_build("dsh-daemon", "dshd", true);
         let socket = dir.path().join("d.sock");
         let child = crate::daemon_command_for(&dshd, dir)
@@ -27,6 +32,7 @@ impl ReleaseDaemon {
             .arg("--socket")
             .arg(&socket)
             .args(extra)
+            .envs(env.iter().copied())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("start release dshd: {e}"));

@@ -12,6 +12,7 @@ use dsh_client::Client;
 
 pub mod agents;
 pub mod bench;
+pub mod seed;
 pub mod shell;
 
 /// Path of the freshly built `dshd` binary (built once per test process), with the sandbox's
@@ -51,20 +52,7 @@ pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
         build = build.release();
     }
     for (key, _) in std::env::vars_os() {
-        let name = key.to_string_lossy();
-        let set_by_cargo_for_the_runner = name.starts_with("CARGO_PKG_")
-            || matches!(
-                name.as_ref(),
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_MANIFEST_LINKS"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-                    | "CARGO_BIN_NAME"
-                    | "CARGO_TARGET_TMPDIR"
-                    | "OUT_DIR"
-            );
-        if set_by_cargo_for_the_runner {
+        if set_by_cargo_for_the_runner(&key.to_string_lossy()) {
             build = build.env_remove(&key);
         }
     }
@@ -72,6 +60,23 @@ pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
         .run()
         .unwrap_or_else(|e| panic!("cannot build {bin}: {e}"));
     run.path().to_path_buf()
+}
+
+/// Whether `name` is one of the variables `cargo test`, `cargo bench` and `cargo run` set for the
+/// binary they run, which a nested cargo must not inherit (see [`cargo_build`]).
+pub fn set_by_cargo_for_the_runner(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_BIN_NAME"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        )
 }
 
 /// A private (0700) temporary directory: `tempfile` directories are 0755.

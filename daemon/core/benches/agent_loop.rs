@@ -18,7 +18,7 @@
 //! Each agent runs 20 turns (its log grows to ~120-400 events, so history derivation is included
 //! at a realistic size); figures are medians over every turn of 40 agents.
 //!
-//! Run: `cargo bench -p dsh-daemon --bench agent_loop`
+//! Run: `cargo bench -p dsh-core --bench agent_loop`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
@@ -94,11 +94,25 @@ fn main() {
         verdict(one <= Duration::from_micros(200)),
         one.as_secs_f64() / 200e-6
     );
+    dsh_testkit::bench::ratio(
+        "Agent loop, one-step turn / 200 us",
+        &format!("{:.1} us", us(one)),
+        "200 us (target)",
+        one.as_secs_f64() / 200e-6,
+        dsh_testkit::bench::Target::AtMost(1.0),
+    );
     println!(
         "  {STEPS}-step turn, 8 calls to an unknown tool: {:>8.1} us/turn; marginal step {:.1} us (target <= 200 us: {})",
         us(many),
         us(marginal),
         verdict(marginal <= Duration::from_micros(200))
+    );
+    dsh_testkit::bench::ratio(
+        "Agent loop, marginal step / 200 us",
+        &format!("{:.1} us", us(marginal)),
+        "200 us (target)",
+        marginal.as_secs_f64() / 200e-6,
+        dsh_testkit::bench::Target::AtMost(1.0),
     );
     println!(
         "  policy: {STEPS}-step turn with checkpoint=turn {:>8.1} us/turn vs checkpoint=step {:.1} us/turn",

@@ -3,7 +3,7 @@
 //! last piece, so what is measured is the provider's own work (SSE parsing, delta assembly, usage),
 //! not the network. Target: median ≤ 1 ms.
 //!
-//! Run: `cargo bench -p dsh-daemon --bench openai_overhead`
+//! Run: `cargo bench -p dsh-core --bench openai_overhead`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
@@ -68,6 +68,13 @@ fn main() {
             ms(samples[ROUNDS / 2]),
             ms(samples[ROUNDS * 9 / 10]),
             ms(samples[ROUNDS - 1])
+        );
+        dsh_testkit::bench::ratio(
+            "openai provider, last byte -> reply / 1 ms",
+            &format!("median {:.3} ms", ms(samples[ROUNDS / 2])),
+            "1 ms (target)",
+            ms(samples[ROUNDS / 2]),
+            dsh_testkit::bench::Target::AtMost(1.0),
         );
     });
 }

@@ -8,7 +8,7 @@
 //!   (targets: ratio ≥ 0.8 for both). Steady state: each session's first checkpoint, which creates
 //!   its file or database, is done before timing starts; rounds alternate backend and floor.
 //!
-//! Run: `cargo bench -p dsh-daemon --bench persistence`
+//! Run: `cargo bench -p dsh-core --bench persistence`
 //! (`DSH_BENCH_DIR=/some/dir` to measure another file system than `$TMPDIR`'s.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
@@ -47,7 +47,69 @@ fn main() {
         scratch.path().display()
     );
     locate(scratch.path());
+    stored_header(scratch.path());
     checkpoints(scratch.path());
+}
+
+/// `Persistence::header` of a stored JSONL session with a long log, beside the floor of opening
+/// the same file and parsing its first line: what a header costs must not depend on the log.
+fn stored_header(scratch: &Path) {
+    const SAMPLES: usize = 2_000;
+    let root = scratch.join("headers");
+    let backend = JsonlBackend::new(root.clone()).unwrap();
+    let mut report = Vec::new();
+    for turns in [1usize, 3_000] {
+        let header = header("/home/ada/src/dsh");
+        let events: Vec<Event> = (0..turns)
+            .flat_map(batch_data)
+            .enumerate()
+            .map(|(seq, data)| Event {
+                seq: seq as u64,
+                time: 1,
+                data,
+            })
+            .collect();
+        backend.append(&header, &events).unwrap();
+        let path = dsh_core::persistence::jsonl::log_path(&root, &header);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let (mut measured, mut floor) = (Vec::new(), Vec::new());
+        for _ in 0..SAMPLES {
+            let t = Instant::now();
+            black_box(backend.header(black_box(&header.id)).unwrap());
+            measured.push(t.elapsed());
+            let t = Instant::now();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(std::fs::File::open(&path).unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            black_box(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+            floor.push(t.elapsed());
+        }
+        report.push((bytes, median(&mut measured), median(&mut floor)));
+    }
+    println!("  header() of a stored JSONL session ({SAMPLES} calls each)");
+    for (bytes, measured, floor) in &report {
+        println!(
+            "    log of {:>10} bytes: median {:>6.1} us   floor (open + read + parse line 1) {:>6.1} us",
+            bytes,
+            measured.as_secs_f64() * 1e6,
+            floor.as_secs_f64() * 1e6
+        );
+    }
+    let (small, large) = (report[0].1, report[1].1);
+    dsh_testkit::bench::ratio(
+        "header() of a stored JSONL session, long log / 1-turn log",
+        &format!(
+            "{:.1} us ({} MB)",
+            large.as_secs_f64() * 1e6,
+            report[1].0 / 1_000_000
+        ),
+        &format!("{:.1} us", small.as_secs_f64() * 1e6),
+        large.as_secs_f64() / small.as_secs_f64(),
+        dsh_testkit::bench::Target::AtMost(1.25),
+    );
 }
 
 fn header(cwd: &str) -> SessionHeader {
@@ -96,6 +158,16 @@ fn locate(scratch: &Path) {
         "    floor: join of the 3 precomputed components {:>6.0} ns/call   ratio {:.2}x",
         floor.as_nanos(),
         located.as_secs_f64() / floor.as_secs_f64()
+    );
+    dsh_testkit::bench::ratio(
+        "locate() through PersistenceHandle / 1 us",
+        &format!("median {} ns", located.as_nanos()),
+        &format!(
+            "1000 ns (target; joining the parts {} ns)",
+            floor.as_nanos()
+        ),
+        located.as_secs_f64() / 1e-6,
+        dsh_testkit::bench::Target::AtMost(1.0),
     );
 }
 
@@ -355,6 +427,16 @@ fn report(name: &str, floor_name: &str, backend: &mut [f64], floor: &mut [f64]) 
         b,
         f,
         verdict(ratio >= 0.8)
+    );
+    dsh_testkit::bench::ratio(
+        &format!(
+            "{} checkpoint throughput / {floor_name}",
+            name.split_whitespace().next().unwrap_or(name)
+        ),
+        &format!("{b:.0} events/s"),
+        &format!("{f:.0} events/s"),
+        ratio,
+        dsh_testkit::bench::Target::AtLeast(0.8),
     );
 }
 

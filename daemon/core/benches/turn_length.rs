@@ -7,7 +7,7 @@
 //! The per-step checkpoint uses the no-I/O counting backend, so disk latency does not hide the
 //! loop's growth. Each K runs three turns (fresh agents); the median is printed.
 //!
-//! Run: `cargo bench -p dsh-daemon --bench turn_length`
+//! Run: `cargo bench -p dsh-core --bench turn_length`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
@@ -44,6 +44,16 @@ fn main() {
             format!("{policy:?}").to_lowercase(),
             cells.join("   "),
             if ratio <= 1.2 { "met" } else { "MISSED" }
+        );
+        dsh_testkit::bench::ratio(
+            &format!(
+                "Loop cost per step, K=5000 / K=100, checkpoint={}",
+                format!("{policy:?}").to_lowercase()
+            ),
+            &format!("{:.1} us", per_step[2].as_secs_f64() * 1e6),
+            &format!("{:.1} us", per_step[0].as_secs_f64() * 1e6),
+            ratio,
+            dsh_testkit::bench::Target::AtMost(1.2),
         );
     }
 }

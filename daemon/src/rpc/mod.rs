@@ -7,6 +7,7 @@ mod convert;
 mod daemon;
 mod hooks;
 mod persistence;
+mod session_list;
 mod shell;
 mod shell_env;
 mod skills;

@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::async_stream;
 use super::convert::{agent_status, choice_status, event, header, persistence_status, session_id};
+use super::session_list;
 use crate::backends::{Backends, UseError};
 use dsh_core::agent::AgentRegistry;
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
@@ -142,7 +143,25 @@ impl persistence_server::Persistence for PersistenceService {
         let location = match self.agents.get(&id) {
             Ok(agent) => self.backends.handle().locate(agent.header()),
             Err(_) => {
-                let (header, _) = self.session(&id).await?;
+                // A stored session: its header alone, whatever the length of its log, and read
+                // once (headers never change; a swap forgets what was read).
+                let handle = &self.backends.handle();
+                let header = match handle.known_header(&id) {
+                    Some(header) => header,
+                    None => {
+                        let (backend, generation) = handle.current();
+                        let wanted = id.clone();
+                        let header = tokio::task::spawn_blocking(move || backend.header(&wanted))
+                            .await
+                            .map_err(|e| {
+                                Status::internal(format!("reading the session failed: {e}"))
+                            })?
+                            .map_err(persistence_status)?
+                            .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
+                        handle.remember_header(generation, header.clone());
+                        Arc::new(header)
+                    }
+                };
                 self.backends.handle().locate(&header)
             }
         };
@@ -153,50 +172,57 @@ impl persistence_server::Persistence for PersistenceService {
 
     async fn list_sessions(
         &self,
-        _request: Request<v1::ListSessionsRequest>,
+        request: Request<v1::ListSessionsRequest>,
     ) -> Reply<v1::ListSessionsResponse> {
+        let request = request.into_inner();
+        let query = session_list::query(&request)?;
         let backend = self.backends.handle().backend();
         let listed_from = backend.clone();
-        let mut stored = tokio::task::spawn_blocking(move || backend.list())
+        let asked = query.clone();
+        let stored = tokio::task::spawn_blocking(move || backend.list_page(&asked))
             .await
             .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
             .map_err(persistence_status)?;
-        let live = self.agents.list();
-        for agent in &live {
-            if !stored.iter().any(|h| &h.id == agent.id()) {
-                stored.push(agent.header().as_ref().clone());
-            }
-        }
-        stored.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        let listed = stored.iter().map(|h| h.id.clone()).collect();
-        let others = self
-            .backends
-            .other_backends(listed)
-            .await
-            .into_iter()
-            .map(|other| {
-                let (unlisted, error) = match other.unlisted {
-                    Ok(n) => (u64::try_from(n).unwrap_or(u64::MAX), String::new()),
-                    Err(e) => (0, e.to_string()),
-                };
-                v1::OtherBackend {
-                    backend: Some(description(other.kind, &other.path)),
-                    unlisted_sessions: unlisted,
-                    error,
-                }
-            })
-            .collect();
-        let sessions = stored
+        let live: Vec<SessionHeader> = self
+            .agents
+            .list()
             .iter()
-            .map(|h| v1::SessionSummary {
+            .map(|agent| agent.header().as_ref().clone())
+            .collect();
+        let (page, next_page_token) = session_list::merge(&query, stored, &live);
+        let others = if request.page_token.is_empty() {
+            let live = live.into_iter().map(|h| h.id).collect();
+            self.backends
+                .other_backends(live)
+                .await
+                .into_iter()
+                .map(|other| {
+                    let (unlisted, error) = match other.unlisted {
+                        Ok(n) => (u64::try_from(n).unwrap_or(u64::MAX), String::new()),
+                        Err(e) => (0, e.to_string()),
+                    };
+                    v1::OtherBackend {
+                        backend: Some(description(other.kind, &other.path)),
+                        unlisted_sessions: unlisted,
+                        error,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sessions = page
+            .iter()
+            .map(|(h, live)| v1::SessionSummary {
                 header: Some(header(h)),
-                live: live.iter().any(|a| a.id() == &h.id),
+                live: *live,
             })
             .collect();
         Ok(Response::new(v1::ListSessionsResponse {
             sessions,
             backend: Some(describe(listed_from.as_ref())),
             others,
+            next_page_token,
         }))
     }
 

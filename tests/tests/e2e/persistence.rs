@@ -288,6 +288,8 @@ mod crash;
 mod faults;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
+#[path = "persistence/pages.rs"]
+mod pages;
 #[path = "persistence/read_only.rs"]
 mod read_only;
 #[path = "persistence/refusals.rs"]

@@ -27,10 +27,28 @@ pub enum SessionCommand {
         /// The session (a live agent's or a stored one; a unique id prefix will do).
         id: String,
     },
-    /// Sessions of the active backend and live agents; the first line (or `backend` and `others`
-    /// with --json) says which backend that is and how many sessions the other configured
-    /// backends hold besides.
-    List,
+    /// Sessions of the active backend and live agents, a page at a time, newest first; the first
+    /// line (or `backend` and `others` with --json) says which backend that is and how many
+    /// sessions the other configured backends hold besides. The last line (`next_page_token` with
+    /// --json) says how to get the next page.
+    List {
+        /// Sessions per page (1 to 1000; the daemon's default is 100).
+        #[arg(long, value_name = "N")]
+        page_size: Option<u32>,
+        /// The page after the one that printed this token.
+        #[arg(long, value_name = "TOKEN", conflicts_with = "all")]
+        page_token: Option<String>,
+        /// Follow the pages to the end and print every session.
+        #[arg(long)]
+        all: bool,
+        /// Oldest first instead of newest first.
+        #[arg(long)]
+        oldest_first: bool,
+        /// Only sessions whose working directory is exactly this one (relative to the current
+        /// directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<std::path::PathBuf>,
+    },
     /// A session's events, oldest first (with --json: one JSON object per line).
     #[command(after_help = EVENTS_AFTER_HELP)]
     Events {
@@ -68,11 +86,41 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 },
             )
         }
-        SessionCommand::List => {
-            let listed = persistence
-                .list_sessions(v1::ListSessionsRequest {})
+        SessionCommand::List {
+            page_size,
+            page_token,
+            all,
+            oldest_first,
+            cwd,
+        } => {
+            let cwd = match cwd {
+                Some(dir) => std::path::absolute(&dir)?.to_string_lossy().into_owned(),
+                None => String::new(),
+            };
+            let order = if oldest_first {
+                v1::SessionOrder::OldestFirst
+            } else {
+                v1::SessionOrder::NewestFirst
+            };
+            let mut request = v1::ListSessionsRequest {
+                page_size,
+                page_token: page_token.clone().unwrap_or_default(),
+                order: order as i32,
+                cwd,
+            };
+            let mut listed = persistence
+                .list_sessions(request.clone())
                 .await?
                 .into_inner();
+            while all && !listed.next_page_token.is_empty() {
+                request.page_token = std::mem::take(&mut listed.next_page_token);
+                let next = persistence
+                    .list_sessions(request.clone())
+                    .await?
+                    .into_inner();
+                listed.sessions.extend(next.sessions);
+                listed.next_page_token = next.next_page_token;
+            }
             let sessions = &listed.sessions;
             let backend = listed.backend.clone().unwrap_or_default();
             let doc = json!({
@@ -89,23 +137,34 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                         "error": (!o.error.is_empty()).then_some(&o.error),
                     })
                 }).collect::<Vec<_>>(),
+                "next_page_token": listed.next_page_token,
             });
             out.emit(&doc, |w| {
-                writeln!(w, "{}", summary(&listed))?;
-                if sessions.is_empty() {
-                    return Ok(());
+                writeln!(w, "{}", summary(&listed, page_token.is_some()))?;
+                if !sessions.is_empty() {
+                    let mut table =
+                        crate::output::table(["SESSION", "CREATED", "LIVE", "PARENT", "CWD"]);
+                    for s in sessions {
+                        let h = s.header.clone().unwrap_or_default();
+                        table.add_row([
+                            h.id,
+                            h.created_at_ms.to_string(),
+                            if s.live { "yes" } else { "" }.to_owned(),
+                            h.parent_session.unwrap_or_default(),
+                            h.cwd,
+                        ]);
+                    }
+                    writeln!(w, "{table}")?;
                 }
-                let mut table = crate::output::table(["SESSION", "LIVE", "PARENT", "CWD"]);
-                for s in sessions {
-                    let h = s.header.clone().unwrap_or_default();
-                    table.add_row([
-                        h.id,
-                        if s.live { "yes" } else { "" }.to_owned(),
-                        h.parent_session.unwrap_or_default(),
-                        h.cwd,
-                    ]);
+                if !listed.next_page_token.is_empty() {
+                    writeln!(
+                        w,
+                        "more: dshctl session list --page-token {} (with the same --cwd and \
+                         --oldest-first), or --all",
+                        listed.next_page_token
+                    )?;
                 }
-                writeln!(w, "{table}")
+                Ok(())
             })
         }
         SessionCommand::Events { id, from, follow } => {
@@ -139,14 +198,18 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
 
 /// The first line of `session list`: which backend was listed, and what the other configured
 /// backends hold besides, e.g. `jsonl: 3 sessions; sqlite (not active) holds 5 more`. A backend
-/// is named with its path when its name alone would be ambiguous.
-fn summary(listed: &v1::ListSessionsResponse) -> String {
+/// is named with its path when its name alone would be ambiguous. A listing with more pages, or
+/// a later page, counts "on this page".
+fn summary(listed: &v1::ListSessionsResponse, later_page: bool) -> String {
     let backend = listed.backend.clone().unwrap_or_default();
     let mut line = match listed.sessions.len() {
         0 => format!("{}: no sessions", backend.name),
         1 => format!("{}: 1 session", backend.name),
         n => format!("{}: {n} sessions", backend.name),
     };
+    if later_page || !listed.next_page_token.is_empty() {
+        line.push_str(" on this page");
+    }
     for other in &listed.others {
         let b = other.backend.clone().unwrap_or_default();
         let ambiguous = b.name == backend.name

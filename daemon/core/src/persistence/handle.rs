@@ -1,15 +1,30 @@
 //! The swappable backend: one handle that every consumer asks at the time of use, so a swap is seen
 //! by the very next checkpoint, bash call or hook.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
-use crate::session::{SessionHeader, SessionLog};
+use crate::session::{SessionHeader, SessionId, SessionLog};
+
+/// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
+/// kilobytes at most); when full it starts over.
+pub const KNOWN_HEADERS: usize = 4096;
 
 /// The active backend, replaceable while the daemon runs (`Persistence.Use`).
 #[derive(Debug)]
 pub struct PersistenceHandle {
     current: RwLock<Current>,
+    /// Headers of stored sessions read from the active backend, by id. A header never changes,
+    /// so one read is good until the backend is swapped (which empties this): `Locate` of a stored
+    /// session asked again answers without a trip to the blocking pool.
+    known: Mutex<Known>,
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    generation: u64,
+    headers: HashMap<SessionId, Arc<SessionHeader>>,
 }
 
 #[derive(Debug, Clone)]
@@ -28,6 +43,7 @@ impl PersistenceHandle {
                 backend,
                 generation: 0,
             }),
+            known: Mutex::new(Known::default()),
         }
     }
 
@@ -56,7 +72,35 @@ impl PersistenceHandle {
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         current.backend = backend;
         current.generation += 1;
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .headers = HashMap::new();
         current.generation
+    }
+
+    /// The header of the stored session `id` as [`remember_header`](Self::remember_header) was
+    /// told it by the backend active now, if it was. No I/O.
+    pub fn known_header(&self, id: &SessionId) -> Option<Arc<SessionHeader>> {
+        let generation = self.current().1;
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        (known.generation == generation)
+            .then(|| known.headers.get(id).cloned())
+            .flatten()
+    }
+
+    /// Keeps `header`, read from the backend of `generation`, for
+    /// [`known_header`](Self::known_header); ignored if the backend has been swapped since.
+    pub fn remember_header(&self, generation: u64, header: SessionHeader) {
+        if self.current().1 != generation {
+            return;
+        }
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.generation != generation || known.headers.len() >= KNOWN_HEADERS {
+            known.generation = generation;
+            known.headers.clear();
+        }
+        known.headers.insert(header.id.clone(), Arc::new(header));
     }
 
     /// The active backend's answer for `header`. No I/O.
@@ -122,4 +166,38 @@ pub fn checkpoint(
     }
     *cursor = DurableCursor::at(generation, len);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::persistence::jsonl::JsonlBackend;
+
+    fn backend(root: &str) -> Arc<dyn Persistence> {
+        Arc::new(JsonlBackend::new(PathBuf::from(root)).unwrap())
+    }
+
+    #[test]
+    fn known_headers_belong_to_the_backend_they_were_read_from() {
+        let handle = PersistenceHandle::new(backend("/a"));
+        let header = SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 1);
+        assert!(handle.known_header(&header.id).is_none());
+        handle.remember_header(0, header.clone());
+        assert_eq!(handle.known_header(&header.id).as_deref(), Some(&header));
+        // A swap forgets them, and a header read before the swap is not taken after it.
+        let generation = handle.swap(backend("/b"));
+        assert!(handle.known_header(&header.id).is_none());
+        handle.remember_header(generation - 1, header.clone());
+        assert!(handle.known_header(&header.id).is_none());
+        handle.remember_header(generation, header.clone());
+        assert!(handle.known_header(&header.id).is_some());
+        // Bounded: when full it starts over.
+        for n in 0..KNOWN_HEADERS {
+            let id = SessionId::parse(format!("other-{n}")).unwrap();
+            handle.remember_header(generation, SessionHeader::new(id, "/w".into(), 1));
+        }
+        assert!(handle.known_header(&header.id).is_none());
+    }
 }

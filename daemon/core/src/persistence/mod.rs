@@ -10,6 +10,7 @@ pub mod choice;
 mod contract_tests;
 pub mod handle;
 pub mod jsonl;
+pub mod page;
 pub mod sqlite;
 
 use std::io::ErrorKind;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use handle::PersistenceHandle;
+pub use page::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
 use crate::session::{Event, SessionHeader, SessionId};
 
@@ -234,8 +236,28 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// Reads a session as stored, without repairing or writing anything.
     fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
 
-    /// Headers of every stored session, oldest first.
+    /// Headers of every stored session, oldest first. Reads every header: for a client-facing
+    /// listing use [`list_page`](Self::list_page).
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
+
+    /// The header of the stored session `id` (`None`: not stored here), read without its events,
+    /// so the cost does not grow with the length of the log (`Persistence.Locate` of a stored
+    /// session). The default reads the whole session; both shipped backends read the header only.
+    fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        match self.inspect(id) {
+            Ok(stored) => Ok(Some(stored.header)),
+            Err(PersistenceError::NotFound(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// One page of stored sessions' headers in `query.order`, strictly after `query.after`
+    /// (see [`page`] for why that never skips or repeats a session). The shipped backends answer
+    /// from an index, so the cost does not grow with the number of sessions stored; the default
+    /// lists everything and is meant for test doubles.
+    fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        Ok(page::page_of(self.list()?, query))
+    }
 
     /// Lets go of whatever the backend keeps for the session between calls (the JSONL backend's
     /// open file), because no agent writes it any more. The session stays stored; a later call

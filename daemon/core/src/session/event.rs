@@ -192,18 +192,23 @@ macro_rules! event_vocabulary {
                 }
             }
 
-            fn from_parts(type_name: &str, data: Value) -> Result<Self, String> {
+            /// Deserializes the `data` member of an event of type `type_name` straight into its
+            /// variant, with no `Value` tree in between (a resume reads every event of a log).
+            pub(super) fn deserialize_data<'de, D: Deserializer<'de>>(
+                type_name: &str,
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
                 match type_name {
                     $( $name => {
                         #[derive(Deserialize)]
                         #[serde(rename_all = "camelCase", deny_unknown_fields)]
                         struct Payload { $( $(#[$fattr])* $field: $ty ),* }
                         #[allow(unused_variables)]
-                        let p: Payload = serde_json::from_value(data)
-                            .map_err(|e| format!("{}: {e}", $name))?;
+                        let p = Payload::deserialize(deserializer)
+                            .map_err(|e| D::Error::custom(format!("{}: {e}", $name)))?;
                         Ok(Self::$variant { $( $field: p.$field ),* })
                     } )*
-                    other => Err(format!("unknown event type {other:?}")),
+                    other => Err(D::Error::custom(format!("unknown event type {other:?}"))),
                 }
             }
         }
@@ -326,28 +331,21 @@ impl Serialize for Event {
     }
 }
 
-impl<'de> Deserialize<'de> for Event {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Raw {
-            #[serde(rename = "type")]
-            type_name: String,
-            seq: u64,
-            time: i64,
-            data: Value,
-        }
-        let raw = Raw::deserialize(deserializer)?;
-        let data = EventData::from_parts(&raw.type_name, raw.data).map_err(D::Error::custom)?;
-        Ok(Self {
-            seq: raw.seq,
-            time: raw.time,
-            data,
-        })
-    }
-}
-
 impl Event {
+    /// An event from its stored columns (the SQLite backend's rows): `data` is the JSON text of
+    /// the `data` member, deserialized straight into the variant `type_name` names.
+    pub fn from_columns(
+        seq: u64,
+        time: i64,
+        type_name: &str,
+        data: &str,
+    ) -> Result<Self, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(data);
+        let data = EventData::deserialize_data(type_name, &mut deserializer)?;
+        deserializer.end()?;
+        Ok(Self { seq, time, data })
+    }
+
     /// The event as one JSON line (no trailing newline).
     pub fn to_json(&self) -> String {
         // Serialising our own types into a String cannot fail: no maps with non-string keys.

@@ -2,6 +2,7 @@
 //! derived from it, and the repair of a turn left open by a crash (CONTRACTS §4).
 
 mod event;
+mod event_de;
 mod header;
 pub mod history;
 mod id;

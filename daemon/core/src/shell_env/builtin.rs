@@ -1,7 +1,6 @@
 //! The contributors the daemon ships (CONTRACTS §5.2). Each asks its source at call time, so a fact
 //! that changes (a persistence backend swap) is seen by the very next call.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -62,10 +61,9 @@ pub fn register_builtins(
 pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
     Contributor::new(
         SESSION_PERSISTENCE,
-        Resolver::sync(move |exec| {
-            let mut out = BTreeMap::new();
+        Resolver::filling(move |exec, answer| {
             let Some(agent) = &exec.agent else {
-                return Ok(out);
+                return Ok(());
             };
             if let Some(location) = persistence.locate(&agent.header)
                 && location.kind == BackendKind::Jsonl.as_str()
@@ -77,9 +75,9 @@ pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
                     .map_err(|path| {
                         format!("the session transcript path {path:?} is not valid UTF-8")
                     })?;
-                out.insert(DSH_SESSION_JSONL.to_owned(), path);
+                answer.set(DSH_SESSION_JSONL, path);
             }
-            Ok(out)
+            Ok(())
         }),
     )
     .variable(
@@ -93,19 +91,15 @@ pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
 pub fn lineage() -> Contributor {
     Contributor::new(
         LINEAGE,
-        Resolver::sync(|exec| {
-            let mut out = BTreeMap::new();
+        Resolver::filling(|exec, answer| {
             if let Some(agent) = &exec.agent {
                 if let Some(parent) = &agent.header.parent_session {
-                    out.insert(DSH_PARENT_SESSION_ID.to_owned(), parent.as_str().to_owned());
+                    answer.set(DSH_PARENT_SESSION_ID, parent.as_str().to_owned());
                 }
-                out.insert(DSH_ROOT_SESSION_ID.to_owned(), agent.root.as_str().to_owned());
-                out.insert(
-                    DSH_AGENT_DEPTH.to_owned(),
-                    agent.header.delegation_depth.to_string(),
-                );
+                answer.set(DSH_ROOT_SESSION_ID, agent.root.as_str().to_owned());
+                answer.set(DSH_AGENT_DEPTH, decimal(agent.header.delegation_depth));
             }
-            Ok(out)
+            Ok(())
         }),
     )
     .variable(
@@ -126,13 +120,12 @@ pub fn lineage() -> Contributor {
 pub fn tool_call() -> Contributor {
     Contributor::new(
         TOOL_CALL,
-        Resolver::sync(|exec| {
-            let mut out = BTreeMap::new();
-            out.insert(DSH_TOOL_CALL_ID.to_owned(), exec.call_id.clone());
+        Resolver::filling(|exec, answer| {
+            answer.set(DSH_TOOL_CALL_ID, exec.call_id.clone());
             if let Some(turn) = exec.turn {
-                out.insert(DSH_TURN.to_owned(), turn.to_string());
+                answer.set(DSH_TURN, decimal(turn));
             }
-            Ok(out)
+            Ok(())
         }),
     )
     .variable(
@@ -154,13 +147,40 @@ pub fn daemon(socket: PathBuf) -> Contributor {
         .map_err(|path| format!("the daemon socket path {path:?} is not valid UTF-8"));
     Contributor::new(
         DAEMON,
-        Resolver::sync(move |_| {
-            let socket = socket.clone()?;
-            Ok(BTreeMap::from([(DSH_SOCKET.to_owned(), socket)]))
+        Resolver::filling(move |_, answer| {
+            answer.set(DSH_SOCKET, socket.clone()?);
+            Ok(())
         }),
     )
     .variable(
         DSH_SOCKET,
         "Path of the dshd socket that owns this command, for calling back with dshctl.",
     )
+}
+
+/// `n` in decimal, without the formatting machinery `to_string` goes through (a few of these are
+/// made for every bash call).
+fn decimal(mut n: u32) -> String {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // `n % 10` is a single digit.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..].iter().map(|&d| char::from(d)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_is_to_string() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u32::MAX] {
+            assert_eq!(super::decimal(n), n.to_string());
+        }
+    }
 }

@@ -32,7 +32,51 @@ pub trait AsyncResolver: Send + Sync {
     fn resolve<'a>(&'a self, exec: &'a ToolExecution) -> ResolveFuture<'a>;
 }
 
-type SyncFn = dyn Fn(&ToolExecution) -> Result<SyncOutput, String> + Send + Sync;
+type SyncFn = dyn Fn(&ToolExecution, &mut Answer<'_>) -> Result<(), String> + Send + Sync;
+
+/// Where a synchronous resolver puts its values: straight into the snapshot being collected, so
+/// that no map is built per contributor only to be copied into it (a bash call collects every
+/// contributor). Each value is checked as it arrives (declared key, no NUL); the first refusal is
+/// kept and fails the collection once the resolver returns.
+pub struct Answer<'a> {
+    pub(super) contributor: &'a str,
+    pub(super) declared: &'a BTreeMap<super::ManagedKey, String>,
+    pub(super) env: &'a mut BTreeMap<String, String>,
+    pub(super) refused: Option<super::CollectError>,
+}
+
+impl Answer<'_> {
+    /// Sets the declared key `key` to `value` for this call.
+    pub fn set(&mut self, key: &str, value: String) {
+        if self.refused.is_some() {
+            return;
+        }
+        if !self.declared.contains_key(key) {
+            self.refused = Some(super::CollectError::UndeclaredKey {
+                contributor: self.contributor.to_owned(),
+                key: key.to_owned(),
+            });
+            return;
+        }
+        if value.contains('\0') {
+            self.refused = Some(super::CollectError::NulInValue {
+                contributor: self.contributor.to_owned(),
+                key: key.to_owned(),
+            });
+            return;
+        }
+        // Never overwrites: reserved keys cannot be declared and every other key has one owner.
+        self.env.insert(key.to_owned(), value);
+    }
+}
+
+impl fmt::Debug for Answer<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answer")
+            .field("contributor", &self.contributor)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a contributor computes its values for one tool call.
 ///
@@ -48,10 +92,24 @@ pub enum Resolver {
 }
 
 impl Resolver {
-    /// A synchronous resolver from a closure.
+    /// A synchronous resolver from a closure that answers with a map.
     pub fn sync<F>(resolve: F) -> Self
     where
         F: Fn(&ToolExecution) -> Result<SyncOutput, String> + Send + Sync + 'static,
+    {
+        Self::filling(move |exec, answer| {
+            for (key, value) in resolve(exec)? {
+                answer.set(&key, value);
+            }
+            Ok(())
+        })
+    }
+
+    /// A synchronous resolver that sets its values on the call's [`Answer`] as it finds them
+    /// (what the shipped contributors do: no map per contributor per call).
+    pub fn filling<F>(resolve: F) -> Self
+    where
+        F: Fn(&ToolExecution, &mut Answer<'_>) -> Result<(), String> + Send + Sync + 'static,
     {
         Self::Sync(Arc::new(resolve))
     }

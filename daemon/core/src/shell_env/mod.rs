@@ -34,7 +34,7 @@ use std::collections::btree_map;
 
 pub use builtin::register_builtins;
 pub use contributor::{
-    AsyncResolver, Contributor, DynamicOutput, ResolveFuture, Resolver, SyncOutput,
+    Answer, AsyncResolver, Contributor, DynamicOutput, ResolveFuture, Resolver, SyncOutput,
 };
 pub use error::{CollectError, RegisterError};
 pub use key::{DSH_HOME, DSH_SESSION_ID, DSH_SHELL, KeyError, ManagedKey, PREFIX, RESERVED_KEYS};

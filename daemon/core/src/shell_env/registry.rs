@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::contributor::{AsyncResolver, Contributor, DynamicOutput, Resolver};
+use super::contributor::{Answer, AsyncResolver, Contributor, DynamicOutput, Resolver};
 use super::error::{CollectError, RegisterError};
 use super::key::{DSH_HOME, DSH_SESSION_ID, DSH_SHELL, ManagedKey, RESERVED_KEYS};
 use super::{BUILTIN_CONTRIBUTOR, ManagedEnv, VariableInfo};
@@ -207,12 +207,18 @@ impl ShellEnvRegistry {
         for entry in entries.iter() {
             match &entry.resolver {
                 Resolver::Sync(resolve) => {
-                    let answer = resolve(exec).map_err(|message| CollectError::Failed {
+                    let mut answer = Answer {
+                        contributor: &entry.name,
+                        declared: &entry.variables,
+                        env: &mut env,
+                        refused: None,
+                    };
+                    resolve(exec, &mut answer).map_err(|message| CollectError::Failed {
                         contributor: entry.name.clone(),
                         message,
                     })?;
-                    for (key, value) in answer {
-                        entry.accept(key, value, &mut env)?;
+                    if let Some(refused) = answer.refused {
+                        return Err(refused);
                     }
                 }
                 Resolver::Async(resolver) => {

@@ -287,9 +287,10 @@ async fn use_refuses_what_cannot_hold_a_database_naming_the_path() {
     assert!(daemon.located_path(&id).exists());
 }
 
-/// `session list --json`: (backend name, session ids, [(other name, unlisted, error)]).
+/// `session list --json --oldest-first`: (backend name, session ids, [(other name, unlisted,
+/// error)]).
 fn listed(daemon: &TestDaemon) -> (String, Vec<String>, Vec<(String, u64, Value)>) {
-    let doc = daemon.dshctl_json(&["session", "list"]);
+    let doc = daemon.dshctl_json(&["session", "list", "--oldest-first"]);
     let ids = doc["sessions"]
         .as_array()
         .unwrap()

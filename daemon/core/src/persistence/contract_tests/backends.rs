@@ -238,10 +238,10 @@ fn sqlite_refuses_foreign_files_without_touching_them() {
     drop(backend);
     rusqlite::Connection::open(&db)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 2")
+        .execute_batch("PRAGMA user_version = 3")
         .unwrap();
     let err = SqliteBackend::open(db).unwrap().load(&h.id).unwrap_err();
-    assert!(err.to_string().contains("schema version is 2"), "{err}");
+    assert!(err.to_string().contains("schema version is 3"), "{err}");
 }
 
 #[test]
@@ -260,7 +260,10 @@ fn sqlite_creates_a_private_wal_database() {
         pragma("application_id"),
         i64::from(crate::persistence::sqlite::APPLICATION_ID)
     );
-    assert_eq!(pragma("user_version"), 1);
+    assert_eq!(
+        pragma("user_version"),
+        i64::from(crate::persistence::sqlite::SCHEMA_VERSION)
+    );
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();

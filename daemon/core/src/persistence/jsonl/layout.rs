@@ -39,18 +39,26 @@ fn push_escaped(out: &mut String, byte: u8) {
 /// never contains `/`, is never `.` or `..`, and so cannot climb out of its directory. It can be up
 /// to three times longer than the id; [`session_dir_name`] keeps it within `NAME_MAX`.
 pub fn escape_id(id: &str) -> String {
-    if id == "." || id == ".." {
-        return "~2E".repeat(id.len());
-    }
     let mut out = String::with_capacity(id.len());
+    push_escaped_id(&mut out, id);
+    out
+}
+
+/// Appends [`escape_id`]`(id)` to `out`.
+fn push_escaped_id(out: &mut String, id: &str) {
+    if id == "." || id == ".." {
+        for _ in 0..id.len() {
+            out.push_str("~2E");
+        }
+        return;
+    }
     for &byte in id.as_bytes() {
         if is_safe(byte) {
             out.push(char::from(byte));
         } else {
-            push_escaped(&mut out, byte);
+            push_escaped(out, byte);
         }
     }
-    out
 }
 
 /// The name of a session's directory: [`escape_id`] of the id when that fits in one path
@@ -76,22 +84,28 @@ pub fn session_dir_name(id: &str) -> String {
 pub fn project_key(cwd: &Path) -> String {
     let bytes = cwd.as_os_str().as_bytes();
     let mut key = String::with_capacity(bytes.len());
+    push_project_key(&mut key, bytes);
+    fit_with_hash(key, bytes, NAME_MAX - 4)
+}
+
+/// Appends the project key of the cwd `bytes` to `out`, before any cut to length.
+fn push_project_key(out: &mut String, bytes: &[u8]) {
+    let start = out.len();
     for &byte in bytes {
         let byte = if byte == b'/' { b'-' } else { byte };
-        if byte == b'-' && (key.is_empty() || key.ends_with('-')) {
+        if byte == b'-' && (out.len() == start || out.ends_with('-')) {
             // Leading dashes are stripped and runs collapse: both mean "skip this one".
             continue;
         }
         if is_safe(byte) {
-            key.push(char::from(byte));
+            out.push(char::from(byte));
         } else {
-            push_escaped(&mut key, byte);
+            push_escaped(out, byte);
         }
     }
-    if key.is_empty() {
-        key.push_str("root");
+    if out.len() == start {
+        out.push_str("root");
     }
-    fit_with_hash(key, bytes, NAME_MAX - 4)
 }
 
 /// The project directory name for a cwd: `--<projectKey>--`.
@@ -105,11 +119,55 @@ pub fn is_project_dir_name(name: &str) -> bool {
 }
 
 /// The session's log file under `root`.
+///
+/// Built in one buffer (the bound of its length reserved up front) when `root` is UTF-8, as it
+/// practically always is: `locate` runs for every bash call, and the three intermediate names and
+/// two joins cost more allocations than the rest of the call's managed environment together.
 pub fn log_path(root: &Path, header: &SessionHeader) -> PathBuf {
-    let mut path = root.join(project_dir_name(&header.cwd));
-    path.push(session_dir_name(header.id.as_str()));
-    path.push(LOG_FILE);
-    path
+    let Some(root_text) = root.to_str() else {
+        let mut path = root.join(project_dir_name(&header.cwd));
+        path.push(session_dir_name(header.id.as_str()));
+        path.push(LOG_FILE);
+        return path;
+    };
+    let cwd = header.cwd.as_os_str().as_bytes();
+    let id = header.id.as_str();
+    // Escapes at most triple a byte; a name cut with a hash is never longer than its limit.
+    let bound = root_text.len()
+        + 1
+        + (cwd.len() * 3).min(NAME_MAX)
+        + 4
+        + 1
+        + (id.len() * 3).min(NAME_MAX)
+        + 1
+        + LOG_FILE.len()
+        + "root".len();
+    let mut path = String::with_capacity(bound);
+    path.push_str(root_text);
+    if !path.ends_with('/') {
+        path.push('/');
+    }
+    path.push_str("--");
+    let start = path.len();
+    push_project_key(&mut path, cwd);
+    fit_tail_with_hash(&mut path, start, cwd, NAME_MAX - 4);
+    path.push_str("--/");
+    let start = path.len();
+    push_escaped_id(&mut path, id);
+    fit_tail_with_hash(&mut path, start, id.as_bytes(), NAME_MAX);
+    path.push('/');
+    path.push_str(LOG_FILE);
+    PathBuf::from(path)
+}
+
+/// Cuts `buf[start..]` with a hash suffix, as [`fit_with_hash`] would cut it alone, when it is
+/// longer than `limit`.
+fn fit_tail_with_hash(buf: &mut String, start: usize, hashed: &[u8], limit: usize) {
+    if buf.len() - start > limit {
+        let fitted = fit_with_hash(buf[start..].to_owned(), hashed, limit);
+        buf.truncate(start);
+        buf.push_str(&fitted);
+    }
 }
 
 /// Returns `name` unchanged when it fits in `limit` bytes; otherwise its longest prefix that ends
@@ -270,6 +328,19 @@ mod tests {
             }
             if a != b {
                 prop_assert_ne!(path, located(root, &b));
+            }
+        }
+
+        /// The one-buffer path is exactly the three names joined, for any id and cwd.
+        #[test]
+        fn log_path_is_the_joined_names(id in hostile_id(), cwd in "/[^\u{0}]{0,300}") {
+            let header = SessionHeader::new(SessionId::parse(&id).unwrap(), cwd.into(), 0);
+            for root in [Path::new("/srv/dsh/sessions"), Path::new("/srv/dsh/sessions/"), Path::new("/")] {
+                let mut joined = root.join(project_dir_name(&header.cwd));
+                joined.push(session_dir_name(header.id.as_str()));
+                joined.push(LOG_FILE);
+                let built = log_path(root, &header);
+                prop_assert_eq!(built.as_os_str(), joined.as_os_str());
             }
         }
     }

@@ -6,6 +6,7 @@
 //! `fdatasync`, nothing more.
 
 mod file;
+mod index;
 mod layout;
 mod read;
 
@@ -21,7 +22,8 @@ pub use layout::{
 };
 
 use super::{
-    BackendKind, Persistence, PersistenceError, Repair, SessionLocation, StoredSession, batch_start,
+    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, SessionLocation,
+    StoredSession, batch_start,
 };
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
@@ -35,6 +37,8 @@ pub struct JsonlBackend {
     /// slot; I/O happens under the slot's own lock, so sessions do not wait for each other's
     /// fsyncs while each session still has exactly one writer.
     sessions: Mutex<HashMap<SessionId, Arc<Mutex<Slot>>>>,
+    /// What `list_page` reads instead of every log (see [`index`]).
+    index: Mutex<index::Index>,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +74,7 @@ impl JsonlBackend {
         Ok(Self {
             root,
             sessions: Mutex::new(HashMap::new()),
+            index: Mutex::new(index::Index::default()),
         })
     }
 
@@ -236,6 +241,11 @@ impl Persistence for JsonlBackend {
             let mut content = read::header_line(header);
             read::push_event_lines(&mut content, events);
             let file = file::create_new_log(&path, &content)?;
+            let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+            if index.is_built() {
+                index.insert(header);
+            }
+            drop(index);
             let len = content.len() as u64;
             slot.open = Some(OpenLog {
                 file,
@@ -360,6 +370,25 @@ impl Persistence for JsonlBackend {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
+    }
+
+    fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        let Some(path) = self.find(id)? else {
+            return Ok(None);
+        };
+        let header = read::read_header(&path).map_err(|message| PersistenceError::Corrupt {
+            path: path.clone(),
+            line: 1,
+            message,
+        })?;
+        self.check_identity(id, &path, &header)?;
+        Ok(Some(header))
+    }
+
+    fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.refresh(&self.root)?;
+        Ok(index::page(&mut index, &self.root, query))
     }
 
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
