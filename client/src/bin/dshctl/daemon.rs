@@ -59,7 +59,7 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         let key = if s.model_key_configured {
             "set"
         } else {
-            "not set (only the scripted model works)"
+            "not set; only the scripted model works"
         };
         writeln!(w, "model key    {} ({key})", s.model_key_env)?;
         writeln!(w, "landlock     {}", s.landlock)
