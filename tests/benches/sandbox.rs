@@ -100,6 +100,13 @@ fn measure(dshd: &std::path::Path, label: &str) {
             c50.as_secs_f64() / o50.as_secs_f64(),
             us(c50) - us(o50)
         );
+        dsh_testkit::bench::ratio(
+            &format!("Shell.Run, sandbox workspace-write / off, {label}"),
+            &format!("p50 {:.0} us", us(c50)),
+            &format!("p50 {:.0} us", us(o50)),
+            c50.as_secs_f64() / o50.as_secs_f64(),
+            dsh_testkit::bench::Target::AtMost(1.10),
+        );
     });
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&child),
