@@ -11,8 +11,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::os::unix::net::UnixStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use dsh_proto::v1;
@@ -35,24 +33,8 @@ fn measure(dshd: &std::path::Path, label: &str) {
     let dir = dsh_tests::private_dir();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    // The socket's directory is protected (a workspace inside it is refused): keep it apart.
-    let socket = dir.path().join("run/d.sock");
-    let mut cmd = dsh_tests::daemon_command_for(dshd, &dir);
-    cmd.env("RUST_LOG", "warn")
-        .arg("--dsh-home")
-        .arg(dir.path().join("home"))
-        .arg("--socket")
-        .arg(&socket)
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    while UnixStream::connect(&socket).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "dshd never listened"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let daemon = dsh_tests::bench::ReleaseDaemon::start_binary(dshd, &dir, &[], &[]);
+    let socket = daemon.socket().to_owned();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -108,12 +90,8 @@ fn measure(dshd: &std::path::Path, label: &str) {
             dsh_testkit::bench::Target::AtMost(1.10),
         );
     });
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    child.wait().unwrap();
+    // Dropping the daemon stops it (SIGTERM) and waits for it.
+    drop(daemon);
 }
 
 async fn run(client: &dsh_client::Client, cwd: &str, mode: &str) -> v1::CommandOutcome {

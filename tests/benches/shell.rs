@@ -12,7 +12,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,25 +25,9 @@ const THROUGHPUT_CALLS: usize = 400;
 const THROUGHPUT_ROUNDS: usize = 7;
 
 fn main() {
-    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
     let dir = dsh_tests::private_dir();
-    let socket = dir.path().join("d.sock");
-    let mut cmd = dsh_tests::daemon_command_for(&dshd, &dir);
-    cmd.env("RUST_LOG", "warn")
-        .arg("--dsh-home")
-        .arg(dir.path().join("home"))
-        .arg("--socket")
-        .arg(&socket)
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    while UnixStream::connect(&socket).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "dshd never listened"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let daemon = dsh_tests::bench::ReleaseDaemon::start(&dir, &[]);
+    let socket = daemon.socket().to_owned();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -57,12 +40,7 @@ fn main() {
         bench.report().await;
     });
 
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    child.wait().unwrap();
+    drop(daemon);
 }
 
 struct Bench {

@@ -24,8 +24,20 @@ impl ReleaseDaemon {
     /// [`start`](Self::start) with `env` added to the daemon's environment.
     pub fn start_with_env(dir: &tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let dshd = crate::cargo_build("dsh-daemon", "dshd", true);
-        let socket = dir.path().join("d.sock");
-        let child = crate::daemon_command_for(&dshd, dir)
+        Self::start_binary(&dshd, dir, extra, env)
+    }
+
+    /// Starts the `dshd` at `dshd` (already built) as [`start_with_env`](Self::start_with_env)
+    /// does. The socket is in `<dir>/run/`, apart from the rest of `dir`: a sandboxed workspace
+    /// in `dir` must not lie inside the socket's (protected) directory.
+    pub fn start_binary(
+        dshd: &Path,
+        dir: &tempfile::TempDir,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let socket = dir.path().join("run/d.sock");
+        let child = crate::daemon_command_for(dshd, dir)
             .env("RUST_LOG", "warn")
             .arg("--dsh-home")
             .arg(dir.path().join("home"))
