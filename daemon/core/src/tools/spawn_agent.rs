@@ -71,7 +71,8 @@ several times in one step to run children in parallel."
                     "Error: spawn_agent: `prompt` is required and must be a non-empty string",
                 );
             };
-            let (Some(agents), Some(_)) = (self.agents.upgrade(), exec.session_id()) else {
+            // The agents check that the caller is one (`run_child`); gone, they spawn nothing.
+            let Some(agents) = self.agents.upgrade() else {
                 return ToolOutput::error(
                     "Error: spawn_agent: only an agent can spawn a child agent",
                 );
