@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use dsh_core::exec::Provenance;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
@@ -153,6 +154,20 @@ impl Drop for RequestGuard {
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
     state: Arc<ConnectionState>,
+    /// Where the client runs: a confined command's client is served less
+    /// ([`crate::confined_clients`]).
+    pub peer: Provenance,
+}
+
+#[cfg(test)]
+impl ConnectionInfo {
+    /// The info of a connection from `peer` that no [`Tracked`] watches.
+    pub(crate) fn detached(peer: Provenance) -> Self {
+        Self {
+            state: Arc::new(ConnectionState::new()),
+            peer,
+        }
+    }
 }
 
 /// A connection whose reads end (EOF) once it has been idle for the timeout: no open request and
@@ -160,6 +175,8 @@ pub struct ConnectionInfo {
 #[derive(Debug)]
 pub struct Tracked<IO> {
     io: IO,
+    /// Where the client runs, told once when the connection was accepted.
+    peer: Provenance,
     state: Arc<ConnectionState>,
     idle_timeout: Duration,
     /// Armed at the moment the connection would become idle; re-armed lazily when it fires early.
@@ -175,16 +192,18 @@ pub struct Tracked<IO> {
 }
 
 impl<IO> Tracked<IO> {
-    /// Wraps `io`; the idle clock starts now. The connection holds `slot` until dropped, and ends
+    /// Wraps `io`, a connection from a client that runs where `peer` says; the idle clock starts now. The connection holds `slot` until dropped, and ends
     /// as soon as it is idle once `shutdown` is cancelled. Must be called inside the tokio runtime.
     pub fn new(
         io: IO,
+        peer: Provenance,
         idle_timeout: Duration,
         slot: Option<OwnedSemaphorePermit>,
         shutdown: Option<CancellationToken>,
     ) -> Self {
         Self {
             io,
+            peer,
             state: Arc::new(ConnectionState::new()),
             idle_timeout,
             timer: Box::pin(tokio::time::sleep(idle_timeout)),
@@ -310,6 +329,7 @@ impl<IO> Connected for Tracked<IO> {
     fn connect_info(&self) -> ConnectionInfo {
         ConnectionInfo {
             state: self.state.clone(),
+            peer: self.peer,
         }
     }
 }
@@ -339,12 +359,13 @@ impl Admission {
         }
     }
 
-    /// Wraps `io` if a slot is free; otherwise drops it (closing the connection at once) and
+    /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it (closing the connection at once) and
     /// returns `None`. Never waits.
-    pub fn admit<IO>(&mut self, io: IO) -> Option<Tracked<IO>> {
+    pub fn admit<IO>(&mut self, io: IO, peer: Provenance) -> Option<Tracked<IO>> {
         match self.slots.clone().try_acquire_owned() {
             Ok(slot) => Some(Tracked::new(
                 io,
+                peer,
                 self.idle_timeout,
                 Some(slot),
                 Some(self.shutdown.clone()),
@@ -506,7 +527,7 @@ mod tests {
     async fn a_silent_connection_ends_after_the_idle_timeout() {
         let (server, _client) = tokio::io::duplex(64);
         let started = Instant::now();
-        let mut tracked = Tracked::new(server, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
         assert_eq!(
             read_to_eof(&mut tracked, EVENTUALLY).await,
             Some(Vec::new())
@@ -519,7 +540,7 @@ mod tests {
     #[tokio::test]
     async fn bytes_in_either_direction_restart_the_idle_clock() {
         let (server, mut client) = tokio::io::duplex(64);
-        let mut tracked = Tracked::new(server, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
         let mut buf = [0u8; 8];
         client.write_all(b"ping").await.unwrap();
         assert_eq!(tracked.read(&mut buf).await.unwrap(), 4);
@@ -539,7 +560,7 @@ mod tests {
     #[tokio::test]
     async fn an_open_request_keeps_a_silent_connection_until_it_ends() {
         let (server, _client) = tokio::io::duplex(64);
-        let mut tracked = Tracked::new(server, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
         let request = tracked.connect_info().state.begin_request();
         // The scenario: a request silent for several idle timeouts.
         assert!(read_to_eof(&mut tracked, IDLE * 4).await.is_none());
@@ -561,8 +582,8 @@ mod tests {
         let token = CancellationToken::new();
         let (silent, _a) = tokio::io::duplex(64);
         let (spoke, mut client) = tokio::io::duplex(64);
-        let mut silent = Tracked::new(silent, long, None, Some(token.clone()));
-        let mut spoke = Tracked::new(spoke, long, None, Some(token.clone()));
+        let mut silent = Tracked::new(silent, Provenance::Outside, long, None, Some(token.clone()));
+        let mut spoke = Tracked::new(spoke, Provenance::Outside, long, None, Some(token.clone()));
         client.write_all(b"PRI").await.unwrap();
         assert_eq!(spoke.read(&mut [0u8; 8]).await.unwrap(), 3);
         token.cancel();
@@ -574,15 +595,23 @@ mod tests {
     #[tokio::test]
     async fn admission_refuses_beyond_the_maximum_until_a_slot_frees() {
         let mut admission = Admission::new(2, IDLE, CancellationToken::new());
-        let first = admission.admit(tokio::io::duplex(8).0).unwrap();
-        let _second = admission.admit(tokio::io::duplex(8).0).unwrap();
+        let first = admission
+            .admit(tokio::io::duplex(8).0, Provenance::Outside)
+            .unwrap();
+        let _second = admission
+            .admit(tokio::io::duplex(8).0, Provenance::Outside)
+            .unwrap();
         let (refused, mut peer) = tokio::io::duplex(8);
-        assert!(admission.admit(refused).is_none());
+        assert!(admission.admit(refused, Provenance::Outside).is_none());
         // The refused connection was closed: its peer reads EOF at once.
         let mut out = Vec::new();
         assert_eq!(peer.read_to_end(&mut out).await.unwrap(), 0);
         drop(first);
-        assert!(admission.admit(tokio::io::duplex(8).0).is_some());
+        assert!(
+            admission
+                .admit(tokio::io::duplex(8).0, Provenance::Outside)
+                .is_some()
+        );
     }
 
     #[tokio::test]
@@ -596,6 +625,7 @@ mod tests {
         let mut request = http::Request::new(());
         request.extensions_mut().insert(ConnectionInfo {
             state: state.clone(),
+            peer: Provenance::Outside,
         });
         let response = service.ready().await.unwrap().call(request).await.unwrap();
         assert_eq!(state.open_requests(), 1, "the body is still to be sent");

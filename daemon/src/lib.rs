@@ -8,6 +8,7 @@
 pub mod access_log;
 pub mod backends;
 pub mod config;
+pub mod confined_clients;
 pub mod connection;
 pub mod daemon;
 pub mod rpc;

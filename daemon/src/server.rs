@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use dsh_core::exec::{Provenance, UnknownReason};
+
 use crate::config::Config;
 use crate::connection::{self, Admission, Tracked};
 use crate::daemon::Daemon;
@@ -161,7 +163,8 @@ pub async fn run(
     let incoming = accept_own_user(listener, admission, token.clone());
     let server = tonic::transport::Server::builder()
         .layer(connection::TrackRequestsLayer)
-        .layer(crate::access_log::AccessLogLayer);
+        .layer(crate::access_log::AccessLogLayer)
+        .layer(crate::confined_clients::ConfinedClientsLayer);
     let router = services
         .router(server, health_service)
         .map_err(ServeError::Listener)?;
@@ -245,7 +248,12 @@ fn accept_own_user(
             };
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == own_uid => {
-                    let Some(stream) = admission.admit(stream) else {
+                    // Told now, while the client that connected is surely alive.
+                    let peer = cred.pid().map_or(
+                        Provenance::Unknown(UnknownReason::Vanished),
+                        dsh_core::exec::provenance,
+                    );
+                    let Some(stream) = admission.admit(stream, peer) else {
                         continue;
                     };
                     if tx.send(Ok(stream)).await.is_err() {

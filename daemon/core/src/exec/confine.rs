@@ -34,6 +34,9 @@ pub struct SandboxRequest {
 /// A confined launch, ready to spawn.
 #[derive(Debug)]
 pub(crate) struct Confinement {
+    /// The policy, recorded with the shell's pid so its clients of the socket are known as
+    /// confined (`lineage`).
+    pub policy: SandboxPolicy,
     /// The helper program.
     pub program: PathBuf,
     /// The helper's arguments up to and including `--`; the shell, `-c` and the command follow.
@@ -128,6 +131,7 @@ pub(crate) fn confine(
     let mut args = helper.args.clone();
     args.extend(plan.to_args());
     Ok(Some(Confinement {
+        policy: *policy,
         program: helper.program.clone(),
         args,
         tmp,

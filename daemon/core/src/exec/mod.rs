@@ -11,6 +11,8 @@
 //! - `jobs`: background jobs with consuming reads.
 //! - `reaper`: owner markers, adopted orphans and a crashed daemon's leftovers, so that no
 //!   descendant outlives its owner even after leaving the process group.
+//! - `lineage`: which of the daemon's commands a process (a client of the socket) descends from,
+//!   and under which sandbox ([`provenance`]).
 //! - `confine`: sandboxed launches (the Landlock helper in place of the shell, private temporary
 //!   directories); see [`crate::sandbox`].
 //!
@@ -41,6 +43,8 @@ pub use confine::SandboxRequest;
 mod env;
 mod jobs;
 mod limits;
+mod lineage;
+pub use lineage::{Provenance, UnknownReason, provenance};
 mod outcome;
 mod output;
 pub use output::remove_stale_spills;

@@ -209,7 +209,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
         return Err(spawn_error(io::Error::other("spawned shell has no pid")));
     };
-    let record = gate.register(pgid);
+    let record = gate.register(
+        pgid,
+        launch
+            .sandbox
+            .map_or(crate::sandbox::SandboxPolicy::UNCONFINED, |c| c.policy),
+    );
     drop(gate);
     let group = GroupGuard { pgid, armed: true };
     let exit = watch_exit(pgid);

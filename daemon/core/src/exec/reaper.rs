@@ -27,7 +27,7 @@
 //! orphans to the subreaper's first live thread, the main thread, so its `children` list is where
 //! adopted processes appear.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
+use crate::sandbox::SandboxPolicy;
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
@@ -44,8 +45,9 @@ const CLOSE_BOUND: Duration = Duration::from_secs(2);
 /// Owners whose processes may live. An adopted process whose marker names an owner not in here
 /// (and this daemon) is killed.
 static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
-/// Pids of the shells the executor spawned and has not reaped: tokio reaps those, never us.
-static SHELLS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// Pids of the shells the executor spawned and has not reaped (tokio reaps those, never us), with
+/// the sandbox each was started under (`lineage` tells clients of the socket apart by it).
+static SHELLS: Mutex<BTreeMap<i32, SandboxPolicy>> = Mutex::new(BTreeMap::new());
 /// Spawns hold it shared; reaping an unknown zombie holds it exclusively, so a shell that exits
 /// the instant it is spawned is in [`SHELLS`] before anyone can mistake it for an orphan.
 static SPAWN_GATE: RwLock<()> = RwLock::new(());
@@ -70,12 +72,12 @@ fn adopting() -> bool {
 /// A process's identity that survives pid reuse: its pid and its start time (clock ticks since
 /// boot, from `/proc/<pid>/stat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DaemonId {
-    pid: i32,
-    start: u64,
+pub(super) struct DaemonId {
+    pub(super) pid: i32,
+    pub(super) start: u64,
 }
 
-fn self_id() -> Option<DaemonId> {
+pub(super) fn self_id() -> Option<DaemonId> {
     *SELF_ID.get_or_init(|| {
         let pid = rustix::process::getpid().as_raw_pid();
         read_stat(pid).map(|s| DaemonId {
@@ -87,12 +89,15 @@ fn self_id() -> Option<DaemonId> {
 
 /// The fields of `/proc/<pid>/stat` we use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    state: char,
-    start: u64,
+pub(super) struct Stat {
+    pub(super) state: char,
+    /// The parent's pid (field 4).
+    pub(super) ppid: i32,
+    /// Clock ticks since boot (field 22).
+    pub(super) start: u64,
 }
 
-fn read_stat(pid: i32) -> Option<Stat> {
+pub(super) fn read_stat(pid: i32) -> Option<Stat> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -102,9 +107,10 @@ fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
     let state = fields.first()?.chars().next()?;
-    // Field 22 of stat(5); `fields[0]` is field 3.
+    // `fields[0]` is field 3 of stat(5).
+    let ppid = fields.get(1)?.parse().ok()?;
     let start = fields.get(19)?.parse().ok()?;
-    Some(Stat { state, start })
+    Some(Stat { state, ppid, start })
 }
 
 /// A decoded owner marker.
@@ -236,11 +242,23 @@ impl SpawnGate {
         Self(SPAWN_GATE.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Records a spawned shell; dropping the returned value forgets it (after it was reaped).
-    pub(crate) fn register(&self, pid: Pid) -> ShellRecord {
-        guard(&SHELLS).insert(pid.as_raw_pid());
+    /// Records a spawned shell and its sandbox; dropping the returned value forgets it (after it
+    /// was reaped).
+    pub(crate) fn register(&self, pid: Pid, sandbox: SandboxPolicy) -> ShellRecord {
+        guard(&SHELLS).insert(pid.as_raw_pid(), sandbox);
         ShellRecord(pid.as_raw_pid())
     }
+}
+
+/// The sandbox of `pid` when it is a shell the executor spawned and has not reaped. A shell being
+/// spawned at this moment is waited for (its record is made under the gate), so a child that
+/// asks the instant it starts is never mistaken for a stranger.
+pub(super) fn spawned_shell(pid: i32) -> Option<SandboxPolicy> {
+    if let Some(policy) = guard(&SHELLS).get(&pid) {
+        return Some(*policy);
+    }
+    let _settled = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
+    guard(&SHELLS).get(&pid).copied()
 }
 
 /// A spawned shell known to the executor, so no sweep reaps it in tokio's place.
@@ -270,7 +288,7 @@ fn adopted_children() -> Vec<i32> {
     let shells = guard(&SHELLS);
     list.split_ascii_whitespace()
         .filter_map(|p| p.parse().ok())
-        .filter(|p| !shells.contains(p))
+        .filter(|p| !shells.contains_key(p))
         .collect()
 }
 
@@ -306,7 +324,7 @@ fn kill(pid: i32) {
 fn reap(zombies: &[i32]) {
     let _gate = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
     let shells = guard(&SHELLS);
-    for &pid in zombies.iter().filter(|p| !shells.contains(p)) {
+    for &pid in zombies.iter().filter(|p| !shells.contains_key(p)) {
         if let Some(pid) = Pid::from_raw(pid) {
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
         }
@@ -406,6 +424,7 @@ mod tests {
             parse_stat(line),
             Some(Stat {
                 state: 'S',
+                ppid: 1,
                 start: 987_654
             })
         );

@@ -241,3 +241,78 @@ fn hooks_run_unconfined_and_their_files_are_protected() {
         "{doc}"
     );
 }
+
+/// The daemon's socket is reachable from inside the sandbox (Landlock cannot refuse connecting to
+/// a named unix socket before ABI 9), so dshd itself tells a confined client apart: it may read
+/// (`status`), but asking dshd to run something unconfined, to make an agent, or anything else
+/// that acts is refused, directly and from an orphan that left the command's process tree.
+#[test]
+fn a_confined_command_cannot_ask_dshd_for_more() {
+    let daemon = TestDaemon::start();
+    let work = daemon.workdir("nested");
+    let user = user_home(&daemon);
+    let dshctl = format!(
+        "'{}' --socket '{}'",
+        dsh_tests::dshctl_bin().display(),
+        daemon.socket.display()
+    );
+    let escaped = user.join("escaped");
+    let orphan_out = work.join("orphan-out");
+    let orphan_rc = work.join("orphan-rc");
+    let commands = [
+        format!("{dshctl} status >/dev/null && echo status-ok"),
+        format!(
+            "{dshctl} run --sandbox off -- touch '{}'",
+            escaped.display()
+        ),
+        format!("{dshctl} agent new --sandbox off --cwd /"),
+        // Double fork: the client's parent is gone, so it hangs straight off dshd.
+        format!(
+            "(setsid bash -c \"{dshctl} run --sandbox off -- touch '{e}' >'{o}' 2>&1; echo \\$? >'{r}'\" &) ; \
+             for i in $(seq 400); do [ -s '{r}' ] && break; sleep 0.05; done; cat '{r}' '{o}'",
+            e = escaped.display(),
+            o = orphan_out.display(),
+            r = orphan_rc.display()
+        ),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let id = agent(&daemon, &work, &["--sandbox", "workspace-write"], &commands);
+    let got = results(&daemon, &id);
+    assert!(got[0].content.contains("status-ok"), "{:?}", got[0]);
+    for (i, method) in [(1, "Shell.Run"), (2, "Agents.Create")] {
+        assert!(got[i].is_error, "{method}: {:?}", got[i]);
+        assert!(
+            got[i].content.contains(&format!("{method} is refused"))
+                && got[i].content.contains("sandbox workspace-write"),
+            "{method}: {:?}",
+            got[i]
+        );
+    }
+    let orphan = std::fs::read_to_string(&orphan_out).unwrap();
+    assert_ne!(
+        std::fs::read_to_string(&orphan_rc).unwrap().trim(),
+        "0",
+        "{orphan}"
+    );
+    assert!(
+        orphan.contains("Shell.Run is refused") && orphan.contains("orphaned"),
+        "{orphan}"
+    );
+    assert!(!escaped.exists(), "a confined command escaped through dshd");
+    let agents = daemon.dshctl_json(&["agent", "list"]);
+    assert_eq!(
+        agents["agents"].as_array().map(Vec::len),
+        Some(1),
+        "{agents}"
+    );
+
+    // An unconfined agent's command may still use dshd as any client does.
+    let free = agent(
+        &daemon,
+        &daemon.workdir("free"),
+        &[],
+        &[&format!("{dshctl} run -- echo nested-ok")],
+    );
+    let got = results(&daemon, &free);
+    assert!(got[0].content.contains("nested-ok"), "{:?}", got[0]);
+}

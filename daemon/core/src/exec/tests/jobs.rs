@@ -311,3 +311,48 @@ async fn dropping_the_executor_kills_its_jobs() {
     drop(ex);
     assert_dies(pid, "sleep 32020").await;
 }
+
+/// A job's shell and what it starts are placed as descendants of an unconfined command; a child
+/// the executor did not spawn hangs off this process unrecorded (as an adopted orphan would) and
+/// cannot be placed; init and this process itself are outside.
+#[tokio::test]
+async fn provenance_places_commands_their_children_and_strangers() {
+    use crate::exec::{Provenance, UnknownReason, provenance};
+    use crate::sandbox::SandboxPolicy;
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let id = ex
+        .start(
+            spec(
+                "echo $$ > shell; sleep 32002 & echo $! > pid; wait",
+                tmp.path(),
+            ),
+            None,
+        )
+        .unwrap();
+    let child = read_pid(&tmp.path().join("pid")).await;
+    let shell = read_pid(&tmp.path().join("shell")).await;
+    let unconfined = Provenance::Command(SandboxPolicy::UNCONFINED);
+    assert_eq!(provenance(shell), unconfined);
+    assert_eq!(provenance(child), unconfined);
+    assert!(!unconfined.is_confined());
+
+    let mut stranger = std::process::Command::new("sleep")
+        .arg("32003")
+        .spawn()
+        .unwrap();
+    let placed = provenance(i32::try_from(stranger.id()).unwrap());
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+    assert_eq!(placed, Provenance::Unknown(UnknownReason::Orphan));
+    assert!(placed.is_confined());
+
+    assert_eq!(provenance(1), Provenance::Outside);
+    assert_eq!(
+        provenance(i32::try_from(std::process::id()).unwrap()),
+        Provenance::Outside
+    );
+    assert!(ex.job_kill(&id).unwrap());
+    ex.job_wait(&id).await.unwrap();
+    assert_dies(child, "sleep 32002").await;
+}
