@@ -55,11 +55,11 @@ pub use reaper::adopt_orphans;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -369,6 +369,9 @@ pub struct Executor {
     landlock: LandlockSupport,
     /// The shells' startup file restoring [`ExecConfig::child_open_file_limit`], if one is set.
     startup_file: Option<PathBuf>,
+    /// Agents whose private temporary directory was made: removed when each closes, and at
+    /// shutdown for those still live (a temporary directory does not outlive the daemon).
+    sandboxed: Mutex<BTreeSet<SessionId>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -440,6 +443,7 @@ impl Executor {
             tracker: Tracker(Arc::new(watch::channel(0).0)),
             landlock: LandlockSupport::probe(),
             startup_file,
+            sandboxed: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -683,7 +687,14 @@ impl Executor {
     /// Removes the private temporary directory of `owner`'s confined commands (call when the agent
     /// closes, after its jobs were killed).
     pub fn release_sandbox_of(&self, owner: &SessionId) {
+        self.sandboxed_owners().remove(owner);
         confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+    }
+
+    fn sandboxed_owners(&self) -> MutexGuard<'_, BTreeSet<SessionId>> {
+        self.sandboxed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The confinement of `spec` (see `confine`), owned by agent `owner` if any.
@@ -692,10 +703,16 @@ impl Executor {
         spec: &CommandSpec,
         owner: Option<&SessionId>,
     ) -> Result<Option<confine::Confinement>, ExecError> {
-        match &spec.sandbox {
-            None => Ok(None),
-            Some(request) => confine::confine(&self.config.sandbox, self.landlock, request, owner),
+        let Some(request) = &spec.sandbox else {
+            return Ok(None);
+        };
+        let confined = confine::confine(&self.config.sandbox, self.landlock, request, owner)?;
+        if let (Some(owner), Some(c)) = (owner, &confined)
+            && c.tmp.is_some()
+        {
+            self.sandboxed_owners().insert(owner.clone());
         }
+        Ok(confined)
     }
 
     /// Bytes the live spill files hold now.
@@ -742,6 +759,10 @@ impl Executor {
         // Whatever was adopted and is still here (one that cleared its environment and so its
         // owner marker) goes now.
         reaper::kill_all_adopted().await;
+        let owners = std::mem::take(&mut *self.sandboxed_owners());
+        for owner in &owners {
+            confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+        }
     }
 }
 

@@ -110,6 +110,25 @@ fn read_only_writes_nowhere_but_its_private_temporary_directory() {
     assert!(Path::new(&tmp).join("scratch").exists());
     daemon.dshctl_json(&["agent", "close", &id]);
     assert!(!Path::new(&tmp).exists(), "{tmp} outlived its agent");
+
+    // One still live when dshd stops goes with the daemon.
+    let live = agent(
+        &daemon,
+        &work,
+        &["--sandbox", "read-only"],
+        &["touch \"$TMPDIR/scratch\" && echo \"tmp-ok $TMPDIR\""],
+    );
+    let got = results(&daemon, &live);
+    let tmp = got[0].content.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(Path::new(&tmp).join("scratch").exists(), "{:?}", got[0]);
+    let mut daemon = daemon;
+    assert!(daemon.dshctl(&["shutdown"]).status.success());
+    assert!(
+        daemon
+            .wait_exit(std::time::Duration::from_secs(30))
+            .success()
+    );
+    assert!(!Path::new(&tmp).exists(), "{tmp} outlived dshd");
 }
 
 #[test]
