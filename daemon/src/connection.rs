@@ -192,8 +192,9 @@ pub struct Tracked<IO> {
 }
 
 impl<IO> Tracked<IO> {
-    /// Wraps `io`, a connection from a client that runs where `peer` says; the idle clock starts now. The connection holds `slot` until dropped, and ends
-    /// as soon as it is idle once `shutdown` is cancelled. Must be called inside the tokio runtime.
+    /// Wraps `io`, a connection from a client that runs where `peer` says; the idle clock starts
+    /// now. The connection holds `slot` until dropped, and ends as soon as it is idle once
+    /// `shutdown` is cancelled. Must be called inside the tokio runtime.
     pub fn new(
         io: IO,
         peer: Provenance,
@@ -359,8 +360,8 @@ impl Admission {
         }
     }
 
-    /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it (closing the connection at once) and
-    /// returns `None`. Never waits.
+    /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it
+    /// (closing the connection at once) and returns `None`. Never waits.
     pub fn admit<IO>(&mut self, io: IO, peer: Provenance) -> Option<Tracked<IO>> {
         match self.slots.clone().try_acquire_owned() {
             Ok(slot) => Some(Tracked::new(

@@ -688,6 +688,10 @@ impl Executor {
     /// closes, after its jobs were killed).
     pub fn release_sandbox_of(&self, owner: &SessionId) {
         self.sandboxed_owners().remove(owner);
+        self.remove_tmp_of(owner);
+    }
+
+    fn remove_tmp_of(&self, owner: &SessionId) {
         confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
     }
 
@@ -761,7 +765,7 @@ impl Executor {
         reaper::kill_all_adopted().await;
         let owners = std::mem::take(&mut *self.sandboxed_owners());
         for owner in &owners {
-            confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+            self.remove_tmp_of(owner);
         }
     }
 }
