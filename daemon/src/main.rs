@@ -83,16 +83,6 @@ impl From<LogFormatArg> for LogFormat {
 }
 
 fn main() -> ExitCode {
-    // The sandbox helper: dshd runs itself this way for confined commands (dsh_core::sandbox).
-    // First, before anything else touches the process: the helper must `exec` the shell with the
-    // environment and descriptors the executor gave it.
-    let mut raw = std::env::args_os().skip(1);
-    if raw
-        .next()
-        .is_some_and(|first| first == dsh_core::sandbox::HELPER_ARG)
-    {
-        return dsh_core::sandbox::helper_main(raw);
-    }
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -112,16 +102,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         persistence: args.persistence.map(BackendName::from),
     };
     let mut config = Config::load(&flags, &Ambient::from_process())?;
-    // Confined commands run through `dsh-sandbox-exec` next to this executable, or through this
-    // very executable in helper mode (see `main`) when it is not there (`cargo run --bin dshd`).
-    let helper = match std::env::current_exe() {
-        Ok(exe) => dsh_core::sandbox::HelperCommand::for_executable(&exe),
-        Err(_) => dsh_core::sandbox::HelperCommand::this_executable(),
-    };
-    let helper_program = helper.program.clone();
-    config.exec.sandbox.helper = Some(helper);
     init_logging(config.log_format);
-    tracing::info!(helper = %helper_program.display(), "sandbox helper");
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
     dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;

@@ -15,14 +15,10 @@ pub mod bench;
 pub mod seed;
 pub mod shell;
 
-/// Path of the freshly built `dshd` binary (built once per test process), with the sandbox's
-/// `dsh-sandbox-exec` built beside it, as `cargo install` lays them out.
+/// Path of the freshly built `dshd` binary (built once per test process).
 pub fn dshd_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        build_bin("dsh-daemon", "dsh-sandbox-exec");
-        build_bin("dsh-daemon", "dshd")
-    })
+    BIN.get_or_init(|| build_bin("dsh-daemon", "dshd"))
 }
 
 /// Path of the freshly built `dshctl` binary (built once per test process).

@@ -229,10 +229,10 @@ pub fn exec_status(error: ExecError) -> Status {
             Status::internal(e.to_string())
         }
         ExecError::Sandbox(e @ SandboxError::Tmp { .. }) => Status::internal(e.to_string()),
-        // The request is fine; the kernel, the roots or the helper cannot carry it out.
+        // The request is fine; the kernel or the roots cannot carry it out.
         ExecError::Sandbox(
             e @ (SandboxError::Unsupported { .. }
-            | SandboxError::NoHelper { .. }
+            | SandboxError::Apply { .. }
             | SandboxError::Exposed { .. }
             | SandboxError::Workspace { .. }),
         ) => Status::failed_precondition(format!("sandbox: {e}")),

@@ -110,49 +110,63 @@ fn status_reports_the_landlock_abi() {
     );
 }
 
-/// Installed, dshd runs `dsh-sandbox-exec` from beside itself (a small `execve` per confined call);
-/// alone (`cargo run --bin dshd` builds only dshd), it runs itself in helper mode. Both confine.
+/// dshd confines a command by spawning it from a thread restricted to its plan, so dshd itself
+/// stays free: after a confined agent's calls it still writes the agent's transcript and runs an
+/// unconfined command. The agent's thread holds the directories it opened: its workspace removed
+/// and made again between two turns is writable on the next turn, and nothing else is.
 #[test]
-fn the_helper_beside_dshd_is_used_and_dshd_alone_confines_by_itself() {
-    let installed = TestDaemon::start();
-    let lone_dir = dsh_tests::private_dir();
-    let lone = lone_dir.path().join("dshd");
-    let copy = format!(
-        "cp \"$0\" '{}' && exec '{}' \"$@\"",
-        lone.display(),
-        lone.display()
+fn dshd_stays_unconfined_and_a_workspace_made_again_stays_writable() {
+    let daemon = TestDaemon::start();
+    let home = user_home(&daemon);
+    let work = daemon.workdir("w");
+    let call = |c: &str| json!({"tool_calls": [bash_call(c)]});
+    let script = daemon.write_script(&json!({ "replies": [
+        call("touch one && echo one-ok"), {"text": "first"},
+        call("touch two && echo two-ok; touch ~/outside"), {"text": "second"},
+    ]}));
+    let id = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--sandbox",
+        "workspace-write",
+    ])["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = results(&daemon, &id);
+    assert!(first[0].content.contains("one-ok"), "{first:?}");
+    std::fs::remove_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let second = results(&daemon, &id);
+    assert!(second[0].content.contains("two-ok"), "{second:?}");
+    assert!(
+        second[0].content.contains("Permission denied"),
+        "{second:?}"
     );
-    let alone = TestDaemon::start_with(DaemonSpec {
-        wrapper: vec!["bash".into(), "-c".into(), copy.into()],
-        ..DaemonSpec::default()
-    });
-    for (daemon, helper) in [
-        (&installed, "dsh-sandbox-exec".to_owned()),
-        (&alone, "/proc/self/exe".to_owned()),
-    ] {
-        let log = daemon.log_text();
-        let line = log
-            .lines()
-            .find(|l| l.contains("sandbox helper"))
-            .unwrap_or_else(|| panic!("no helper line:\n{log}"));
-        assert!(line.contains(&helper), "{line}");
-        let work = daemon.workdir("w");
-        let id = agent(
-            daemon,
-            &work,
-            &["--sandbox", "workspace-write"],
-            &["touch ./inside && echo inside-ok", "touch ~/outside"],
-        );
-        let got = results(daemon, &id);
-        assert!(
-            got[0].content.contains("inside-ok"),
-            "{helper}: {:?}",
-            got[0]
-        );
-        assert!(
-            got[1].is_error && got[1].content.contains("Permission denied"),
-            "{helper}: {:?}",
-            got[1]
-        );
-    }
+    assert!(work.join("two").exists() && !home.join("outside").exists());
+
+    let located = daemon.dshctl_json(&["session", "locate", &id]);
+    let path = located["location"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{located}"));
+    let log = std::fs::read_to_string(path).unwrap();
+    assert!(log.contains("two-ok"), "dshd wrote the second turn: {log}");
+    let (code, out) = run(
+        &daemon,
+        &[
+            "--sandbox",
+            "off",
+            "--cwd",
+            work.to_str().unwrap(),
+            "--",
+            "touch",
+            "../free",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(work.join("../free").exists());
 }

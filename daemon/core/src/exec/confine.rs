@@ -1,23 +1,30 @@
-//! Confined launches (issue 15): the sandbox plan of a command, its private temporary directory,
-//! and the helper invocation that takes the place of `shell -c command`.
+//! Confined launches: the sandbox plan of a command, its private temporary directory, and the
+//! confined thread that spawns it.
 //!
-//! A confined command runs as `<helper> <plan> -- <shell> -c <command>`; the helper confines its
-//! own process and `exec`s the shell, so the pid, process group, environment, cwd, pipes, limits
-//! and owner marker are those of an unconfined launch. The one variable added is `TMPDIR`, naming
-//! the private temporary directory (a caller's own `TMPDIR` still wins).
+//! A confined command is spawned exactly as an unconfined one, but from a thread restricted to
+//! its plan ([`crate::sandbox`]), so the pid, process group, environment, cwd, pipes, limits and
+//! owner marker are those of an unconfined launch. The one variable added is `TMPDIR`, naming the
+//! private temporary directory (a caller's own `TMPDIR` still wins).
+//!
+//! An agent's confined thread is kept for its next calls while its plan holds (see
+//! [`Spawners`]); a command of no agent gets a thread of its own, ended with the call.
 //!
 //! Private temporary directories live under `SandboxSettings::tmp_root` (outside the harness
 //! home): one per agent, kept across its calls and jobs until the agent closes
 //! ([`super::Executor::release_sandbox_of`]); one per call for commands of no agent, removed when
 //! the call (or job) is over.
 
-use std::ffi::OsString;
+use std::collections::BTreeMap;
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::ExecError;
 use super::limits::Extra;
 use super::output::ensure_private_dir;
 use crate::sandbox::plan::{Plan, check_support};
+use crate::sandbox::spawner::ConfinedSpawner;
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
 use crate::session::SessionId;
 
@@ -37,10 +44,8 @@ pub(crate) struct Confinement {
     /// The policy, recorded with the shell's pid so its clients of the socket are known as
     /// confined (`lineage`).
     pub policy: SandboxPolicy,
-    /// The helper program.
-    pub program: PathBuf,
-    /// The helper's arguments up to and including `--`; the shell, `-c` and the command follow.
-    pub args: Vec<OsString>,
+    /// The thread that spawns the command, restricted to its plan.
+    pub spawner: Arc<ConfinedSpawner>,
     /// The private temporary directory, given to the command as `TMPDIR`.
     pub tmp: Option<PathBuf>,
     /// Whether `tmp` belongs to this launch alone (removed when it is over).
@@ -48,51 +53,58 @@ pub(crate) struct Confinement {
 }
 
 impl Confinement {
-    /// What the launch adds to `execve`'s strings: the helper program (path and argv[0]), its
-    /// arguments, the shell once more as an argument, and `TMPDIR=…`.
-    pub(crate) fn extra(&self, shell: &Path) -> Extra {
-        let arg = |s: &std::ffi::OsStr| s.len() + 1;
-        let mut extra = Extra {
-            bytes: arg(self.program.as_os_str()) * 2 + arg(shell.as_os_str()),
-            strings: 2,
-        };
-        for a in &self.args {
-            extra.bytes += arg(a);
-            extra.strings += 1;
+    /// What the launch adds to `execve`'s strings: `TMPDIR=…`.
+    pub(crate) fn extra(&self) -> Extra {
+        match &self.tmp {
+            Some(tmp) => Extra {
+                bytes: "TMPDIR=".len() + tmp.as_os_str().len() + 1,
+                strings: 1,
+            },
+            None => Extra::default(),
         }
-        if let Some(tmp) = &self.tmp {
-            extra.bytes += "TMPDIR=".len() + arg(tmp.as_os_str());
-            extra.strings += 1;
+    }
+}
+
+/// A confined command's temporary directory of its own, if it has one, to remove when it is over.
+#[derive(Debug)]
+pub(crate) struct Leftover(Option<PathBuf>);
+
+impl Leftover {
+    /// Removes the directory on a blocking thread, so the caller is not kept waiting for it.
+    pub(crate) fn finish_later(self) {
+        if self.0.is_some() {
+            tokio::task::spawn_blocking(move || self.finish());
         }
-        extra
     }
 
-    /// Removes a transient temporary directory (the launch is over).
-    pub(crate) fn finish(&self) {
-        if self.transient
-            && let Some(tmp) = &self.tmp
-        {
-            remove_tmp(tmp);
+    /// What is left of `confined` once its command has been spawned. Dropping the rest lets a
+    /// one-call thread end at once.
+    pub(crate) fn of(confined: Option<Confinement>) -> Self {
+        Self(confined.and_then(|c| c.tmp.filter(|_| c.transient)))
+    }
+
+    /// Removes the directory (the command is over).
+    pub(crate) fn finish(self) {
+        if let Some(tmp) = self.0 {
+            remove_tmp(&tmp);
         }
     }
 }
 
 /// The confinement of `request` for a command owned by `owner` (an agent) or by no one; `None`
 /// when the policy confines nothing. Refuses (nothing is spawned) when the kernel cannot enforce
-/// the policy, no helper is configured, or a writable root would expose a protected path.
+/// the policy or a writable root would expose a protected path.
 pub(crate) fn confine(
     settings: &SandboxSettings,
     support: LandlockSupport,
     request: &SandboxRequest,
     owner: Option<&SessionId>,
+    spawners: &Spawners,
 ) -> Result<Option<Confinement>, ExecError> {
     let policy = &request.policy;
     if !policy.is_confined() {
         return Ok(None);
     }
-    let Some(helper) = &settings.helper else {
-        return Err(SandboxError::NoHelper { policy: *policy }.into());
-    };
     // Before any directory is made: an unenforceable policy leaves nothing behind.
     check_support(policy, settings, support)?;
     let (tmp, transient) = if policy.mode == SandboxMode::Off {
@@ -106,37 +118,85 @@ pub(crate) fn confine(
             ),
         };
         ensure_private_dir(&tmp_root(settings))
-            .and_then(|()| ensure_private_dir(&dir))
+            .and_then(|()| {
+                if transient {
+                    // A new name: made here or not at all (never one someone else put there).
+                    DirBuilder::new().mode(0o700).create(&dir)
+                } else {
+                    ensure_private_dir(&dir)
+                }
+            })
             .map_err(|source| SandboxError::Tmp {
                 path: dir.clone(),
                 source,
             })?;
         (Some(dir), transient)
     };
-    let plan = match Plan::new(
+    let spawner = Plan::new(
         policy,
         settings,
         support,
         &request.workspace,
         tmp.as_deref(),
-    ) {
-        Ok(plan) => plan,
+    )
+    .and_then(|plan| match owner {
+        Some(owner) => spawners.for_agent(owner, plan),
+        None => ConfinedSpawner::start(plan).map(Arc::new),
+    });
+    match spawner {
+        Ok(spawner) => Ok(Some(Confinement {
+            policy: *policy,
+            spawner,
+            tmp,
+            transient,
+        })),
         Err(error) => {
             if transient && let Some(tmp) = &tmp {
                 remove_tmp(tmp);
             }
-            return Err(error.into());
+            Err(error.into())
         }
-    };
-    let mut args = helper.args.clone();
-    args.extend(plan.to_args());
-    Ok(Some(Confinement {
-        policy: *policy,
-        program: helper.program.clone(),
-        args,
-        tmp,
-        transient,
-    }))
+    }
+}
+
+/// The confined threads of live agents, one each, kept while the agent's plan holds: an agent's
+/// calls share a plan (its policy, cwd and temporary directory), so its thread is restricted once.
+/// An agent's thread ends when it closes ([`Self::release`]).
+#[derive(Debug, Default)]
+pub(crate) struct Spawners(Mutex<BTreeMap<SessionId, Arc<ConfinedSpawner>>>);
+
+impl Spawners {
+    /// `owner`'s thread for `plan`: the kept one while it serves the plan, else a new one kept in
+    /// its place (the old one ends once its last call has spawned).
+    fn for_agent(
+        &self,
+        owner: &SessionId,
+        plan: Plan,
+    ) -> Result<Arc<ConfinedSpawner>, SandboxError> {
+        if let Some(kept) = self.lock().get(owner)
+            && kept.serves(&plan)
+        {
+            return Ok(kept.clone());
+        }
+        // Restricting a thread takes a few syscalls per root; not under the lock.
+        let fresh = Arc::new(ConfinedSpawner::start(plan)?);
+        self.lock().insert(owner.clone(), fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Forgets `owner`'s thread (it ends); whether there was one.
+    pub(crate) fn release(&self, owner: &SessionId) -> bool {
+        self.lock().remove(owner).is_some()
+    }
+
+    /// Forgets every thread; the agents that had one.
+    pub(crate) fn release_all(&self) -> Vec<SessionId> {
+        std::mem::take(&mut *self.lock()).into_keys().collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Arc<ConfinedSpawner>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 fn tmp_root(settings: &SandboxSettings) -> PathBuf {

@@ -55,11 +55,11 @@ pub use reaper::adopt_orphans;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -369,9 +369,10 @@ pub struct Executor {
     landlock: LandlockSupport,
     /// The shells' startup file restoring [`ExecConfig::child_open_file_limit`], if one is set.
     startup_file: Option<PathBuf>,
-    /// Agents whose private temporary directory was made: removed when each closes, and at
-    /// shutdown for those still live (a temporary directory does not outlive the daemon).
-    sandboxed: Mutex<BTreeSet<SessionId>>,
+    /// The confined threads of agents with confined calls. Each agent's private temporary
+    /// directory is removed with its thread when it closes, and at shutdown for those still live
+    /// (a temporary directory does not outlive the daemon).
+    spawners: confine::Spawners,
 }
 
 impl std::fmt::Debug for Executor {
@@ -443,7 +444,7 @@ impl Executor {
             tracker: Tracker(Arc::new(watch::channel(0).0)),
             landlock: LandlockSupport::probe(),
             startup_file,
-            sandboxed: Mutex::new(BTreeSet::new()),
+            spawners: confine::Spawners::default(),
         })
     }
 
@@ -540,12 +541,14 @@ impl Executor {
         let confined = self.confine(&spec, spec.spill_owner.as_ref())?;
         let stdin = spec.stdin.take();
         let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
-        if let Some(confined) = &confined
-            && spawned.is_err()
-        {
-            confined.finish();
-        }
-        let spawned = spawned?;
+        let leftover = confine::Leftover::of(confined);
+        let spawned = match spawned {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                leftover.finish();
+                return Err(error);
+            }
+        };
         let ended = process::supervise(
             spawned,
             out.clone(),
@@ -556,9 +559,7 @@ impl Executor {
         )
         .await;
         let duration = started.elapsed();
-        if let Some(confined) = &confined {
-            confined.finish();
-        }
+        leftover.finish_later();
         // Spill files live as long as someone can read them: the agent's model (until the agent
         // closes), or nobody once this call returns.
         let mut streams = [process::lock(&out), process::lock(&err)];
@@ -609,12 +610,14 @@ impl Executor {
         let stdin = spec.stdin.take();
         // Spawning registers the pipes with the reactor of the runtime we are in (checked above).
         let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
-        if let Some(confined) = &confined
-            && spawned.is_err()
-        {
-            confined.finish();
-        }
-        let spawned = spawned?;
+        let leftover = confine::Leftover::of(confined);
+        let spawned = match spawned {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                leftover.finish();
+                return Err(error);
+            }
+        };
         self.jobs.insert(job.clone(), self.config.max_finished_jobs);
         let limits = self.limits(None);
         let id = job.id.clone();
@@ -629,9 +632,7 @@ impl Executor {
                 &job.kill,
             )
             .await;
-            if let Some(confined) = &confined {
-                confined.finish();
-            }
+            leftover.finish();
             job.end.send_replace(Some(JobEnd {
                 exit_code: ended.exit_code,
                 signal: ended.signal,
@@ -687,18 +688,12 @@ impl Executor {
     /// Removes the private temporary directory of `owner`'s confined commands (call when the agent
     /// closes, after its jobs were killed).
     pub fn release_sandbox_of(&self, owner: &SessionId) {
-        self.sandboxed_owners().remove(owner);
+        self.spawners.release(owner);
         self.remove_tmp_of(owner);
     }
 
     fn remove_tmp_of(&self, owner: &SessionId) {
         confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
-    }
-
-    fn sandboxed_owners(&self) -> MutexGuard<'_, BTreeSet<SessionId>> {
-        self.sandboxed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The confinement of `spec` (see `confine`), owned by agent `owner` if any.
@@ -710,13 +705,13 @@ impl Executor {
         let Some(request) = &spec.sandbox else {
             return Ok(None);
         };
-        let confined = confine::confine(&self.config.sandbox, self.landlock, request, owner)?;
-        if let (Some(owner), Some(c)) = (owner, &confined)
-            && c.tmp.is_some()
-        {
-            self.sandboxed_owners().insert(owner.clone());
-        }
-        Ok(confined)
+        confine::confine(
+            &self.config.sandbox,
+            self.landlock,
+            request,
+            owner,
+            &self.spawners,
+        )
     }
 
     /// Bytes the live spill files hold now.
@@ -763,8 +758,7 @@ impl Executor {
         // Whatever was adopted and is still here (one that cleared its environment and so its
         // owner marker) goes now.
         reaper::kill_all_adopted().await;
-        let owners = std::mem::take(&mut *self.sandboxed_owners());
-        for owner in &owners {
+        for owner in &self.spawners.release_all() {
             self.remove_tmp_of(owner);
         }
     }

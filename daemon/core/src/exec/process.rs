@@ -55,7 +55,7 @@ use super::reaper::{Owner, ShellRecord, SpawnGate};
 
 /// What to start.
 pub(crate) struct Launch<'a> {
-    /// Run through the sandbox helper, which confines itself and then becomes the shell.
+    /// Spawned from the sandbox's confined thread, so the shell inherits its confinement.
     pub sandbox: Option<&'a Confinement>,
     pub shell: &'a Path,
     pub base: &'a BaseEnv,
@@ -152,7 +152,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         launch.managed,
         launch
             .sandbox
-            .map_or_else(Extra::default, |c| c.extra(launch.shell))
+            .map_or_else(Extra::default, Confinement::extra)
             .plus_variable(
                 launch
                     .startup_file
@@ -161,15 +161,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
-    let mut cmd = match launch.sandbox {
-        // The helper `exec`s `shell -c command` once confined: same pid, group, env and pipes.
-        Some(confined) => {
-            let mut cmd = Command::new(&confined.program);
-            cmd.args(&confined.args).arg(launch.shell);
-            cmd
-        }
-        None => Command::new(launch.shell),
-    };
+    let mut cmd = Command::new(launch.shell);
     cmd.arg("-c")
         .arg(launch.command)
         .env_clear()
@@ -200,7 +192,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         source,
     };
     let gate = SpawnGate::enter();
-    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let mut child = match launch.sandbox {
+        // Same command, spawned from a thread that carries the confinement.
+        Some(confined) => confined.spawner.spawn(cmd),
+        None => cmd.spawn(),
+    }
+    .map_err(spawn_error)?;
     let Some(pgid) = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

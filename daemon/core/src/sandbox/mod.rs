@@ -1,30 +1,29 @@
 //! Confining model commands with Landlock: the policy vocabulary, what the kernel offers, and the
-//! exec helper that confines itself and then becomes bash (issue 15; `docs/CONFIG.md`, "Sandbox").
+//! confined threads that spawn confined commands (`docs/CONFIG.md`, "Sandbox").
 //!
 //! - [`SandboxPolicy`]: a filesystem [`SandboxMode`] and a [`Network`] switch, per agent. Children
 //!   get their parent's policy or a stricter one ([`SandboxPolicy::check_child`]).
 //! - [`LandlockSupport`]: the Landlock ABI of the running kernel, probed once without side effects.
-//! - `plan`: what one confined launch needs (ABI, writable roots, protected paths), checked in the
-//!   daemon before anything is spawned, and its encoding as the helper's arguments.
-//! - `helper`: the helper itself ([`helper_main`]). The daemon runs it as its own executable with
-//!   [`HELPER_ARG`]; it opens every writable root, checks it again against the protected paths
-//!   (a link swapped in after the daemon's check is caught here), restricts itself with a
-//!   hard-requirement ruleset and `exec`s the shell. The process keeps its pid, process group,
-//!   environment and pipes, so the executor supervises it exactly as an unconfined shell.
+//! - `plan`: what one confined launch needs (ABI, writable roots, protected paths), checked
+//!   before anything is spawned.
+//! - `domain`: applies a plan to the calling thread: opens every writable root, checks it again
+//!   against the protected paths (a link swapped in after the plan's check is caught here) and
+//!   restricts the thread with a hard-requirement ruleset.
+//! - `spawner`: a thread restricted to one plan that spawns the plan's commands. They inherit
+//!   its domain and are otherwise ordinary children of the daemon (same pid, process group,
+//!   environment and pipes as an unconfined shell), so the executor supervises them unchanged.
 //!
-//! Why a helper and not `pre_exec`: the workspace forbids `unsafe`, and `pre_exec` is unsafe. The
-//! `landlock` crate wraps the syscalls safely; a process can only confine itself, so the helper is
-//! a process of its own that confines itself before it becomes bash.
+//! Why a thread and not `pre_exec`: the workspace forbids `unsafe`, and `pre_exec` is unsafe.
+//! Landlock confines the calling thread only, so a thread that restricts itself and then spawns
+//! gives the same result without it, and without a helper `execve` per call.
 
-mod helper;
+mod domain;
 pub(crate) mod plan;
-
-pub use helper::{HELPER_ARG, HELPER_FAILURE, helper_main};
+pub(crate) mod spawner;
 pub use plan::{KNOWN_ABI, MIN_FS_ABI, MIN_NET_ABI};
 
-use std::ffi::OsString;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -305,49 +304,9 @@ impl fmt::Display for LandlockSupport {
     }
 }
 
-/// How the daemon starts the helper: a program and the arguments before the plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HelperCommand {
-    /// The executable (dshd itself: `/proc/self/exe`).
-    pub program: PathBuf,
-    /// Arguments before the plan ([`HELPER_ARG`]).
-    pub args: Vec<OsString>,
-}
-
-/// The file name of the standalone helper binary (`dsh-sandbox-exec`).
-pub const HELPER_BINARY: &str = "dsh-sandbox-exec";
-
-impl HelperCommand {
-    /// The helper for a daemon running from `exe`: the standalone binary next to it when there is
-    /// one (a small `execve` per confined command), else `exe` itself in helper mode.
-    pub fn for_executable(exe: &Path) -> Self {
-        let standalone = exe.with_file_name(HELPER_BINARY);
-        if is_executable_file(&standalone) {
-            Self {
-                program: standalone,
-                args: Vec::new(),
-            }
-        } else {
-            Self::this_executable()
-        }
-    }
-
-    /// The running executable in helper mode: `/proc/self/exe` [`HELPER_ARG`]. The link names the
-    /// binary this process runs even after an upgrade replaced or removed its file.
-    pub fn this_executable() -> Self {
-        Self {
-            program: PathBuf::from("/proc/self/exe"),
-            args: vec![OsString::from(HELPER_ARG)],
-        }
-    }
-}
-
 /// The executor's sandbox settings.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxSettings {
-    /// How to start the helper. `None` (library users, unit tests): every confined call is
-    /// refused with [`SandboxError::NoHelper`].
-    pub helper: Option<HelperCommand>,
     /// Extra writable roots of `workspace-write` (`sandbox.writable_roots`), absolute. One that
     /// does not exist when a call starts is skipped.
     pub writable_roots: Vec<PathBuf>,
@@ -392,13 +351,11 @@ pub enum SandboxError {
         /// What the kernel has.
         support: LandlockSupport,
     },
-    /// This process has no helper to confine commands with.
-    #[error(
-        "the sandbox ({policy}) cannot be enforced: this process has no sandbox helper; nothing was run; {UNCONFINED_HINT}"
-    )]
-    NoHelper {
-        /// The policy asked for.
-        policy: SandboxPolicy,
+    /// The kernel refused the ruleset, or a root failed its check when opened.
+    #[error("the sandbox cannot be applied: {reason}; nothing was run; {UNCONFINED_HINT}")]
+    Apply {
+        /// What failed.
+        reason: String,
     },
     /// A writable root would expose a protected path.
     #[error(
@@ -433,9 +390,3 @@ pub enum SandboxError {
 
 #[cfg(test)]
 mod tests;
-
-/// A regular file someone may execute (the standalone helper, when installed).
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}

@@ -1,7 +1,7 @@
 //! One confined launch: which Landlock ABI, which roots are writable, which paths must stay
-//! read-only. Built and checked by the daemon before anything is spawned (typed errors, nothing
-//! runs), then handed to the helper as arguments; the helper checks the roots again on the
-//! directories it actually opened.
+//! read-only. Built and checked before anything is spawned (typed errors, nothing runs), then
+//! applied to a spawning thread (`domain`), which checks the roots again on the directories it
+//! actually opened.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ pub const MIN_FS_ABI: u32 = 3;
 /// The ABI network `off` needs: TCP bind and connect rules came with 4.
 pub const MIN_NET_ABI: u32 = 4;
 
-/// A launch's confinement, as the helper applies it.
+/// A launch's confinement, as `domain` applies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// The ABI whose rights are handled (a hard requirement).
@@ -122,68 +122,6 @@ impl Plan {
             .collect();
         for root in &plan.writable {
             check_exposure(root, &plan.protected)?;
-        }
-        Ok(plan)
-    }
-
-    /// The helper's arguments for this plan, to be followed by the shell and its arguments.
-    pub(crate) fn to_args(&self) -> Vec<OsString> {
-        let mut args = vec![OsString::from("--abi"), self.abi.to_string().into()];
-        if self.fs {
-            args.push("--fs".into());
-        }
-        if self.net_off {
-            args.push("--net-off".into());
-        }
-        for root in &self.writable {
-            args.push("--write".into());
-            args.push(root.into());
-        }
-        for path in &self.protected {
-            args.push("--protect".into());
-            args.push(path.into());
-        }
-        args.push("--".into());
-        args
-    }
-
-    /// Reads [`Self::to_args`] back; what follows `--` is left in `args`.
-    pub(crate) fn from_args(args: &mut impl Iterator<Item = OsString>) -> Result<Self, String> {
-        let mut plan = Self {
-            abi: 0,
-            fs: false,
-            net_off: false,
-            writable: Vec::new(),
-            protected: Vec::new(),
-        };
-        let value = |args: &mut dyn Iterator<Item = OsString>, flag: &str| {
-            args.next().ok_or_else(|| format!("{flag} needs a value"))
-        };
-        loop {
-            let Some(arg) = args.next() else {
-                return Err("missing -- before the shell".into());
-            };
-            match arg.to_str() {
-                Some("--") => break,
-                Some("--abi") => {
-                    let given = value(args, "--abi")?;
-                    plan.abi = given
-                        .to_str()
-                        .and_then(|s| s.parse().ok())
-                        .ok_or_else(|| format!("--abi: not a number: {given:?}"))?;
-                }
-                Some("--fs") => plan.fs = true,
-                Some("--net-off") => plan.net_off = true,
-                Some("--write") => plan.writable.push(value(args, "--write")?.into()),
-                Some("--protect") => plan.protected.push(value(args, "--protect")?.into()),
-                _ => return Err(format!("unknown argument {arg:?}")),
-            }
-        }
-        if plan.abi == 0 || plan.abi > KNOWN_ABI {
-            return Err(format!("--abi must be 1 to {KNOWN_ABI}, got {}", plan.abi));
-        }
-        if !plan.fs && !plan.net_off {
-            return Err("nothing to confine (neither --fs nor --net-off)".into());
         }
         Ok(plan)
     }

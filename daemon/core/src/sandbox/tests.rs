@@ -58,7 +58,6 @@ fn the_needed_abi_follows_the_policy_and_the_configured_floor() {
 
 fn settings(home: &Path) -> SandboxSettings {
     SandboxSettings {
-        helper: Some(HelperCommand::this_executable()),
         protected: vec![home.to_owned()],
         ..SandboxSettings::default()
     }
@@ -89,47 +88,6 @@ fn an_unenforceable_policy_is_refused_naming_what_is_missing() {
     };
     let err = Plan::new(&ww, &high, LandlockSupport::Abi(99), tmp.path(), None).unwrap_err();
     assert!(err.to_string().contains("knows ABIs up to"), "{err}");
-}
-
-#[test]
-fn plans_survive_the_argument_round_trip() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    let scratch = tmp.path().join("tmp");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::create_dir_all(&scratch).unwrap();
-    let ww = policy(SandboxMode::WorkspaceWrite, Network::Off);
-    let s = settings(&tmp.path().join("home"));
-    let plan = Plan::new(&ww, &s, LandlockSupport::Abi(7), &work, Some(&scratch)).unwrap();
-    assert_eq!(plan.abi, 4);
-    assert!(plan.fs && plan.net_off);
-    assert_eq!(plan.writable.len(), 2);
-    let mut args = plan.to_args().into_iter().chain(["bash".into()]);
-    assert_eq!(Plan::from_args(&mut args).unwrap(), plan);
-    assert_eq!(args.next().unwrap(), "bash");
-
-    let read_only = policy(SandboxMode::ReadOnly, Network::On);
-    let plan = Plan::new(
-        &read_only,
-        &s,
-        LandlockSupport::Abi(7),
-        &work,
-        Some(&scratch),
-    )
-    .unwrap();
-    assert_eq!(plan.writable, vec![scratch.canonicalize().unwrap()]);
-
-    for bad in [
-        vec!["--abi", "4", "--fs"],
-        vec!["--abi", "x", "--fs", "--"],
-        vec!["--abi", "11", "--fs", "--"],
-        vec!["--abi", "4", "--"],
-        vec!["--abi", "4", "--fs", "--write"],
-        vec!["--bogus", "--"],
-    ] {
-        let mut args = bad.iter().map(Into::into);
-        assert!(Plan::from_args(&mut args).is_err(), "{bad:?}");
-    }
 }
 
 /// The home can never become writable: not as the workspace, not inside it, not through a link

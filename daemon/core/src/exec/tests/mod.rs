@@ -8,6 +8,7 @@
 mod env_guards;
 mod foreground;
 mod jobs;
+mod sandbox;
 mod spills;
 
 use std::collections::BTreeMap;

@@ -1,18 +1,15 @@
-//! The exec helper: confines its own process with Landlock, then becomes the shell.
+//! Applying a plan: restricts the calling thread with Landlock.
 //!
-//! `dshd __dsh_sandbox_exec <plan> -- <shell> -c <command>`: the executor starts this exactly where
-//! it would start the shell (same environment, cwd, process group, pipes), so after `exec` nothing
-//! distinguishes the confined shell from an unconfined one but the Landlock domain. Every right of
-//! the plan's ABI is handled as a hard requirement: a kernel that cannot enforce one makes the
-//! helper exit with [`HELPER_FAILURE`] before the shell exists. The daemon checks the same things
-//! before spawning, so this is defence in depth (and the check of the roots actually opened, which
-//! no earlier check can replace: a root swapped for a link after the daemon looked is caught here).
+//! Landlock confines the thread that asks and everything it starts afterwards, never the rest of
+//! the process. dshd calls this on a thread of its own that then only spawns commands
+//! (`spawner`), so the commands are confined from their first instruction while dshd's other
+//! threads keep their rights. Every right of the plan's ABI is handled as a hard requirement: a
+//! kernel that cannot enforce one is an error, and nothing is spawned. The daemon checks the same
+//! things before (`plan`); what only this step can check is the roots actually opened: a root
+//! swapped for a link after the daemon looked is caught here.
 
-use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
@@ -22,42 +19,39 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use super::plan::{Plan, check_exposure};
 
-/// The first argument that makes `dshd` act as the helper instead of the daemon.
-pub const HELPER_ARG: &str = "__dsh_sandbox_exec";
-
-/// The helper's exit status when it could not confine itself or start the shell; nothing of the
-/// command ran. Its stderr then has one line starting `dshd sandbox:`.
-pub const HELPER_FAILURE: u8 = 125;
-
 /// Device files every confined command may write (`> /dev/null` is everywhere in shell code).
 const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 
-/// Runs the helper on the arguments after [`HELPER_ARG`]. Returns only on failure: on success the
-/// process has become the shell.
-pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let mut args = args.into_iter();
-    let error = match confine(&mut args) {
-        Ok(()) => {
-            let Some(shell) = args.next() else {
-                return fail("no shell after --");
-            };
-            // `exec` returns only when it failed.
-            let error = Command::new(&shell).args(args).exec();
-            format!("cannot start {}: {error}", Path::new(&shell).display())
-        }
-        Err(error) => error,
-    };
-    fail(&error)
+/// Which file a writable root is: the rule holds the inode opened, not the path, so a root
+/// removed and made again is another file, which an existing domain does not grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RootId {
+    dev: u64,
+    ino: u64,
 }
 
-fn fail(message: &str) -> ExitCode {
-    eprintln!("dshd sandbox: {message}; nothing was run");
-    ExitCode::from(HELPER_FAILURE)
+impl RootId {
+    fn of(fd: &OwnedFd) -> rustix::io::Result<Self> {
+        let st = rustix::fs::fstat(fd)?;
+        Ok(Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        })
+    }
+
+    /// The file at `path` now (links followed), if it is there.
+    pub(crate) fn at(path: &Path) -> Option<Self> {
+        let st = rustix::fs::stat(path).ok()?;
+        Some(Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        })
+    }
 }
 
-/// Reads the plan and restricts this process to it.
-fn confine(args: &mut impl Iterator<Item = OsString>) -> Result<(), String> {
-    let plan = Plan::from_args(args)?;
+/// Restricts the calling thread (and whatever it starts from now on) to `plan`, for good.
+/// Returns the writable roots as opened, in the plan's order.
+pub(crate) fn restrict_current_thread(plan: &Plan) -> Result<Vec<RootId>, String> {
     let abi = abi(plan.abi)?;
     let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
@@ -85,8 +79,9 @@ fn confine(args: &mut impl Iterator<Item = OsString>) -> Result<(), String> {
         ruleset = ruleset.scope(scopes).map_err(landlock)?;
     }
     let mut created = ruleset.create().map_err(landlock)?;
+    let mut roots = Vec::new();
     if plan.fs {
-        created = fs_rules(created, &plan, abi)?;
+        created = fs_rules(created, plan, abi, &mut roots)?;
     }
     let status = created.restrict_self().map_err(landlock)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
@@ -95,11 +90,16 @@ fn confine(args: &mut impl Iterator<Item = OsString>) -> Result<(), String> {
             plan.abi, status.ruleset
         ));
     }
-    Ok(())
+    Ok(roots)
 }
 
 /// Read everywhere; everything under the writable roots; the harmless devices.
-fn fs_rules(mut created: RulesetCreated, plan: &Plan, abi: ABI) -> Result<RulesetCreated, String> {
+fn fs_rules(
+    mut created: RulesetCreated,
+    plan: &Plan,
+    abi: ABI,
+    roots: &mut Vec<RootId>,
+) -> Result<RulesetCreated, String> {
     let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
     let root = open(Path::new("/")).map_err(|e| format!("cannot open /: {e}"))?;
     created = created
@@ -112,6 +112,7 @@ fn fs_rules(mut created: RulesetCreated, plan: &Plan, abi: ABI) -> Result<Rulese
         let real =
             opened_path(&fd).map_err(|e| format!("writable root {}: {e}", path.display()))?;
         check_exposure(&real, &plan.protected).map_err(|e| e.to_string())?;
+        roots.push(RootId::of(&fd).map_err(|e| format!("writable root {}: {e}", path.display()))?);
         let access = if is_dir(&fd) {
             AccessFs::from_all(abi)
         } else {

@@ -1,0 +1,130 @@
+//! Confined commands in process: the spawning thread's confinement reaches the command and
+//! nothing else. These need a kernel with Landlock (ABI 4 or newer); without one they fail with
+//! what is missing rather than pass.
+
+use std::path::{Path, PathBuf};
+
+use super::{config, executor_with, spec};
+use crate::exec::{Executor, SandboxRequest};
+use crate::sandbox::{LandlockSupport, Network, SandboxMode, SandboxPolicy};
+use crate::session::SessionId;
+
+fn landlock_or_fail() {
+    let support = LandlockSupport::probe();
+    assert!(
+        support.abi() >= 4,
+        "these tests need Landlock ABI 4 or newer (Linux 6.7+ with landlock in the lsm= list); \
+         {support}"
+    );
+}
+
+/// An executor whose confined commands may not write `home` and keep temporaries in `tmp/sb`.
+fn confined_executor(tmp: &Path, home: &Path) -> Executor {
+    landlock_or_fail();
+    let mut config = config(tmp);
+    config.sandbox.protected = vec![home.to_owned()];
+    config.sandbox.tmp_root = tmp.join("sb");
+    executor_with(config)
+}
+
+fn workspace_write(cwd: &Path, owner: Option<SessionId>, command: &str) -> super::CommandSpec {
+    super::CommandSpec {
+        sandbox: Some(SandboxRequest {
+            policy: SandboxPolicy {
+                mode: SandboxMode::WorkspaceWrite,
+                network: Network::On,
+            },
+            workspace: cwd.to_owned(),
+        }),
+        spill_owner: owner,
+        ..spec(command, cwd)
+    }
+}
+
+fn dirs(tmp: &Path) -> (PathBuf, PathBuf) {
+    let (work, home) = (tmp.join("work"), tmp.join("home"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    (work, home)
+}
+
+/// The command is confined; the process that spawned it (here, the test; in dshd, the daemon) is
+/// not, before or after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_is_confined_and_the_daemon_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, home) = dirs(tmp.path());
+    let ex = confined_executor(tmp.path(), &home);
+    let out = ex
+        .run(workspace_write(
+            &work,
+            None,
+            "touch inside && touch \"$TMPDIR/scratch\" && echo wrote; touch ../home/x",
+        ))
+        .await
+        .unwrap();
+    assert!(out.stdout.contains("wrote"), "{out:?}");
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    assert!(!home.join("x").exists());
+    assert!(work.join("inside").exists());
+    std::fs::write(home.join("by-the-daemon"), "x").expect("the spawning process stays free");
+    let free = ex
+        .run(spec("touch ../home/unconfined", &work))
+        .await
+        .unwrap();
+    assert!(free.success(), "{free:?}");
+}
+
+/// An agent's thread is restricted to the directories it opened. When the workspace is removed
+/// and made again between two calls, the second call gets a thread for the new directory: it can
+/// write there, and still nowhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_made_again_is_writable_on_the_next_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, home) = dirs(tmp.path());
+    let ex = confined_executor(tmp.path(), &home);
+    let agent = SessionId::new_v7();
+    let first = ex
+        .run(workspace_write(&work, Some(agent.clone()), "touch one"))
+        .await
+        .unwrap();
+    assert!(first.success(), "{first:?}");
+    std::fs::remove_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let second = ex
+        .run(workspace_write(
+            &work,
+            Some(agent.clone()),
+            "touch two && touch ../home/x",
+        ))
+        .await
+        .unwrap();
+    assert!(work.join("two").exists(), "{second:?}");
+    assert!(second.stderr.contains("Permission denied"), "{second:?}");
+    ex.release_sandbox_of(&agent);
+}
+
+/// Two agents calling at once, each with its own workspace: each writes its own and not the
+/// other's, whichever thread spawned first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_agents_each_get_their_own_confinement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, home) = dirs(tmp.path());
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let ex = confined_executor(tmp.path(), &home);
+    let (agent_a, agent_b) = (SessionId::new_v7(), SessionId::new_v7());
+    for round in 0..5 {
+        let cmd = |other: &str| format!("touch mine{round}; touch ../{other}/theirs{round}");
+        let (in_a, in_b) = tokio::join!(
+            ex.run(workspace_write(&a, Some(agent_a.clone()), &cmd("b"))),
+            ex.run(workspace_write(&b, Some(agent_b.clone()), &cmd("a"))),
+        );
+        for (dir, out) in [(&a, in_a.unwrap()), (&b, in_b.unwrap())] {
+            assert!(dir.join(format!("mine{round}")).exists(), "{out:?}");
+            assert!(out.stderr.contains("Permission denied"), "{out:?}");
+            assert!(!dir.join(format!("theirs{round}")).exists(), "{out:?}");
+        }
+    }
+}
