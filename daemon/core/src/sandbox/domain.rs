@@ -52,6 +52,7 @@ impl RootId {
 /// Restricts the calling thread (and whatever it starts from now on) to `plan`, for good.
 /// Returns the writable roots as opened, in the plan's order.
 pub(crate) fn restrict_current_thread(plan: &Plan) -> Result<Vec<RootId>, String> {
+    keep_tracers_out()?;
     let abi = abi(plan.abi)?;
     let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
@@ -91,6 +92,49 @@ pub(crate) fn restrict_current_thread(plan: &Plan) -> Result<Vec<RootId>, String
         ));
     }
     Ok(roots)
+}
+
+/// Keeps the commands this thread starts from tracing dshd.
+///
+/// Landlock lets a process trace only processes of its own domain or one nested in it. This
+/// thread joins the commands' domain but shares dshd's memory, so through it a command could
+/// attach to dshd (`ptrace`, `/proc/<pid>/task/<tid>/mem`) and be out. So dshd is made
+/// non-dumpable, which refuses both to any process without `CAP_SYS_PTRACE`, and this thread
+/// drops `CAP_SYS_PTRACE` from every set its commands could hold it through, the bounding set
+/// included (root regains the bounding set on `exec`). When it cannot, nothing is spawned.
+fn keep_tracers_out() -> Result<(), String> {
+    use rustix::thread::{
+        CapabilitySet, capabilities, capability_is_in_bounding_set,
+        remove_capability_from_bounding_set, set_capabilities,
+    };
+    const TRACE: CapabilitySet = CapabilitySet::SYS_PTRACE;
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("cannot make dshd non-dumpable: {e}"))?;
+    let cannot = |e: rustix::io::Errno| format!("cannot drop CAP_SYS_PTRACE: {e}");
+    if capability_is_in_bounding_set(TRACE).map_err(cannot)? {
+        // Needs CAP_SETPCAP; without it only root could regain the capability, checked below.
+        let _ = remove_capability_from_bounding_set(TRACE);
+    }
+    let mut sets = capabilities(None).map_err(cannot)?;
+    let held = [sets.effective, sets.permitted, sets.inheritable]
+        .iter()
+        .any(|set| set.contains(TRACE));
+    if held {
+        sets.effective.remove(TRACE);
+        sets.permitted.remove(TRACE);
+        sets.inheritable.remove(TRACE);
+        set_capabilities(None, sets).map_err(cannot)?;
+    }
+    if rustix::process::geteuid().is_root()
+        && capability_is_in_bounding_set(TRACE).map_err(cannot)?
+    {
+        return Err(
+            "cannot drop CAP_SYS_PTRACE from the bounding set (CAP_SETPCAP is missing), \
+                    and commands run as root would get it back"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// Read everywhere; everything under the writable roots; the harmless devices.

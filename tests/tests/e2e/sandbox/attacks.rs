@@ -316,3 +316,53 @@ fn a_confined_command_cannot_ask_dshd_for_more() {
     let got = results(&daemon, &free);
     assert!(got[0].content.contains("nested-ok"), "{:?}", got[0]);
 }
+
+/// dshd spawns confined commands from a thread that shares their Landlock domain, which Landlock
+/// would let them trace. None of dshd's threads can be attached to (`PTRACE_SEIZE`) or have its
+/// memory read through `/proc`, whether dshd runs as root (the thread gives up `CAP_SYS_PTRACE`)
+/// or not (dshd is non-dumpable). An unconfined command of the same user is the control: it
+/// still reads dshd's status, so the refusals are the sandbox's.
+#[test]
+fn a_confined_command_cannot_trace_dshd() {
+    let daemon = TestDaemon::start();
+    let pid = daemon.child.id();
+    let probe = format!(
+        r#"python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+tids = os.listdir("/proc/{pid}/task")
+attached = [t for t in tids if libc.ptrace(0x4206, int(t), 0, 0) == 0]
+readable = []
+for t in tids:
+    try:
+        open(f"/proc/{pid}/task/{{t}}/mem", "rb").close()
+        readable.append(t)
+    except OSError:
+        pass
+print(f"threads={{len(tids)}} attached={{attached}} readable={{readable}}")
+PY"#
+    );
+    let work = daemon.workdir("tracer");
+    let id = agent(
+        &daemon,
+        &work,
+        &["--sandbox", "workspace-write"],
+        &[&probe, &format!("cat /proc/{pid}/status | head -1")],
+    );
+    let got = results(&daemon, &id);
+    assert!(
+        got[0].content.contains("attached=[] readable=[]"),
+        "{:?}",
+        got[0]
+    );
+    // dshd has its worker threads and the agent's confined thread.
+    let threads: usize = got[0]
+        .content
+        .split("threads=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{:?}", got[0]));
+    assert!(threads >= 2, "{:?}", got[0]);
+    assert!(got[1].content.contains("dshd"), "{:?}", got[1]);
+}
