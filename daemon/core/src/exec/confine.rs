@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::ExecError;
-use super::limits::Extra;
 use super::output::ensure_private_dir;
 use crate::sandbox::plan::{Plan, check_support};
 use crate::sandbox::spawner::ConfinedSpawner;
@@ -50,19 +49,6 @@ pub(crate) struct Confinement {
     pub tmp: Option<PathBuf>,
     /// Whether `tmp` belongs to this launch alone (removed when it is over).
     pub transient: bool,
-}
-
-impl Confinement {
-    /// What the launch adds to `execve`'s strings: `TMPDIR=…`.
-    pub(crate) fn extra(&self) -> Extra {
-        match &self.tmp {
-            Some(tmp) => Extra {
-                bytes: "TMPDIR=".len() + tmp.as_os_str().len() + 1,
-                strings: 1,
-            },
-            None => Extra::default(),
-        }
-    }
 }
 
 /// A confined command's temporary directory of its own, if it has one, to remove when it is over.

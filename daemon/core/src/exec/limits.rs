@@ -109,8 +109,8 @@ pub fn total_limit() -> usize {
     256 * 1024
 }
 
-/// What a launch adds to `shell -c command` and its environment: the sandbox helper's program and
-/// arguments, and the variables it sets (`TMPDIR`).
+/// What a launch adds to `shell -c command` and its environment: the variables dshd sets itself
+/// (a confined command's `TMPDIR`, the startup file's `BASH_ENV`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Extra {
     /// Bytes of the added strings, NULs included.

@@ -150,9 +150,13 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         launch.command,
         launch.env,
         launch.managed,
-        launch
-            .sandbox
-            .map_or_else(Extra::default, Confinement::extra)
+        Extra::default()
+            .plus_variable(
+                launch
+                    .sandbox
+                    .and_then(|c| c.tmp.as_ref())
+                    .map(|tmp| TMPDIR_VAR.len() + tmp.as_os_str().len()),
+            )
             .plus_variable(
                 launch
                     .startup_file
@@ -168,7 +172,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .envs(launch.base.iter());
     if let Some(tmp) = launch.sandbox.and_then(|c| c.tmp.as_ref()) {
         // Before the caller's env, so a caller's own TMPDIR still wins.
-        cmd.env("TMPDIR", tmp);
+        cmd.env(TMPDIR_VAR, tmp);
     }
     cmd.envs(launch.env)
         .envs(launch.managed)
@@ -228,6 +232,9 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         _record: record,
     })
 }
+
+/// The variable naming a confined command's private temporary directory.
+const TMPDIR_VAR: &str = "TMPDIR";
 
 /// The variable naming the startup file bash sources before a non-interactive command.
 const STARTUP_FILE_VAR: &str = "BASH_ENV";
