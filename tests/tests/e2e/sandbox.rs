@@ -20,13 +20,19 @@ use serde_json::{Value, json};
 /// A scripted agent in `cwd`, created with `dshctl agent new ... FLAGS`, whose one turn runs each
 /// of `commands` as a model bash call, one step each; returns its id.
 fn agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], commands: &[&str]) -> String {
-    user_home(daemon);
     let mut replies: Vec<Value> = commands
         .iter()
         .map(|c| json!({"tool_calls": [bash_call(c)]}))
         .collect();
     replies.push(json!({"text": "done"}));
-    let script = daemon.write_script(&json!({ "replies": replies }));
+    scripted_agent(daemon, cwd, flags, &json!({ "replies": replies }))
+}
+
+/// An agent in `cwd`, created with `dshctl agent new ... FLAGS`, whose model follows `script`;
+/// returns its id.
+fn scripted_agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], script: &Value) -> String {
+    user_home(daemon);
+    let script = daemon.write_script(script);
     let mut args = vec![
         "agent",
         "new",
@@ -120,23 +126,11 @@ fn dshd_stays_unconfined_and_a_workspace_made_again_stays_writable() {
     let home = user_home(&daemon);
     let work = daemon.workdir("w");
     let call = |c: &str| json!({"tool_calls": [bash_call(c)]});
-    let script = daemon.write_script(&json!({ "replies": [
+    let script = json!({ "replies": [
         call("touch one && echo one-ok"), {"text": "first"},
         call("touch two && echo two-ok; touch ~/outside"), {"text": "second"},
-    ]}));
-    let id = daemon.dshctl_json(&[
-        "agent",
-        "new",
-        "--cwd",
-        work.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-        "--sandbox",
-        "workspace-write",
-    ])["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    ]});
+    let id = scripted_agent(&daemon, &work, &["--sandbox", "workspace-write"], &script);
     let first = results(&daemon, &id);
     assert!(first[0].content.contains("one-ok"), "{first:?}");
     std::fs::remove_dir_all(&work).unwrap();

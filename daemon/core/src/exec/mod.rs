@@ -538,17 +538,8 @@ impl Executor {
         let (out, err) = self.collectors();
         let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
         let started = Instant::now();
-        let confined = self.confine(&spec, spec.spill_owner.as_ref())?;
-        let stdin = spec.stdin.take();
-        let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
-        let leftover = confine::Leftover::of(confined);
-        let spawned = match spawned {
-            Ok(spawned) => spawned,
-            Err(error) => {
-                leftover.finish();
-                return Err(error);
-            }
-        };
+        let owner = spec.spill_owner.clone();
+        let (spawned, leftover) = self.spawn(&mut spec, owner.as_ref())?;
         let ended = process::supervise(
             spawned,
             out.clone(),
@@ -598,7 +589,6 @@ impl Executor {
         if spec.cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
-        let confined = self.confine(&spec, owner.as_ref())?;
         let (out, err) = self.collectors();
         let job = Arc::new(Job::new(
             owner,
@@ -607,17 +597,8 @@ impl Executor {
             err,
             self.stop.child_token(),
         ));
-        let stdin = spec.stdin.take();
         // Spawning registers the pipes with the reactor of the runtime we are in (checked above).
-        let spawned = process::spawn(self.launch(&spec, stdin, confined.as_ref()));
-        let leftover = confine::Leftover::of(confined);
-        let spawned = match spawned {
-            Ok(spawned) => spawned,
-            Err(error) => {
-                leftover.finish();
-                return Err(error);
-            }
-        };
+        let (spawned, leftover) = self.spawn(&mut spec, job.owner.as_ref())?;
         self.jobs.insert(job.clone(), self.config.max_finished_jobs);
         let limits = self.limits(None);
         let id = job.id.clone();
@@ -694,6 +675,26 @@ impl Executor {
 
     fn remove_tmp_of(&self, owner: &SessionId) {
         confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+    }
+
+    /// Starts `spec`'s shell, confined as it asks (on behalf of agent `owner`, if any), and
+    /// returns it with what is left to clean up after it; nothing is left behind on an error.
+    fn spawn(
+        &self,
+        spec: &mut CommandSpec,
+        owner: Option<&SessionId>,
+    ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
+        let confined = self.confine(spec, owner)?;
+        let stdin = spec.stdin.take();
+        let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref()));
+        let leftover = confine::Leftover::of(confined);
+        match spawned {
+            Ok(spawned) => Ok((spawned, leftover)),
+            Err(error) => {
+                leftover.finish();
+                Err(error)
+            }
+        }
     }
 
     /// The confinement of `spec` (see `confine`), owned by agent `owner` if any.

@@ -182,24 +182,11 @@ fn network_off_refuses_tcp_and_network_on_allows_it() {
 async fn a_child_of_a_confined_parent_cannot_be_looser() {
     let daemon = TestDaemon::start();
     let work = daemon.workdir("parent");
-    user_home(&daemon);
     let child_script =
         json!({"replies": [{"tool_calls": [bash_call("touch ~/by-child")]}, {"text": "ok"}]});
-    let script = daemon.write_script(&json!({"replies": [
-        {"tool_calls": [spawn_call("try", &child_script)]}, {"text": "done"}]}));
-    let parent = daemon.dshctl_json(&[
-        "agent",
-        "new",
-        "--cwd",
-        work.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-        "--sandbox",
-        "workspace-write",
-    ])["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let script = json!({"replies": [
+        {"tool_calls": [spawn_call("try", &child_script)]}, {"text": "done"}]});
+    let parent = scripted_agent(&daemon, &work, &["--sandbox", "workspace-write"], &script);
     for looser in [
         &["--sandbox", "off"][..],
         &["--sandbox", "off", "--network", "off"][..],
