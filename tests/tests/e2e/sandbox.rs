@@ -164,3 +164,55 @@ fn dshd_stays_unconfined_and_a_workspace_made_again_stays_writable() {
     assert_eq!(code, Some(0), "{out}");
     assert!(work.join("../free").exists());
 }
+
+/// How many of dshd's threads are confined spawning threads.
+fn confined_threads(daemon: &TestDaemon) -> usize {
+    let tasks = format!("/proc/{}/task", daemon.child.id());
+    std::fs::read_dir(&tasks)
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "dsh-confined")
+        .count()
+}
+
+/// Confined threads do not pile up: a call of no agent leaves none behind, an agent keeps one
+/// across its turns, and closing the agent ends it.
+#[test]
+fn confined_threads_end_with_their_call_or_agent() {
+    let daemon = TestDaemon::start();
+    let work = daemon.workdir("threads");
+    let patience = std::time::Duration::from_secs(10);
+    let (code, out) = run(
+        &daemon,
+        &[
+            "--sandbox",
+            "read-only",
+            "--cwd",
+            work.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        dsh_tests::eventually(patience, || confined_threads(&daemon) == 0),
+        "a call of no agent left its thread"
+    );
+    let id = agent(
+        &daemon,
+        &work,
+        &["--sandbox", "read-only"],
+        &["true", "true"],
+    );
+    results(&daemon, &id);
+    assert_eq!(
+        confined_threads(&daemon),
+        1,
+        "one thread for the agent's calls"
+    );
+    daemon.dshctl_json(&["agent", "close", &id]);
+    assert!(
+        dsh_tests::eventually(patience, || confined_threads(&daemon) == 0),
+        "closing the agent left its thread"
+    );
+}
