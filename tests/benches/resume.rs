@@ -72,9 +72,11 @@ fn run(backend: &str, events: &[Event]) {
         .block_on(dsh_client::Client::connect(&daemon.socket))
         .unwrap();
     let id = header.id.to_string();
+    // A stored scripted session's script is not stored with it: each resume and fork gives one.
     let model = || {
         Some(v1::ModelSpec {
             provider: "scripted".into(),
+            script_json: r#"{"replies": []}"#.into(),
             ..v1::ModelSpec::default()
         })
     };
