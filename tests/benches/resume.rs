@@ -148,6 +148,7 @@ fn run(backend: &str, events: &[Event]) {
     }
     let rss_closed = rss_kib(pid);
     let rss_settled = dsh_tests::bench::settled_rss_kib(pid);
+    let rss_peak = dsh_tests::bench::status_kib(pid, "VmHWM");
     drop(daemon);
     let (resume, fork, floor) = (median(&mut resume), median(&mut fork), median(&mut floor));
     println!(
@@ -162,7 +163,7 @@ fn run(backend: &str, events: &[Event]) {
         duration(fork)
     );
     println!(
-        "  dshd RSS: idle {rss_idle} KiB, resumed agent live {rss_live} KiB, after every close {rss_closed} KiB, {} s later {rss_settled} KiB ({:.2}x idle)",
+        "  dshd RSS: idle {rss_idle} KiB, resumed agent live {rss_live} KiB, after every close {rss_closed} KiB, {} s later {rss_settled} KiB ({:.2}x idle); peak {rss_peak} KiB",
         dsh_tests::bench::SETTLE.as_secs(),
         rss_settled as f64 / rss_idle as f64
     );
