@@ -11,6 +11,12 @@ use dsh_core::home::Ambient;
 use dsh_daemon::config::{BackendName, Config, Flags, LogFormat};
 use dsh_daemon::server::{self, Listener};
 
+/// jemalloc rather than glibc's allocator: it gives freed memory back to the system (after a
+/// resumed 100 MB session or ten long streams are closed), where glibc's arenas keep most of it
+/// for good. See docs/DECISIONS.md and the measurements in docs/BENCHMARKS.md.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The dsh daemon: hosts coding agents for one user and serves gRPC on a user-only Unix socket.
 const DSHD_AFTER_HELP: &str = "\
 Examples:
@@ -94,7 +100,12 @@ fn main() -> ExitCode {
         return dsh_core::sandbox::helper_main(raw);
     }
     let args = Args::parse();
-    match run(args) {
+    // Pages freed after a load are returned on jemalloc's decay timer (10 s) by its own
+    // background thread, even when dshd then allocates nothing more (left alone, jemalloc purges
+    // only when an allocation happens). One thread is enough for a daemon: purging is rare.
+    let background = tikv_jemalloc_ctl::max_background_threads::write(1)
+        .and_then(|()| tikv_jemalloc_ctl::background_thread::write(true));
+    match run(args, background) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("dshd: error: {error:#}");
@@ -103,7 +114,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args, background: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
     let flags = Flags {
         config: args.config,
         dsh_home: args.dsh_home,
@@ -121,6 +132,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     let helper_program = helper.program.clone();
     config.exec.sandbox.helper = Some(helper);
     init_logging(config.log_format);
+    if let Err(error) = background {
+        tracing::warn!(%error, "cannot start the allocator's background thread; freed memory goes back to the system only when dshd next allocates");
+    }
     tracing::info!(helper = %helper_program.display(), "sandbox helper");
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
