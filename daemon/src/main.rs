@@ -100,12 +100,8 @@ fn main() -> ExitCode {
         return dsh_core::sandbox::helper_main(raw);
     }
     let args = Args::parse();
-    // Pages freed after a load are returned on jemalloc's decay timer (10 s) by its own
-    // background thread, even when dshd then allocates nothing more (left alone, jemalloc purges
-    // only when an allocation happens). One thread is enough for a daemon: purging is rare.
-    let background = tikv_jemalloc_ctl::max_background_threads::write(1)
-        .and_then(|()| tikv_jemalloc_ctl::background_thread::write(true));
-    match run(args, background) {
+    let allocator = tune_allocator();
+    match run(args, allocator) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("dshd: error: {error:#}");
@@ -114,7 +110,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args, background: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
+fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
     let flags = Flags {
         config: args.config,
         dsh_home: args.dsh_home,
@@ -132,8 +128,8 @@ fn run(args: Args, background: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<
     let helper_program = helper.program.clone();
     config.exec.sandbox.helper = Some(helper);
     init_logging(config.log_format);
-    if let Err(error) = background {
-        tracing::warn!(%error, "cannot start the allocator's background thread; freed memory goes back to the system only when dshd next allocates");
+    if let Err(error) = allocator {
+        tracing::warn!(%error, "cannot tune the allocator; freed memory may go back to the system later");
     }
     tracing::info!(helper = %helper_program.display(), "sandbox helper");
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
@@ -225,6 +221,22 @@ fn is_journal_stream(value: &str, dev: u64, ino: u64) -> bool {
         .split_once(':')
         .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)))
         == Some((dev, ino))
+}
+
+/// Sets jemalloc up for a daemon, before any other thread exists: pages freed after a load go back
+/// to the system after about a second (jemalloc's default is 10 s, during which a burst of
+/// resumes or streams piles its freed pages onto its peak), returned by jemalloc's own background
+/// thread even when dshd then allocates nothing more (left alone, jemalloc purges only when an
+/// allocation happens). One such thread is enough: purging is rare.
+fn tune_allocator() -> tikv_jemalloc_ctl::Result<()> {
+    use tikv_jemalloc_ctl::{Access, AsName};
+    /// How long freed pages are kept for reuse before they are returned, in milliseconds.
+    const DIRTY_DECAY_MS: isize = 1_000;
+    // The arenas that exist already (the main thread's), then the default of those made later.
+    b"arena.0.dirty_decay_ms\0".name().write(DIRTY_DECAY_MS)?;
+    b"arenas.dirty_decay_ms\0".name().write(DIRTY_DECAY_MS)?;
+    tikv_jemalloc_ctl::max_background_threads::write(1)?;
+    tikv_jemalloc_ctl::background_thread::write(true)
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
