@@ -11,6 +11,12 @@ use dsh_core::home::Ambient;
 use dsh_daemon::config::{BackendName, Config, Flags, LogFormat};
 use dsh_daemon::server::{self, Listener};
 
+/// jemalloc rather than glibc's allocator: it gives freed memory back to the system (after a
+/// resumed 100 MB session or ten long streams are closed), where glibc's arenas keep most of it
+/// for good. See docs/DECISIONS.md and the measurements in docs/BENCHMARKS.md.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The dsh daemon: hosts coding agents for one user and serves gRPC on a user-only Unix socket.
 const DSHD_AFTER_HELP: &str = "\
 Examples:
@@ -84,7 +90,8 @@ impl From<LogFormatArg> for LogFormat {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args) {
+    let allocator = tune_allocator();
+    match run(args, allocator) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("dshd: error: {error:#}");
@@ -93,7 +100,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
     let flags = Flags {
         config: args.config,
         dsh_home: args.dsh_home,
@@ -103,6 +110,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
+    if let Err(error) = allocator {
+        tracing::warn!(%error, "cannot tune the allocator; freed memory may go back to the system later");
+    }
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
     dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
@@ -192,6 +202,22 @@ fn is_journal_stream(value: &str, dev: u64, ino: u64) -> bool {
         .split_once(':')
         .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)))
         == Some((dev, ino))
+}
+
+/// Sets jemalloc up for a daemon, before any other thread exists: pages freed after a load go back
+/// to the system after about a second (jemalloc's default is 10 s, during which a burst of
+/// resumes or streams piles its freed pages onto its peak), returned by jemalloc's own background
+/// thread even when dshd then allocates nothing more (left alone, jemalloc purges only when an
+/// allocation happens). One such thread is enough: purging is rare.
+fn tune_allocator() -> tikv_jemalloc_ctl::Result<()> {
+    use tikv_jemalloc_ctl::{Access, AsName};
+    /// How long freed pages are kept for reuse before they are returned, in milliseconds.
+    const DIRTY_DECAY_MS: isize = 1_000;
+    // The arenas that exist already (the main thread's), then the default of those made later.
+    b"arena.0.dirty_decay_ms\0".name().write(DIRTY_DECAY_MS)?;
+    b"arenas.dirty_decay_ms\0".name().write(DIRTY_DECAY_MS)?;
+    tikv_jemalloc_ctl::max_background_threads::write(1)?;
+    tikv_jemalloc_ctl::background_thread::write(true)
 }
 
 /// Resolves at the first SIGTERM or SIGINT.

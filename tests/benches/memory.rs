@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
 use dsh_proto::v1;
+use dsh_tests::bench::rss_kib;
 
 const AGENTS: usize = 1_000;
 
@@ -40,10 +41,14 @@ fn main() {
         }
         (idle, live, rss_kib(pid))
     });
+    let settled = dsh_tests::bench::settled_rss_kib(pid);
     let per_agent = (live.saturating_sub(idle)) as f64 / AGENTS as f64;
     let back = closed as f64 / idle as f64;
     println!("dshd RSS with {AGENTS} live idle agents (release dshd, scripted agents)");
-    println!("  idle {idle} KiB; {AGENTS} live {live} KiB; all closed {closed} KiB");
+    println!(
+        "  idle {idle} KiB; {AGENTS} live {live} KiB; all closed {closed} KiB, {} s later {settled} KiB",
+        dsh_tests::bench::SETTLE.as_secs()
+    );
     println!(
         "  per live agent {per_agent:.1} KiB (target <= 64: {}); closed / idle {back:.2}x (target <= 2: {})",
         if per_agent <= 64.0 { "met" } else { "MISSED" },
@@ -93,13 +98,4 @@ async fn close(
         .close(v1::CloseAgentRequest { agent_id: id })
         .await
         .unwrap();
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }

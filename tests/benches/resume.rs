@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use dsh_core::session::{Event, SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
-use dsh_tests::bench::ReleaseDaemon;
+use dsh_tests::bench::{ReleaseDaemon, rss_kib};
 use dsh_tests::seed;
 
 const LOG_BYTES: usize = 100_000_000;
@@ -72,9 +72,11 @@ fn run(backend: &str, events: &[Event]) {
         .block_on(dsh_client::Client::connect(&daemon.socket))
         .unwrap();
     let id = header.id.to_string();
+    // A stored scripted session's script is not stored with it: each resume and fork gives one.
     let model = || {
         Some(v1::ModelSpec {
             provider: "scripted".into(),
+            script_json: r#"{"replies": []}"#.into(),
             ..v1::ModelSpec::default()
         })
     };
@@ -145,6 +147,8 @@ fn run(backend: &str, events: &[Event]) {
         drop(parsed);
     }
     let rss_closed = rss_kib(pid);
+    let rss_settled = dsh_tests::bench::settled_rss_kib(pid);
+    let rss_peak = dsh_tests::bench::status_kib(pid, "VmHWM");
     drop(daemon);
     let (resume, fork, floor) = (median(&mut resume), median(&mut fork), median(&mut floor));
     println!(
@@ -159,7 +163,9 @@ fn run(backend: &str, events: &[Event]) {
         duration(fork)
     );
     println!(
-        "  dshd RSS: idle {rss_idle} KiB, resumed agent live {rss_live} KiB, after every close {rss_closed} KiB"
+        "  dshd RSS: idle {rss_idle} KiB, resumed agent live {rss_live} KiB, after every close {rss_closed} KiB, {} s later {rss_settled} KiB ({:.2}x idle); peak {rss_peak} KiB",
+        dsh_tests::bench::SETTLE.as_secs(),
+        rss_settled as f64 / rss_idle as f64
     );
     ratio(
         &format!("Resume of a 100 MB {backend} session / read + parse"),
@@ -225,13 +231,4 @@ fn parse_sqlite(db: &Path, id: &SessionId) -> Vec<Event> {
 fn median(samples: &mut [Duration]) -> Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }

@@ -15,15 +15,9 @@ use dsh_proto::v1;
 const RUNS: usize = 15;
 
 fn main() {
-    let dshd = escargot::CargoBuild::new()
-        .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-        .package("dsh-daemon")
-        .bin("dshd")
-        .release()
-        .run()
-        .expect("build release dshd")
-        .path()
-        .to_path_buf();
+    // Through `cargo_build`, which keeps the bench's own cargo variables from the nested build
+    // (they would make it rebuild ring and everything above it, every time).
+    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
 use dsh_testkit::{Mock, Reply};
-use dsh_tests::bench::ReleaseDaemon;
+use dsh_tests::bench::{ReleaseDaemon, status_kib};
 
 const REPLY: usize = 10_000_000;
 const FRAGMENT: usize = 256;
@@ -109,6 +109,8 @@ fn main() {
                 close(&client, agent).await;
             }
             let after = status_kib(pid, "VmRSS");
+            tokio::time::sleep(dsh_tests::bench::SETTLE).await;
+            let settled = status_kib(pid, "VmRSS");
             let slowest = *each.iter().max().unwrap();
             let worst = alone.as_secs_f64() / slowest.as_secs_f64();
             let mb = REPLY as f64 / 1e6;
@@ -123,9 +125,11 @@ fn main() {
             let held = (CLIENTS * REPLY) as f64 / 1024.0;
             let above = peak.saturating_sub(idle_before) as f64;
             println!(
-                "  dshd RSS: idle {idle} KiB; peak during the {CLIENTS} turns {peak} KiB ({:.0} KiB above the {idle_before} KiB before them, {:.2}x the {held:.0} KiB of replies their logs hold); after closing them {after} KiB",
+                "  dshd RSS: idle {idle} KiB; peak during the {CLIENTS} turns {peak} KiB ({:.0} KiB above the {idle_before} KiB before them, {:.2}x the {held:.0} KiB of replies their logs hold); after closing them {after} KiB, {} s later {settled} KiB ({:.2}x idle)",
                 above,
                 above / held,
+                dsh_tests::bench::SETTLE.as_secs(),
+                settled as f64 / idle as f64,
             );
             if paced {
                 ratio(
@@ -212,13 +216,4 @@ async fn follow(client: &dsh_client::Client, agent: &str) -> Duration {
     );
     assert_eq!(text, REPLY, "the reply arrived incomplete");
     elapsed
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }

@@ -84,3 +84,29 @@ impl Drop for ReleaseDaemon {
         let _ = self.child.wait();
     }
 }
+
+/// How long after a load ends the benches wait before reading dshd's RSS a second time: longer
+/// than the allocator's decay of freed pages (jemalloc returns dirty pages over 10 s).
+pub const SETTLE: Duration = Duration::from_secs(12);
+
+/// `VmRSS` of `pid`, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// The `field` (`VmRSS`, `VmHWM`, ...) of `/proc/<pid>/status`, in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// `VmRSS` of `pid` after [`SETTLE`] of idleness.
+pub fn settled_rss_kib(pid: u32) -> u64 {
+    std::thread::sleep(SETTLE);
+    rss_kib(pid)
+}

@@ -38,7 +38,16 @@ fn build_bin(package: &str, bin: &str) -> PathBuf {
 /// those names, so a nested `cargo build` that inherited them would see "changed" values and
 /// rebuild ring and everything above it, every run, and undo the next plain `cargo build`'s work.
 /// They are removed so the nested build sees what a build from a shell sees.
+///
+/// `DSH_BENCH_DSHD=<path>` makes a release build of `dshd` answer with that binary instead, so a
+/// bench can compare two builds of dshd (e.g. two allocators) without rebuilding between runs.
 pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
+    if release
+        && bin == "dshd"
+        && let Some(path) = std::env::var_os("DSH_BENCH_DSHD")
+    {
+        return PathBuf::from(path);
+    }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let mut build = escargot::CargoBuild::new()
         .manifest_path(manifest)

@@ -150,12 +150,20 @@ impl persistence_server::Persistence for PersistenceService {
                     Some(header) => header,
                     None => {
                         let (backend, generation) = handle.current();
-                        let wanted = id.clone();
-                        let header = tokio::task::spawn_blocking(move || backend.header(&wanted))
-                            .await
-                            .map_err(|e| {
-                                Status::internal(format!("reading the session failed: {e}"))
-                            })?
+                        // On a local disk the read (a few microseconds) is done here: the trip
+                        // to the blocking pool would cost several times more than the read.
+                        let read = match backend.header_now(&id) {
+                            Some(read) => read,
+                            None => {
+                                let wanted = id.clone();
+                                tokio::task::spawn_blocking(move || backend.header(&wanted))
+                                    .await
+                                    .map_err(|e| {
+                                        Status::internal(format!("reading the session failed: {e}"))
+                                    })?
+                            }
+                        };
+                        let header = read
                             .map_err(persistence_status)?
                             .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
                         handle.remember_header(generation, header.clone());

@@ -27,9 +27,18 @@ const MIB: u64 = 1024 * 1024;
 /// The bound on dshd's peak RSS above its idle figure while the client does not read. The session
 /// log holds the reply once (47.7 MiB: it is in memory for the agent's life), and the checkpoint
 /// serialises it once more while writing; everything else — the waiting updates included — is
-/// bounded by constants (1 MiB of pending text). Measured: 100 MiB; before the feed was bounded,
-/// when every fragment and a copy of every logged event waited in an unbounded channel, 315 MiB.
-const PAUSE_BOUND: u64 = 128 * MIB;
+/// bounded by constants (1 MiB of pending text). Measured: 100 MiB with glibc's allocator; before
+/// the feed was bounded, when every fragment and a copy of every logged event waited in an
+/// unbounded channel, 315 MiB.
+///
+/// dshd's allocator is now jemalloc, which moves a growing buffer by copying it where glibc
+/// remapped it in place: when the checkpoint's serialisation buffer grows past 32 MiB, its old
+/// and its new copy exist together, so the reply is briefly held three times (log, old buffer,
+/// new buffer: 3 × 47.7 = 143 MiB; the arithmetic matches, it was not profiled). Measured with
+/// jemalloc: 144–145 MiB in two runs, hence 176 rather than 128.
+/// Sizing that buffer ahead (or writing a huge event straight to the file) would bring it back
+/// to twice the reply.
+const PAUSE_BOUND: u64 = 176 * MIB;
 /// The bound while the client reads the rest. The reply goes out once, in the
 /// `assistant/message` event (`turn/end` names it by seq): besides the log's copy, the event's
 /// data serialised as JSON and its encoded frame exist together, and the frame may still sit in

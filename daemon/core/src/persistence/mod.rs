@@ -251,6 +251,19 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
         }
     }
 
+    /// [`header`](Self::header), if the backend can answer at once on the caller's thread: from
+    /// a file system known to be local, with no lock that a long operation may hold, so an async
+    /// caller may call it without going to the blocking pool (a trip that costs more than the
+    /// read). `None`: it cannot promise that, and the caller reads the header on the blocking
+    /// pool. The default is `None`.
+    fn header_now(
+        &self,
+        id: &SessionId,
+    ) -> Option<Result<Option<SessionHeader>, PersistenceError>> {
+        let _ = id;
+        None
+    }
+
     /// One page of stored sessions' headers in `query.order`, strictly after `query.after`
     /// (see [`page`] for why that never skips or repeats a session). The shipped backends answer
     /// from an index, so the cost does not grow with the number of sessions stored; the default

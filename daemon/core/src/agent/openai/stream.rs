@@ -168,8 +168,12 @@ impl Accumulator {
             (FinishReason::ToolCalls, true) => FinishReason::Stop,
             (other, _) => other,
         };
+        // A streamed text grew by doubling, so up to half of what it reserved is unused; the log
+        // keeps the reply for the agent's life (1.6x a 10 MB reply's length, before this).
+        let mut text = self.text;
+        text.shrink_to_fit();
         Ok(ModelReply {
-            text: self.text,
+            text,
             calls: calls.into_iter().map(planned).collect(),
             usage: self.usage,
             finish,

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub use layout::{
     LOG_FILE, escape_id, is_project_dir_name, log_path, project_dir_name, project_key,
@@ -29,6 +29,26 @@ use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
 use read::Scan;
 
+/// Whether `magic` (`statfs`'s `f_type`) names a file system on a local device or in memory,
+/// where a read never waits on a network or another process. An allowlist: any other, NFS, SMB,
+/// FUSE and those not known here alike, counts as possibly slow.
+fn is_local_file_system(magic: rustix::fs::FsWord) -> bool {
+    // The kernel's magic numbers (linux/magic.h, and ZFS's own).
+    const LOCAL: [u32; 10] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // F2FS
+        0x2FC1_2FC1, // ZFS
+        0xCA45_1A4E, // bcachefs
+        0x0000_4D44, // FAT
+        0x5346_544E, // NTFS (ntfs3)
+    ];
+    u32::try_from(magic).is_ok_and(|magic| LOCAL.contains(&magic))
+}
+
 /// The JSONL backend. Creates nothing until a session's first append.
 #[derive(Debug)]
 pub struct JsonlBackend {
@@ -39,6 +59,8 @@ pub struct JsonlBackend {
     sessions: Mutex<HashMap<SessionId, Arc<Mutex<Slot>>>>,
     /// What `list_page` reads instead of every log (see [`index`]).
     index: Mutex<index::Index>,
+    /// Whether the root is on a file system known to be local (see [`Self::on_local_disk`]).
+    local: OnceLock<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -75,12 +97,27 @@ impl JsonlBackend {
             root,
             sessions: Mutex::new(HashMap::new()),
             index: Mutex::new(index::Index::default()),
+            local: OnceLock::new(),
         })
     }
 
     fn slot(&self, id: &SessionId) -> Arc<Mutex<Slot>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.entry(id.clone()).or_default().clone()
+    }
+
+    /// Whether the root is on a file system known to be local (ext4, XFS, Btrfs, tmpfs, ...),
+    /// where reading a header takes microseconds; a network or FUSE file system, or one not
+    /// known, may take a round trip or hang. Asked of the kernel (`statfs`) once the root exists;
+    /// false until then.
+    fn on_local_disk(&self) -> bool {
+        if let Some(&local) = self.local.get() {
+            return local;
+        }
+        match rustix::fs::statfs(&self.root) {
+            Ok(stat) => *self.local.get_or_init(|| is_local_file_system(stat.f_type)),
+            Err(_) => false,
+        }
     }
 
     /// The log of `id`, wherever its cwd put it: `<root>/*/<dir(id)>/session.jsonl`.
@@ -385,6 +422,14 @@ impl Persistence for JsonlBackend {
         Ok(Some(header))
     }
 
+    fn header_now(
+        &self,
+        id: &SessionId,
+    ) -> Option<Result<Option<SessionHeader>, PersistenceError>> {
+        // A directory listing, a `stat` and one short read, under no lock of the backend's.
+        self.on_local_disk().then(|| self.header(id))
+    }
+
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         index.refresh(&self.root)?;
@@ -464,4 +509,42 @@ pub fn rescue_copy(
         }
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_read_at_once_on_local_file_systems_only() {
+        assert!(is_local_file_system(0xEF53), "ext4");
+        assert!(is_local_file_system(0x0102_1994), "tmpfs");
+        assert!(!is_local_file_system(0x6969), "NFS");
+        assert!(!is_local_file_system(0x6573_5546), "FUSE");
+        assert!(!is_local_file_system(0xFF53_4D42), "CIFS");
+        assert!(!is_local_file_system(0), "unknown");
+    }
+
+    #[test]
+    fn header_now_answers_on_a_local_root_and_not_before_the_root_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("sessions");
+        let backend = JsonlBackend::new(root.clone()).unwrap();
+        let id = SessionId::parse("s").unwrap();
+        assert!(
+            backend.header_now(&id).is_none(),
+            "no root yet: not known to be local"
+        );
+        fs::create_dir(&root).unwrap();
+        let local = rustix::fs::statfs(&root)
+            .map(|stat| is_local_file_system(stat.f_type))
+            .unwrap();
+        match backend.header_now(&id) {
+            Some(answer) => {
+                assert!(local);
+                assert!(matches!(answer, Ok(None)), "{answer:?}");
+            }
+            None => assert!(!local),
+        }
+    }
 }
