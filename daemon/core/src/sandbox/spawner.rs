@@ -9,10 +9,11 @@
 //! the `landlock` crate wraps the syscalls.
 //!
 //! The thread runs no code but `Command::spawn`; it ends when its [`ConfinedSpawner`] is dropped
-//! (the agent closed, or the one call of a command of no agent ended).
+//! (the agent closed, or the one call of a command of no agent ended). One unrestricted thread is
+//! kept waiting for the next plan ([`SPARE`]), so no call waits for a new thread to be scheduled.
 
 use std::io;
-use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard, PoisonError, mpsc};
 
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
@@ -44,38 +45,94 @@ struct Request {
     reply: mpsc::SyncSender<io::Result<Child>>,
 }
 
+/// A thread's assignment: the plan to restrict itself to, where to say how that went, and the
+/// requests it serves from then on.
+struct Assignment {
+    plan: Plan,
+    ready: mpsc::SyncSender<Result<Vec<RootId>, String>>,
+    incoming: mpsc::Receiver<Request>,
+}
+
+/// An unrestricted thread already running and waiting for its assignment. Taking it, rather than
+/// starting a thread, keeps a new thread's first turn on a CPU off the call's path: the kernel
+/// queues a new thread behind the running ones, which cost milliseconds on a loaded machine,
+/// while a sleeping thread that is woken runs at once. Refilled after each use.
+static SPARE: Mutex<Option<mpsc::Sender<Assignment>>> = Mutex::new(None);
+
+/// Starts a thread that waits for its assignment.
+fn new_thread() -> io::Result<mpsc::Sender<Assignment>> {
+    let (assign, assigned) = mpsc::channel::<Assignment>();
+    std::thread::Builder::new()
+        .name("dsh-spare".to_owned())
+        .stack_size(STACK_BYTES)
+        .spawn(move || {
+            // No assignment: the spare was dropped unused.
+            if let Ok(assignment) = assigned.recv() {
+                serve(assignment);
+            }
+        })?;
+    Ok(assign)
+}
+
+/// The confined thread's life: restrict, then spawn on request until the spawner is dropped.
+fn serve(
+    Assignment {
+        plan,
+        ready,
+        incoming,
+    }: Assignment,
+) {
+    // Named for what it now is (`ps -L`, `/proc/<pid>/task/*/comm`); a name is not worth failing for.
+    let _ = rustix::thread::set_name(c"dsh-confined");
+    let outcome = restrict_current_thread(&plan);
+    let confined = outcome.is_ok();
+    // The caller waits for this; if it is gone there is nothing to serve.
+    if ready.send(outcome).is_err() || !confined {
+        return;
+    }
+    for mut request in incoming {
+        let _entered = request.runtime.enter();
+        // The caller waits on `reply`; if it went away, dropping the child kills it.
+        let _ = request.reply.send(request.command.spawn());
+    }
+}
+
+fn spare() -> MutexGuard<'static, Option<mpsc::Sender<Assignment>>> {
+    SPARE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes sure a spare thread is waiting (best effort: without one the next call starts its own).
+fn refill() {
+    let mut slot = spare();
+    if slot.is_none() {
+        *slot = new_thread().ok();
+    }
+}
+
 impl ConfinedSpawner {
-    /// Starts a thread and restricts it to `plan`; refused (no thread is left) when the kernel
-    /// cannot enforce the plan or a root fails its check when opened.
+    /// Restricts a thread (the spare, else a new one) to `plan`; refused (no thread is left) when
+    /// the kernel cannot enforce the plan or a root fails its check when opened.
     pub(crate) fn start(plan: Plan) -> Result<Self, SandboxError> {
+        let apply = |reason: String| SandboxError::Apply { reason };
+        let thread = match spare().take() {
+            Some(thread) => thread,
+            None => {
+                new_thread().map_err(|e| apply(format!("cannot start a confined thread: {e}")))?
+            }
+        };
         let (requests, incoming) = mpsc::channel::<Request>();
         let (ready, restricted) = mpsc::sync_channel(1);
-        let thread_plan = plan.clone();
-        std::thread::Builder::new()
-            .name("dsh-confined".to_owned())
-            .stack_size(STACK_BYTES)
-            .spawn(move || {
-                let outcome = restrict_current_thread(&thread_plan);
-                let confined = outcome.is_ok();
-                // The caller waits for this; if it is gone there is nothing to serve.
-                if ready.send(outcome).is_err() || !confined {
-                    return;
-                }
-                for mut request in incoming {
-                    let _entered = request.runtime.enter();
-                    // The caller waits on `reply`; if it went away, dropping the child kills it.
-                    let _ = request.reply.send(request.command.spawn());
-                }
+        let ended = || apply("the confined thread ended before it was restricted".to_owned());
+        thread
+            .send(Assignment {
+                plan: plan.clone(),
+                ready,
+                incoming,
             })
-            .map_err(|e| SandboxError::Apply {
-                reason: format!("cannot start a confined thread: {e}"),
-            })?;
-        let roots = restricted
-            .recv()
-            .map_err(|_| SandboxError::Apply {
-                reason: "the confined thread ended before it was restricted".to_owned(),
-            })?
-            .map_err(|reason| SandboxError::Apply { reason })?;
+            .map_err(|_| ended())?;
+        // While that thread restricts itself: the next plan's thread.
+        refill();
+        let roots = restricted.recv().map_err(|_| ended())?.map_err(apply)?;
         Ok(Self {
             plan,
             roots,
