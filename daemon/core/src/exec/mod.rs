@@ -538,8 +538,8 @@ impl Executor {
         let (out, err) = self.collectors();
         let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
         let started = Instant::now();
-        let owner = spec.spill_owner.clone();
-        let (spawned, leftover) = self.spawn(&mut spec, owner.as_ref())?;
+        let stdin = spec.stdin.take();
+        let (spawned, leftover) = self.spawn(&spec, stdin, spec.spill_owner.as_ref())?;
         let ended = process::supervise(
             spawned,
             out.clone(),
@@ -598,7 +598,8 @@ impl Executor {
             self.stop.child_token(),
         ));
         // Spawning registers the pipes with the reactor of the runtime we are in (checked above).
-        let (spawned, leftover) = self.spawn(&mut spec, job.owner.as_ref())?;
+        let stdin = spec.stdin.take();
+        let (spawned, leftover) = self.spawn(&spec, stdin, job.owner.as_ref())?;
         self.jobs.insert(job.clone(), self.config.max_finished_jobs);
         let limits = self.limits(None);
         let id = job.id.clone();
@@ -681,11 +682,11 @@ impl Executor {
     /// returns it with what is left to clean up after it; nothing is left behind on an error.
     fn spawn(
         &self,
-        spec: &mut CommandSpec,
+        spec: &CommandSpec,
+        stdin: Option<Vec<u8>>,
         owner: Option<&SessionId>,
     ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
         let confined = self.confine(spec, owner)?;
-        let stdin = spec.stdin.take();
         let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref()));
         let leftover = confine::Leftover::of(confined);
         match spawned {
