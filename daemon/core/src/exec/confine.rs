@@ -170,9 +170,9 @@ impl Spawners {
         Ok(fresh)
     }
 
-    /// Forgets `owner`'s thread (it ends); whether there was one.
-    pub(crate) fn release(&self, owner: &SessionId) -> bool {
-        self.lock().remove(owner).is_some()
+    /// Forgets `owner`'s thread (it ends).
+    pub(crate) fn release(&self, owner: &SessionId) {
+        self.lock().remove(owner);
     }
 
     /// Forgets every thread; the agents that had one.
