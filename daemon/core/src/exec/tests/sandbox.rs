@@ -128,3 +128,74 @@ async fn concurrent_agents_each_get_their_own_confinement() {
         }
     }
 }
+
+/// Waits until `ex` holds a confinement made ahead for the next command of no agent.
+async fn made_ahead(ex: &Executor) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ex.spawners.has_ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no confinement was made ahead"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Commands of no agent take a confinement made ahead only when it is theirs: made for the same
+/// workspace, and that workspace still the directory it was made for. Otherwise (another
+/// workspace, or the same one removed and made again) each still writes its own workspace and
+/// nothing else, and each gets a new temporary directory, removed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_of_no_agent_takes_only_a_confinement_made_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, home) = dirs(tmp.path());
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let ex = confined_executor(tmp.path(), &home);
+    let mut tmps = Vec::new();
+    for (round, (dir, other)) in [(&a, "b"), (&b, "a"), (&b, "a"), (&b, "a")]
+        .into_iter()
+        .enumerate()
+    {
+        if round == 2 {
+            std::fs::remove_dir_all(&b).unwrap();
+            std::fs::create_dir_all(&b).unwrap();
+        }
+        let out = ex
+            .run(workspace_write(
+                dir,
+                None,
+                &format!(
+                    "test -z \"$(ls -A \"$TMPDIR\")\" && touch \"$TMPDIR/x\" mine{round} && \
+                     echo \"$TMPDIR\"; touch ../{other}/theirs{round}"
+                ),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            dir.join(format!("mine{round}")).exists(),
+            "{round}: {out:?}"
+        );
+        assert!(out.stderr.contains("Permission denied"), "{round}: {out:?}");
+        tmps.push(PathBuf::from(out.stdout.trim()));
+        made_ahead(&ex).await;
+    }
+    tmps.dedup();
+    assert_eq!(tmps.len(), 4, "{tmps:?}");
+    for leftover in &tmps {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while leftover.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{leftover:?} was kept"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    for round in 0..4 {
+        for dir in [&a, &b] {
+            assert!(!dir.join(format!("theirs{round}")).exists());
+        }
+    }
+}
