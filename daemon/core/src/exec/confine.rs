@@ -7,8 +7,7 @@
 //! private temporary directory (a caller's own `TMPDIR` still wins).
 //!
 //! An agent's confined thread is kept for its next calls while its plan holds (see
-//! [`Spawners`]); a command of no agent gets a thread of its own, ended with the call (made one
-//! call ahead, so the call does not wait for it).
+//! [`Spawners`]); a command of no agent gets a thread of its own, ended with the call.
 //!
 //! Private temporary directories live under `SandboxSettings::tmp_root` (outside the harness
 //! home): one per agent, kept across its calls and jobs until the agent closes
@@ -94,81 +93,54 @@ pub(crate) fn confine(
     }
     // Before any directory is made: an unenforceable policy leaves nothing behind.
     check_support(policy, settings, support)?;
-    let (spawner, tmp, transient) = match owner {
-        Some(owner) => {
-            let tmp = if policy.mode == SandboxMode::Off {
-                None
-            } else {
-                let dir = tmp_dir_of(settings, owner);
-                ensure_private_dir(&tmp_root(settings))
-                    .and_then(|()| ensure_private_dir(&dir))
-                    .map_err(|source| SandboxError::Tmp {
-                        path: dir.clone(),
-                        source,
-                    })?;
-                Some(dir)
-            };
-            let plan = Plan::new(
-                policy,
-                settings,
-                support,
-                &request.workspace,
-                tmp.as_deref(),
-            )?;
-            (spawners.for_agent(owner, plan)?, tmp, false)
-        }
-        None => {
-            let (spawner, tmp) = match spawners.take_ready(settings, support, request) {
-                Some(ready) => ready,
-                None => one_call(settings, support, request)?,
-            };
-            spawners.prepare(settings, support, request);
-            (spawner, tmp, true)
-        }
-    };
-    Ok(Some(Confinement {
-        policy: *policy,
-        spawner,
-        tmp,
-        transient,
-    }))
-}
-
-/// A confinement of its own for one command of no agent: a new private temporary directory and
-/// a thread restricted to it. Nothing is left behind on an error.
-fn one_call(
-    settings: &SandboxSettings,
-    support: LandlockSupport,
-    request: &SandboxRequest,
-) -> Result<(Arc<ConfinedSpawner>, Option<PathBuf>), SandboxError> {
-    let tmp = if request.policy.mode == SandboxMode::Off {
-        None
+    let (tmp, transient) = if policy.mode == SandboxMode::Off {
+        (None, false)
     } else {
-        let dir = tmp_root(settings).join(format!("call-{}", uuid::Uuid::now_v7().simple()));
+        let (dir, transient) = match owner {
+            Some(owner) => (tmp_dir_of(settings, owner), false),
+            None => (
+                tmp_root(settings).join(format!("call-{}", uuid::Uuid::now_v7().simple())),
+                true,
+            ),
+        };
         ensure_private_dir(&tmp_root(settings))
-            // A new name: made here or not at all (never one someone else put there).
-            .and_then(|()| DirBuilder::new().mode(0o700).create(&dir))
+            .and_then(|()| {
+                if transient {
+                    // A new name: made here or not at all (never one someone else put there).
+                    DirBuilder::new().mode(0o700).create(&dir)
+                } else {
+                    ensure_private_dir(&dir)
+                }
+            })
             .map_err(|source| SandboxError::Tmp {
                 path: dir.clone(),
                 source,
             })?;
-        Some(dir)
+        (Some(dir), transient)
     };
-    let started = Plan::new(
-        &request.policy,
+    let spawner = Plan::new(
+        policy,
         settings,
         support,
         &request.workspace,
         tmp.as_deref(),
     )
-    .and_then(ConfinedSpawner::start);
-    match started {
-        Ok(spawner) => Ok((Arc::new(spawner), tmp)),
+    .and_then(|plan| match owner {
+        Some(owner) => spawners.for_agent(owner, plan),
+        None => ConfinedSpawner::start(plan).map(Arc::new),
+    });
+    match spawner {
+        Ok(spawner) => Ok(Some(Confinement {
+            policy: *policy,
+            spawner,
+            tmp,
+            transient,
+        })),
         Err(error) => {
-            if let Some(tmp) = &tmp {
+            if transient && let Some(tmp) = &tmp {
                 remove_tmp(tmp);
             }
-            Err(error)
+            Err(error.into())
         }
     }
 }
@@ -176,51 +148,8 @@ fn one_call(
 /// The confined threads of live agents, one each, kept while the agent's plan holds: an agent's
 /// calls share a plan (its policy, cwd and temporary directory), so its thread is restricted once.
 /// An agent's thread ends when it closes ([`Self::release`]).
-///
-/// Commands of no agent share nothing: each gets a temporary directory and a thread of its own.
-/// Making them is kept off the call's path by preparing them one call ahead ([`Ready`]).
 #[derive(Debug, Default)]
-pub(crate) struct Spawners {
-    /// Each live agent's thread.
-    agents: Mutex<BTreeMap<SessionId, Arc<ConfinedSpawner>>>,
-    /// The next command of no agent's confinement, made ahead.
-    ready: Arc<Mutex<Ready>>,
-}
-
-/// A confinement made ahead for the next command of no agent, on the guess that it asks what the
-/// last one asked (the same policy and workspace: a script or editor running commands in its
-/// project). A call that finds one that fits takes it and pays only for the hand-off to its
-/// thread, as an agent's call does; one that does not makes its own, as before. Either way it is
-/// the call's alone (its temporary directory is new and removed after it), so taking it changes
-/// no call's isolation. What it costs while unused: one sleeping thread and an empty directory.
-#[derive(Debug, Default)]
-struct Ready {
-    /// The confinement made ahead, if any.
-    next: Option<Prepared>,
-    /// Whether one is being made (at most one at a time, so a burst of calls does not make a
-    /// thread each that all but one would discard).
-    preparing: bool,
-    /// Set at shutdown: nothing more is made, so no directory outlives the daemon.
-    closed: bool,
-}
-
-/// One confinement made ahead.
-#[derive(Debug)]
-struct Prepared {
-    /// What it was made for.
-    request: SandboxRequest,
-    spawner: Arc<ConfinedSpawner>,
-    /// Its temporary directory, removed if it is dropped unused.
-    tmp: Option<PathBuf>,
-}
-
-impl Drop for Prepared {
-    fn drop(&mut self) {
-        if let Some(tmp) = self.tmp.take() {
-            remove_tmp(&tmp);
-        }
-    }
-}
+pub(crate) struct Spawners(Mutex<BTreeMap<SessionId, Arc<ConfinedSpawner>>>);
 
 impl Spawners {
     /// `owner`'s thread for `plan`: the kept one while it serves the plan, else a new one kept in
@@ -230,111 +159,30 @@ impl Spawners {
         owner: &SessionId,
         plan: Plan,
     ) -> Result<Arc<ConfinedSpawner>, SandboxError> {
-        if let Some(kept) = self.agents().get(owner)
+        if let Some(kept) = self.lock().get(owner)
             && kept.serves(&plan)
         {
             return Ok(kept.clone());
         }
         // Restricting a thread takes a few syscalls per root; not under the lock.
         let fresh = Arc::new(ConfinedSpawner::start(plan)?);
-        self.agents().insert(owner.clone(), fresh.clone());
+        self.lock().insert(owner.clone(), fresh.clone());
         Ok(fresh)
-    }
-
-    /// The confinement made ahead, if it fits `request` as things are now: the same request, and
-    /// the plan built for it today (settings, links and the workspace's directory may have changed
-    /// since) one its thread serves. One that does not fit is dropped.
-    fn take_ready(
-        &self,
-        settings: &SandboxSettings,
-        support: LandlockSupport,
-        request: &SandboxRequest,
-    ) -> Option<(Arc<ConfinedSpawner>, Option<PathBuf>)> {
-        let taken = lock(&self.ready).next.take();
-        let mut prepared = taken.filter(|p| p.request == *request)?;
-        let plan = Plan::new(
-            &request.policy,
-            settings,
-            support,
-            &request.workspace,
-            prepared.tmp.as_deref(),
-        )
-        .ok()?;
-        if !prepared.spawner.serves(&plan) {
-            return None;
-        }
-        Some((prepared.spawner.clone(), prepared.tmp.take()))
-    }
-
-    /// Makes the next command of no agent's confinement for `request`, on a blocking thread,
-    /// unless one is there or being made. A failure is left for a call to meet and report.
-    fn prepare(
-        &self,
-        settings: &SandboxSettings,
-        support: LandlockSupport,
-        request: &SandboxRequest,
-    ) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        {
-            let mut ready = lock(&self.ready);
-            if ready.closed || ready.preparing || ready.next.is_some() {
-                return;
-            }
-            ready.preparing = true;
-        }
-        let (slot, settings, request) = (self.ready.clone(), settings.clone(), request.clone());
-        runtime.spawn_blocking(move || {
-            let made = one_call(&settings, support, &request).ok();
-            let mut ready = lock(&slot);
-            ready.preparing = false;
-            let prepared = made.map(|(spawner, tmp)| Prepared {
-                request,
-                spawner,
-                tmp,
-            });
-            // Dropped (its directory removed) after the lock, when the daemon is closing.
-            let unused = if ready.closed {
-                prepared
-            } else {
-                std::mem::replace(&mut ready.next, prepared)
-            };
-            drop(ready);
-            drop(unused);
-        });
     }
 
     /// Forgets `owner`'s thread (it ends).
     pub(crate) fn release(&self, owner: &SessionId) {
-        self.agents().remove(owner);
+        self.lock().remove(owner);
     }
 
-    /// Forgets every thread, the one made ahead included (its directory is removed) and makes no
-    /// more; the agents that had one.
+    /// Forgets every thread; the agents that had one.
     pub(crate) fn release_all(&self) -> Vec<SessionId> {
-        let unused = {
-            let mut ready = lock(&self.ready);
-            ready.closed = true;
-            ready.next.take()
-        };
-        drop(unused);
-        std::mem::take(&mut *self.agents()).into_keys().collect()
+        std::mem::take(&mut *self.lock()).into_keys().collect()
     }
 
-    /// Whether a confinement made ahead is waiting.
-    #[cfg(test)]
-    pub(crate) fn has_ready(&self) -> bool {
-        lock(&self.ready).next.is_some()
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Arc<ConfinedSpawner>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    fn agents(&self) -> MutexGuard<'_, BTreeMap<SessionId, Arc<ConfinedSpawner>>> {
-        lock(&self.agents)
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn tmp_root(settings: &SandboxSettings) -> PathBuf {
