@@ -175,29 +175,72 @@ fn confined_threads(daemon: &TestDaemon) -> usize {
         .count()
 }
 
-/// Confined threads do not pile up: a call of no agent leaves none behind, an agent keeps one
-/// across its turns, and closing the agent ends it.
+/// The sandbox's temporary directories of calls of no agent under `tmp` (dshd's `TMPDIR`).
+fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(tmp.join(format!(
+        "dsh-sandbox-{}",
+        rustix::process::getuid().as_raw()
+    ))) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("call-")
+        })
+        .collect()
+}
+
+/// Confined threads and temporary directories do not pile up. Each call of no agent gets a
+/// temporary directory of its own, new (empty) and removed after the call, and a thread that
+/// ends with it. An agent keeps one thread across its turns, and closing the agent ends it.
 #[test]
 fn confined_threads_end_with_their_call_or_agent() {
-    let daemon = TestDaemon::start();
+    let tmp = dsh_tests::private_dir();
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        env: vec![("TMPDIR".into(), tmp.path().into())],
+        ..DaemonSpec::default()
+    });
     let work = daemon.workdir("threads");
     let patience = std::time::Duration::from_secs(10);
-    let (code, out) = run(
-        &daemon,
-        &[
-            "--sandbox",
-            "read-only",
-            "--cwd",
-            work.to_str().unwrap(),
-            "--",
-            "true",
-        ],
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (code, out) = run(
+            &daemon,
+            &[
+                "--sandbox",
+                "read-only",
+                "--cwd",
+                work.to_str().unwrap(),
+                "--",
+                r#"test -z "$(ls -A "$TMPDIR")" && touch "$TMPDIR/mine" && echo "$TMPDIR""#,
+            ],
+        );
+        assert_eq!(
+            code,
+            Some(0),
+            "the call's TMPDIR was not new and its own: {out}"
+        );
+        seen.push(std::path::PathBuf::from(
+            out["stdout"].as_str().unwrap().trim(),
+        ));
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "calls shared a TMPDIR: {seen:?}");
+    assert!(
+        dsh_tests::eventually(patience, || call_dirs(tmp.path()).is_empty()),
+        "a call's TMPDIR outlived it: {:?}",
+        call_dirs(tmp.path())
     );
-    assert_eq!(code, Some(0), "{out}");
     assert!(
         dsh_tests::eventually(patience, || confined_threads(&daemon) == 0),
-        "a call of no agent left its thread"
+        "calls of no agent left {} threads",
+        confined_threads(&daemon)
     );
+
     let id = agent(
         &daemon,
         &work,
