@@ -25,20 +25,16 @@ const PAUSE: Duration = Duration::from_secs(30);
 
 const MIB: u64 = 1024 * 1024;
 /// The bound on dshd's peak RSS above its idle figure while the client does not read. The session
-/// log holds the reply once (47.7 MiB: it is in memory for the agent's life), and the checkpoint
-/// serialises it once more while writing; everything else — the waiting updates included — is
-/// bounded by constants (1 MiB of pending text). Measured: 100 MiB with glibc's allocator; before
-/// the feed was bounded, when every fragment and a copy of every logged event waited in an
-/// unbounded channel, 315 MiB.
-///
-/// dshd's allocator is now jemalloc, which moves a growing buffer by copying it where glibc
-/// remapped it in place: when the checkpoint's serialisation buffer grows past 32 MiB, its old
-/// and its new copy exist together, so the reply is briefly held three times (log, old buffer,
-/// new buffer: 3 × 47.7 = 143 MiB; the arithmetic matches, it was not profiled). Measured with
-/// jemalloc: 144–145 MiB in two runs, hence 176 rather than 128.
-/// Sizing that buffer ahead (or writing a huge event straight to the file) would bring it back
-/// to twice the reply.
-const PAUSE_BOUND: u64 = 176 * MIB;
+/// log holds the reply once (47.7 MiB: it is in memory for the agent's life); the checkpoint
+/// writes each event straight to the file, so it adds no copy of it. One more copy exists for a
+/// moment when the turn ends: `Turn::answer` copies the reply for the Stop hooks'
+/// `last_assistant_message`, whether or not a hook is configured (read from the code, not
+/// profiled). Everything else, the waiting updates included, is bounded by constants (1 MiB of
+/// pending text). Measured with jemalloc: 96.5–96.7 MiB in two runs, twice the reply. Before,
+/// when the checkpoint serialised the batch into a growing buffer and jemalloc moved it by copying
+/// at 32 MiB, the reply was held three times (144.5–145.3 MiB); with glibc's allocator, which
+/// remapped that buffer in place, 100 MiB; before the feed was bounded, 315 MiB.
+const PAUSE_BOUND: u64 = 128 * MIB;
 /// The bound while the client reads the rest. The reply goes out once, in the
 /// `assistant/message` event (`turn/end` names it by seq): besides the log's copy, the event's
 /// data serialised as JSON and its encoded frame exist together, and the frame may still sit in

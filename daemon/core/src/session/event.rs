@@ -377,11 +377,54 @@ impl SerializeStruct for DataOnly {
         _key: &'static str,
         value: &T,
     ) -> Result<(), Self::Error> {
-        self.0.clear();
-        serde_json::to_writer(&mut self.0, value)
+        self.0 = to_vec_sized(value)?;
+        Ok(())
     }
 
     fn end(self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// JSON up to this size is kept from the first pass; a larger value is measured and written again.
+const GROWN_AT_MOST: usize = 1024 * 1024;
+
+/// `value` as JSON, in a buffer that never grows past [`GROWN_AT_MOST`]. A growing buffer moves by
+/// copying (jemalloc does not remap in place as glibc did), so an event of tens of megabytes (a
+/// long reply) would be held by its old and new buffer at once; it is serialised twice instead,
+/// once to measure it and once into a buffer of exactly its size.
+fn to_vec_sized<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
+    let mut first = Capped {
+        buf: Vec::new(),
+        len: 0,
+    };
+    serde_json::to_writer(&mut first, value)?;
+    if first.len <= GROWN_AT_MOST {
+        return Ok(first.buf);
+    }
+    let mut buf = Vec::with_capacity(first.len);
+    serde_json::to_writer(&mut buf, value)?;
+    Ok(buf)
+}
+
+/// Keeps what is written while it stays within [`GROWN_AT_MOST`]; past that it only counts.
+struct Capped {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.len = self.len.saturating_add(bytes.len());
+        if self.len <= GROWN_AT_MOST {
+            self.buf.extend_from_slice(bytes);
+        } else if self.buf.capacity() > 0 {
+            self.buf = Vec::new();
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -403,6 +446,18 @@ mod tests {
             "{json}"
         );
         json
+    }
+
+    #[test]
+    fn large_json_is_written_into_a_buffer_of_its_exact_size() {
+        for len in [10, GROWN_AT_MOST - 2, GROWN_AT_MOST - 1, 3 * GROWN_AT_MOST] {
+            let text = "\"".repeat(len / 2);
+            let json = to_vec_sized(&text).unwrap();
+            assert_eq!(json, serde_json::to_vec(&text).unwrap(), "{len}");
+            if json.len() > GROWN_AT_MOST {
+                assert_eq!(json.capacity(), json.len(), "{len}");
+            }
+        }
     }
 
     #[test]

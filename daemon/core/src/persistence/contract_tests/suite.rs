@@ -16,6 +16,7 @@ macro_rules! contract {
 contract!(
     creation_is_lazy,
     checkpoint_is_durable,
+    a_huge_event_round_trips,
     list_is_oldest_first,
     locate_is_pure_and_follows_identity,
     torn_tail_is_dropped,
@@ -84,6 +85,34 @@ fn checkpoint_is_durable<F: Fixture>() {
     // The reopened store keeps taking appends where the log ended.
     backend.append(&h, &turn(16, 3)).unwrap();
     assert_eq!(F::open(&s.dir).load(&h.id).unwrap().events.len(), 24);
+}
+
+/// A tool result of megabytes, larger than any buffer an append writes through: in the batch that
+/// creates the session and in a later one. What follows each lands where it ended.
+fn a_huge_event_round_trips<F: Fixture>() {
+    let s = scratch();
+    let h = header("huge");
+    let huge_turn = |start: u64, turn: u32| {
+        let mut data = turn_data(turn);
+        if let EventData::ToolResult { content, .. } = &mut data[5] {
+            *content = "a line, \"quoted\" \u{fc}\n".repeat(200_000);
+        }
+        events_from(start, data)
+    };
+    let mut all = huge_turn(0, 1);
+    {
+        let backend = F::open(&s.dir);
+        backend.append(&h, &all).unwrap();
+        for more in [huge_turn(8, 2), turn(16, 3)] {
+            backend.append(&h, &more).unwrap();
+            all.extend(more);
+        }
+    }
+    let loaded = F::open(&s.dir).load(&h.id).unwrap();
+    assert_eq!(loaded.events.len(), all.len());
+    // Not assert_eq: a failure would print megabytes.
+    assert!(loaded.events == all, "the events read back differ");
+    assert!(loaded.repairs.is_empty());
 }
 
 fn list_is_oldest_first<F: Fixture>() {

@@ -2,7 +2,7 @@
 //! creation that never overwrites, and appends that leave no partial write behind.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, ErrorKind};
+use std::io::{self, BufWriter, ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -78,11 +78,65 @@ pub(super) fn check_private_dir(dir: &Path) -> Result<(), PersistenceError> {
     Ok(())
 }
 
-/// Publishes a new log at `path` holding exactly `content`: written to a temporary file in the
-/// same directory, fsynced, then hard-linked to the final name. `link` fails if the name exists,
-/// so an existing log is never overwritten, and a crash leaves either no log or the whole one.
-/// Returns the file, open for reading and writing, for later appends.
-pub(super) fn create_new_log(path: &Path, content: &[u8]) -> Result<File, PersistenceError> {
+/// What the log's content is written through: bytes go to the file at an advancing offset, in
+/// pieces of at most [`WRITE_BUFFER`] bytes, and a single write larger than that (a huge event's
+/// text) goes from the caller's memory to the file without a copy.
+pub(super) type LogWriter<'a> = BufWriter<WriteAt<'a>>;
+
+/// Small events are gathered into writes of this size; the common checkpoint (a few dozen small
+/// events) is still one `pwrite`.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// Writes to a file at an advancing offset (`pwrite`), counting the bytes written.
+pub(super) struct WriteAt<'a> {
+    file: &'a File,
+    offset: u64,
+    written: u64,
+}
+
+impl Write for WriteAt<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write_at(buf, self.offset + self.written)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `write` on a [`LogWriter`] that starts at `offset` of `file` and returns how many bytes
+/// reached the file. Not durable yet: the caller syncs. On failure, whatever is still buffered is
+/// dropped rather than written, so the bytes past `offset` are a prefix of what was meant and the
+/// caller's cut-back covers them.
+fn write_through(
+    file: &File,
+    offset: u64,
+    write: impl FnOnce(&mut LogWriter<'_>) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut out = BufWriter::with_capacity(
+        WRITE_BUFFER,
+        WriteAt {
+            file,
+            offset,
+            written: 0,
+        },
+    );
+    let result = write(&mut out).and_then(|()| out.flush());
+    // `into_parts`, not drop: dropping a BufWriter writes out its buffer, after a failure too.
+    let (at, _unwritten) = out.into_parts();
+    result.map(|()| at.written)
+}
+
+/// Publishes a new log at `path` holding exactly what `write` writes: written to a temporary file
+/// in the same directory, fsynced, then hard-linked to the final name. `link` fails if the name
+/// exists, so an existing log is never overwritten, and a crash leaves either no log or the whole
+/// one. Returns the file, open for reading and writing, for later appends, and its length.
+pub(super) fn create_new_log(
+    path: &Path,
+    write: impl FnOnce(&mut LogWriter<'_>) -> io::Result<()>,
+) -> Result<(File, u64), PersistenceError> {
     let dir = path.parent().ok_or_else(|| {
         PersistenceError::Config(format!("log path {} has no parent", path.display()))
     })?;
@@ -99,12 +153,11 @@ pub(super) fn create_new_log(path: &Path, content: &[u8]) -> Result<File, Persis
         .mode(0o600)
         .open(&tmp)
         .map_err(|e| write_error("create a file in", dir, e))?;
-    let published = file
-        .write_all_at(content, 0)
-        .and_then(|()| file.sync_all())
+    let published = write_through(&file, 0, write)
+        .and_then(|len| file.sync_all().map(|()| len))
         .map_err(io_error("write", &tmp))
-        .and_then(|()| {
-            fs::hard_link(&tmp, path).map_err(|e| {
+        .and_then(|len| {
+            fs::hard_link(&tmp, path).map(|()| len).map_err(|e| {
                 if e.kind() == ErrorKind::AlreadyExists {
                     exists(path)
                 } else {
@@ -117,9 +170,9 @@ pub(super) fn create_new_log(path: &Path, content: &[u8]) -> Result<File, Persis
     if let Err(e) = fs::remove_file(&tmp) {
         tracing::warn!(path = %tmp.display(), error = %e, "could not remove a temporary log file");
     }
-    published?;
+    let len = published?;
     sync_dir(dir)?;
-    Ok(file)
+    Ok((file, len))
 }
 
 fn exists(path: &Path) -> PersistenceError {
@@ -179,19 +232,18 @@ pub(super) fn check_unchanged(file: &File, path: &Path, len: u64) -> Result<(), 
     Ok(())
 }
 
-/// Writes `bytes` at `offset` (the end of the committed log) and waits until they are durable. On
-/// any failure the file is cut back to `offset`, so no partial line is left for the next append to
-/// land after.
+/// Writes what `write` writes at `offset` (the end of the committed log), waits until it is
+/// durable and returns its length. On any failure (of the file, or of `write` itself) the file is
+/// cut back to `offset`, so no partial line is left for the next append to land after; a crash
+/// midway leaves a torn tail past `offset`, which the next load drops.
 pub(super) fn append_durably(
     file: &File,
     path: &Path,
     offset: u64,
-    bytes: &[u8],
-) -> Result<(), PersistenceError> {
-    let written = file
-        .write_all_at(bytes, offset)
-        .and_then(|()| file.sync_data());
-    if let Err(source) = written {
+    write: impl FnOnce(&mut LogWriter<'_>) -> io::Result<()>,
+) -> Result<u64, PersistenceError> {
+    let written = write_through(file, offset, write).and_then(|len| file.sync_data().map(|()| len));
+    written.map_err(|source| {
         if let Err(rollback) = truncate_durably(file, path, offset) {
             tracing::error!(
                 path = %path.display(),
@@ -199,13 +251,12 @@ pub(super) fn append_durably(
                 "could not cut a failed append back; the next load will treat it as a torn tail"
             );
         }
-        return Err(PersistenceError::Io {
+        PersistenceError::Io {
             action: "append to",
             path: path.to_owned(),
             source,
-        });
-    }
-    Ok(())
+        }
+    })
 }
 
 /// Cuts the file to `len` bytes and waits until that is durable.
@@ -230,12 +281,16 @@ mod tests {
 
     use super::*;
 
+    fn bytes(bytes: &[u8]) -> impl FnOnce(&mut LogWriter<'_>) -> io::Result<()> + '_ {
+        move |out| out.write_all(bytes)
+    }
+
     #[test]
     fn create_never_overwrites() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("a").join("b").join("session.jsonl");
-        create_new_log(&path, b"first\n").unwrap();
-        let err = create_new_log(&path, b"second\n").unwrap_err();
+        create_new_log(&path, bytes(b"first\n")).unwrap();
+        let err = create_new_log(&path, bytes(b"second\n")).unwrap_err();
         assert!(
             matches!(&err, PersistenceError::Io { source, .. } if source.kind() == ErrorKind::AlreadyExists),
             "{err}"
@@ -257,7 +312,7 @@ mod tests {
     fn a_log_changed_by_another_writer_is_noticed() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("log");
-        let file = create_new_log(&path, b"h\n").unwrap();
+        let file = create_new_log(&path, bytes(b"h\n")).unwrap().0;
         check_unchanged(&file, &path, 2).unwrap();
         // Another writer appends a line.
         let mut other = OpenOptions::new().append(true).open(&path).unwrap();
@@ -282,12 +337,57 @@ mod tests {
     fn appends_land_at_the_committed_end() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("log");
-        let file = create_new_log(&path, b"h\n").unwrap();
+        let file = create_new_log(&path, bytes(b"h\n")).unwrap().0;
         // Bytes past the committed end (a torn tail) are overwritten, not appended after.
-        append_durably(&file, &path, 2, b"torn").unwrap();
-        append_durably(&file, &path, 2, b"ok\n").unwrap();
+        append_durably(&file, &path, 2, bytes(b"torn")).unwrap();
+        append_durably(&file, &path, 2, bytes(b"ok\n")).unwrap();
         truncate_durably(&file, &path, 5).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"h\nok\n");
         assert_eq!(read_log(&tmp.path().join("missing")).unwrap(), None);
+    }
+
+    #[test]
+    fn an_append_is_counted_whole_and_a_failed_one_is_cut_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        let (file, len) = create_new_log(&path, bytes(b"h\n")).unwrap();
+        assert_eq!(len, 2);
+        // Small pieces around one larger than the buffer, which bypasses it.
+        let big = vec![b'x'; 3 * WRITE_BUFFER + 5];
+        let written = append_durably(&file, &path, len, |out| {
+            out.write_all(b"a")?;
+            out.write_all(&big)?;
+            out.write_all(b"\n")
+        })
+        .unwrap();
+        assert_eq!(written, big.len() as u64 + 2);
+        let committed = len + written;
+        let mut expected = b"h\na".to_vec();
+        expected.extend_from_slice(&big);
+        expected.push(b'\n');
+        assert_eq!(fs::read(&path).unwrap(), expected);
+
+        // Part of the append reaches the file before the writer fails.
+        let err = append_durably(&file, &path, committed, |out| {
+            out.write_all(&big)?;
+            out.write_all(b"partial")?;
+            Err(io::Error::other("serialisation failed"))
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                PersistenceError::Io {
+                    action: "append to",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            expected,
+            "cut back to the committed end"
+        );
     }
 }

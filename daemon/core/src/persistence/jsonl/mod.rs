@@ -12,7 +12,7 @@ mod read;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -275,15 +275,15 @@ impl Persistence for JsonlBackend {
                 });
             }
             let path = log_path(&self.root, header);
-            let mut content = read::header_line(header);
-            read::push_event_lines(&mut content, events);
-            let file = file::create_new_log(&path, &content)?;
+            let (file, len) = file::create_new_log(&path, |out| {
+                out.write_all(&read::header_line(header))?;
+                read::write_event_lines(out, events)
+            })?;
             let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
             if index.is_built() {
                 index.insert(header);
             }
             drop(index);
-            let len = content.len() as u64;
             slot.open = Some(OpenLog {
                 file,
                 path,
@@ -308,8 +308,6 @@ impl Persistence for JsonlBackend {
                 got: first,
             });
         }
-        let mut buf = Vec::with_capacity(events.len() * 160);
-        read::push_event_lines(&mut buf, events);
         let result = (|| {
             file::check_unchanged(&open.file, &open.path, open.file_len)?;
             if open.file_len > open.committed {
@@ -318,13 +316,18 @@ impl Persistence for JsonlBackend {
                 file::truncate_durably(&open.file, &open.path, open.committed)?;
                 open.file_len = open.committed;
             }
-            file::append_durably(&open.file, &open.path, open.committed, &buf)
+            file::append_durably(&open.file, &open.path, open.committed, |out| {
+                read::write_event_lines(out, events)
+            })
         })();
-        if let Err(e) = result {
-            slot.open = None;
-            return Err(e);
-        }
-        open.committed += buf.len() as u64;
+        let written = match result {
+            Ok(written) => written,
+            Err(e) => {
+                slot.open = None;
+                return Err(e);
+            }
+        };
+        open.committed += written;
         open.file_len = open.committed;
         open.events += events.len() as u64;
         Ok(())
@@ -356,10 +359,9 @@ impl Persistence for JsonlBackend {
             ..
         }) = closers.last()
         {
-            let mut buf = Vec::new();
-            read::push_event_lines(&mut buf, &closers);
-            file::append_durably(&file, &path, len, &buf)?;
-            len += buf.len() as u64;
+            len += file::append_durably(&file, &path, len, |out| {
+                read::write_event_lines(out, &closers)
+            })?;
             repairs.push(Repair::ClosedOpenTurn {
                 turn: *turn,
                 events: closers.len(),
@@ -491,8 +493,7 @@ pub fn rescue_copy(
     header: &SessionHeader,
     events: &[Event],
 ) -> Result<PathBuf, PersistenceError> {
-    let mut content = read::header_line(header);
-    read::push_event_lines(&mut content, events);
+    let header_line = read::header_line(header);
     let name = format!(
         "{}-{}.jsonl",
         layout::escape_id(header.id.as_str()),
@@ -502,7 +503,12 @@ pub fn rescue_copy(
     for dir in dirs {
         let attempt = file::create_private_dirs(dir)
             .and_then(|()| file::check_private_dir(dir))
-            .and_then(|()| file::create_new_log(&dir.join(&name), &content));
+            .and_then(|()| {
+                file::create_new_log(&dir.join(&name), |out| {
+                    out.write_all(&header_line)?;
+                    read::write_event_lines(out, events)
+                })
+            });
         match attempt {
             Ok(_file) => return Ok(dir.join(&name)),
             Err(error) => last = error,

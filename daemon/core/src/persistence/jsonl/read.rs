@@ -3,7 +3,7 @@
 //! committed prefix and tells a torn tail (droppable) from corruption (refused).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use serde::Serialize;
@@ -36,14 +36,15 @@ pub(super) fn header_line(header: &SessionHeader) -> Vec<u8> {
     line
 }
 
-/// Appends `events` to `buf` as JSON lines, each ending in `\n`.
-pub(super) fn push_event_lines(buf: &mut Vec<u8>, events: &[Event]) {
+/// Writes `events` to `out` as JSON lines, each ending in `\n`. Each event is serialised straight
+/// into `out`: a checkpoint may hold a reply of tens of megabytes, and building its line in memory
+/// first would hold that reply once more.
+pub(super) fn write_event_lines<W: Write>(out: &mut W, events: &[Event]) -> io::Result<()> {
     for event in events {
-        // Writing into a Vec cannot fail, and our events always serialise.
-        if serde_json::to_writer(&mut *buf, event).is_ok() {
-            buf.push(b'\n');
-        }
+        serde_json::to_writer(&mut *out, event)?;
+        out.write_all(b"\n")?;
     }
+    Ok(())
 }
 
 /// Parses and validates a header line (without its newline).
@@ -204,14 +205,15 @@ mod tests {
 
     fn line(event: EventData, seq: u64) -> String {
         let mut buf = Vec::new();
-        push_event_lines(
+        write_event_lines(
             &mut buf,
             &[Event {
                 seq,
                 time: 1,
                 data: event,
             }],
-        );
+        )
+        .unwrap();
         String::from_utf8(buf).unwrap()
     }
 
@@ -317,7 +319,7 @@ mod tests {
 
         fn written(header: &SessionHeader, events: &[Event]) -> Vec<u8> {
             let mut bytes = header_line(header);
-            push_event_lines(&mut bytes, events);
+            write_event_lines(&mut bytes, events).unwrap();
             bytes
         }
 
