@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::ExecError;
 use super::output::ensure_private_dir;
 use crate::sandbox::plan::{Plan, check_support};
-use crate::sandbox::spawner::{ConfinedSpawner, Spawner};
+use crate::sandbox::spawner::ConfinedSpawner;
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
 use crate::session::SessionId;
 
@@ -44,7 +44,7 @@ pub(crate) struct Confinement {
     /// confined (`lineage`).
     pub policy: SandboxPolicy,
     /// The thread that spawns the command, restricted to its plan.
-    pub spawner: Spawner,
+    pub spawner: Arc<ConfinedSpawner>,
     /// The private temporary directory, given to the command as `TMPDIR`.
     pub tmp: Option<PathBuf>,
     /// Whether `tmp` belongs to this launch alone (removed when it is over).
@@ -126,10 +126,8 @@ pub(crate) fn confine(
         tmp.as_deref(),
     )
     .and_then(|plan| match owner {
-        Some(owner) => spawners.for_agent(owner, plan).map(Spawner::Kept),
-        // Restricted when spawned: handing the plan and the command over together costs the call
-        // one wake-up of the thread and one of the caller.
-        None => Ok(Spawner::Once(plan)),
+        Some(owner) => spawners.for_agent(owner, plan),
+        None => ConfinedSpawner::start(plan).map(Arc::new),
     });
     match spawner {
         Ok(spawner) => Ok(Some(Confinement {

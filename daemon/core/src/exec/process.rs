@@ -198,7 +198,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     let gate = SpawnGate::enter();
     let mut child = match launch.sandbox {
         // Same command, spawned from a thread that carries the confinement.
-        Some(confined) => confined.spawner.spawn(cmd)?,
+        Some(confined) => confined.spawner.spawn(cmd),
         None => cmd.spawn(),
     }
     .map_err(spawn_error)?;

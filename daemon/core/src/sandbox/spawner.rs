@@ -8,14 +8,12 @@
 //! pipes), and is confined from its first instruction. No `unsafe` is needed: no `pre_exec`, and
 //! the `landlock` crate wraps the syscalls.
 //!
-//! The thread runs no code but `Command::spawn`. An agent's thread ends when its
-//! [`ConfinedSpawner`] is dropped (the agent closed); a command of no agent is handed over with
-//! its plan and the thread ends once it has spawned it ([`spawn_once`]). One unrestricted thread
-//! is kept waiting for the next plan ([`SPARE`]), so no call waits for a new thread to be
-//! scheduled.
+//! The thread runs no code but `Command::spawn`; it ends when its [`ConfinedSpawner`] is dropped
+//! (the agent closed, or the one call of a command of no agent ended). One unrestricted thread is
+//! kept waiting for the next plan ([`SPARE`]), so no call waits for a new thread to be scheduled.
 
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::{Mutex, MutexGuard, PoisonError, mpsc};
 
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
@@ -39,27 +37,6 @@ pub(crate) struct ConfinedSpawner {
     requests: mpsc::Sender<Request>,
 }
 
-/// Where a confined command is spawned.
-#[derive(Debug)]
-pub(crate) enum Spawner {
-    /// On an agent's kept thread.
-    Kept(Arc<ConfinedSpawner>),
-    /// On a thread restricted for this command alone (a command of no agent): see [`spawn_once`].
-    Once(Plan),
-}
-
-impl Spawner {
-    /// Spawns `command` confined: refused (nothing runs) when the confinement cannot be applied,
-    /// else the spawn's own outcome. Blocks as `Command::spawn` does; must be called within a
-    /// tokio runtime.
-    pub(crate) fn spawn(&self, command: Command) -> Result<io::Result<Child>, SandboxError> {
-        match self {
-            Self::Kept(thread) => Ok(thread.spawn(command)),
-            Self::Once(plan) => spawn_once(plan.clone(), command),
-        }
-    }
-}
-
 /// One spawn asked of the confined thread.
 struct Request {
     command: Command,
@@ -68,26 +45,12 @@ struct Request {
     reply: mpsc::SyncSender<io::Result<Child>>,
 }
 
-/// A thread's assignment: the plan to restrict itself to, and what to do then.
+/// A thread's assignment: the plan to restrict itself to, where to say how that went, and the
+/// requests it serves from then on.
 struct Assignment {
     plan: Plan,
-    work: Work,
-}
-
-/// What a thread does once restricted.
-enum Work {
-    /// Say how restricting went, then serve requests until the spawner is dropped (an agent's
-    /// thread).
-    Serve {
-        ready: mpsc::SyncSender<Result<Vec<RootId>, String>>,
-        incoming: mpsc::Receiver<Request>,
-    },
-    /// Spawn one command and end (a command of no agent): one hand-off there and one back.
-    Once {
-        command: Command,
-        runtime: Handle,
-        reply: mpsc::SyncSender<Result<io::Result<Child>, String>>,
-    },
+    ready: mpsc::SyncSender<Result<Vec<RootId>, String>>,
+    incoming: mpsc::Receiver<Request>,
 }
 
 /// An unrestricted thread already running and waiting for its assignment. Taking it, rather than
@@ -111,36 +74,26 @@ fn new_thread() -> io::Result<mpsc::Sender<Assignment>> {
     Ok(assign)
 }
 
-/// The confined thread's life: restrict, then do its work.
-fn serve(Assignment { plan, work }: Assignment) {
+/// The confined thread's life: restrict, then spawn on request until the spawner is dropped.
+fn serve(
+    Assignment {
+        plan,
+        ready,
+        incoming,
+    }: Assignment,
+) {
     // Named for what it now is (`ps -L`, `/proc/<pid>/task/*/comm`); a name is not worth failing for.
     let _ = rustix::thread::set_name(c"dsh-confined");
     let outcome = restrict_current_thread(&plan);
-    match work {
-        Work::Serve { ready, incoming } => {
-            let confined = outcome.is_ok();
-            // The caller waits for this; if it is gone there is nothing to serve.
-            if ready.send(outcome).is_err() || !confined {
-                return;
-            }
-            for mut request in incoming {
-                let _entered = request.runtime.enter();
-                // The caller waits on `reply`; if it went away, dropping the child kills it.
-                let _ = request.reply.send(request.command.spawn());
-            }
-        }
-        Work::Once {
-            mut command,
-            runtime,
-            reply,
-        } => {
-            let spawned = outcome.map(|_| {
-                let _entered = runtime.enter();
-                command.spawn()
-            });
-            // As above: a child nobody waits for is killed when dropped.
-            let _ = reply.send(spawned);
-        }
+    let confined = outcome.is_ok();
+    // The caller waits for this; if it is gone there is nothing to serve.
+    if ready.send(outcome).is_err() || !confined {
+        return;
+    }
+    for mut request in incoming {
+        let _entered = request.runtime.enter();
+        // The caller waits on `reply`; if it went away, dropping the child kills it.
+        let _ = request.reply.send(request.command.spawn());
     }
 }
 
@@ -156,54 +109,29 @@ fn refill() {
     }
 }
 
-/// Hands `assignment` to a thread (the spare, else a new one).
-fn assign(assignment: Assignment) -> Result<(), SandboxError> {
-    let thread = match spare().take() {
-        Some(thread) => thread,
-        None => new_thread().map_err(|e| apply(format!("cannot start a confined thread: {e}")))?,
-    };
-    thread.send(assignment).map_err(|_| ended())?;
-    // While that thread restricts itself: the next plan's thread.
-    refill();
-    Ok(())
-}
-
-fn apply(reason: String) -> SandboxError {
-    SandboxError::Apply { reason }
-}
-
-fn ended() -> SandboxError {
-    apply("the confined thread ended before it was restricted".to_owned())
-}
-
-/// Spawns `command` confined to `plan` on a thread of its own, which ends once it has: for a
-/// command of no agent, whose plan (its own temporary directory) no other call shares. Refused
-/// (nothing runs) as [`ConfinedSpawner::start`] is; otherwise the spawn's own outcome. Blocks as
-/// `Command::spawn` does; must be called within a tokio runtime.
-pub(crate) fn spawn_once(plan: Plan, command: Command) -> Result<io::Result<Child>, SandboxError> {
-    let runtime = Handle::try_current().map_err(|e| apply(e.to_string()))?;
-    let (reply, answer) = mpsc::sync_channel(1);
-    assign(Assignment {
-        plan,
-        work: Work::Once {
-            command,
-            runtime,
-            reply,
-        },
-    })?;
-    answer.recv().map_err(|_| ended())?.map_err(apply)
-}
-
 impl ConfinedSpawner {
     /// Restricts a thread (the spare, else a new one) to `plan`; refused (no thread is left) when
     /// the kernel cannot enforce the plan or a root fails its check when opened.
     pub(crate) fn start(plan: Plan) -> Result<Self, SandboxError> {
+        let apply = |reason: String| SandboxError::Apply { reason };
+        let thread = match spare().take() {
+            Some(thread) => thread,
+            None => {
+                new_thread().map_err(|e| apply(format!("cannot start a confined thread: {e}")))?
+            }
+        };
         let (requests, incoming) = mpsc::channel::<Request>();
         let (ready, restricted) = mpsc::sync_channel(1);
-        assign(Assignment {
-            plan: plan.clone(),
-            work: Work::Serve { ready, incoming },
-        })?;
+        let ended = || apply("the confined thread ended before it was restricted".to_owned());
+        thread
+            .send(Assignment {
+                plan: plan.clone(),
+                ready,
+                incoming,
+            })
+            .map_err(|_| ended())?;
+        // While that thread restricts itself: the next plan's thread.
+        refill();
         let roots = restricted.recv().map_err(|_| ended())?.map_err(apply)?;
         Ok(Self {
             plan,
