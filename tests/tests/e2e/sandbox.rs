@@ -175,12 +175,18 @@ fn confined_threads(daemon: &TestDaemon) -> usize {
         .count()
 }
 
-/// The sandbox's temporary directories of calls of no agent under `tmp` (dshd's `TMPDIR`).
-fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(tmp.join(format!(
+/// dshd's sandbox temporary root under `tmp` (its `TMPDIR`).
+fn sandbox_root(tmp: &Path) -> std::path::PathBuf {
+    tmp.join(format!(
         "dsh-sandbox-{}",
         rustix::process::getuid().as_raw()
-    ))) else {
+    ))
+}
+
+/// The temporary directories of calls of no agent under `tmp` (dshd's `TMPDIR`): those in
+/// `calls-*`, the directory of one dshd.
+fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(sandbox_root(tmp)) else {
         return Vec::new();
     };
     entries
@@ -189,18 +195,20 @@ fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
             p.file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with("call-")
+                .starts_with("calls-")
         })
+        .flat_map(|calls| std::fs::read_dir(calls).unwrap().map(|e| e.unwrap().path()))
         .collect()
 }
 
-/// Confined threads and temporary directories do not pile up. Each call of no agent gets a
-/// temporary directory of its own, new (empty) and removed after the call, and a thread that
-/// ends with it. An agent keeps one thread across its turns, and closing the agent ends it.
+/// Confined threads and temporary directories do not pile up. Calls of no agent with one plan
+/// share one thread; each gets a temporary directory of its own, new (empty) and removed after
+/// the call. An agent keeps one thread across its turns, and closing the agent ends it. Stopping
+/// dshd removes what is left.
 #[test]
 fn confined_threads_end_with_their_call_or_agent() {
     let tmp = dsh_tests::private_dir();
-    let daemon = TestDaemon::start_with(DaemonSpec {
+    let mut daemon = TestDaemon::start_with(DaemonSpec {
         env: vec![("TMPDIR".into(), tmp.path().into())],
         ..DaemonSpec::default()
     });
@@ -228,17 +236,29 @@ fn confined_threads_end_with_their_call_or_agent() {
             out["stdout"].as_str().unwrap().trim(),
         ));
     }
+    seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 3, "calls shared a TMPDIR: {seen:?}");
+    for dir in &seen {
+        let calls = dir.parent().unwrap();
+        assert_eq!(calls.parent().unwrap(), sandbox_root(tmp.path()), "{dir:?}");
+        assert!(
+            calls
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("calls-")
+        );
+    }
     assert!(
         dsh_tests::eventually(patience, || call_dirs(tmp.path()).is_empty()),
         "a call's TMPDIR outlived it: {:?}",
         call_dirs(tmp.path())
     );
-    assert!(
-        dsh_tests::eventually(patience, || confined_threads(&daemon) == 0),
-        "calls of no agent left {} threads",
-        confined_threads(&daemon)
+    assert_eq!(
+        confined_threads(&daemon),
+        1,
+        "one thread for the calls of no agent with that plan"
     );
 
     let id = agent(
@@ -250,12 +270,22 @@ fn confined_threads_end_with_their_call_or_agent() {
     results(&daemon, &id);
     assert_eq!(
         confined_threads(&daemon),
-        1,
-        "one thread for the agent's calls"
+        2,
+        "one more thread, for the agent's calls"
     );
     daemon.dshctl_json(&["agent", "close", &id]);
     assert!(
-        dsh_tests::eventually(patience, || confined_threads(&daemon) == 0),
+        dsh_tests::eventually(patience, || confined_threads(&daemon) == 1),
         "closing the agent left its thread"
     );
+    let status = daemon.signal_and_wait(
+        rustix::process::Signal::TERM,
+        std::time::Duration::from_secs(10),
+    );
+    assert!(status.success(), "{status}");
+    let left: Vec<_> = std::fs::read_dir(sandbox_root(tmp.path()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "dshd's stop left {left:?}");
 }

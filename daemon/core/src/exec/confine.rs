@@ -6,15 +6,18 @@
 //! owner marker are those of an unconfined launch. The one variable added is `TMPDIR`, naming the
 //! private temporary directory (a caller's own `TMPDIR` still wins).
 //!
-//! An agent's confined thread is kept for its next calls while its plan holds (see
-//! [`Spawners`]); a command of no agent gets a thread of its own, ended with the call.
+//! An agent's confined thread is kept for its next calls while its plan holds; commands of no
+//! agent share a few threads, one per plan (see [`Spawners`]).
 //!
 //! Private temporary directories live under `SandboxSettings::tmp_root` (outside the harness
 //! home): one per agent, kept across its calls and jobs until the agent closes
-//! ([`super::Executor::release_sandbox_of`]); one per call for commands of no agent, removed when
-//! the call (or job) is over.
+//! ([`super::Executor::release_sandbox_of`]); one per call for commands of no agent, made new in
+//! [`Spawners::calls_dir`] and removed when the call (or job) is over. The rules of a thread for commands of
+//! no agent grant that whole directory, so such a command could write into another such command's
+//! directory while both run; it can read everything anyway (no mode confines reads), and it cannot
+//! write an agent's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -93,65 +96,109 @@ pub(crate) fn confine(
     }
     // Before any directory is made: an unenforceable policy leaves nothing behind.
     check_support(policy, settings, support)?;
-    let (tmp, transient) = if policy.mode == SandboxMode::Off {
-        (None, false)
-    } else {
-        let (dir, transient) = match owner {
-            Some(owner) => (tmp_dir_of(settings, owner), false),
-            None => (
-                tmp_root(settings).join(format!("call-{}", uuid::Uuid::now_v7().simple())),
-                true,
-            ),
-        };
+    let private = |dir: &Path| {
         ensure_private_dir(&tmp_root(settings))
-            .and_then(|()| {
-                if transient {
-                    // A new name: made here or not at all (never one someone else put there).
-                    DirBuilder::new().mode(0o700).create(&dir)
-                } else {
-                    ensure_private_dir(&dir)
-                }
-            })
+            .and_then(|()| ensure_private_dir(dir))
             .map_err(|source| SandboxError::Tmp {
-                path: dir.clone(),
+                path: dir.to_owned(),
                 source,
-            })?;
-        (Some(dir), transient)
+            })
     };
-    let spawner = Plan::new(
-        policy,
-        settings,
-        support,
-        &request.workspace,
-        tmp.as_deref(),
-    )
-    .and_then(|plan| match owner {
-        Some(owner) => spawners.for_agent(owner, plan),
-        None => ConfinedSpawner::start(plan).map(Arc::new),
-    });
-    match spawner {
-        Ok(spawner) => Ok(Some(Confinement {
-            policy: *policy,
-            spawner,
-            tmp,
-            transient,
-        })),
-        Err(error) => {
-            if transient && let Some(tmp) = &tmp {
-                remove_tmp(tmp);
+    let writes = policy.mode != SandboxMode::Off;
+    let workspace = &request.workspace;
+    let confinement = match owner {
+        Some(owner) => {
+            let tmp = if writes {
+                let dir = tmp_dir_of(settings, owner);
+                private(&dir)?;
+                Some(dir)
+            } else {
+                None
+            };
+            let plan = Plan::new(policy, settings, support, workspace, tmp.as_deref())?;
+            Confinement {
+                policy: *policy,
+                spawner: spawners.for_agent(owner, plan)?,
+                tmp,
+                transient: false,
             }
-            Err(error.into())
         }
-    }
+        None => {
+            // The rules grant the directory every such call's own is made in, so one thread
+            // serves every call of the same plan.
+            let parent = if writes {
+                let dir = spawners.calls_dir(settings);
+                private(&dir)?;
+                Some(dir)
+            } else {
+                None
+            };
+            let plan = Plan::new(policy, settings, support, workspace, parent.as_deref())?;
+            let spawner = spawners.for_calls(plan)?;
+            let tmp = match parent {
+                Some(parent) => {
+                    let dir = parent.join(uuid::Uuid::now_v7().simple().to_string());
+                    // A new name: made here or not at all (never one someone else put there).
+                    DirBuilder::new()
+                        .mode(0o700)
+                        .create(&dir)
+                        .map_err(|source| SandboxError::Tmp {
+                            path: dir.clone(),
+                            source,
+                        })?;
+                    Some(dir)
+                }
+                None => None,
+            };
+            Confinement {
+                policy: *policy,
+                spawner,
+                tmp,
+                transient: true,
+            }
+        }
+    };
+    Ok(Some(confinement))
 }
+
+/// How many threads are kept for commands of no agent, one per plan (policy and workspace), the
+/// most recently used first: a script or editor works in a few projects at a time.
+const CALL_THREADS: usize = 8;
 
 /// The confined threads of live agents, one each, kept while the agent's plan holds: an agent's
 /// calls share a plan (its policy, cwd and temporary directory), so its thread is restricted once.
 /// An agent's thread ends when it closes ([`Self::release`]).
-#[derive(Debug, Default)]
-pub(crate) struct Spawners(Mutex<BTreeMap<SessionId, Arc<ConfinedSpawner>>>);
+///
+/// Commands of no agent share threads by plan: each such command's temporary directory is its
+/// own, made in one directory the threads' rules grant ([`Self::calls_dir`]).
+#[derive(Debug)]
+pub(crate) struct Spawners {
+    /// Each live agent's thread.
+    agents: Mutex<BTreeMap<SessionId, Arc<ConfinedSpawner>>>,
+    /// Threads for commands of no agent, the most recently used first, at most [`CALL_THREADS`].
+    calls: Mutex<VecDeque<Arc<ConfinedSpawner>>>,
+    /// The name, under the temporary root, of the directory this daemon's commands of no agent
+    /// make theirs in: its own, since every dshd of the user shares the root and this one removes
+    /// the directory when it stops.
+    calls_name: String,
+}
+
+impl Default for Spawners {
+    fn default() -> Self {
+        Self {
+            agents: Mutex::default(),
+            calls: Mutex::default(),
+            calls_name: format!("calls-{}", uuid::Uuid::now_v7().simple()),
+        }
+    }
+}
 
 impl Spawners {
+    /// Where this daemon's commands of no agent make their temporary directories, one each.
+    pub(crate) fn calls_dir(&self, settings: &SandboxSettings) -> PathBuf {
+        tmp_root(settings).join(&self.calls_name)
+    }
+
     /// `owner`'s thread for `plan`: the kept one while it serves the plan, else a new one kept in
     /// its place (the old one ends once its last call has spawned).
     fn for_agent(
@@ -159,30 +206,60 @@ impl Spawners {
         owner: &SessionId,
         plan: Plan,
     ) -> Result<Arc<ConfinedSpawner>, SandboxError> {
-        if let Some(kept) = self.lock().get(owner)
+        if let Some(kept) = lock(&self.agents).get(owner)
             && kept.serves(&plan)
         {
             return Ok(kept.clone());
         }
         // Restricting a thread takes a few syscalls per root; not under the lock.
         let fresh = Arc::new(ConfinedSpawner::start(plan)?);
-        self.lock().insert(owner.clone(), fresh.clone());
+        lock(&self.agents).insert(owner.clone(), fresh.clone());
+        Ok(fresh)
+    }
+
+    /// A thread for a command of no agent with `plan`: a kept one that serves it, else a new one,
+    /// kept in place of any for the same plan whose directories were since made again.
+    fn for_calls(&self, plan: Plan) -> Result<Arc<ConfinedSpawner>, SandboxError> {
+        {
+            let mut kept = lock(&self.calls);
+            if let Some(thread) = kept
+                .iter()
+                .position(|thread| thread.serves(&plan))
+                .and_then(|at| kept.remove(at))
+            {
+                kept.push_front(thread.clone());
+                return Ok(thread);
+            }
+        }
+        let fresh = Arc::new(ConfinedSpawner::start(plan)?);
+        let dropped = {
+            let mut kept = lock(&self.calls);
+            kept.retain(|thread| thread.plan() != fresh.plan());
+            kept.push_front(fresh.clone());
+            let keep = kept.len().min(CALL_THREADS);
+            kept.split_off(keep)
+        };
+        // Their threads end here, outside the lock.
+        drop(dropped);
         Ok(fresh)
     }
 
     /// Forgets `owner`'s thread (it ends).
     pub(crate) fn release(&self, owner: &SessionId) {
-        self.lock().remove(owner);
+        lock(&self.agents).remove(owner);
     }
 
     /// Forgets every thread; the agents that had one.
     pub(crate) fn release_all(&self) -> Vec<SessionId> {
-        std::mem::take(&mut *self.lock()).into_keys().collect()
+        std::mem::take(&mut *lock(&self.calls));
+        std::mem::take(&mut *lock(&self.agents))
+            .into_keys()
+            .collect()
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Arc<ConfinedSpawner>>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn tmp_root(settings: &SandboxSettings) -> PathBuf {

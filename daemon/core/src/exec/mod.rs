@@ -763,6 +763,8 @@ impl Executor {
         for owner in &self.spawners.release_all() {
             self.remove_tmp_of(owner);
         }
+        // Every command has ended, so no call's directory is in use.
+        confine::remove_tmp(&self.spawners.calls_dir(&self.config.sandbox));
     }
 }
 

@@ -140,6 +140,11 @@ impl ConfinedSpawner {
         })
     }
 
+    /// What the thread is restricted to.
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
     /// Whether commands of `plan` may be spawned here: the same plan, and each writable root
     /// still the directory this thread's domain grants.
     pub(crate) fn serves(&self, plan: &Plan) -> bool {

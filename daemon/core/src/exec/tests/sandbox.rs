@@ -128,3 +128,59 @@ async fn concurrent_agents_each_get_their_own_confinement() {
         }
     }
 }
+
+/// Commands of no agent share a thread only while it serves their plan: another workspace, or
+/// the same one removed and made again, gets a thread of its own. Each command writes its own
+/// workspace and nothing else, and gets a new temporary directory, removed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_of_no_agent_share_a_thread_only_for_the_same_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, home) = dirs(tmp.path());
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let ex = confined_executor(tmp.path(), &home);
+    let mut tmps = Vec::new();
+    let rounds = [(&a, "b"), (&b, "a"), (&a, "b"), (&b, "a"), (&b, "a")];
+    for (round, (dir, other)) in rounds.into_iter().enumerate() {
+        if round == 4 {
+            std::fs::remove_dir_all(&b).unwrap();
+            std::fs::create_dir_all(&b).unwrap();
+        }
+        let out = ex
+            .run(workspace_write(
+                dir,
+                None,
+                &format!(
+                    "test -z \"$(ls -A \"$TMPDIR\")\" && touch \"$TMPDIR/x\" mine{round} && \
+                     echo \"$TMPDIR\"; touch ../{other}/theirs{round}"
+                ),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            dir.join(format!("mine{round}")).exists(),
+            "{round}: {out:?}"
+        );
+        assert!(out.stderr.contains("Permission denied"), "{round}: {out:?}");
+        tmps.push(PathBuf::from(out.stdout.trim()));
+    }
+    tmps.sort();
+    tmps.dedup();
+    assert_eq!(tmps.len(), rounds.len(), "{tmps:?}");
+    for leftover in &tmps {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while leftover.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{leftover:?} was kept"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    for round in 0..rounds.len() {
+        for dir in [&a, &b] {
+            assert!(!dir.join(format!("theirs{round}")).exists());
+        }
+    }
+}
