@@ -104,16 +104,21 @@ async fn a_workspace_made_again_is_writable_on_the_next_call() {
     ex.release_sandbox_of(&agent);
 }
 
+/// A confined executor and two workspaces `a` and `b` side by side under `tmp`.
+fn two_workspaces(tmp: &Path) -> (Executor, PathBuf, PathBuf) {
+    let (_, home) = dirs(tmp);
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    (confined_executor(tmp, &home), a, b)
+}
+
 /// Two agents calling at once, each with its own workspace: each writes its own and not the
 /// other's, whichever thread spawned first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_agents_each_get_their_own_confinement() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_, home) = dirs(tmp.path());
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let ex = confined_executor(tmp.path(), &home);
+    let (ex, a, b) = two_workspaces(tmp.path());
     let (agent_a, agent_b) = (SessionId::new_v7(), SessionId::new_v7());
     for round in 0..5 {
         let cmd = |other: &str| format!("touch mine{round}; touch ../{other}/theirs{round}");
@@ -135,11 +140,7 @@ async fn concurrent_agents_each_get_their_own_confinement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_of_no_agent_share_a_thread_only_for_the_same_plan() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_, home) = dirs(tmp.path());
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let ex = confined_executor(tmp.path(), &home);
+    let (ex, a, b) = two_workspaces(tmp.path());
     let mut tmps = Vec::new();
     let rounds = [(&a, "b"), (&b, "a"), (&a, "b"), (&b, "a"), (&b, "a")];
     for (round, (dir, other)) in rounds.into_iter().enumerate() {
