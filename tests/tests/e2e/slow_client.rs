@@ -26,11 +26,11 @@ const PAUSE: Duration = Duration::from_secs(30);
 const MIB: u64 = 1024 * 1024;
 /// The bound on dshd's peak RSS above its idle figure while the client does not read. The session
 /// log holds the reply once (47.7 MiB: it is in memory for the agent's life); the checkpoint
-/// writes each event straight to the file, so it adds no copy of it. One more copy exists for a
-/// moment when the turn ends: `Turn::answer` copies the reply for the Stop hooks'
-/// `last_assistant_message`, whether or not a hook is configured (read from the code, not
-/// profiled). Everything else, the waiting updates included, is bounded by constants (1 MiB of
-/// pending text). Measured with jemalloc: 96.5–96.7 MiB in two runs, twice the reply. Before,
+/// writes each event straight to the file, so it adds no copy of it. One more copy exists at
+/// the peak, not yet attributed: it is not the reply `Turn::answer` copies for the Stop hooks
+/// (with that copy removed the peak was the same, 97.5 MiB). Everything else, the waiting
+/// updates included, is bounded by constants (1 MiB of pending text). Measured with jemalloc:
+/// 96.5–97.5 MiB in four runs, twice the reply. Before,
 /// when the checkpoint serialised the batch into a growing buffer and jemalloc moved it by copying
 /// at 32 MiB, the reply was held three times (144.5–145.3 MiB); with glibc's allocator, which
 /// remapped that buffer in place, 100 MiB; before the feed was bounded, 315 MiB.
