@@ -66,8 +66,8 @@ impl Leftover {
         }
     }
 
-    /// What is left of `confined` once its command has been spawned. Dropping the rest lets a
-    /// one-call thread end at once.
+    /// What is left of `confined` once its command has been spawned: the rest (its hold on the
+    /// spawning thread) is dropped.
     pub(crate) fn of(confined: Option<Confinement>) -> Self {
         Self(confined.and_then(|c| c.tmp.filter(|_| c.transient)))
     }

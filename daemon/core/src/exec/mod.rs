@@ -614,7 +614,9 @@ impl Executor {
                 &job.kill,
             )
             .await;
-            leftover.finish();
+            // Before the end is announced, and off the runtime: a job's directory may hold many
+            // files.
+            let _ = tokio::task::spawn_blocking(move || leftover.finish()).await;
             job.end.send_replace(Some(JobEnd {
                 exit_code: ended.exit_code,
                 signal: ended.signal,
