@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dsh_proto::v1;
 
@@ -78,32 +78,14 @@ async fn compare(
         off.push(call("off", off_agent).await);
         confined.push(call("workspace-write", confined_agent).await);
     }
-    let (o50, o90) = percentiles(&mut off);
-    let (c50, c90) = percentiles(&mut confined);
     println!(
         "Shell.Run of `true` {label}, sandbox workspace-write vs off ({RUNS} runs each, interleaved):"
     );
-    println!(
-        "    off              p50 {:>7.1} µs   p90 {:>7.1} µs",
-        us(o50),
-        us(o90)
-    );
-    println!(
-        "    workspace-write  p50 {:>7.1} µs   p90 {:>7.1} µs",
-        us(c50),
-        us(c90)
-    );
-    println!(
-        "    ratio p50 {:.3}x (target <= 1.10x); overhead p50 {:+.1} µs",
-        c50.as_secs_f64() / o50.as_secs_f64(),
-        us(c50) - us(o50)
-    );
-    dsh_testkit::bench::ratio(
+    dsh_tests::bench::latency_ratio(
         &format!("Shell.Run {label}, sandbox workspace-write / off"),
-        &format!("p50 {:.0} us", us(c50)),
-        &format!("p50 {:.0} us", us(o50)),
-        c50.as_secs_f64() / o50.as_secs_f64(),
-        dsh_testkit::bench::Target::AtMost(1.10),
+        ("off", &mut off),
+        ("workspace-write", &mut confined),
+        1.10,
     );
 }
 
@@ -154,13 +136,4 @@ async fn run(
         Some(v1::run_response::Result::Finished(o)) => o,
         other => panic!("no outcome: {other:?}"),
     }
-}
-
-fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort_unstable();
-    (samples[samples.len() / 2], samples[samples.len() * 9 / 10])
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }

@@ -14,7 +14,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dsh_proto::v1;
 
@@ -89,30 +89,12 @@ impl Bench {
             daemon.push(t.elapsed());
             assert_eq!(o.exit_code, Some(0));
         }
-        let (f50, f90) = percentiles(&mut floor);
-        let (d50, d90) = percentiles(&mut daemon);
         println!("  latency, one in flight ({LATENCY_RUNS} runs each, interleaved):");
-        println!(
-            "    floor  direct spawn  p50 {:>7.1} µs   p90 {:>7.1} µs",
-            us(f50),
-            us(f90)
-        );
-        println!(
-            "    dshd   Shell.Run     p50 {:>7.1} µs   p90 {:>7.1} µs",
-            us(d50),
-            us(d90)
-        );
-        println!(
-            "    ratio p50 {:.3}x (target <= 1.10x); overhead p50 {:+.1} µs",
-            d50.as_secs_f64() / f50.as_secs_f64(),
-            us(d50) - us(f50)
-        );
-        dsh_testkit::bench::ratio(
+        dsh_tests::bench::latency_ratio(
             "Shell.Run latency / direct spawn",
-            &format!("p50 {:.0} us", us(d50)),
-            &format!("p50 {:.0} us", us(f50)),
-            d50.as_secs_f64() / f50.as_secs_f64(),
-            dsh_testkit::bench::Target::AtMost(1.10),
+            ("floor  direct spawn", &mut floor),
+            ("dshd   Shell.Run", &mut daemon),
+            1.10,
         );
 
         let (mut floor_rates, mut daemon_rates) = (Vec::new(), Vec::new());
@@ -203,16 +185,7 @@ async fn run(client: &dsh_client::Client, command: &str) -> v1::CommandOutcome {
     }
 }
 
-fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort_unstable();
-    (samples[samples.len() / 2], samples[samples.len() * 9 / 10])
-}
-
 fn median_f64(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }

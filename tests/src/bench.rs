@@ -110,3 +110,44 @@ pub fn settled_rss_kib(pid: u32) -> u64 {
     std::thread::sleep(SETTLE);
     rss_kib(pid)
 }
+
+/// Prints the p50 and p90 of the `floor` and `measured` latencies (sorting them), the ratio of
+/// their p50s and the overhead, and the `RATIO` line `figure` with a target of at most `target`.
+pub fn latency_ratio(
+    figure: &str,
+    (floor_name, floor): (&str, &mut [Duration]),
+    (measured_name, measured): (&str, &mut [Duration]),
+    target: f64,
+) {
+    let (f50, f90) = p50_p90(floor);
+    let (m50, m90) = p50_p90(measured);
+    for (name, p50, p90) in [(floor_name, f50, f90), (measured_name, m50, m90)] {
+        println!(
+            "    {name:<20} p50 {:>7.1} µs   p90 {:>7.1} µs",
+            micros(p50),
+            micros(p90)
+        );
+    }
+    let ratio = m50.as_secs_f64() / f50.as_secs_f64();
+    println!(
+        "    ratio p50 {ratio:.3}x (target <= {target:.2}x); overhead p50 {:+.1} µs",
+        micros(m50) - micros(f50)
+    );
+    dsh_testkit::bench::ratio(
+        figure,
+        &format!("p50 {:.0} us", micros(m50)),
+        &format!("p50 {:.0} us", micros(f50)),
+        ratio,
+        dsh_testkit::bench::Target::AtMost(target),
+    );
+}
+
+/// The median and the 90th percentile of `samples` (sorted in place).
+pub fn p50_p90(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort_unstable();
+    (samples[samples.len() / 2], samples[samples.len() * 9 / 10])
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
