@@ -202,9 +202,10 @@ fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Confined threads and temporary directories do not pile up. Calls of no agent with one plan
-/// share one thread; each gets a temporary directory of its own, new (empty) and removed after
-/// the call. An agent keeps one thread across its turns, and closing the agent ends it. Stopping
-/// dshd removes what is left.
+/// share one thread; each gets an empty temporary directory of its own, removed after the call
+/// when the call wrote into it, else handed on to the next call; one waits at most. An agent
+/// keeps one thread across its turns, and closing the agent ends it. Stopping dshd removes what
+/// is left.
 #[test]
 fn confined_threads_end_with_their_call_or_agent() {
     let tmp = dsh_tests::private_dir();
@@ -251,10 +252,33 @@ fn confined_threads_end_with_their_call_or_agent() {
         );
     }
     assert!(
-        dsh_tests::eventually(patience, || call_dirs(tmp.path()).is_empty()),
-        "a call's TMPDIR outlived it: {:?}",
+        dsh_tests::eventually(patience, || seen.iter().all(|dir| !dir.exists())
+            && call_dirs(tmp.path()).len() == 1),
+        "a used TMPDIR outlived its call, or not one waits for the next: {:?}",
         call_dirs(tmp.path())
     );
+    let waiting = call_dirs(tmp.path());
+    for _ in 0..2 {
+        let (code, out) = run(
+            &daemon,
+            &[
+                "--sandbox",
+                "read-only",
+                "--cwd",
+                work.to_str().unwrap(),
+                "--",
+                r#"test -z "$(ls -A "$TMPDIR")" && echo "$TMPDIR""#,
+            ],
+        );
+        assert_eq!(code, Some(0), "{out}");
+        assert_eq!(
+            [std::path::PathBuf::from(
+                out["stdout"].as_str().unwrap().trim()
+            )],
+            waiting.as_slice(),
+            "an unused TMPDIR is handed on"
+        );
+    }
     assert_eq!(
         confined_threads(&daemon),
         1,

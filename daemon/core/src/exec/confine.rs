@@ -16,14 +16,16 @@
 //! commands of no agent grant that whole directory, so such a command could write into another
 //! such command's directory while both run; it can read everything anyway (no mode confines
 //! reads), and it cannot write an agent's.
+//!
+//! A directory of no agent's call is handed on rather than removed when the call left it as it
+//! was made (see [`super::call_dir`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::ExecError;
+use super::call_dir::CallDirs;
 use super::output::ensure_private_dir;
 use crate::sandbox::plan::{Plan, check_support};
 use crate::sandbox::spawner::ConfinedSpawner;
@@ -50,32 +52,37 @@ pub(crate) struct Confinement {
     pub spawner: Arc<ConfinedSpawner>,
     /// The private temporary directory, given to the command as `TMPDIR`.
     pub tmp: Option<PathBuf>,
-    /// Whether `tmp` belongs to this launch alone (removed when it is over).
-    pub transient: bool,
+    /// Set when `tmp` belongs to this launch alone: handed on or removed when it is over.
+    pub call_dirs: Option<Arc<CallDirs>>,
 }
 
 /// A confined command's temporary directory of its own, if it has one, to remove when it is over.
 #[derive(Debug)]
-pub(crate) struct Leftover(Option<PathBuf>);
+pub(crate) struct Leftover(Option<(PathBuf, Arc<CallDirs>)>);
 
 impl Leftover {
-    /// Removes the directory on a blocking thread, so the caller is not kept waiting for it.
+    /// Hands the directory on when it is as it was made, else removes it on a blocking thread,
+    /// so the caller is not kept waiting for either.
     pub(crate) fn finish_later(self) {
-        if self.0.is_some() {
-            tokio::task::spawn_blocking(move || self.finish());
+        if let Some((tmp, dirs)) = self.0
+            && let Some(used) = dirs.hand_on(tmp)
+        {
+            tokio::task::spawn_blocking(move || dirs.discard(&used));
         }
     }
 
     /// What is left of `confined` once its command has been spawned: the rest (its hold on the
     /// spawning thread) is dropped.
     pub(crate) fn of(confined: Option<Confinement>) -> Self {
-        Self(confined.and_then(|c| c.tmp.filter(|_| c.transient)))
+        Self(confined.and_then(|c| c.tmp.zip(c.call_dirs)))
     }
 
-    /// Removes the directory (the command is over).
+    /// Hands the directory on or removes it (the command is over).
     pub(crate) fn finish(self) {
-        if let Some(tmp) = self.0 {
-            remove_tmp(&tmp);
+        if let Some((tmp, dirs)) = self.0
+            && let Some(used) = dirs.hand_on(tmp)
+        {
+            dirs.discard(&used);
         }
     }
 }
@@ -96,69 +103,52 @@ pub(crate) fn confine(
     }
     // Before any directory is made: an unenforceable policy leaves nothing behind.
     check_support(policy, settings, support)?;
-    let private = |dir: &Path| {
-        ensure_private_dir(&tmp_root(settings))
-            .and_then(|()| ensure_private_dir(dir))
-            .map_err(|source| SandboxError::Tmp {
-                path: dir.to_owned(),
-                source,
-            })
+    // The directory the plan grants: the agent's own, or the one every call of no agent makes
+    // its own in (so one thread serves every call of the same plan).
+    let granted = (policy.mode != SandboxMode::Off).then(|| match owner {
+        Some(owner) => tmp_dir_of(settings, owner),
+        None => spawners.calls_dir(settings),
+    });
+    let plan = || {
+        Plan::new(
+            policy,
+            settings,
+            support,
+            &request.workspace,
+            granted.as_deref(),
+        )
     };
-    let writes = policy.mode != SandboxMode::Off;
-    let workspace = &request.workspace;
-    let confinement = match owner {
-        Some(owner) => {
-            let tmp = if writes {
-                let dir = tmp_dir_of(settings, owner);
-                private(&dir)?;
-                Some(dir)
-            } else {
-                None
-            };
-            let plan = Plan::new(policy, settings, support, workspace, tmp.as_deref())?;
-            Confinement {
-                policy: *policy,
-                spawner: spawners.for_agent(owner, plan)?,
-                tmp,
-                transient: false,
-            }
-        }
+    // A kept thread started after its directories were made and checked private, and `serves`
+    // finds them the very ones it granted: no need to check them again. Otherwise (the first
+    // call, or a directory removed since) they are made and checked, then a thread started.
+    let kept = plan().ok().and_then(|plan| spawners.kept(owner, &plan));
+    let spawner = match kept {
+        Some(spawner) => spawner,
         None => {
-            // The rules grant the directory every such call's own is made in, so one thread
-            // serves every call of the same plan.
-            let parent = if writes {
-                let dir = spawners.calls_dir(settings);
-                private(&dir)?;
-                Some(dir)
-            } else {
-                None
-            };
-            let plan = Plan::new(policy, settings, support, workspace, parent.as_deref())?;
-            let spawner = spawners.for_calls(plan)?;
-            let tmp = match parent {
-                Some(parent) => {
-                    let dir = parent.join(uuid::Uuid::now_v7().simple().to_string());
-                    // A new name: made here or not at all (never one someone else put there).
-                    DirBuilder::new()
-                        .mode(0o700)
-                        .create(&dir)
-                        .map_err(|source| SandboxError::Tmp {
-                            path: dir.clone(),
-                            source,
-                        })?;
-                    Some(dir)
-                }
-                None => None,
-            };
-            Confinement {
-                policy: *policy,
-                spawner,
-                tmp,
-                transient: true,
+            if let Some(dir) = &granted {
+                ensure_private_dir(&tmp_root(settings))
+                    .and_then(|()| ensure_private_dir(dir))
+                    .map_err(|source| SandboxError::Tmp {
+                        path: dir.clone(),
+                        source,
+                    })?;
             }
+            spawners.start(owner, plan()?)?
         }
     };
-    Ok(Some(confinement))
+    let (tmp, call_dirs) = match (owner, granted) {
+        (None, Some(parent)) => (
+            Some(spawners.call_dirs.take(&parent)?),
+            Some(spawners.call_dirs.clone()),
+        ),
+        (_, granted) => (granted, None),
+    };
+    Ok(Some(Confinement {
+        policy: *policy,
+        spawner,
+        tmp,
+        call_dirs,
+    }))
 }
 
 /// How many threads are kept for commands of no agent, one per plan (policy and workspace), the
@@ -181,6 +171,8 @@ pub(crate) struct Spawners {
     /// make theirs in: its own, since every dshd of the user shares the root and this one removes
     /// the directory when it stops.
     calls_name: String,
+    /// The directories of commands of no agent, one waiting for the next call.
+    call_dirs: Arc<CallDirs>,
 }
 
 impl Default for Spawners {
@@ -189,6 +181,7 @@ impl Default for Spawners {
             agents: Mutex::default(),
             calls: Mutex::default(),
             calls_name: format!("calls-{}", uuid::Uuid::now_v7().simple()),
+            call_dirs: Arc::default(),
         }
     }
 }
@@ -199,45 +192,45 @@ impl Spawners {
         tmp_root(settings).join(&self.calls_name)
     }
 
-    /// `owner`'s thread for `plan`: the kept one while it serves the plan, else a new one kept in
-    /// its place (the old one ends once its last call has spawned).
-    fn for_agent(
-        &self,
-        owner: &SessionId,
-        plan: Plan,
-    ) -> Result<Arc<ConfinedSpawner>, SandboxError> {
-        if let Some(kept) = lock(&self.agents).get(owner)
-            && kept.serves(&plan)
-        {
-            return Ok(kept.clone());
-        }
-        // Restricting a thread takes a few syscalls per root; not under the lock.
-        let fresh = Arc::new(ConfinedSpawner::start(plan)?);
-        lock(&self.agents).insert(owner.clone(), fresh.clone());
-        Ok(fresh)
-    }
-
-    /// A thread for a command of no agent with `plan`: a kept one that serves it, else a new one,
-    /// kept in place of any for the same plan whose directories were since made again.
-    fn for_calls(&self, plan: Plan) -> Result<Arc<ConfinedSpawner>, SandboxError> {
-        {
-            let mut kept = lock(&self.calls);
-            if let Some(thread) = kept
-                .iter()
-                .position(|thread| thread.serves(&plan))
-                .and_then(|at| kept.remove(at))
-            {
+    /// The kept thread of `owner` (an agent, or no one) that serves `plan`, if there is one.
+    fn kept(&self, owner: Option<&SessionId>, plan: &Plan) -> Option<Arc<ConfinedSpawner>> {
+        match owner {
+            Some(owner) => lock(&self.agents)
+                .get(owner)
+                .filter(|kept| kept.serves(plan))
+                .cloned(),
+            None => {
+                let mut kept = lock(&self.calls);
+                let at = kept.iter().position(|thread| thread.serves(plan))?;
+                let thread = kept.remove(at)?;
                 kept.push_front(thread.clone());
-                return Ok(thread);
+                Some(thread)
             }
         }
+    }
+
+    /// A new thread for `plan`, kept in place of `owner`'s (which ends once its last call has
+    /// spawned), or for commands of no agent in place of any for the same plan whose directories
+    /// were since made again.
+    fn start(
+        &self,
+        owner: Option<&SessionId>,
+        plan: Plan,
+    ) -> Result<Arc<ConfinedSpawner>, SandboxError> {
+        // Restricting a thread takes a few syscalls per root; not under a lock.
         let fresh = Arc::new(ConfinedSpawner::start(plan)?);
-        let dropped = {
-            let mut kept = lock(&self.calls);
-            kept.retain(|thread| thread.plan() != fresh.plan());
-            kept.push_front(fresh.clone());
-            let keep = kept.len().min(CALL_THREADS);
-            kept.split_off(keep)
+        let dropped = match owner {
+            Some(owner) => lock(&self.agents)
+                .insert(owner.clone(), fresh.clone())
+                .into_iter()
+                .collect(),
+            None => {
+                let mut kept = lock(&self.calls);
+                kept.retain(|thread| thread.plan() != fresh.plan());
+                kept.push_front(fresh.clone());
+                let keep = kept.len().min(CALL_THREADS);
+                kept.split_off(keep)
+            }
         };
         // Their threads end here, outside the lock.
         drop(dropped);
@@ -252,6 +245,8 @@ impl Spawners {
     /// Forgets every thread; the agents that had one.
     pub(crate) fn release_all(&self) -> Vec<SessionId> {
         std::mem::take(&mut *lock(&self.calls));
+        // It is removed with the rest of [`Self::calls_dir`].
+        self.call_dirs.forget();
         std::mem::take(&mut *lock(&self.agents))
             .into_keys()
             .collect()

@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+mod call_dir;
 mod confine;
 pub use confine::SandboxRequest;
 mod env;

@@ -4,7 +4,11 @@
 //! actually opened.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 use super::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
 
@@ -86,24 +90,22 @@ impl Plan {
             return Ok(plan);
         }
         if policy.mode == SandboxMode::WorkspaceWrite {
-            let root = workspace
-                .canonicalize()
-                .map_err(|source| SandboxError::Workspace {
-                    path: workspace.to_owned(),
-                    source,
-                })?;
+            let root = canonical(workspace).map_err(|source| SandboxError::Workspace {
+                path: workspace.to_owned(),
+                source,
+            })?;
             plan.writable.push(root);
             // A configured root that does not exist (yet) grants nothing: skipped.
             plan.writable.extend(
                 settings
                     .writable_roots
                     .iter()
-                    .filter_map(|r| r.canonicalize().ok()),
+                    .filter_map(|r| canonical(r).ok()),
             );
         }
         if let Some(tmp) = tmp {
             plan.writable
-                .push(tmp.canonicalize().map_err(|source| SandboxError::Tmp {
+                .push(canonical(tmp).map_err(|source| SandboxError::Tmp {
                     path: tmp.to_owned(),
                     source,
                 })?);
@@ -151,6 +153,9 @@ pub(crate) fn check_exposure(root: &Path, protected: &[PathBuf]) -> Result<(), S
 /// compared where it will appear.
 pub(crate) fn resolve(path: &Path) -> PathBuf {
     let path = crate::home::normalize(path);
+    if path.is_absolute() && walk_without_links(&path).is_some() {
+        return path;
+    }
     let mut prefix = path.clone();
     let mut rest = Vec::new();
     loop {
@@ -167,5 +172,37 @@ pub(crate) fn resolve(path: &Path) -> PathBuf {
             }
             _ => return path,
         }
+    }
+}
+
+/// `path` with links resolved, as [`Path::canonicalize`]; it must exist. Every call checks a
+/// dozen paths, so the common case, an absolute path with no link, `.` or `..` in it, is
+/// recognised in one walk by the kernel instead of a `readlink` per component.
+pub(crate) fn canonical(path: &Path) -> io::Result<PathBuf> {
+    let plain = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain && walk_without_links(path) == Some(true) {
+        return Ok(path.components().collect());
+    }
+    path.canonicalize()
+}
+
+/// Walks absolute `path` refusing links (`openat2` with `RESOLVE_NO_SYMLINKS`): `Some(true)` when
+/// it is there, `Some(false)` when a component is missing (everything before it was no link),
+/// `None` when a link is on the way or the walk could not tell (an old kernel, a component that
+/// is not a directory, no permission), for the caller to resolve the slow way.
+fn walk_without_links(path: &Path) -> Option<bool> {
+    match rustix::fs::openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
+        Ok(_) => Some(true),
+        Err(Errno::NOENT) => Some(false),
+        Err(_) => None,
     }
 }

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use super::plan::{Plan, check_exposure, needed_abi, resolve};
+use super::plan::{Plan, canonical, check_exposure, needed_abi, resolve};
 use super::*;
 
 fn policy(mode: SandboxMode, network: Network) -> SandboxPolicy {
@@ -130,4 +130,58 @@ fn a_writable_root_may_neither_contain_nor_lie_inside_a_protected_path() {
     );
     assert!(check_exposure(&tmp.path().join("work"), &[resolve(&future_home)]).is_err());
     assert!(check_exposure(Path::new("/a/b"), &[PathBuf::from("/a/bc")]).is_ok());
+}
+
+/// The one-walk answer of `canonical` and `resolve` is the slow way's on every kind of path: a
+/// link anywhere on it (the last component, a middle one, a dangling one), dots, a missing tail,
+/// a file where a directory should be, and a relative path.
+#[test]
+fn resolving_without_links_agrees_with_canonicalize() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir_all(base.join("real/sub")).unwrap();
+    std::fs::write(base.join("real/file"), "").unwrap();
+    std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+    std::os::unix::fs::symlink(base.join("real/sub"), base.join("real/sublink")).unwrap();
+    std::os::unix::fs::symlink(base.join("gone"), base.join("dangling")).unwrap();
+    let existing = [
+        "real",
+        "real/sub",
+        "real/file",
+        "link",
+        "link/sub",
+        "real/sublink",
+        "real/./sub",
+        "real/sub/..",
+        "link/sub/../file",
+        "real//sub/",
+    ];
+    for name in existing {
+        let path = base.join(name);
+        assert_eq!(
+            canonical(&path).unwrap(),
+            path.canonicalize().unwrap(),
+            "{name}"
+        );
+    }
+    for name in ["missing", "real/missing", "dangling", "real/file/below"] {
+        assert!(canonical(&base.join(name)).is_err(), "{name}");
+    }
+    assert_eq!(
+        canonical(Path::new(".")).unwrap(),
+        Path::new(".").canonicalize().unwrap()
+    );
+
+    let real = base.join("real");
+    for (name, expected) in [
+        ("real/sub", real.join("sub")),
+        ("real/not/yet", real.join("not/yet")),
+        ("link/not/yet", real.join("not/yet")),
+        ("real/sublink/x", real.join("sub/x")),
+        ("dangling/x", base.join("dangling/x")),
+        ("real/file/below", real.join("file/below")),
+        ("link/../real/sub", real.join("sub")),
+    ] {
+        assert_eq!(resolve(&base.join(name)), expected, "{name}");
+    }
 }
