@@ -9,7 +9,7 @@
 //!   at the last scan: adding or removing a session directory changes its project directory's
 //!   time, and only a directory whose time changed is read again.
 //!
-//! A time is trusted only once it is [`RACY`] older than the scan that read it: file-system clocks
+//! A time is trusted only once it is [`RACY`](super::projects::RACY) older than the scan that read it: file-system clocks
 //! tick coarsely (a jiffy on Linux), so a change in the same tick as an earlier scan could leave
 //! the time as it was; until then the directory is read again at every listing (git's "racily
 //! clean" rule). A session directory whose log does not exist yet (being created) is kept as
@@ -25,15 +25,13 @@ use std::io::ErrorKind;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::layout::{LOG_FILE, is_project_dir_name, log_path, project_dir_name, session_dir_name};
+use super::layout::{LOG_FILE, log_path, project_dir_name, session_dir_name};
+use super::projects::{Stamp, project_dirs};
 use super::read::read_header;
 use crate::persistence::{ListKey, Order, Page, PageQuery, PersistenceError};
 use crate::session::{SessionHeader, SessionId};
-
-/// How much older than a scan a directory's modification time must be to be trusted.
-pub(super) const RACY: Duration = Duration::from_secs(1);
 
 /// A session's place in the order: `(createdAt, id)`, with the id shared between the sets.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,31 +40,6 @@ struct Key(i64, Arc<str>);
 impl Key {
     fn of(key: &ListKey) -> Self {
         Self(key.created_at, Arc::from(key.id.as_str()))
-    }
-}
-
-/// What a directory looked like when it was last read.
-#[derive(Debug, Clone, Copy, Default)]
-struct Stamp {
-    /// Its modification time, when it is old enough to be trusted; `None`: read it again.
-    trusted: Option<SystemTime>,
-}
-
-impl Stamp {
-    /// The stamp of a directory whose modification time was `mtime` when a scan that started at
-    /// `scan` read it.
-    fn new(mtime: SystemTime, scan: SystemTime) -> Self {
-        let old_enough = mtime
-            .checked_add(RACY)
-            .is_some_and(|trusted| trusted < scan);
-        Self {
-            trusted: old_enough.then_some(mtime),
-        }
-    }
-
-    /// Whether a directory whose time is now `mtime` can be skipped.
-    fn holds(&self, mtime: SystemTime) -> bool {
-        self.trusted == Some(mtime)
     }
 }
 
@@ -387,23 +360,6 @@ pub(super) fn page(index: &mut Index, root: &Path, query: &PageQuery) -> Page {
 }
 
 /// The project directories under `root`.
-fn project_dirs(root: &Path) -> Result<HashSet<OsString>, PersistenceError> {
-    let mut found = HashSet::new();
-    let entries = match fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(found),
-        Err(e) => return Err(io("read directory", root, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| io("read directory", root, e))?;
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && entry.file_name().to_str().is_some_and(is_project_dir_name) {
-            found.insert(entry.file_name());
-        }
-    }
-    Ok(found)
-}
-
 fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceError {
     PersistenceError::Io {
         action,
@@ -415,6 +371,7 @@ fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceE
 #[cfg(test)]
 mod tests {
     use std::fs::{File, FileTimes};
+    use std::time::Duration;
 
     use super::*;
     use crate::persistence::Persistence;
@@ -509,15 +466,5 @@ mod tests {
         // Not aged again: the project directory's time is the trusted one of the last listing.
         store(&theirs, &late);
         assert_eq!(listed(&ours), ["a", "late"]);
-    }
-
-    #[test]
-    fn a_racy_time_is_not_trusted() {
-        let now = SystemTime::now();
-        assert!(Stamp::new(now, now).trusted.is_none());
-        assert!(Stamp::new(now - RACY, now).trusted.is_none());
-        let old = now - RACY - Duration::from_millis(1);
-        assert!(Stamp::new(old, now).holds(old));
-        assert!(!Stamp::default().holds(old));
     }
 }

@@ -8,6 +8,7 @@
 mod file;
 mod index;
 mod layout;
+mod projects;
 mod read;
 
 use std::collections::HashMap;
@@ -59,6 +60,8 @@ pub struct JsonlBackend {
     sessions: Mutex<HashMap<SessionId, Arc<Mutex<Slot>>>>,
     /// What `list_page` reads instead of every log (see [`index`]).
     index: Mutex<index::Index>,
+    /// What `find` looks in, without listing the root each time (see [`projects`]).
+    projects: projects::ProjectDirs,
     /// Whether the root is on a file system known to be local (see [`Self::on_local_disk`]).
     local: OnceLock<bool>,
 }
@@ -97,6 +100,7 @@ impl JsonlBackend {
             root,
             sessions: Mutex::new(HashMap::new()),
             index: Mutex::new(index::Index::default()),
+            projects: projects::ProjectDirs::default(),
             local: OnceLock::new(),
         })
     }
@@ -122,19 +126,10 @@ impl JsonlBackend {
 
     /// The log of `id`, wherever its cwd put it: `<root>/*/<dir(id)>/session.jsonl`.
     fn find(&self, id: &SessionId) -> Result<Option<PathBuf>, PersistenceError> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(io("read directory", &self.root, source)),
-        };
         let name = session_dir_name(id.as_str());
         let mut found = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io("read directory", &self.root, e))?;
-            if !entry.file_name().to_str().is_some_and(is_project_dir_name) {
-                continue;
-            }
-            let candidate = entry.path().join(&name).join(LOG_FILE);
+        for project in self.projects.now(&self.root)?.iter() {
+            let candidate = self.root.join(project).join(&name).join(LOG_FILE);
             match fs::metadata(&candidate) {
                 Ok(meta) if meta.is_file() => found.push(candidate),
                 Ok(_) => {}
@@ -552,5 +547,61 @@ mod tests {
             }
             None => assert!(!local),
         }
+    }
+}
+
+#[cfg(test)]
+mod find_tests {
+    use super::*;
+    use crate::session::Event;
+
+    fn stored(backend: &JsonlBackend, id: &str, cwd: &Path) -> SessionHeader {
+        let header = SessionHeader::new(SessionId::parse(id).unwrap(), cwd.to_owned(), 1);
+        let event = Event {
+            seq: 0,
+            time: 1,
+            data: EventData::TurnStart { turn: 1 },
+        };
+        backend.append(&header, &[event]).unwrap();
+        header
+    }
+
+    /// A session another process stores in a project directory this backend has not seen is
+    /// found at once, and so is one in a project directory that was removed and made again: the
+    /// kept listing of project directories never hides one.
+    #[test]
+    fn a_session_in_a_new_project_directory_is_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("sessions");
+        let ours = JsonlBackend::new(root.clone()).unwrap();
+        let theirs = JsonlBackend::new(root.clone()).unwrap();
+        // The root's time made old, so the listing the next look-up makes is trusted and kept.
+        let age = || {
+            let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            fs::File::open(&root).unwrap().set_modified(past).unwrap();
+        };
+        let first = stored(&theirs, "first", Path::new("/work/a"));
+        age();
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        for n in 0..20 {
+            let later = stored(
+                &theirs,
+                &format!("later-{n}"),
+                Path::new(&format!("/work/p{n}")),
+            );
+            assert_eq!(ours.header(&later.id).unwrap(), Some(later), "{n}");
+        }
+        age();
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        let gone = log_path(&root, &first);
+        fs::remove_dir_all(gone.parent().unwrap().parent().unwrap()).unwrap();
+        assert_eq!(
+            ours.header(&first.id).unwrap(),
+            None,
+            "its project was removed"
+        );
+        let again = stored(&theirs, "again", Path::new("/work/a"));
+        assert_eq!(ours.header(&again.id).unwrap(), Some(again));
     }
 }
