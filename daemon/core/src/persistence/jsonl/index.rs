@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::io;
 use super::layout::{LOG_FILE, log_path, project_dir_name, session_dir_name};
 use super::projects::{Stamp, project_dirs};
 use super::read::read_header;
@@ -357,15 +358,6 @@ pub(super) fn page(index: &mut Index, root: &Path, query: &PageQuery) -> Page {
         index.distrust(&path);
     }
     Page { headers, more }
-}
-
-/// The project directories under `root`.
-fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceError {
-    PersistenceError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    }
 }
 
 #[cfg(test)]

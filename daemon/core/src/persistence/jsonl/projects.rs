@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use super::io;
 use super::layout::is_project_dir_name;
 use crate::persistence::PersistenceError;
 
@@ -102,17 +103,12 @@ impl ProjectDirs {
     }
 }
 
-fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceError {
-    PersistenceError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::persistence::Persistence;
+    use crate::persistence::jsonl::{JsonlBackend, log_path};
+    use crate::session::{Event, EventData, SessionHeader, SessionId};
 
     #[test]
     fn a_racy_time_is_not_trusted() {
@@ -163,5 +159,55 @@ mod tests {
         );
         std::fs::create_dir(root.join("--c--")).unwrap();
         assert_eq!(names(&dirs), ["--b--", "--c--"], "a time that moved");
+    }
+
+    fn stored(backend: &JsonlBackend, id: &str, cwd: &Path) -> SessionHeader {
+        let header = SessionHeader::new(SessionId::parse(id).unwrap(), cwd.to_owned(), 1);
+        let event = Event {
+            seq: 0,
+            time: 1,
+            data: EventData::TurnStart { turn: 1 },
+        };
+        backend.append(&header, &[event]).unwrap();
+        header
+    }
+
+    /// A session another process stores in a project directory this backend has not seen is
+    /// found at once, and so is one in a project directory that was removed and made again: the
+    /// kept listing of project directories never hides one.
+    #[test]
+    fn a_session_in_a_new_project_directory_is_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("sessions");
+        let ours = JsonlBackend::new(root.clone()).unwrap();
+        let theirs = JsonlBackend::new(root.clone()).unwrap();
+        // The root's time made old, so the listing the next look-up makes is trusted and kept.
+        let age = || {
+            let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            fs::File::open(&root).unwrap().set_modified(past).unwrap();
+        };
+        let first = stored(&theirs, "first", Path::new("/work/a"));
+        age();
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        for n in 0..20 {
+            let later = stored(
+                &theirs,
+                &format!("later-{n}"),
+                Path::new(&format!("/work/p{n}")),
+            );
+            assert_eq!(ours.header(&later.id).unwrap(), Some(later), "{n}");
+        }
+        age();
+        assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
+        let gone = log_path(&root, &first);
+        fs::remove_dir_all(gone.parent().unwrap().parent().unwrap()).unwrap();
+        assert_eq!(
+            ours.header(&first.id).unwrap(),
+            None,
+            "its project was removed"
+        );
+        let again = stored(&theirs, "again", Path::new("/work/a"));
+        assert_eq!(ours.header(&again.id).unwrap(), Some(again));
     }
 }
