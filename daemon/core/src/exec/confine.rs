@@ -11,14 +11,12 @@
 //!
 //! Private temporary directories live under `SandboxSettings::tmp_root` (outside the harness
 //! home): one per agent, kept across its calls and jobs until the agent closes
-//! ([`super::Executor::release_sandbox_of`]); one per call for commands of no agent, made new in
-//! [`Spawners::calls_dir`] and removed when the call (or job) is over. The rules of a thread for
-//! commands of no agent grant that whole directory, so such a command could write into another
-//! such command's directory while both run; it can read everything anyway (no mode confines
-//! reads), and it cannot write an agent's.
-//!
-//! A directory of no agent's call is handed on rather than removed when the call left it as it
-//! was made (see [`super::call_dir`]).
+//! ([`super::Executor::release_sandbox_of`]); one per call for commands of no agent, empty and in
+//! [`Spawners::calls_dir`], removed when the call (or job) is over, or handed on to the next call
+//! when the call left it as it was made ([`super::call_dir`]). The rules of a thread for commands
+//! of no agent grant that whole directory, so such a command could write into another such
+//! command's directory while both run; it can read everything anyway (no mode confines reads),
+//! and it cannot write an agent's.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
