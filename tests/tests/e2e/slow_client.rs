@@ -28,8 +28,9 @@ const MIB: u64 = 1024 * 1024;
 /// log holds the reply once (47.7 MiB: it is in memory for the agent's life); the checkpoint
 /// writes each event straight to the file, so it adds no copy of it. One more copy exists at
 /// the peak, not yet attributed: it is not the reply `Turn::answer` copies for the Stop hooks
-/// (with that copy removed the peak was the same, 97.5 MiB), nor the freed predecessors of the
-/// reply's doubling assembly buffer (reserved up front: 96.6 MiB). Everything else, the waiting
+/// (with that copy removed the peak was the same, 97.5 MiB), nor the reply's assembly buffer
+/// (reserved up front, or not shrunk at the end: 96.6 MiB), nor the `assistant/message` event
+/// serialised for the client (96.8 MiB without it; see BENCHMARKS.md). Everything else, the waiting
 /// updates included, is bounded by constants (1 MiB of pending text). Measured with jemalloc:
 /// 96.5–97.5 MiB in four runs, twice the reply. Before,
 /// when the checkpoint serialised the batch into a growing buffer and jemalloc moved it by copying
