@@ -119,7 +119,8 @@ pub(crate) fn confine(
     // A kept thread started after its directories were made and checked private, and `serves`
     // finds them the very ones it granted: no need to check them again. Otherwise (the first
     // call, or a directory removed since) they are made and checked, then a thread started.
-    let kept = plan().ok().and_then(|plan| spawners.kept(owner, &plan));
+    let first = plan();
+    let kept = first.as_ref().ok().and_then(|plan| spawners.kept(owner, plan));
     let spawner = match kept {
         Some(spawner) => spawner,
         None => {
@@ -131,7 +132,12 @@ pub(crate) fn confine(
                         source,
                     })?;
             }
-            spawners.start(owner, plan()?)?
+            // Resolved again only when the first try failed: its directories may not have existed.
+            let plan = match first {
+                Ok(plan) => plan,
+                Err(_) => plan()?,
+            };
+            spawners.start(owner, plan)?
         }
     };
     let (tmp, call_dirs) = match (owner, granted) {
