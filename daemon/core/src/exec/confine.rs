@@ -120,7 +120,10 @@ pub(crate) fn confine(
     // finds them the very ones it granted: no need to check them again. Otherwise (the first
     // call, or a directory removed since) they are made and checked, then a thread started.
     let first = plan();
-    let kept = first.as_ref().ok().and_then(|plan| spawners.kept(owner, plan));
+    let kept = first
+        .as_ref()
+        .ok()
+        .and_then(|plan| spawners.kept(owner, plan));
     let spawner = match kept {
         Some(spawner) => spawner,
         None => {
