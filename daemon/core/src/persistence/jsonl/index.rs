@@ -367,20 +367,10 @@ mod tests {
 
     use super::*;
     use crate::persistence::Persistence;
-    use crate::persistence::jsonl::JsonlBackend;
-    use crate::session::{Event, EventData};
+    use crate::persistence::jsonl::{JsonlBackend, store_one as store};
 
     fn header(id: &str, cwd: &str, created_at: i64) -> SessionHeader {
         SessionHeader::new(SessionId::parse(id).unwrap(), cwd.into(), created_at)
-    }
-
-    fn store(backend: &JsonlBackend, header: &SessionHeader) {
-        let event = Event {
-            seq: 0,
-            time: 1,
-            data: EventData::TurnStart { turn: 1 },
-        };
-        backend.append(header, &[event]).unwrap();
     }
 
     fn listed(backend: &JsonlBackend) -> Vec<String> {

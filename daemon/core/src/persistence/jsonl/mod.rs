@@ -13,7 +13,7 @@ mod read;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -270,10 +270,8 @@ impl Persistence for JsonlBackend {
                 });
             }
             let path = log_path(&self.root, header);
-            let (file, len) = file::create_new_log(&path, |out| {
-                out.write_all(&read::header_line(header))?;
-                read::write_event_lines(out, events)
-            })?;
+            let (file, len) =
+                file::create_new_log(&path, |out| read::write_log(out, header, events))?;
             let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
             if index.is_built() {
                 index.insert(header);
@@ -488,7 +486,6 @@ pub fn rescue_copy(
     header: &SessionHeader,
     events: &[Event],
 ) -> Result<PathBuf, PersistenceError> {
-    let header_line = read::header_line(header);
     let name = format!(
         "{}-{}.jsonl",
         layout::escape_id(header.id.as_str()),
@@ -499,10 +496,7 @@ pub fn rescue_copy(
         let attempt = file::create_private_dirs(dir)
             .and_then(|()| file::check_private_dir(dir))
             .and_then(|()| {
-                file::create_new_log(&dir.join(&name), |out| {
-                    out.write_all(&header_line)?;
-                    read::write_event_lines(out, events)
-                })
+                file::create_new_log(&dir.join(&name), |out| read::write_log(out, header, events))
             });
         match attempt {
             Ok(_file) => return Ok(dir.join(&name)),
@@ -510,6 +504,17 @@ pub fn rescue_copy(
         }
     }
     Err(last)
+}
+
+/// Stores `header` with one event, as a session's first checkpoint does (tests of this backend).
+#[cfg(test)]
+fn store_one(backend: &JsonlBackend, header: &SessionHeader) {
+    let event = Event {
+        seq: 0,
+        time: 1,
+        data: EventData::TurnStart { turn: 1 },
+    };
+    backend.append(header, &[event]).unwrap();
 }
 
 #[cfg(test)]

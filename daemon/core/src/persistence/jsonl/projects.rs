@@ -107,8 +107,8 @@ impl ProjectDirs {
 mod tests {
     use super::*;
     use crate::persistence::Persistence;
-    use crate::persistence::jsonl::{JsonlBackend, log_path};
-    use crate::session::{Event, EventData, SessionHeader, SessionId};
+    use crate::persistence::jsonl::{JsonlBackend, log_path, store_one};
+    use crate::session::{SessionHeader, SessionId};
 
     #[test]
     fn a_racy_time_is_not_trusted() {
@@ -131,10 +131,6 @@ mod tests {
         assert!(dirs.now(&root).unwrap().is_empty(), "no root yet");
         std::fs::create_dir_all(root.join("--a--")).unwrap();
         std::fs::create_dir_all(root.join("not-a-project")).unwrap();
-        let past = SystemTime::now() - Duration::from_secs(3600);
-        let age = |root: &Path| {
-            fs::File::open(root).unwrap().set_modified(past).unwrap();
-        };
         age(&root);
         let names = |dirs: &ProjectDirs| -> Vec<String> {
             dirs.now(&root)
@@ -163,13 +159,15 @@ mod tests {
 
     fn stored(backend: &JsonlBackend, id: &str, cwd: &Path) -> SessionHeader {
         let header = SessionHeader::new(SessionId::parse(id).unwrap(), cwd.to_owned(), 1);
-        let event = Event {
-            seq: 0,
-            time: 1,
-            data: EventData::TurnStart { turn: 1 },
-        };
-        backend.append(&header, &[event]).unwrap();
+        store_one(backend, &header);
         header
+    }
+
+    /// Sets `dir`'s modification time to one fixed moment long past, so a listing of it is
+    /// trusted and kept, and setting it again puts back the very time that listing saw.
+    fn age(dir: &Path) {
+        let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        fs::File::open(dir).unwrap().set_modified(past).unwrap();
     }
 
     /// A session another process stores in a project directory this backend has not seen is
@@ -181,13 +179,8 @@ mod tests {
         let root = dir.path().join("sessions");
         let ours = JsonlBackend::new(root.clone()).unwrap();
         let theirs = JsonlBackend::new(root.clone()).unwrap();
-        // The root's time made old, so the listing the next look-up makes is trusted and kept.
-        let age = || {
-            let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-            fs::File::open(&root).unwrap().set_modified(past).unwrap();
-        };
         let first = stored(&theirs, "first", Path::new("/work/a"));
-        age();
+        age(&root);
         assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
         assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
         for n in 0..20 {
@@ -198,7 +191,7 @@ mod tests {
             );
             assert_eq!(ours.header(&later.id).unwrap(), Some(later), "{n}");
         }
-        age();
+        age(&root);
         assert_eq!(ours.header(&first.id).unwrap(), Some(first.clone()));
         let gone = log_path(&root, &first);
         fs::remove_dir_all(gone.parent().unwrap().parent().unwrap()).unwrap();

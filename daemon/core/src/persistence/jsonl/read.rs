@@ -36,6 +36,16 @@ pub(super) fn header_line(header: &SessionHeader) -> Vec<u8> {
     line
 }
 
+/// Writes a whole log to `out`: its header line, then `events`.
+pub(super) fn write_log<W: Write>(
+    out: &mut W,
+    header: &SessionHeader,
+    events: &[Event],
+) -> io::Result<()> {
+    out.write_all(&header_line(header))?;
+    write_event_lines(out, events)
+}
+
 /// Writes `events` to `out` as JSON lines, each ending in `\n`. Each event is serialised straight
 /// into `out`: a checkpoint may hold a reply of tens of megabytes, and building its line in memory
 /// first would hold that reply once more.
@@ -318,8 +328,8 @@ mod tests {
         use crate::session::{SessionId, check_contiguous};
 
         fn written(header: &SessionHeader, events: &[Event]) -> Vec<u8> {
-            let mut bytes = header_line(header);
-            write_event_lines(&mut bytes, events).unwrap();
+            let mut bytes = Vec::new();
+            write_log(&mut bytes, header, events).unwrap();
             bytes
         }
 
