@@ -335,11 +335,40 @@ impl<IO> Connected for Tracked<IO> {
     }
 }
 
+/// How many connections hold a slot now, out of how many: what [`Admission`] counts, shared with
+/// `Status` so an operator (or a test) sees how close the daemon is to refusing connections.
+#[derive(Debug, Clone)]
+pub struct Occupancy {
+    /// One permit per free slot; an admitted connection holds one until its stream is dropped.
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Occupancy {
+    /// `max` slots, all free.
+    pub fn new(max: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Connections holding a slot now. A client that has closed its end still counts until the
+    /// server has noticed and dropped the stream.
+    pub fn open(&self) -> usize {
+        self.max.saturating_sub(self.slots.available_permits())
+    }
+
+    /// The most connections admitted at once.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
 /// Admits connections up to a maximum: each admitted one holds a slot until its stream is dropped.
 #[derive(Debug)]
 pub struct Admission {
-    slots: Arc<Semaphore>,
-    max: usize,
+    occupancy: Occupancy,
     idle_timeout: Duration,
     shutdown: CancellationToken,
     refused_since_warning: u64,
@@ -347,12 +376,11 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// At most `max` connections at once, each closed after `idle_timeout` of idleness, or when
-    /// idle once `shutdown` is cancelled.
-    pub fn new(max: usize, idle_timeout: Duration, shutdown: CancellationToken) -> Self {
+    /// At most `occupancy.max()` connections at once, each closed after `idle_timeout` of
+    /// idleness, or when idle once `shutdown` is cancelled.
+    pub fn new(occupancy: Occupancy, idle_timeout: Duration, shutdown: CancellationToken) -> Self {
         Self {
-            slots: Arc::new(Semaphore::new(max)),
-            max,
+            occupancy,
             idle_timeout,
             shutdown,
             refused_since_warning: 0,
@@ -363,7 +391,7 @@ impl Admission {
     /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it
     /// (closing the connection at once) and returns `None`. Never waits.
     pub fn admit<IO>(&mut self, io: IO, peer: Provenance) -> Option<Tracked<IO>> {
-        match self.slots.clone().try_acquire_owned() {
+        match self.occupancy.slots.clone().try_acquire_owned() {
             Ok(slot) => Some(Tracked::new(
                 io,
                 peer,
@@ -379,7 +407,7 @@ impl Admission {
                     .is_none_or(|at| at.elapsed() >= REFUSAL_WARNING_INTERVAL);
                 if due {
                     tracing::warn!(
-                        max_connections = self.max,
+                        max_connections = self.occupancy.max,
                         refused = self.refused_since_warning,
                         "connection limit reached: closing new connections until some end (idle ones close after connection_idle_timeout_ms)"
                     );
@@ -595,19 +623,24 @@ mod tests {
 
     #[tokio::test]
     async fn admission_refuses_beyond_the_maximum_until_a_slot_frees() {
-        let mut admission = Admission::new(2, IDLE, CancellationToken::new());
+        let occupancy = Occupancy::new(2);
+        let mut admission = Admission::new(occupancy.clone(), IDLE, CancellationToken::new());
+        assert_eq!((occupancy.open(), occupancy.max()), (0, 2));
         let first = admission
             .admit(tokio::io::duplex(8).0, Provenance::Outside)
             .unwrap();
         let _second = admission
             .admit(tokio::io::duplex(8).0, Provenance::Outside)
             .unwrap();
+        assert_eq!(occupancy.open(), 2);
         let (refused, mut peer) = tokio::io::duplex(8);
         assert!(admission.admit(refused, Provenance::Outside).is_none());
+        assert_eq!(occupancy.open(), 2, "a refused connection holds no slot");
         // The refused connection was closed: its peer reads EOF at once.
         let mut out = Vec::new();
         assert_eq!(peer.read_to_end(&mut out).await.unwrap(), 0);
         drop(first);
+        assert_eq!(occupancy.open(), 1);
         assert!(
             admission
                 .admit(tokio::io::duplex(8).0, Provenance::Outside)

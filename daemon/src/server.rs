@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use dsh_core::exec::{Provenance, UnknownReason};
 
 use crate::config::Config;
-use crate::connection::{self, Admission, Tracked};
+use crate::connection::{self, Admission, Occupancy, Tracked};
 use crate::daemon::Daemon;
 use crate::rpc;
 use crate::socket::{self, SocketError, SocketGuard};
@@ -142,9 +142,6 @@ pub async fn run(
     });
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    let services = rpc::Services::new(&daemon);
-    services.mark_serving(&health).await;
-
     let open_files = connection::open_file_limit();
     let max_connections = connection::effective_max_connections(config.max_connections, open_files);
     if max_connections < config.max_connections {
@@ -155,11 +152,11 @@ pub async fn run(
             "max_connections lowered to half the open-file limit"
         );
     }
-    let admission = Admission::new(
-        max_connections,
-        config.connection_idle_timeout,
-        token.clone(),
-    );
+    let occupancy = Occupancy::new(max_connections);
+    let services = rpc::Services::new(&daemon, occupancy.clone());
+    services.mark_serving(&health).await;
+
+    let admission = Admission::new(occupancy, config.connection_idle_timeout, token.clone());
     let incoming = accept_own_user(listener, admission, token.clone());
     let server = tonic::transport::Server::builder()
         .layer(connection::TrackRequestsLayer)

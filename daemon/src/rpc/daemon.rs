@@ -5,17 +5,23 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, daemon_server};
 use tonic::{Request, Response, Status};
 
+use crate::connection::Occupancy;
 use crate::daemon::Daemon;
 
 /// The `Daemon` service.
 pub struct DaemonService {
     daemon: Arc<Daemon>,
+    /// The server's connection slots, which live outside the core.
+    connections: Occupancy,
 }
 
 impl DaemonService {
-    /// Binds the service to `daemon`.
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+    /// Binds the service to `daemon`, whose client connections `connections` counts.
+    pub fn new(daemon: Arc<Daemon>, connections: Occupancy) -> Self {
+        Self {
+            daemon,
+            connections,
+        }
     }
 }
 
@@ -49,6 +55,8 @@ impl daemon_server::Daemon for DaemonService {
                 .unwrap_or_default(),
             landlock_abi: d.executor.landlock().abi(),
             landlock: d.executor.landlock().to_string(),
+            connections: count(self.connections.open()),
+            max_connections: count(self.connections.max()),
         }))
     }
 

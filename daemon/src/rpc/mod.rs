@@ -21,6 +21,7 @@ use tonic_health::server::HealthReporter;
 
 pub use daemon::DaemonService;
 
+use crate::connection::Occupancy;
 use crate::daemon::Daemon;
 
 /// Every dsh service, each holding only the parts of the daemon it serves.
@@ -35,15 +36,15 @@ pub struct Services {
 }
 
 impl Services {
-    /// The services of `daemon`.
-    pub fn new(daemon: &Arc<Daemon>) -> Self {
+    /// The services of `daemon`, whose client connections `connections` counts.
+    pub fn new(daemon: &Arc<Daemon>, connections: Occupancy) -> Self {
         let callers = callers::Callers::new(
             daemon.agents.clone(),
             daemon.config.default_cwd.clone(),
             daemon.shutdown_token(),
         );
         Self {
-            daemon: DaemonService::new(daemon.clone()),
+            daemon: DaemonService::new(daemon.clone(), connections),
             agents: agents::AgentsService::new(daemon.agents.clone(), daemon.config.sandbox),
             shell: shell::ShellService::new(daemon.shell.clone(), callers.clone()),
             shell_env: shell_env::ShellEnvService::new(daemon.shell_env.clone(), callers),

@@ -400,7 +400,23 @@ fn connections_beyond_max_connections_are_closed_at_once_until_some_end() {
         config: Some(format!("max_connections = {MAX}\n")),
         ..DaemonSpec::default()
     });
-    let held: Vec<UnixStream> = (0..MAX)
+    // One gRPC connection, kept open, that watches the slots: the connections of readiness checks
+    // hold theirs until dshd notices they closed, so wait until this one is the only one.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let watcher = runtime.block_on(daemon.client());
+    let status = || {
+        runtime
+            .block_on(watcher.daemon().status(v1::StatusRequest {}))
+            .unwrap()
+            .into_inner()
+    };
+    assert_eq!(status().max_connections, MAX as u32);
+    assert!(
+        eventually(Duration::from_secs(20), || status().connections == 1),
+        "the connections of earlier clients still hold slots: {:?}",
+        status()
+    );
+    let held: Vec<UnixStream> = (1..MAX)
         .map(|_| UnixStream::connect(&daemon.socket).unwrap())
         .collect();
     // The listen queue is first in, first out: these are accepted after the ones held.
@@ -416,6 +432,8 @@ fn connections_beyond_max_connections_are_closed_at_once_until_some_end() {
         Some(1),
         "Status got a slot beyond the limit"
     );
+    // Connections already admitted are still served, and the count says the limit is reached.
+    assert_eq!(status().connections, MAX as u32);
     assert!(
         eventually(Duration::from_secs(10), || daemon
             .log_text()

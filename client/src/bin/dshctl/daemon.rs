@@ -33,6 +33,8 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "config_file": (!s.config_file.is_empty()).then_some(&s.config_file),
         "landlock_abi": s.landlock_abi,
         "landlock": s.landlock,
+        "connections": s.connections,
+        "max_connections": s.max_connections,
     });
     out.emit(&doc, |w| {
         writeln!(
@@ -50,6 +52,11 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
             s.agents, s.running_turns
         )?;
         writeln!(w, "jobs         {} running", s.jobs)?;
+        writeln!(
+            w,
+            "connections  {} of {} (this one included)",
+            s.connections, s.max_connections
+        )?;
         let config = if s.config_file.is_empty() {
             "none (defaults)"
         } else {
