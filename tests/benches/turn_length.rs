@@ -3,8 +3,10 @@
 //! checkpoint policies (real JSONL files). CPU is dshd's own user + system time (`/proc/<pid>/stat`,
 //! so exited threads count) over the turn, divided by K; the bash children's CPU is not dshd's.
 //! K = 100 runs fifty turns (fifty agents), as many steps as K = 5,000: fewer read ±25% between
-//! runs (ten turns: 410–660 µs a step), more than the 10 ms clock tick alone explains. Prints the
-//! ratio of K = 5,000 to K = 100 (target ≤ 1.2×).
+//! runs (ten turns: 410–660 µs a step), more than the 10 ms clock tick alone explains. Even so a
+//! single K = 5,000 turn read anywhere from 900 to 1,600 µs a step on this VM with nothing
+//! changed, so K = 100 and K = 5,000 are measured in alternating rounds and the ratio printed is
+//! the median of the rounds' ratios (target ≤ 1.2×); each round's ratio is printed too.
 //!
 //! Run: `cargo bench -p dsh-tests --bench turn_length`
 
@@ -14,7 +16,11 @@ use std::time::Instant;
 
 use serde_json::json;
 
+/// (steps a turn, turns) for the short, middle and long turn.
 const SIZES: [(usize, usize); 3] = [(100, 50), (1_000, 1), (5_000, 1)];
+
+/// Rounds of the short and the long turn, alternated so drift of the VM hits both alike.
+const ROUNDS: usize = 3;
 
 fn main() {
     println!(
@@ -32,25 +38,33 @@ fn main() {
             dsh_tests::bench::ReleaseDaemon::start(&dir, &["--config", config.to_str().unwrap()]);
         let socket = daemon.socket.clone();
         let pid = daemon.pid();
-        let figures: Vec<(f64, f64)> = SIZES
-            .iter()
-            .map(|&(steps, turns)| per_step(&socket, dir.path(), pid, steps, turns))
+        let run = |(steps, turns): (usize, usize)| per_step(&socket, dir.path(), pid, steps, turns);
+        let middle = run(SIZES[1]);
+        let mut rounds: Vec<((f64, f64), (f64, f64))> = (0..ROUNDS)
+            .map(|_| (run(SIZES[0]), run(SIZES[2])))
             .collect();
+        rounds.sort_by(|a, b| (a.1.0 / a.0.0).total_cmp(&(b.1.0 / b.0.0)));
+        let (short, long) = rounds[ROUNDS / 2];
         let cells: Vec<String> = SIZES
             .iter()
-            .zip(&figures)
+            .zip([short, middle, long])
             .map(|((k, _), (cpu, wall))| format!("K={k}: cpu {cpu:>6.0} us wall {wall:>6.0} us"))
             .collect();
-        let ratio = figures[2].0 / figures[0].0;
+        let each: Vec<String> = rounds
+            .iter()
+            .map(|(short, long)| format!("{:.2}", long.0 / short.0))
+            .collect();
+        let ratio = long.0 / short.0;
         println!(
-            "  checkpoint={policy:<4}  {}   cpu K=5000/K=100 = {ratio:.2}x (target <= 1.2x: {})",
+            "  checkpoint={policy:<4}  {}   cpu K=5000/K=100 = {ratio:.2}x, median of rounds {} (target <= 1.2x: {})",
             cells.join("   "),
+            each.join(", "),
             if ratio <= 1.2 { "met" } else { "MISSED" }
         );
         dsh_testkit::bench::ratio(
             &format!("dshd CPU per step, K=5000 / K=100, checkpoint={policy}"),
-            &format!("{:.0} us", figures[2].0),
-            &format!("{:.0} us", figures[0].0),
+            &format!("{:.0} us", long.0),
+            &format!("{:.0} us", short.0),
             ratio,
             dsh_testkit::bench::Target::AtMost(1.2),
         );
@@ -104,8 +118,14 @@ fn per_step(
         assert!(out.status.success(), "{out:?}");
     }
     let total = (steps * turns) as f64;
-    (
+    let figures = (
         (cpu_us(pid) - cpu) / total,
         wall.elapsed().as_secs_f64() * 1e6 / total,
-    )
+    );
+    // Closed, so every round starts with the same daemon: no agents but those it measures.
+    for agent in &agents {
+        let out = dsh_tests::dshctl_at(socket, &["agent", "close", agent]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    figures
 }
