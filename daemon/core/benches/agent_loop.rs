@@ -185,7 +185,7 @@ async fn per_turn(
             let outcome = handle.outcome.await.unwrap();
             samples.push(start.elapsed());
             assert_eq!(outcome.reason, TurnEndReason::Completed);
-            assert_eq!(outcome.text, format!("answer {turn}"));
+            assert_eq!(agent.turn_answer(outcome.turn), format!("answer {turn}"));
             if let Some(file) = floor {
                 let offset = floors.len() as u64 * 1024;
                 let start = Instant::now();

@@ -63,13 +63,15 @@ impl ChildAgents for AgentRegistry {
                     return ToolOutput::error(format!("Error: spawn_agent: {error}"));
                 }
             };
+            // Read before the child is closed: the parent's tool result is the child's answer.
+            let answer = outcome.as_ref().ok().map(|o| child.turn_answer(o.turn));
             let stop = hooks
                 .run(
                     &ctx,
                     HookEvent::SubagentStop {
                         child: child.header().clone(),
                         agent_type: AGENT_TYPE.into(),
-                        last_assistant_message: outcome.as_ref().ok().map(|o| o.text.clone()),
+                        last_assistant_message: answer.clone(),
                     },
                 )
                 .await;
@@ -84,7 +86,7 @@ impl ChildAgents for AgentRegistry {
             }
             match outcome {
                 Ok(outcome) if outcome.reason == TurnEndReason::Completed => {
-                    ToolOutput::ok(outcome.text)
+                    ToolOutput::ok(answer.unwrap_or_default())
                 }
                 Ok(outcome) => ToolOutput::error(format!(
                     "Error: child agent {child_id} ended {}{}{}",

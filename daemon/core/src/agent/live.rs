@@ -252,6 +252,12 @@ impl Agent {
         f(&self.log.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The answer of turn `turn` so far, a copy: its last non-empty assistant text, empty when it
+    /// has none.
+    pub fn turn_answer(&self, turn: u32) -> String {
+        self.read_log(|log| log.turn_answer(turn).to_owned())
+    }
+
     /// Events from `from_seq` on (a copy).
     pub fn events_from(&self, from_seq: u64) -> Vec<Event> {
         self.read_log(|log| {

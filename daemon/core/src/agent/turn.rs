@@ -42,8 +42,11 @@ pub struct TurnOutcome {
     pub turn: u32,
     /// Why it ended.
     pub reason: TurnEndReason,
-    /// The last non-empty assistant text of the turn.
-    pub text: String,
+    /// The seq of the `assistant/message` holding the turn's answer (its last non-empty assistant
+    /// text), `None` when it has none. A seq, not the text: the log holds the answer already,
+    /// and a caller that needs it reads it with [`Agent::turn_answer`](super::Agent::turn_answer)
+    /// (a second copy of a long reply is what a caller that drops the outcome should not pay).
+    pub answer_seq: Option<u64>,
 }
 
 /// Runs turn `turn` of `agent` for `prompt`. The caller has claimed the agent
@@ -267,10 +270,17 @@ impl TurnRun {
             if !done {
                 continue;
             }
+            // Copied only for a hook that reads it: the log already holds the answer once.
+            let last_assistant_message = self
+                .services
+                .hooks
+                .handles(EventName::Stop, &self.agent.header().cwd)
+                .await
+                .then(|| self.agent.turn_answer(turn));
             let stop = self
                 .hooks(HookEvent::Stop {
                     stop_hook_active,
-                    last_assistant_message: Some(self.answer()),
+                    last_assistant_message,
                 })
                 .await
                 .outcome;
@@ -432,13 +442,7 @@ impl TurnRun {
         TurnOutcome {
             turn: self.turn,
             reason,
-            text: self.answer(),
+            answer_seq,
         }
-    }
-
-    /// The turn's answer so far: its last non-empty assistant text.
-    fn answer(&self) -> String {
-        self.agent
-            .read_log(|log| log.turn_answer(self.turn).to_owned())
     }
 }

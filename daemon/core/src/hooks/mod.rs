@@ -348,6 +348,25 @@ impl Hooks {
         HookRun { outcome, records }
     }
 
+    /// Whether a loaded handler of `name` exists for a session in `cwd`, matchers aside: lets a
+    /// caller skip building a payload that no hook would read (a Stop payload carries the turn's
+    /// whole answer, a copy of a reply that may be tens of megabytes).
+    pub async fn handles(&self, name: EventName, cwd: &Path) -> bool {
+        for dialect in Dialect::ALL {
+            if !name.supported_by(dialect) {
+                continue;
+            }
+            let files = self.files_for(dialect, cwd).await;
+            if files
+                .iter()
+                .any(|file| file.handlers.iter().any(|h| h.event == name))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     fn configured(&self) -> Arc<Vec<Arc<HookFile>>> {
         self.files
             .read()

@@ -468,3 +468,33 @@ async fn non_regular_files_are_rejected_without_blocking() {
     assert!(status.project);
     assert_eq!(status.status, FileStatus::Rejected);
 }
+
+#[tokio::test]
+async fn handles_says_whether_any_file_the_session_would_use_has_the_event() {
+    let fx = Fx::new();
+    let cwd = fx.cwd.clone();
+    let none = fx.hooks(HookSettings::default());
+    assert!(!none.handles(EventName::Stop, &cwd).await);
+
+    // A configured file: its events only, and whatever its matchers say.
+    let configured = fx.codex(&config("Stop", None, &["true"]));
+    assert!(configured.handles(EventName::Stop, &cwd).await);
+    assert!(!configured.handles(EventName::UserPromptSubmit, &cwd).await);
+
+    // A project file counts only when project hooks are enabled, and only in its project.
+    fx.file(
+        "proj/.claude/settings.json",
+        &config("UserPromptSubmit", None, &["true"]),
+    );
+    let off = fx.hooks(HookSettings::default());
+    assert!(!off.handles(EventName::UserPromptSubmit, &cwd).await);
+    let on = fx.hooks(HookSettings {
+        project_hooks: true,
+        ..HookSettings::default()
+    });
+    assert!(on.handles(EventName::UserPromptSubmit, &cwd).await);
+    assert!(
+        !on.handles(EventName::UserPromptSubmit, &fx.path("elsewhere"))
+            .await
+    );
+}
