@@ -242,20 +242,7 @@ impl Hooks {
     /// merges their outputs. Never fails: broken hooks become `error` records.
     pub async fn run(&self, ctx: &HookContext, event: HookEvent) -> HookRun {
         let name = event.name();
-        let mut selected: Vec<(Arc<HookFile>, usize)> = Vec::new();
-        for dialect in Dialect::ALL {
-            if !name.supported_by(dialect) {
-                continue;
-            }
-            let subjects = event.matcher_subjects(dialect);
-            for file in self.files_for(dialect, &ctx.header.cwd).await {
-                for (i, h) in file.handlers.iter().enumerate() {
-                    if h.event == name && h.matcher.matches(&subjects) {
-                        selected.push((file.clone(), i));
-                    }
-                }
-            }
-        }
+        let selected = self.select(name, &ctx.header.cwd, Some(&event)).await;
         if selected.is_empty() {
             return HookRun::default();
         }
@@ -352,19 +339,34 @@ impl Hooks {
     /// caller skip building a payload that no hook would read (a Stop payload carries the turn's
     /// whole answer, a copy of a reply that may be tens of megabytes).
     pub async fn handles(&self, name: EventName, cwd: &Path) -> bool {
+        !self.select(name, cwd, None).await.is_empty()
+    }
+
+    /// The handlers of `name` a session in `cwd` would run, as (file, index into its handlers):
+    /// from every file it uses, in each dialect that has the event, and when `event` is given
+    /// only those whose matcher takes its subjects in that dialect.
+    async fn select(
+        &self,
+        name: EventName,
+        cwd: &Path,
+        event: Option<&HookEvent>,
+    ) -> Vec<(Arc<HookFile>, usize)> {
+        let mut selected = Vec::new();
         for dialect in Dialect::ALL {
             if !name.supported_by(dialect) {
                 continue;
             }
-            let files = self.files_for(dialect, cwd).await;
-            if files
-                .iter()
-                .any(|file| file.handlers.iter().any(|h| h.event == name))
-            {
-                return true;
+            let subjects = event.map(|event| event.matcher_subjects(dialect));
+            for file in self.files_for(dialect, cwd).await {
+                for (i, h) in file.handlers.iter().enumerate() {
+                    let matched = subjects.as_ref().is_none_or(|s| h.matcher.matches(s));
+                    if h.event == name && matched {
+                        selected.push((file.clone(), i));
+                    }
+                }
             }
         }
-        false
+        selected
     }
 
     fn configured(&self) -> Arc<Vec<Arc<HookFile>>> {
