@@ -2,9 +2,10 @@
 //!
 //! Three parts work together:
 //!
-//! - [`raise_open_file_limit`] lifts the soft `RLIMIT_NOFILE` to the hard limit at start, and
-//!   [`effective_max_connections`] keeps connections to half of whatever limit results, so the
-//!   other half stays for session logs, command pipes and hooks.
+//! - [`effective_max_connections`] keeps connections to half of the soft `RLIMIT_NOFILE` dshd was
+//!   started with, so the other half stays for session logs, command pipes and hooks. dshd does
+//!   not raise the limit: its children inherit it as it is, with nothing (no startup file a
+//!   command could tamper with) to give them back a conventional one.
 //! - [`Admission`] admits at most that many connections at once; a connection beyond it is closed
 //!   at once (with a rate-limited warning), so the accept loop never waits for a slot.
 //! - Each admitted connection is wrapped in [`Tracked`], which reports end of file to the HTTP/2
@@ -43,41 +44,6 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How often at most the "connection limit reached" warning is logged.
 const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The soft open-file limit before and after [`raise_open_file_limit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpenFileLimit {
-    /// The soft limit the process started with (`None`: unlimited).
-    pub before: Option<u64>,
-    /// The soft limit now.
-    pub after: Option<u64>,
-}
-
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit. The default soft limit (often 1024) is a
-/// guard for programs that use `select`, which dshd does not; the hard limit is what the
-/// administrator actually granted.
-pub fn raise_open_file_limit() -> Result<OpenFileLimit, rustix::io::Errno> {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let before = limit.current;
-    if limit.current == limit.maximum {
-        return Ok(OpenFileLimit {
-            before,
-            after: before,
-        });
-    }
-    setrlimit(
-        Resource::Nofile,
-        rustix::process::Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        },
-    )?;
-    Ok(OpenFileLimit {
-        before,
-        after: getrlimit(Resource::Nofile).current,
-    })
-}
 
 /// The current soft open-file limit (`None`: unlimited).
 pub fn open_file_limit() -> Option<u64> {
@@ -530,14 +496,6 @@ mod tests {
         assert_eq!(effective_max_connections(4096, Some(1024)), 512);
         assert_eq!(effective_max_connections(4096, None), 4096);
         assert_eq!(effective_max_connections(10, Some(1)), 1);
-    }
-
-    #[test]
-    fn raising_the_limit_reaches_the_hard_limit() {
-        let limit = raise_open_file_limit().unwrap();
-        let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        assert_eq!(limit.after, now.current);
-        assert_eq!(now.current, now.maximum);
     }
 
     /// Reads until EOF or until `limit` passes; `None` when the read did not end.

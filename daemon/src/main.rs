@@ -108,7 +108,7 @@ fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<(
         log_format: args.log_format.map(LogFormat::from),
         persistence: args.persistence.map(BackendName::from),
     };
-    let mut config = Config::load(&flags, &Ambient::from_process())?;
+    let config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
     if let Err(error) = allocator {
         tracing::warn!(%error, "cannot tune the allocator; freed memory may go back to the system later");
@@ -116,21 +116,6 @@ fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<(
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
     dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
-
-    // Before serving: the server keeps its connections to half of the resulting limit.
-    match dsh_daemon::connection::raise_open_file_limit() {
-        Ok(limit) if limit.after != limit.before => {
-            tracing::info!(
-                from = limit.before,
-                to = limit.after,
-                "raised the open-file limit to the hard limit"
-            );
-            // Children get the conventional limit back (see ExecConfig::child_open_file_limit).
-            config.exec.child_open_file_limit = limit.before;
-        }
-        Ok(_) => {}
-        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
-    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -145,12 +145,23 @@ pub async fn run(
     let open_files = connection::open_file_limit();
     let max_connections = connection::effective_max_connections(config.max_connections, open_files);
     if max_connections < config.max_connections {
-        tracing::warn!(
-            configured = config.max_connections,
-            used = max_connections,
-            open_file_limit = open_files,
-            "max_connections lowered to half the open-file limit"
-        );
+        // The default lowered under a login session's usual 1024 is routine; a value someone
+        // configured that cannot be honoured deserves a warning (raise `LimitNOFILE=`/`ulimit -n`).
+        if config.max_connections == connection::DEFAULT_MAX_CONNECTIONS {
+            tracing::info!(
+                default = config.max_connections,
+                used = max_connections,
+                open_file_limit = open_files,
+                "max_connections lowered to half the open-file limit dshd was started with"
+            );
+        } else {
+            tracing::warn!(
+                configured = config.max_connections,
+                used = max_connections,
+                open_file_limit = open_files,
+                "max_connections lowered to half the open-file limit dshd was started with; raise the limit (ulimit -n, LimitNOFILE=) to allow more"
+            );
+        }
     }
     let occupancy = Occupancy::new(max_connections);
     let services = rpc::Services::new(&daemon, occupancy.clone());

@@ -242,6 +242,9 @@ impl TestDaemon {
     pub fn workdir(&self, name: &str) -> PathBuf {
         let dir = self.dir.path().join("work").join(name);
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        if let Some(user) = self.user {
+            crate::give_to(&self.dir.path().join("work"), user);
+        }
         dir
     }
 

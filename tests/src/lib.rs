@@ -115,7 +115,15 @@ pub struct DaemonSpec {
     /// and must end by exec'ing them (so the child is dshd itself), e.g. to give dshd a private
     /// mount namespace. Empty: dshd is started directly.
     pub wrapper: Vec<OsString>,
+    /// Run dshd as this uid (and gid, with no supplementary groups) through `setpriv`: dshd as an
+    /// ordinary user. The test directory is handed to that user, `TMPDIR` points inside it, and
+    /// [`TestDaemon::dshctl`] runs as that user too (dshctl refuses a socket of another uid).
+    /// Needs root; [`NOBODY`] is the usual choice.
+    pub user: Option<u32>,
 }
+
+/// The uid and gid of `nobody`: the ordinary user tests run dshd as.
+pub const NOBODY: u32 = 65534;
 
 /// A running `dshd` with its own temporary home and socket. Killed on drop if still running.
 #[derive(Debug)]
@@ -130,6 +138,8 @@ pub struct TestDaemon {
     pub socket: PathBuf,
     /// The daemon's stderr.
     pub log: PathBuf,
+    /// The uid dshd runs as when not the test's own ([`DaemonSpec::user`]).
+    pub user: Option<u32>,
 }
 
 impl TestDaemon {
@@ -151,6 +161,11 @@ impl TestDaemon {
         let socket = dir.path().join("run/dshd.sock");
         let log = dir.path().join("dshd.log");
         let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
+        if let Some(user) = spec.user {
+            std::fs::create_dir_all(dir.path().join("tmp"))
+                .unwrap_or_else(|e| panic!("mkdir tmp: {e}"));
+            give_to(dir.path(), user);
+        }
         let child = launch(&spec, &dir, &home, &socket, log_file);
         Self {
             child,
@@ -158,6 +173,7 @@ impl TestDaemon {
             home,
             socket,
             log,
+            user: spec.user,
         }
     }
 
@@ -190,7 +206,7 @@ impl TestDaemon {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if dshctl_at(&self.socket, &["status"]).status.success() {
+            if self.dshctl(&["status"]).status.success() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -210,9 +226,20 @@ impl TestDaemon {
             .unwrap_or_else(|e| panic!("connect: {e}"))
     }
 
-    /// Runs `dshctl --socket <socket> ARGS...`.
+    /// Runs `dshctl --socket <socket> ARGS...` (as [`DaemonSpec::user`] when dshd runs as one).
     pub fn dshctl(&self, args: &[&str]) -> Output {
-        dshctl_at(&self.socket, args)
+        match self.user {
+            None => dshctl_at(&self.socket, args),
+            Some(user) => {
+                let mut cmd = as_user(user, dshctl_bin());
+                cmd.arg("--socket")
+                    .arg(&self.socket)
+                    .args(args)
+                    .env_remove("DSH_SOCKET")
+                    .output()
+                    .unwrap_or_else(|e| panic!("run dshctl as uid {user}: {e}"))
+            }
+        }
     }
 
     /// Runs `dshctl --json ARGS...` and parses its one JSON document; fails the test if it exits
@@ -288,6 +315,46 @@ impl Drop for TestDaemon {
     }
 }
 
+/// `program` run as `user` (uid and gid, no supplementary groups) through `setpriv`.
+pub fn as_user(user: u32, program: &Path) -> Command {
+    let mut cmd = Command::new(setpriv());
+    cmd.args(setpriv_args(user)).arg(program);
+    cmd
+}
+
+fn setpriv_args(user: u32) -> [String; 4] {
+    [
+        format!("--reuid={user}"),
+        format!("--regid={user}"),
+        "--clear-groups".to_owned(),
+        "--".to_owned(),
+    ]
+}
+
+/// `setpriv` on `PATH`, or the test fails saying how to install it.
+fn setpriv() -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("setpriv"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("setpriv is needed to run dshd as an ordinary user: apt-get install util-linux")
+        })
+}
+
+/// Hands `path` and everything under it to `user` (uid and gid).
+pub fn give_to(path: &Path, user: u32) {
+    let id = Some(user);
+    std::os::unix::fs::lchown(path, id, id)
+        .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
+            give_to(&entry.unwrap_or_else(|e| panic!("{e}")).path(), user);
+        }
+    }
+}
+
 fn launch(
     spec: &DaemonSpec,
     dir: &tempfile::TempDir,
@@ -295,7 +362,13 @@ fn launch(
     socket: &Path,
     log: std::fs::File,
 ) -> Child {
-    let mut cmd = match spec.wrapper.split_first() {
+    let mut words: Vec<OsString> = Vec::new();
+    if let Some(user) = spec.user {
+        words.push(setpriv().into());
+        words.extend(setpriv_args(user).map(OsString::from));
+    }
+    words.extend(spec.wrapper.iter().cloned());
+    let mut cmd = match words.split_first() {
         Some((program, words)) => {
             let mut cmd = daemon_command_for(Path::new(program), dir);
             cmd.args(words).arg(dshd_bin());
@@ -303,6 +376,9 @@ fn launch(
         }
         None => daemon_command(dir),
     };
+    if spec.user.is_some() {
+        cmd.env("TMPDIR", dir.path().join("tmp"));
+    }
     if !spec.no_home_flag {
         cmd.arg("--dsh-home").arg(home);
     }

@@ -8,6 +8,8 @@
 
 #[path = "sandbox/attacks.rs"]
 mod attacks;
+#[path = "sandbox/daemon_state.rs"]
+mod daemon_state;
 #[path = "sandbox/policy.rs"]
 mod policy;
 

@@ -305,23 +305,18 @@ fn two_thousand_idle_connections_neither_starve_the_daemon_nor_outlive_the_idle_
         2 * (RAW + HANDSHAKEN + 64)
     );
     let idle = Duration::from_secs(4);
-    // Started with the soft limit of a login session: before dshd raised it, ~1,020 connections
-    // exhausted its descriptors and Status hung until they closed.
+    // dshd keeps connections to half the soft limit it is started with (it no longer raises it):
+    // started with this process's raised one, 2,000 connections fit. Before dshd kept to half,
+    // ~1,020 connections exhausted its descriptors and Status hung until they closed.
     let daemon = TestDaemon::start_with(DaemonSpec {
         config: Some(format!(
             "connection_idle_timeout_ms = {}\n",
             idle.as_millis()
         )),
-        open_file_soft_limit: Some(1024),
         ..DaemonSpec::default()
     });
     let pid = daemon.child.id();
-    let (soft, hard_of_dshd) = open_file_limits(pid);
-    assert_eq!(
-        soft, hard_of_dshd,
-        "dshd did not raise its soft open-file limit"
-    );
-    assert!(soft.is_some_and(|s| s > 1024));
+    assert_eq!(open_file_limits(pid).0, Some(hard));
 
     // Requests silent for longer than the idle timeout, each on its own connection: a unary
     // Shell.Run of `sleep`, and a Prompt stream whose only tool call sleeps.
@@ -490,10 +485,11 @@ fn a_zero_connection_limit_or_idle_timeout_names_the_file_line_and_key() {
     }
 }
 
-/// dshd raises its own soft open-file limit for connections, but its children get the one it
-/// started with: programs using `select` misbehave on descriptors past 1024.
+/// dshd runs with the open-file limit it was started with, and so do its children: it keeps
+/// `max_connections` to half of it instead of raising the limit (which needed a startup file in
+/// every shell to give children the conventional one back, and any command could break that file).
 #[test]
-fn children_keep_the_open_file_limit_dshd_started_with() {
+fn dshd_and_its_children_keep_the_open_file_limit_dshd_started_with() {
     let hard = raise_own_open_file_limit();
     assert!(
         hard > 1024,
@@ -503,12 +499,21 @@ fn children_keep_the_open_file_limit_dshd_started_with() {
         open_file_soft_limit: Some(1024),
         ..DaemonSpec::default()
     });
-    let (soft, _) = open_file_limits(daemon.child.id());
-    assert!(
-        soft.is_some_and(|s| s > 1024),
-        "dshd did not raise its own limit"
-    );
-    let out = daemon.dshctl(&["run", "--", "ulimit -Sn; sh -c 'ulimit -Sn'"]);
+    assert_eq!(open_file_limits(daemon.child.id()).0, Some(1024));
+    let status = daemon.dshctl_json(&["status"]);
+    assert_eq!(status["max_connections"], 512, "{status}");
+    let out = daemon.dshctl(&[
+        "run",
+        "--",
+        "ulimit -Sn; sh -c 'ulimit -Sn'; echo \"[$BASH_ENV]\"",
+    ]);
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "1024\n1024\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1024\n1024\n[]\n");
+    assert!(
+        daemon
+            .log_text()
+            .contains("max_connections lowered to half"),
+        "{}",
+        daemon.log_text()
+    );
 }

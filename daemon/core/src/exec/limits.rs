@@ -110,7 +110,7 @@ pub fn total_limit() -> usize {
 }
 
 /// What a launch adds to `shell -c command` and its environment: the variables dshd sets itself
-/// (a confined command's `TMPDIR`, the startup file's `BASH_ENV`).
+/// (a confined command's `TMPDIR`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Extra {
     /// Bytes of the added strings, NULs included.

@@ -141,10 +141,6 @@ pub struct ExecConfig {
     pub spill_dir: PathBuf,
     /// Finished jobs kept readable before the oldest are forgotten.
     pub max_finished_jobs: usize,
-    /// The soft open-file limit every child gets back. dshd raises its own to the hard limit (for
-    /// connections), but children keep the conventional one: programs using `select` break on
-    /// descriptors past 1024. `None`: children inherit the daemon's.
-    pub child_open_file_limit: Option<u64>,
     /// Names the deployment (the daemon sets the harness home) in every child's owner marker, so
     /// the next daemon of the same home can find and kill what a killed one left behind.
     pub owner_scope: String,
@@ -168,7 +164,6 @@ impl Default for ExecConfig {
             spill_dir: default_spill_dir(),
             max_finished_jobs: 256,
             owner_scope: String::new(),
-            child_open_file_limit: None,
             sandbox: SandboxSettings::default(),
         }
     }
@@ -368,8 +363,6 @@ pub struct Executor {
     scope: String,
     /// What the kernel offers confined commands, probed once.
     landlock: LandlockSupport,
-    /// The shells' startup file restoring [`ExecConfig::child_open_file_limit`], if one is set.
-    startup_file: Option<PathBuf>,
     /// The confined threads of agents with confined calls. Each agent's private temporary
     /// directory is removed with its thread when it closes, and at shutdown for those still live
     /// (a temporary directory does not outlive the daemon).
@@ -417,20 +410,6 @@ impl Executor {
             config.spill_cap_bytes,
             config.spill_total_cap_bytes,
         ));
-        let startup_file = match config.child_open_file_limit {
-            Some(soft) => Some(
-                process::write_startup_file(&config.spill_dir, soft).map_err(|e| {
-                    ExecError::InvalidConfig {
-                        field: "spill_dir",
-                        reason: format!(
-                            "cannot write the shells' startup file in {}: {e}",
-                            config.spill_dir.display()
-                        ),
-                    }
-                })?,
-            ),
-            None => None,
-        };
         let stop = CancellationToken::new();
         spawn_sweeper(stop.clone());
         Ok(Self {
@@ -444,7 +423,6 @@ impl Executor {
             closed: AtomicBool::new(false),
             tracker: Tracker(Arc::new(watch::channel(0).0)),
             landlock: LandlockSupport::probe(),
-            startup_file,
             spawners: confine::Spawners::default(),
         })
     }
@@ -511,7 +489,6 @@ impl Executor {
             managed: &spec.managed,
             stdin,
             scope: &self.scope,
-            startup_file: self.startup_file.as_deref(),
         }
     }
 

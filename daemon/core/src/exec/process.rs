@@ -67,9 +67,6 @@ pub(crate) struct Launch<'a> {
     /// Names the harness home in the owner marker, so a later daemon of the same home can tell
     /// what an earlier one left behind.
     pub scope: &'a str,
-    /// A file bash sources before the command (`BASH_ENV`): it gives the shell back its soft
-    /// open-file limit (see `ExecConfig::child_open_file_limit`) and unsets itself.
-    pub startup_file: Option<&'a Path>,
 }
 
 /// Time bounds for one process.
@@ -150,18 +147,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         launch.command,
         launch.env,
         launch.managed,
-        Extra::default()
-            .plus_variable(
-                launch
-                    .sandbox
-                    .and_then(|c| c.tmp.as_ref())
-                    .map(|tmp| TMPDIR_VAR.len() + tmp.as_os_str().len()),
-            )
-            .plus_variable(
-                launch
-                    .startup_file
-                    .map(|f| STARTUP_FILE_VAR.len() + f.as_os_str().len()),
-            ),
+        Extra::default().plus_variable(
+            launch
+                .sandbox
+                .and_then(|c| c.tmp.as_ref())
+                .map(|tmp| TMPDIR_VAR.len() + tmp.as_os_str().len()),
+        ),
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
@@ -177,10 +168,6 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     cmd.envs(launch.env)
         .envs(launch.managed)
         .env(OWNER_MARKER, owner.marker());
-    if let Some(file) = launch.startup_file {
-        // Ours alone: callers' and ambient `BASH_ENV` are refused or removed (exec::env).
-        cmd.env(STARTUP_FILE_VAR, file);
-    }
     cmd.current_dir(launch.cwd)
         .process_group(0)
         .kill_on_drop(true)
@@ -235,30 +222,6 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
 
 /// The variable naming a confined command's private temporary directory.
 const TMPDIR_VAR: &str = "TMPDIR";
-
-/// The variable naming the startup file bash sources before a non-interactive command.
-const STARTUP_FILE_VAR: &str = "BASH_ENV";
-
-/// Writes the startup file that gives a shell the soft open-file limit `soft` back, in `dir`
-/// (private), and returns its path. Setting the limit in the shell itself, before the command,
-/// is the one way without `unsafe` (no `pre_exec`) that cannot race the command: a `prlimit`
-/// on the child after the spawn can lose to a fast command. The file unsets `BASH_ENV`, so the
-/// command sees no trace of it and nested shells do not source it again. Written whole under a
-/// temporary name and renamed: a daemon sharing the directory never reads half of it.
-pub(crate) fn write_startup_file(dir: &Path, soft: u64) -> io::Result<PathBuf> {
-    super::output::ensure_private_dir(dir)?;
-    let path = dir.join(format!("open-file-limit-{soft}.bash"));
-    let temporary = dir.join(format!(
-        "open-file-limit-{soft}.bash.{}.tmp",
-        std::process::id()
-    ));
-    std::fs::write(
-        &temporary,
-        format!("ulimit -Sn {soft} 2>/dev/null; unset {STARTUP_FILE_VAR}\n"),
-    )?;
-    std::fs::rename(&temporary, &path)?;
-    Ok(path)
-}
 
 fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
     let bad = |source| ExecError::BadCwd {
@@ -504,7 +467,6 @@ mod tests {
             stdin: None,
             sandbox: None,
             scope: "test",
-            startup_file: None,
         }
     }
 

@@ -93,6 +93,7 @@ fn the_tour_works_with_no_new_privileges_and_a_private_umask() {
         home,
         socket,
         log,
+        user: None,
     };
     daemon.wait_ready();
 
