@@ -16,7 +16,7 @@ use super::convert::{
 };
 use dsh_core::agent::{AgentRegistry, ApprovalAnswer, WatchScope, Watcher};
 use dsh_core::sandbox::SandboxPolicy;
-use dsh_core::session::ApprovalVerdict;
+use dsh_core::session::{ApprovalScope, ApprovalVerdict};
 
 /// The `Agents` service.
 pub struct AgentsService {
@@ -182,9 +182,31 @@ impl agents_server::Agents for AgentsService {
                 )));
             }
         };
+        let scope = match v1::ApprovalScope::try_from(req.scope) {
+            Ok(v1::ApprovalScope::Unspecified | v1::ApprovalScope::Once) => ApprovalScope::Once,
+            Ok(v1::ApprovalScope::Session) if verdict == ApprovalVerdict::Allow => {
+                ApprovalScope::Session
+            }
+            Ok(v1::ApprovalScope::Session) => {
+                return Err(Status::invalid_argument(
+                    "scope: APPROVAL_SCOPE_SESSION goes with APPROVAL_DECISION_ALLOW only; a denial holds for this call",
+                ));
+            }
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "scope: must be APPROVAL_SCOPE_ONCE or APPROVAL_SCOPE_SESSION, got {}",
+                    req.scope
+                )));
+            }
+        };
         let reason = (!req.reason.trim().is_empty()).then_some(req.reason);
+        let answer = ApprovalAnswer {
+            verdict,
+            reason,
+            scope,
+        };
         self.agents
-            .approve(&id, &req.call_id, ApprovalAnswer { verdict, reason })
+            .approve(&id, &req.call_id, answer)
             .map_err(agent_status)?;
         Ok(Response::new(v1::ApproveResponse {}))
     }

@@ -93,6 +93,15 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         turns,
         sandbox: Some(sandbox_wire(agent.context().sandbox)),
         approval: approval_wire(agent.approval()) as i32,
+        approval_rules: agent
+            .approval_rules()
+            .into_iter()
+            .map(|r| v1::ApprovalRule {
+                tool: r.tool,
+                command: r.command,
+                cwd: r.cwd,
+            })
+            .collect(),
     }
 }
 

@@ -371,12 +371,30 @@ async fn bad_watch_and_approve_requests_name_their_field_and_unknown_ones_are_no
         call_id: call_id.to_owned(),
         decision,
         reason: String::new(),
+        scope: 0,
     };
     let status = agents.approve(approve("c1", 0)).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().starts_with("decision: "), "{status:?}");
     let status = agents.approve(approve("", 1)).await.unwrap_err();
     assert!(status.message().starts_with("call_id: "), "{status:?}");
+    let status = agents
+        .approve(v1::ApproveRequest {
+            scope: v1::ApprovalScope::Session as i32,
+            ..approve("c1", v1::ApprovalDecision::Deny as i32)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("scope: "), "{status:?}");
+    let status = agents
+        .approve(v1::ApproveRequest {
+            scope: 7,
+            ..approve("c1", 1)
+        })
+        .await
+        .unwrap_err();
+    assert!(status.message().starts_with("scope: "), "{status:?}");
     let status = agents.approve(approve("c1", 1)).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::NotFound);
     assert!(

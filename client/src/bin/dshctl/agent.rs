@@ -115,7 +115,7 @@ impl SandboxArgs {
 
 impl ModelArgs {
     /// The approval policy for the wire (unspecified when not given).
-    fn approval(&self) -> i32 {
+    pub(crate) fn approval(&self) -> i32 {
         let policy = match self.approval.as_deref() {
             Some("never") => v1::ApprovalPolicy::Never,
             Some("on-request") => v1::ApprovalPolicy::OnRequest,
@@ -125,19 +125,24 @@ impl ModelArgs {
         policy as i32
     }
 
-    fn spec(&self) -> anyhow::Result<v1::ModelSpec> {
+    /// The provider named on the command line: `--model`, or `scripted` for `--script`.
+    pub(crate) fn provider_named(&self) -> Option<String> {
+        match (&self.provider, &self.script) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(_)) => Some("scripted".to_owned()),
+            (None, None) => None,
+        }
+    }
+
+    /// The model spec for the wire (the script read now).
+    pub(crate) fn spec(&self) -> anyhow::Result<v1::ModelSpec> {
         let script_json = match &self.script {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read script {}", path.display()))?,
             None => String::new(),
         };
-        let provider = match (&self.provider, &self.script) {
-            (Some(p), _) => p.clone(),
-            (None, Some(_)) => "scripted".to_owned(),
-            (None, None) => String::new(),
-        };
         Ok(v1::ModelSpec {
-            provider,
+            provider: self.provider_named().unwrap_or_default(),
             model: self.model_name.clone().unwrap_or_default(),
             script_json,
         })
@@ -287,6 +292,13 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
         writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
     }
     writeln!(w, "approval {}", wire::approval_name(a.approval))?;
+    for rule in &a.approval_rules {
+        writeln!(
+            w,
+            "allowed  {} `{}` in {} (for this session)",
+            rule.tool, rule.command, rule.cwd
+        )?;
+    }
     if let Some(h) = &a.header {
         writeln!(w, "cwd      {}", h.cwd)?;
         if let Some(parent) = &h.parent_session {

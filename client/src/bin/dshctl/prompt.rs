@@ -200,6 +200,7 @@ async fn answer_at_the_terminal(client: &Client, request: &v1::Event) -> anyhow:
             call_id,
             decision: decision as i32,
             reason,
+            scope: v1::ApprovalScope::Once as i32,
         })
         .await;
     match answered {

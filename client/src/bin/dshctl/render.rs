@@ -87,10 +87,15 @@ impl Screen {
                     .as_str()
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default();
+                let until = if data["scope"] == "session" {
+                    ", and the same request for this session"
+                } else {
+                    ""
+                };
                 self.line(
                     w,
                     e,
-                    format!("{verdict} call {} ({}){why}", text("callId"), text("by")),
+                    format!("{verdict} call {} ({}{until}){why}", text("callId"), text("by")),
                 )
             }
             "turn/end" => {

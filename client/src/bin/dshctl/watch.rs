@@ -67,6 +67,10 @@ pub struct ApproveArgs {
     /// Refuse the call; the model is told, with the reason.
     #[arg(long)]
     deny: bool,
+    /// With --allow: also allow every identical request (same tool, command and directory) of
+    /// this agent from now on, without asking; `dshctl agent show` lists these rules.
+    #[arg(long, requires = "allow")]
+    always: bool,
     /// Why (the model sees it on a denial).
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
@@ -85,11 +89,22 @@ pub async fn approve(client: &Client, out: Output, args: ApproveArgs) -> anyhow:
             call_id: args.call.clone(),
             decision: decision as i32,
             reason: args.reason.clone().unwrap_or_default(),
+            scope: if args.always {
+                v1::ApprovalScope::Session
+            } else {
+                v1::ApprovalScope::Once
+            } as i32,
         })
         .await?;
     let word = if args.allow { "allowed" } else { "denied" };
+    let scope = if args.always { "session" } else { "once" };
+    let until = if args.always {
+        " (and the same request from now on)"
+    } else {
+        ""
+    };
     out.emit(
-        &json!({ "agent_id": args.agent, "call_id": args.call, "decision": if args.allow { "allow" } else { "deny" } }),
-        |w| writeln!(w, "{word} call {} of {}", args.call, args.agent),
+        &json!({ "agent_id": args.agent, "call_id": args.call, "decision": if args.allow { "allow" } else { "deny" }, "scope": scope }),
+        |w| writeln!(w, "{word} call {} of {}{until}", args.call, args.agent),
     )
 }

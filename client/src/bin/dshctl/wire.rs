@@ -28,6 +28,7 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "parent_agent_id": a.parent_agent_id,
         "turns": a.turns,
         "approval": approval_name(a.approval),
+        "approval_rules": a.approval_rules.iter().map(|r| json!({"tool": r.tool, "command": r.command, "cwd": r.cwd})).collect::<Vec<_>>(),
         "header": a.header.as_ref().map(header),
         "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),
     })

@@ -1,7 +1,9 @@
 //! Asking a person before a tool call runs (the agent's approval policy, or a PreToolUse hook's
 //! "ask"). The request is logged, so every watcher of the agent sees it; a client answers with
 //! `Agents.Approve`. It fails closed: no answer within the configured time, nobody watching the
-//! agent, or a cancelled turn all deny the call, and the model is told why.
+//! agent, or a cancelled turn all deny the call, and the model is told why. A client may allow
+//! "for this session": the agent then keeps a rule and allows the same request (tool, command,
+//! directory) again without asking, logging each such decision as made `by` the rule.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -12,7 +14,7 @@ use tokio::sync::oneshot;
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, ToolExecution};
-use crate::session::{ApprovalPolicy, ApprovalSource, ApprovalVerdict, EventData};
+use crate::session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 
 /// A client's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +23,29 @@ pub struct ApprovalAnswer {
     pub verdict: ApprovalVerdict,
     /// Why (shown to the model on a denial).
     pub reason: Option<String>,
+    /// This call only, or (an allow only) every identical request of the live agent.
+    pub scope: ApprovalScope,
 }
 
-/// One agent's approval requests waiting for an answer, by call id.
+/// A request a client allowed for the rest of the live agent's life: the same tool with the same
+/// command (a bash command, or another tool's arguments as JSON) in the same directory is allowed
+/// without asking. Exact text, no patterns: what was allowed is what a person saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRule {
+    /// The tool, e.g. `bash`.
+    pub tool: String,
+    /// The command exactly as the request showed it.
+    pub command: String,
+    /// Where it runs, as the request showed it.
+    pub cwd: String,
+}
+
+/// One agent's approval requests waiting for an answer, by call id, and the rules its clients
+/// made.
 #[derive(Debug, Default)]
 pub(crate) struct Approvals {
     pending: Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>,
+    rules: Mutex<Vec<ApprovalRule>>,
 }
 
 impl Approvals {
@@ -43,6 +62,28 @@ impl Approvals {
     /// Withdraws a request; false when an answer took it first.
     fn withdraw(&self, call: &str) -> bool {
         self.lock().remove(call).is_some()
+    }
+
+    /// The rules made so far, oldest first.
+    pub(crate) fn rules(&self) -> Vec<ApprovalRule> {
+        self.rules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn allows(&self, rule: &ApprovalRule) -> bool {
+        self.rules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(rule)
+    }
+
+    fn remember(&self, rule: ApprovalRule) {
+        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
     }
 
     /// Answers the request of call `call`; false when no such request waits.
@@ -99,6 +140,24 @@ pub(crate) async fn ask(
     let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
     let timeout = services.approval.timeout;
     let (command, cwd) = describe(exec, arguments);
+    let rule = ApprovalRule {
+        tool: exec.tool_name.clone(),
+        command,
+        cwd,
+    };
+    if agent.approvals().allows(&rule) {
+        agent.append(EventData::ApprovalDecision {
+            turn,
+            step,
+            call_id: exec.call_id.clone(),
+            decision: ApprovalVerdict::Allow,
+            by: ApprovalSource::Rule,
+            reason: None,
+            scope: ApprovalScope::Once,
+        });
+        tracing::info!(call_id = %exec.call_id, "allowed by a rule of this session");
+        return Ok(());
+    }
     // Registered before it is announced, so an answer can never miss it.
     let mut answer = agent.approvals().register(&exec.call_id);
     let mut departures = agent.departures();
@@ -106,27 +165,30 @@ pub(crate) async fn ask(
         turn,
         step,
         call_id: exec.call_id.clone(),
-        tool: exec.tool_name.clone(),
-        command,
-        cwd,
+        tool: rule.tool.clone(),
+        command: rule.command.clone(),
+        cwd: rule.cwd.clone(),
         reason: reason.clone(),
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
     });
     tracing::info!(call_id = %exec.call_id, %reason, "a tool call waits for approval");
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
+    let once = ApprovalScope::Once;
     let mut decided = loop {
         if !agent.watched() {
-            break (ApprovalVerdict::Deny, ApprovalSource::Unwatched, None);
+            break (ApprovalVerdict::Deny, ApprovalSource::Unwatched, None, once);
         }
         tokio::select! {
             got = &mut answer => break match got {
-                Ok(a) => (a.verdict, ApprovalSource::Client, a.reason),
-                Err(_) => (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None),
+                Ok(a) => (a.verdict, ApprovalSource::Client, a.reason, a.scope),
+                Err(_) => (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once),
             },
-            () = &mut deadline => break (ApprovalVerdict::Deny, ApprovalSource::Timeout, None),
+            () = &mut deadline => {
+                break (ApprovalVerdict::Deny, ApprovalSource::Timeout, None, once);
+            }
             () = exec.cancel.cancelled() => {
-                break (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None);
+                break (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once);
             }
             // A watcher left: check again whether anyone still watches.
             _ = departures.changed() => {}
@@ -135,10 +197,18 @@ pub(crate) async fn ask(
     if decided.1 != ApprovalSource::Client && !agent.approvals().withdraw(&exec.call_id) {
         // A client's answer took the request first: it stands.
         if let Ok(a) = answer.try_recv() {
-            decided = (a.verdict, ApprovalSource::Client, a.reason);
+            decided = (a.verdict, ApprovalSource::Client, a.reason, a.scope);
         }
     }
-    let (verdict, by, client_reason) = decided;
+    let (verdict, by, client_reason, scope) = decided;
+    // Only a client's allow makes a rule (the RPC refuses a denial for the session).
+    let scope = match (verdict, by) {
+        (ApprovalVerdict::Allow, ApprovalSource::Client) => scope,
+        _ => ApprovalScope::Once,
+    };
+    if scope == ApprovalScope::Session {
+        agent.approvals().remember(rule);
+    }
     agent.append(EventData::ApprovalDecision {
         turn,
         step,
@@ -146,6 +216,7 @@ pub(crate) async fn ask(
         decision: verdict,
         by,
         reason: client_reason.clone(),
+        scope,
     });
     tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), by = by.as_str(), "approval decided");
     match (verdict, by) {
@@ -163,7 +234,7 @@ pub(crate) async fn ask(
         (ApprovalVerdict::Deny, ApprovalSource::Unwatched) => Err(format!(
             "Error: the call needed approval ({reason}) and nobody is watching this agent to give it, so it was denied"
         )),
-        (ApprovalVerdict::Deny, ApprovalSource::Cancelled) => {
+        (ApprovalVerdict::Deny, ApprovalSource::Cancelled | ApprovalSource::Rule) => {
             Err("Error: the turn was cancelled while the call waited for approval".to_owned())
         }
     }
@@ -194,6 +265,7 @@ mod tests {
         let allow = ApprovalAnswer {
             verdict: ApprovalVerdict::Allow,
             reason: None,
+            scope: ApprovalScope::Once,
         };
         assert!(!approvals.answer("c1", allow.clone()));
         let mut rx = approvals.register("c1");
@@ -201,5 +273,23 @@ mod tests {
         assert!(!approvals.answer("c1", allow.clone()), "answered once");
         assert_eq!(rx.try_recv().unwrap(), allow);
         assert!(!approvals.withdraw("c1"));
+    }
+
+    #[test]
+    fn a_rule_allows_only_the_same_tool_command_and_directory() {
+        let approvals = Approvals::default();
+        let rule = |tool: &str, command: &str, cwd: &str| ApprovalRule {
+            tool: tool.into(),
+            command: command.into(),
+            cwd: cwd.into(),
+        };
+        assert!(!approvals.allows(&rule(BASH, "make", "/w")));
+        approvals.remember(rule(BASH, "make", "/w"));
+        approvals.remember(rule(BASH, "make", "/w"));
+        assert_eq!(approvals.rules().len(), 1, "remembered once");
+        assert!(approvals.allows(&rule(BASH, "make", "/w")));
+        assert!(!approvals.allows(&rule(BASH, "make ", "/w")));
+        assert!(!approvals.allows(&rule(BASH, "make", "/w/sub")));
+        assert!(!approvals.allows(&rule("job_kill", "make", "/w")));
     }
 }

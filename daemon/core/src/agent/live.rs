@@ -186,6 +186,12 @@ impl Agent {
         self.hub.watching(self)
     }
 
+    /// The requests its clients allowed for the rest of its life ("allow for this session"),
+    /// oldest first.
+    pub fn approval_rules(&self) -> Vec<super::approval::ApprovalRule> {
+        self.approvals.rules()
+    }
+
     /// Its tool calls waiting for approval.
     pub(crate) fn approvals(&self) -> &super::approval::Approvals {
         &self.approvals

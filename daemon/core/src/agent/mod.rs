@@ -16,7 +16,7 @@ mod streams;
 mod turn;
 pub mod watch;
 
-pub use approval::ApprovalAnswer;
+pub use approval::{ApprovalAnswer, ApprovalRule};
 pub use live::{Agent, AgentStatus};
 pub use model::{InvalidModel, ModelChoice, ProviderFactory, UnusableModel};
 pub use registry::{AgentError, AgentRegistry, TurnHandle, Unsaved};

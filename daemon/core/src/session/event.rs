@@ -5,7 +5,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{ApprovalPolicy, ApprovalSource, ApprovalVerdict};
+use super::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict};
 
 /// One event of a session log. `seq` is its index in the log (contiguous from 0); `time` is Unix
 /// milliseconds at append.
@@ -312,11 +312,16 @@ event_vocabulary! {
         step: u32,
         call_id: String,
         decision: ApprovalVerdict,
-        /// Who decided: a client, or the timeout, the absence of watchers, a cancellation.
+        /// Who decided: a client, or the timeout, the absence of watchers, a cancellation, or
+        /// a rule a client made earlier (then no `approval/request` precedes it).
         by: ApprovalSource,
         /// The client's reason, if it gave one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// `session` when the client's allow also made a rule for the rest of the live agent's
+        /// life; absent (`once`) otherwise.
+        #[serde(default, skip_serializing_if = "ApprovalScope::is_once")]
+        scope: ApprovalScope,
     },
 }
 

@@ -20,7 +20,8 @@ pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cw
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
 pub use settings::{
-    AgentSettings, ApprovalPolicy, ApprovalSource, ApprovalVerdict, recorded_settings,
+    AgentSettings, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
+    recorded_settings,
 };
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and

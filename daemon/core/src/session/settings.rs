@@ -78,6 +78,36 @@ pub enum ApprovalSource {
     Unwatched,
     /// The turn was cancelled while the request waited: denied.
     Cancelled,
+    /// A rule a client made earlier in the session ("allow for this session") allowed the call;
+    /// nobody was asked.
+    Rule,
+}
+
+/// How long a client's allow holds: this call only, or every identical request (same tool,
+/// command and directory) of the live agent from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalScope {
+    /// This call only.
+    #[default]
+    Once,
+    /// This call and every identical request of the agent while it is live.
+    Session,
+}
+
+impl ApprovalScope {
+    /// True for [`ApprovalScope::Once`] (the default, left out of the log).
+    pub fn is_once(&self) -> bool {
+        *self == Self::Once
+    }
+
+    /// `once` or `session`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Once => "once",
+            Self::Session => "session",
+        }
+    }
 }
 
 impl ApprovalSource {
@@ -88,6 +118,7 @@ impl ApprovalSource {
             Self::Timeout => "timeout",
             Self::Unwatched => "unwatched",
             Self::Cancelled => "cancelled",
+            Self::Rule => "rule",
         }
     }
 }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{
-    AbortCause, ApprovalPolicy, ApprovalSource, ApprovalVerdict, AssistantMessage, Event,
-    EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage, UserMessage,
+    AbortCause, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, AssistantMessage,
+    Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
@@ -233,10 +233,12 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                 ApprovalSource::Timeout,
                 ApprovalSource::Unwatched,
                 ApprovalSource::Cancelled,
+                ApprovalSource::Rule,
             ]),
             prop::option::of(text()),
+            prop::sample::select(vec![ApprovalScope::Once, ApprovalScope::Session]),
         )
-            .prop_map(|(turn, step, call_id, allow, by, reason)| {
+            .prop_map(|(turn, step, call_id, allow, by, reason, scope)| {
                 EventData::ApprovalDecision {
                     turn,
                     step,
@@ -248,6 +250,7 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                     },
                     by,
                     reason,
+                    scope,
                 }
             }),
     ]

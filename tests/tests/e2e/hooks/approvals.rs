@@ -177,6 +177,63 @@ fn under_the_always_policy_every_bash_call_waits_for_approval() {
 }
 
 #[test]
+fn an_allow_for_the_session_allows_the_same_request_again_without_asking() {
+    let w = World::new(|_| Setup {
+        hooks_toml: "[approvals]\npolicy = \"always\"\n".into(),
+        ..Setup::default()
+    });
+    let append = format!("echo x >> {}", w.q("log"));
+    let other = format!("touch {}", w.q("other"));
+    let agent = w.agent(&json!({"replies": [
+        {"tool_calls": [{"id": "a1", "name": "bash", "arguments": {"command": append}}]},
+        {"tool_calls": [{"id": "a2", "name": "bash", "arguments": {"command": append}}]},
+        {"tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": other}}]},
+        {"text": "done"},
+    ]}));
+    let running = w.prompt_in_background(&agent, "go");
+    wait_for_request(&w, &agent, 1);
+    let answered = approve(&w, &agent, "a1", &["--allow", "--always"]);
+    assert_eq!(answered["scope"], "session", "{answered}");
+    // The same command again is allowed by the rule; another command still asks.
+    let request = wait_for_request(&w, &agent, 2);
+    assert_eq!(request["callId"], "b1", "the repeated command asked again");
+    let shown = w.daemon.dshctl_json(&["agent", "show", &agent]);
+    assert_eq!(
+        shown["approval_rules"],
+        json!([{"tool": "bash", "command": append, "cwd": w.cwd.to_str().unwrap()}]),
+        "{shown}"
+    );
+    approve(&w, &agent, "b1", &["--allow"]);
+    let turn = Turn::wait(running);
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert_eq!(std::fs::read_to_string(w.path("log")).unwrap(), "x\nx\n");
+    assert!(w.path("other").exists());
+    let decisions: Vec<_> = turn
+        .of_type("approval/decision")
+        .iter()
+        .map(|d| {
+            let d = &d["data"];
+            (d["callId"].clone(), d["by"].clone(), d["scope"].clone())
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (json!("a1"), json!("client"), json!("session")),
+            (json!("a2"), json!("rule"), Value::Null),
+            (json!("b1"), json!("client"), Value::Null),
+        ]
+    );
+    // A rule made once is listed once; an allow for this call only makes none.
+    let shown = w.daemon.dshctl_json(&["agent", "show", &agent]);
+    assert_eq!(
+        shown["approval_rules"].as_array().unwrap().len(),
+        1,
+        "{shown}"
+    );
+}
+
+#[test]
 fn with_nobody_watching_the_agent_a_request_is_denied_at_once() {
     // The hook asks about the second call only (the first is a `cat`, which it lets through).
     let hook = hook_file(&[(

@@ -294,6 +294,7 @@ async fn decision(w: &World, id: &SessionId, answer: Option<ApprovalVerdict>) ->
         let answer = ApprovalAnswer {
             verdict,
             reason: Some("because".into()),
+            scope: crate::session::ApprovalScope::Once,
         };
         w.registry.approve(id, "c1", answer.clone()).unwrap();
         assert!(
@@ -387,6 +388,7 @@ async fn an_unknown_call_is_not_pending() {
             ApprovalAnswer {
                 verdict: ApprovalVerdict::Allow,
                 reason: None,
+                scope: crate::session::ApprovalScope::Once,
             },
         )
         .unwrap_err();
