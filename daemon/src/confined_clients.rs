@@ -57,7 +57,7 @@ fn refusal(path: &str, info: &ConnectionInfo) -> tonic::Status {
     tonic::Status::permission_denied(format!(
         "{method} is refused: this client {}, and a client inside a sandbox may only read from dshd \
          (status, sessions and their events, agents, jobs, variables); run it from outside the sandbox",
-        info.peer
+        info.peer.provenance
     ))
 }
 
@@ -98,7 +98,7 @@ where
         // A connection that did not come through the accept loop (none in dshd) has no peer; the
         // accept loop places every real one.
         if let Some(info) = request.extensions().get::<ConnectionInfo>()
-            && info.peer.is_confined()
+            && info.peer.provenance.is_confined()
             && !allowed(path)
         {
             let status = refusal(path, info);
@@ -190,15 +190,21 @@ mod tests {
     /// PERMISSION_DENIED; its reading calls and every call of an unconfined client go through.
     #[tokio::test]
     async fn confined_clients_reach_the_service_only_to_read() {
-        use dsh_core::exec::{Provenance, UnknownReason};
+        use dsh_core::exec::{CommandOrigin, Provenance, UnknownReason};
         use dsh_core::sandbox::{Network, SandboxMode, SandboxPolicy};
         use tower::{Layer, Service, ServiceExt};
-        let confined = Provenance::Command(SandboxPolicy {
+        let command = |sandbox| {
+            Provenance::Command(CommandOrigin {
+                sandbox,
+                agent: None,
+            })
+        };
+        let confined = command(SandboxPolicy {
             mode: SandboxMode::ReadOnly,
             network: Network::On,
         });
         let cases = [
-            (confined, "/dsh.v1.Shell/Run", false),
+            (confined.clone(), "/dsh.v1.Shell/Run", false),
             (confined, "/dsh.v1.Daemon/Status", true),
             (
                 Provenance::Unknown(UnknownReason::Orphan),
@@ -207,7 +213,7 @@ mod tests {
             ),
             (Provenance::Outside, "/dsh.v1.Shell/Run", true),
             (
-                Provenance::Command(SandboxPolicy::UNCONFINED),
+                command(SandboxPolicy::UNCONFINED),
                 "/dsh.v1.Shell/Run",
                 true,
             ),
@@ -222,7 +228,9 @@ mod tests {
             let mut request = http::Request::builder().uri(path).body(()).unwrap();
             request
                 .extensions_mut()
-                .insert(ConnectionInfo::detached(peer));
+                .insert(ConnectionInfo::detached(crate::peer::Peer::at(
+                    peer.clone(),
+                )));
             let response = service.ready().await.unwrap().call(request).await.unwrap();
             let status = tonic::Status::from_header_map(response.headers());
             assert_eq!(status.is_none(), reaches, "{peer:?} {path}");

@@ -29,12 +29,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use dsh_core::exec::Provenance;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::transport::server::Connected;
+
+use crate::peer::Peer;
 
 /// Default for [`crate::config::Config::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
@@ -120,18 +121,18 @@ impl Drop for RequestGuard {
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
     state: Arc<ConnectionState>,
-    /// Where the client runs: a confined command's client is served less
-    /// ([`crate::confined_clients`]).
-    pub peer: Provenance,
+    /// Who the client is and where it runs: a client inside a command is served less
+    /// ([`crate::confined_clients`], jobs, approvals).
+    pub peer: Arc<Peer>,
 }
 
 #[cfg(test)]
 impl ConnectionInfo {
     /// The info of a connection from `peer` that no [`Tracked`] watches.
-    pub(crate) fn detached(peer: Provenance) -> Self {
+    pub(crate) fn detached(peer: Peer) -> Self {
         Self {
             state: Arc::new(ConnectionState::new()),
-            peer,
+            peer: Arc::new(peer),
         }
     }
 }
@@ -141,8 +142,8 @@ impl ConnectionInfo {
 #[derive(Debug)]
 pub struct Tracked<IO> {
     io: IO,
-    /// Where the client runs, told once when the connection was accepted.
-    peer: Provenance,
+    /// Who the client is and where it runs, told once when the connection was accepted.
+    peer: Arc<Peer>,
     state: Arc<ConnectionState>,
     idle_timeout: Duration,
     /// Armed at the moment the connection would become idle; re-armed lazily when it fires early.
@@ -163,14 +164,14 @@ impl<IO> Tracked<IO> {
     /// `shutdown` is cancelled. Must be called inside the tokio runtime.
     pub fn new(
         io: IO,
-        peer: Provenance,
+        peer: Peer,
         idle_timeout: Duration,
         slot: Option<OwnedSemaphorePermit>,
         shutdown: Option<CancellationToken>,
     ) -> Self {
         Self {
             io,
-            peer,
+            peer: Arc::new(peer),
             state: Arc::new(ConnectionState::new()),
             idle_timeout,
             timer: Box::pin(tokio::time::sleep(idle_timeout)),
@@ -296,7 +297,7 @@ impl<IO> Connected for Tracked<IO> {
     fn connect_info(&self) -> ConnectionInfo {
         ConnectionInfo {
             state: self.state.clone(),
-            peer: self.peer,
+            peer: self.peer.clone(),
         }
     }
 }
@@ -356,7 +357,7 @@ impl Admission {
 
     /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it
     /// (closing the connection at once) and returns `None`. Never waits.
-    pub fn admit<IO>(&mut self, io: IO, peer: Provenance) -> Option<Tracked<IO>> {
+    pub fn admit<IO>(&mut self, io: IO, peer: Peer) -> Option<Tracked<IO>> {
         match self.occupancy.slots.clone().try_acquire_owned() {
             Ok(slot) => Some(Tracked::new(
                 io,
@@ -514,7 +515,7 @@ mod tests {
     async fn a_silent_connection_ends_after_the_idle_timeout() {
         let (server, _client) = tokio::io::duplex(64);
         let started = Instant::now();
-        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Peer::in_process(), IDLE, None, None);
         assert_eq!(
             read_to_eof(&mut tracked, EVENTUALLY).await,
             Some(Vec::new())
@@ -527,7 +528,7 @@ mod tests {
     #[tokio::test]
     async fn bytes_in_either_direction_restart_the_idle_clock() {
         let (server, mut client) = tokio::io::duplex(64);
-        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Peer::in_process(), IDLE, None, None);
         let mut buf = [0u8; 8];
         client.write_all(b"ping").await.unwrap();
         assert_eq!(tracked.read(&mut buf).await.unwrap(), 4);
@@ -547,7 +548,7 @@ mod tests {
     #[tokio::test]
     async fn an_open_request_keeps_a_silent_connection_until_it_ends() {
         let (server, _client) = tokio::io::duplex(64);
-        let mut tracked = Tracked::new(server, Provenance::Outside, IDLE, None, None);
+        let mut tracked = Tracked::new(server, Peer::in_process(), IDLE, None, None);
         let request = tracked.connect_info().state.begin_request();
         // The scenario: a request silent for several idle timeouts.
         assert!(read_to_eof(&mut tracked, IDLE * 4).await.is_none());
@@ -569,8 +570,8 @@ mod tests {
         let token = CancellationToken::new();
         let (silent, _a) = tokio::io::duplex(64);
         let (spoke, mut client) = tokio::io::duplex(64);
-        let mut silent = Tracked::new(silent, Provenance::Outside, long, None, Some(token.clone()));
-        let mut spoke = Tracked::new(spoke, Provenance::Outside, long, None, Some(token.clone()));
+        let mut silent = Tracked::new(silent, Peer::in_process(), long, None, Some(token.clone()));
+        let mut spoke = Tracked::new(spoke, Peer::in_process(), long, None, Some(token.clone()));
         client.write_all(b"PRI").await.unwrap();
         assert_eq!(spoke.read(&mut [0u8; 8]).await.unwrap(), 3);
         token.cancel();
@@ -585,14 +586,14 @@ mod tests {
         let mut admission = Admission::new(occupancy.clone(), IDLE, CancellationToken::new());
         assert_eq!((occupancy.open(), occupancy.max()), (0, 2));
         let first = admission
-            .admit(tokio::io::duplex(8).0, Provenance::Outside)
+            .admit(tokio::io::duplex(8).0, Peer::in_process())
             .unwrap();
         let _second = admission
-            .admit(tokio::io::duplex(8).0, Provenance::Outside)
+            .admit(tokio::io::duplex(8).0, Peer::in_process())
             .unwrap();
         assert_eq!(occupancy.open(), 2);
         let (refused, mut peer) = tokio::io::duplex(8);
-        assert!(admission.admit(refused, Provenance::Outside).is_none());
+        assert!(admission.admit(refused, Peer::in_process()).is_none());
         assert_eq!(occupancy.open(), 2, "a refused connection holds no slot");
         // The refused connection was closed: its peer reads EOF at once.
         let mut out = Vec::new();
@@ -601,7 +602,7 @@ mod tests {
         assert_eq!(occupancy.open(), 1);
         assert!(
             admission
-                .admit(tokio::io::duplex(8).0, Provenance::Outside)
+                .admit(tokio::io::duplex(8).0, Peer::in_process())
                 .is_some()
         );
     }
@@ -617,7 +618,7 @@ mod tests {
         let mut request = http::Request::new(());
         request.extensions_mut().insert(ConnectionInfo {
             state: state.clone(),
-            peer: Provenance::Outside,
+            peer: Arc::new(Peer::in_process()),
         });
         let response = service.ready().await.unwrap().call(request).await.unwrap();
         assert_eq!(state.open_requests(), 1, "the body is still to be sent");

@@ -14,8 +14,6 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use dsh_core::exec::{Provenance, UnknownReason};
-
 use crate::config::Config;
 use crate::connection::{self, Admission, Occupancy, Tracked};
 use crate::daemon::Daemon;
@@ -257,10 +255,7 @@ fn accept_own_user(
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == own_uid => {
                     // Told now, while the client that connected is surely alive.
-                    let peer = cred.pid().map_or(
-                        Provenance::Unknown(UnknownReason::Vanished),
-                        dsh_core::exec::provenance,
-                    );
+                    let peer = crate::peer::Peer::place(cred.pid(), cred.uid());
                     let Some(stream) = admission.admit(stream, peer) else {
                         continue;
                     };

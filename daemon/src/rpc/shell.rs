@@ -8,7 +8,8 @@ use tonic::{Request, Response, Status};
 
 use super::callers::Callers;
 use super::convert::{exec_status, sandbox_policy};
-use dsh_core::exec::{CommandOutcome, JobId, JobInfo, JobState};
+use crate::peer::{self, Peer};
+use dsh_core::exec::{CommandOutcome, ExecError, JobId, JobInfo, JobState};
 use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::shell::{Command, Ran, RunError, Shell};
 
@@ -24,6 +25,19 @@ impl ShellService {
     /// A service running commands through `shell` for `callers`.
     pub fn new(shell: Shell, callers: Callers) -> Self {
         Self { shell, callers }
+    }
+
+    /// Job `id`, when `peer` may see it: a client inside an agent's command sees that agent's
+    /// jobs only (`Provenance::may_see_jobs_of`). Another's is NOT_FOUND exactly as an unknown
+    /// job is, so its existence is not told, and nothing of it is read or consumed.
+    fn visible_job(&self, peer: &Peer, id: &JobId) -> Result<(), Status> {
+        let info = self.shell.executor().job_info(id).map_err(exec_status)?;
+        if peer.provenance.may_see_jobs_of(info.owner.as_ref()) {
+            Ok(())
+        } else {
+            tracing::info!(job = %id, client = %peer.provenance, "job hidden from a client inside another agent's command");
+            Err(exec_status(ExecError::UnknownJob(id.clone())))
+        }
     }
 }
 
@@ -126,7 +140,9 @@ impl shell_server::Shell for ShellService {
         &self,
         request: Request<v1::JobOutputRequest>,
     ) -> Reply<v1::JobOutputResponse> {
+        let peer = peer::of(&request);
         let id = job_id(request.into_inner().job_id)?;
+        self.visible_job(&peer, &id)?;
         let output = self.shell.executor().job_output(&id).map_err(exec_status)?;
         let (running, end) = match &output.state {
             dsh_core::exec::JobState::Running => (true, None),
@@ -147,7 +163,9 @@ impl shell_server::Shell for ShellService {
     }
 
     async fn job_kill(&self, request: Request<v1::JobKillRequest>) -> Reply<v1::JobKillResponse> {
+        let peer = peer::of(&request);
         let id = job_id(request.into_inner().job_id)?;
+        self.visible_job(&peer, &id)?;
         let killed = self.shell.executor().job_kill(&id).map_err(exec_status)?;
         Ok(Response::new(v1::JobKillResponse { killed }))
     }
@@ -156,6 +174,7 @@ impl shell_server::Shell for ShellService {
         &self,
         request: Request<v1::ListJobsRequest>,
     ) -> Reply<v1::ListJobsResponse> {
+        let peer = peer::of(&request);
         // Only a live agent's jobs are asked for: an unknown id is NOT_FOUND, not "no jobs".
         let owner = self.callers.live_agent(request.into_inner().agent_id)?;
         let jobs = self
@@ -163,6 +182,7 @@ impl shell_server::Shell for ShellService {
             .executor()
             .list_jobs(owner.as_ref())
             .iter()
+            .filter(|job| peer.provenance.may_see_jobs_of(job.owner.as_ref()))
             .map(job_info)
             .collect();
         Ok(Response::new(v1::ListJobsResponse { jobs }))

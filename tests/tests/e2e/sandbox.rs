@@ -8,6 +8,8 @@
 
 #[path = "sandbox/attacks.rs"]
 mod attacks;
+#[path = "sandbox/clients.rs"]
+mod clients;
 #[path = "sandbox/daemon_state.rs"]
 mod daemon_state;
 #[path = "sandbox/policy.rs"]

@@ -19,18 +19,28 @@ use std::fmt;
 
 use super::reaper::{read_stat, self_id, spawned_shell};
 use crate::sandbox::SandboxPolicy;
+use crate::session::SessionId;
 
 /// How far up the tree a walk goes before it gives up (real trees are a few levels deep).
 const MAX_DEPTH: usize = 512;
 
+/// A command this daemon started: under which sandbox, and on whose behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOrigin {
+    /// The sandbox it was started under ([`SandboxPolicy::UNCONFINED`] for unconfined ones).
+    pub sandbox: SandboxPolicy,
+    /// The agent it runs for: its model's calls and background jobs, and a client's `Shell.Run`
+    /// naming it. `None`: a command of no agent (a hook, a client's `Shell.Run` without one).
+    pub agent: Option<SessionId>,
+}
+
 /// Which of this daemon's commands a process descends from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provenance {
     /// Not a descendant of this daemon: the user's terminal, editor or service.
     Outside,
-    /// A descendant of a command this daemon is running (a model's or client's shell, a hook),
-    /// started under this sandbox ([`SandboxPolicy::UNCONFINED`] for unconfined ones).
-    Command(SandboxPolicy),
+    /// A descendant of a command this daemon is running (a model's or client's shell, a hook).
+    Command(CommandOrigin),
     /// A descendant of this daemon that cannot be placed: an orphan whose command has ended, or a
     /// process whose ancestry could not be read. Treat it as confined.
     Unknown(UnknownReason),
@@ -55,9 +65,29 @@ impl Provenance {
     pub fn is_confined(&self) -> bool {
         match self {
             Self::Outside => false,
-            Self::Command(policy) => policy.is_confined(),
+            Self::Command(origin) => origin.sandbox.is_confined(),
             Self::Unknown(_) => true,
         }
+    }
+
+    /// Whether the process may see the background jobs of `owner` (`None`: jobs of no agent):
+    /// from outside every command, all of them; from inside a command, only those of the agent
+    /// the command runs for (a command of no agent: only jobs of no agent); from a process that
+    /// cannot be placed, none. One agent's commands neither read (and so consume) another's job
+    /// output nor learn that its jobs exist.
+    pub fn may_see_jobs_of(&self, owner: Option<&SessionId>) -> bool {
+        match self {
+            Self::Outside => true,
+            Self::Command(origin) => origin.agent.as_ref() == owner,
+            Self::Unknown(_) => false,
+        }
+    }
+
+    /// Whether the process is a person's, as far as dshd can tell: one outside every command it
+    /// started. Anything a command started, confined or not (an agent's own job included), or
+    /// that cannot be placed, is not.
+    pub fn is_outside(&self) -> bool {
+        matches!(self, Self::Outside)
     }
 }
 
@@ -65,8 +95,8 @@ impl fmt::Display for Provenance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Outside => f.write_str("not started by dshd"),
-            Self::Command(policy) if policy.is_confined() => {
-                write!(f, "runs inside a command under sandbox {policy}")
+            Self::Command(origin) if origin.sandbox.is_confined() => {
+                write!(f, "runs inside a command under sandbox {}", origin.sandbox)
             }
             Self::Command(_) => f.write_str("runs inside an unconfined command"),
             Self::Unknown(UnknownReason::Orphan) => f.write_str(
@@ -83,6 +113,12 @@ impl fmt::Display for Provenance {
             }
         }
     }
+}
+
+/// Whether process `pid` has a controlling terminal (`None`: it is gone, or unreadable). A person
+/// answering from a shell has one; an editor, a service or a command dshd started has none.
+pub fn has_terminal(pid: i32) -> Option<bool> {
+    read_stat(pid).map(|stat| stat.tty != 0)
 }
 
 /// Which of this daemon's commands process `pid` descends from. Reads `/proc/<pid>/stat` of the

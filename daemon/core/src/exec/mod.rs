@@ -45,7 +45,7 @@ mod env;
 mod jobs;
 mod limits;
 mod lineage;
-pub use lineage::{Provenance, UnknownReason, provenance};
+pub use lineage::{CommandOrigin, Provenance, UnknownReason, has_terminal, provenance};
 mod outcome;
 mod output;
 pub use output::remove_stale_spills;
@@ -478,6 +478,7 @@ impl Executor {
         spec: &'a CommandSpec,
         stdin: Option<Vec<u8>>,
         sandbox: Option<&'a confine::Confinement>,
+        agent: Option<&'a SessionId>,
     ) -> Launch<'a> {
         Launch {
             sandbox,
@@ -489,6 +490,7 @@ impl Executor {
             managed: &spec.managed,
             stdin,
             scope: &self.scope,
+            agent,
         }
     }
 
@@ -667,7 +669,7 @@ impl Executor {
         owner: Option<&SessionId>,
     ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
         let confined = self.confine(spec, owner)?;
-        let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref()));
+        let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref(), owner));
         let leftover = confine::Leftover::of(confined);
         match spawned {
             Ok(spawned) => Ok((spawned, leftover)),

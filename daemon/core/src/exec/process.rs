@@ -50,8 +50,10 @@ use super::confine::Confinement;
 use super::env::OWNER_MARKER;
 use super::env::{BaseEnv, validate_launch};
 use super::limits::Extra;
+use super::lineage::CommandOrigin;
 use super::output::Collector;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
+use crate::session::SessionId;
 
 /// What to start.
 pub(crate) struct Launch<'a> {
@@ -67,6 +69,9 @@ pub(crate) struct Launch<'a> {
     /// Names the harness home in the owner marker, so a later daemon of the same home can tell
     /// what an earlier one left behind.
     pub scope: &'a str,
+    /// The agent the command runs for, recorded with the shell's pid so its clients of the
+    /// socket are told apart (`lineage`).
+    pub agent: Option<&'a SessionId>,
 }
 
 /// Time bounds for one process.
@@ -199,9 +204,12 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     };
     let record = gate.register(
         pgid,
-        launch
-            .sandbox
-            .map_or(crate::sandbox::SandboxPolicy::UNCONFINED, |c| c.policy),
+        CommandOrigin {
+            sandbox: launch
+                .sandbox
+                .map_or(crate::sandbox::SandboxPolicy::UNCONFINED, |c| c.policy),
+            agent: launch.agent.cloned(),
+        },
     );
     drop(gate);
     let group = GroupGuard { pgid, armed: true };
@@ -467,6 +475,7 @@ mod tests {
             stdin: None,
             sandbox: None,
             scope: "test",
+            agent: None,
         }
     }
 

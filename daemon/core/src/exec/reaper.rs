@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
-use crate::sandbox::SandboxPolicy;
+use super::lineage::CommandOrigin;
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
@@ -46,8 +46,9 @@ const CLOSE_BOUND: Duration = Duration::from_secs(2);
 /// (and this daemon) is killed.
 static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 /// Pids of the shells the executor spawned and has not reaped (tokio reaps those, never us), with
-/// the sandbox each was started under (`lineage` tells clients of the socket apart by it).
-static SHELLS: Mutex<BTreeMap<i32, SandboxPolicy>> = Mutex::new(BTreeMap::new());
+/// the sandbox each was started under and its agent (`lineage` tells clients of the socket apart
+/// by them).
+static SHELLS: Mutex<BTreeMap<i32, CommandOrigin>> = Mutex::new(BTreeMap::new());
 /// Spawns hold it shared; reaping an unknown zombie holds it exclusively, so a shell that exits
 /// the instant it is spawned is in [`SHELLS`] before anyone can mistake it for an orphan.
 static SPAWN_GATE: RwLock<()> = RwLock::new(());
@@ -93,6 +94,8 @@ pub(super) struct Stat {
     pub(super) state: char,
     /// The parent's pid (field 4).
     pub(super) ppid: i32,
+    /// The controlling terminal's device number, 0 for none (field 7).
+    pub(super) tty: i64,
     /// Clock ticks since boot (field 22).
     pub(super) start: u64,
 }
@@ -109,8 +112,14 @@ fn parse_stat(text: &str) -> Option<Stat> {
     let state = fields.first()?.chars().next()?;
     // `fields[0]` is field 3 of stat(5).
     let ppid = fields.get(1)?.parse().ok()?;
+    let tty = fields.get(4)?.parse().ok()?;
     let start = fields.get(19)?.parse().ok()?;
-    Some(Stat { state, ppid, start })
+    Some(Stat {
+        state,
+        ppid,
+        tty,
+        start,
+    })
 }
 
 /// A decoded owner marker.
@@ -242,23 +251,23 @@ impl SpawnGate {
         Self(SPAWN_GATE.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Records a spawned shell and its sandbox; dropping the returned value forgets it (after it
-    /// was reaped).
-    pub(crate) fn register(&self, pid: Pid, sandbox: SandboxPolicy) -> ShellRecord {
-        guard(&SHELLS).insert(pid.as_raw_pid(), sandbox);
+    /// Records a spawned shell, its sandbox and agent; dropping the returned value forgets it
+    /// (after it was reaped).
+    pub(crate) fn register(&self, pid: Pid, origin: CommandOrigin) -> ShellRecord {
+        guard(&SHELLS).insert(pid.as_raw_pid(), origin);
         ShellRecord(pid.as_raw_pid())
     }
 }
 
-/// The sandbox of `pid` when it is a shell the executor spawned and has not reaped. A shell being
-/// spawned at this moment is waited for (its record is made under the gate), so a child that
-/// asks the instant it starts is never mistaken for a stranger.
-pub(super) fn spawned_shell(pid: i32) -> Option<SandboxPolicy> {
-    if let Some(policy) = guard(&SHELLS).get(&pid) {
-        return Some(*policy);
+/// The sandbox and agent of `pid` when it is a shell the executor spawned and has not reaped. A
+/// shell being spawned at this moment is waited for (its record is made under the gate), so a
+/// child that asks the instant it starts is never mistaken for a stranger.
+pub(super) fn spawned_shell(pid: i32) -> Option<CommandOrigin> {
+    if let Some(origin) = guard(&SHELLS).get(&pid) {
+        return Some(origin.clone());
     }
     let _settled = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
-    guard(&SHELLS).get(&pid).copied()
+    guard(&SHELLS).get(&pid).cloned()
 }
 
 /// A spawned shell known to the executor, so no sweep reaps it in tokio's place.
@@ -425,6 +434,7 @@ mod tests {
             Some(Stat {
                 state: 'S',
                 ppid: 1,
+                tty: 0,
                 start: 987_654
             })
         );

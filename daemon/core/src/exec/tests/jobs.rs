@@ -317,7 +317,7 @@ async fn dropping_the_executor_kills_its_jobs() {
 /// cannot be placed; init and this process itself are outside.
 #[tokio::test]
 async fn provenance_places_commands_their_children_and_strangers() {
-    use crate::exec::{Provenance, UnknownReason, provenance};
+    use crate::exec::{CommandOrigin, Provenance, UnknownReason, provenance};
     use crate::sandbox::SandboxPolicy;
     let tmp = tempfile::tempdir().unwrap();
     let ex = executor(tmp.path());
@@ -332,7 +332,10 @@ async fn provenance_places_commands_their_children_and_strangers() {
         .unwrap();
     let child = read_pid(&tmp.path().join("pid")).await;
     let shell = read_pid(&tmp.path().join("shell")).await;
-    let unconfined = Provenance::Command(SandboxPolicy::UNCONFINED);
+    let unconfined = Provenance::Command(CommandOrigin {
+        sandbox: SandboxPolicy::UNCONFINED,
+        agent: None,
+    });
     assert_eq!(provenance(shell), unconfined);
     assert_eq!(provenance(child), unconfined);
     assert!(!unconfined.is_confined());
@@ -355,4 +358,42 @@ async fn provenance_places_commands_their_children_and_strangers() {
     assert!(ex.job_kill(&id).unwrap());
     ex.job_wait(&id).await.unwrap();
     assert_dies(child, "sleep 32002").await;
+}
+
+/// A job's shell and its children are placed with the agent the job runs for, and see only that
+/// agent's jobs; a command of no agent sees only jobs of no agent, and what cannot be placed none.
+#[tokio::test]
+async fn provenance_carries_the_agent_a_command_runs_for() {
+    use crate::exec::{Provenance, UnknownReason, provenance};
+    use crate::session::SessionId;
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = executor(tmp.path());
+    let (mine, theirs) = (SessionId::new_v7(), SessionId::new_v7());
+    let id = ex
+        .start(
+            spec("sleep 32004 & echo $! > pid; wait", tmp.path()),
+            Some(mine.clone()),
+        )
+        .unwrap();
+    let child = read_pid(&tmp.path().join("pid")).await;
+    let placed = provenance(child);
+    let Provenance::Command(origin) = &placed else {
+        panic!("{placed:?}");
+    };
+    assert_eq!(origin.agent.as_ref(), Some(&mine));
+    assert!(placed.may_see_jobs_of(Some(&mine)));
+    assert!(!placed.may_see_jobs_of(Some(&theirs)));
+    assert!(!placed.may_see_jobs_of(None));
+    assert!(!placed.is_outside());
+
+    let no_agent = Provenance::Command(crate::exec::CommandOrigin {
+        sandbox: crate::sandbox::SandboxPolicy::UNCONFINED,
+        agent: None,
+    });
+    assert!(no_agent.may_see_jobs_of(None) && !no_agent.may_see_jobs_of(Some(&mine)));
+    let unknown = Provenance::Unknown(UnknownReason::Orphan);
+    assert!(!unknown.may_see_jobs_of(None) && !unknown.may_see_jobs_of(Some(&mine)));
+    assert!(Provenance::Outside.may_see_jobs_of(Some(&theirs)) && Provenance::Outside.is_outside());
+    assert!(ex.job_kill(&id).unwrap());
+    ex.job_wait(&id).await.unwrap();
 }
