@@ -157,6 +157,7 @@ mod tests {
         "/dsh.v1.ShellEnv/Contribute",
         "/dsh.v1.Skills/Reload",
         "/dsh.v1.Hooks/Reload",
+        "/dsh.v1.Persistence/Repair",
     ];
 
     #[test]

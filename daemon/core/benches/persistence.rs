@@ -326,7 +326,7 @@ fn raw_file_rate(dir: &Path) -> f64 {
 fn raw_sqlite_rate(dir: &Path) -> f64 {
     let (log, batches) = prepared_log("/home/ada/src/raw", CHECKPOINTS + 1);
     let id = log.header().id.to_string();
-    let rows: Vec<Vec<(i64, &'static str, i64, String)>> = batches
+    let rows: Vec<Vec<(i64, &str, i64, String)>> = batches
         .iter()
         .map(|b| {
             b.iter()

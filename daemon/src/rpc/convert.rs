@@ -47,7 +47,7 @@ pub fn event(id: &SessionId, e: &Event) -> v1::Event {
 pub fn stream_event(e: StreamEvent) -> v1::Event {
     v1::Event {
         session_id: e.session.to_string(),
-        r#type: e.kind.to_owned(),
+        r#type: e.kind.into_owned(),
         seq: e.seq,
         time_ms: e.time,
         data_json: e.data_json,
@@ -127,7 +127,9 @@ pub fn persistence_status(error: PersistenceError) -> Status {
         e @ (PersistenceError::ForeignDatabase { .. }
         | PersistenceError::Config(_)
         | PersistenceError::BadLocation { .. }
-        | PersistenceError::NotWritable { .. }) => Status::failed_precondition(e.to_string()),
+        | PersistenceError::NotWritable { .. }
+        | PersistenceError::NewerFormat { .. }) => Status::failed_precondition(e.to_string()),
+        e @ PersistenceError::NoSpace { .. } => Status::resource_exhausted(e.to_string()),
         e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
             Status::aborted(e.to_string())
         }

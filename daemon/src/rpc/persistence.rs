@@ -234,6 +234,27 @@ impl persistence_server::Persistence for PersistenceService {
         }))
     }
 
+    async fn repair(&self, request: Request<v1::RepairRequest>) -> Reply<v1::RepairResponse> {
+        let req = request.into_inner();
+        let id = session_id("session_id", req.session_id)?;
+        if self.agents.get(&id).is_ok() {
+            return Err(Status::failed_precondition(format!(
+                "session {id} is live: close its agent (dshctl agent close {id}) before repairing its log"
+            )));
+        }
+        let backend = self.backends.handle().backend();
+        let report = tokio::task::spawn_blocking(move || backend.repair(&id, req.apply))
+            .await
+            .map_err(|e| Status::internal(format!("repairing the session failed: {e}")))?
+            .map_err(persistence_status)?;
+        Ok(Response::new(v1::RepairResponse {
+            path: report.path.to_string_lossy().into_owned(),
+            findings: report.findings,
+            actions: report.actions,
+            applied: report.applied,
+        }))
+    }
+
     async fn read_events(
         &self,
         request: Request<v1::ReadEventsRequest>,

@@ -286,6 +286,8 @@ fn each_bash_call_sees_the_backend_active_when_it_runs() {
 mod crash;
 #[path = "persistence/faults.rs"]
 mod faults;
+#[path = "persistence/foreign.rs"]
+mod foreign;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
 #[path = "persistence/pages.rs"]

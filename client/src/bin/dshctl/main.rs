@@ -292,6 +292,9 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         }
         Command::Watch(args) => watch::watch(&client, out, args).await?,
         Command::Approve(args) => watch::approve(&client, out, args).await?,
+        Command::Session {
+            command: session::SessionCommand::Repair { id, apply },
+        } => return session::repair(&client, out, &id, apply).await,
         Command::Session { command } => session::run(&client, out, command).await?,
         Command::Persistence { command } => persistence::run(&client, out, command).await?,
         Command::Env { command } => env::run(&client, out, command).await?,

@@ -61,11 +61,32 @@ pub enum SessionCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// What is damaged in a stored session that resuming refuses, and what a repair would do;
+    /// with --apply, do it. Nothing is deleted: lines taken out of the log are kept in a file
+    /// beside it. The session must not be live.
+    #[command(after_help = REPAIR_AFTER_HELP)]
+    Repair {
+        /// The session (a unique id prefix will do).
+        id: String,
+        /// Carry the repair out (without it, only say what it would do).
+        #[arg(long)]
+        apply: bool,
+    },
 }
+
+const REPAIR_AFTER_HELP: &str = "\
+Examples:
+  dshctl session repair 0199a2b3            # what is wrong, and what --apply would do
+  dshctl session repair 0199a2b3 --apply
+
+Exit status: 0 nothing to repair, or repaired; 1 damage found and not repaired (without --apply,
+or nothing can be kept), or the daemon refused; 2 bad usage.";
 
 pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyhow::Result<()> {
     let mut persistence = client.persistence();
     match command {
+        // Answered by `repair`, which decides the exit status.
+        SessionCommand::Repair { id, apply } => repair(client, out, &id, apply).await.map(drop),
         SessionCommand::Locate { id } => {
             let id = client.resolve(IdKind::Session, &id).await?;
             let location = persistence
@@ -237,4 +258,52 @@ fn summary(listed: &v1::ListSessionsResponse, later_page: bool) -> String {
         }
     }
     line
+}
+
+/// `dshctl session repair`: exit 1 when damage was found and not repaired.
+pub async fn repair(
+    client: &Client,
+    out: Output,
+    id: &str,
+    apply: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    let id = client.resolve(IdKind::Session, id).await?;
+    let report = client
+        .persistence()
+        .repair(v1::RepairRequest {
+            session_id: id.clone(),
+            apply,
+        })
+        .await?
+        .into_inner();
+    out.emit(
+        &json!({
+            "path": report.path,
+            "findings": report.findings,
+            "actions": report.actions,
+            "applied": report.applied,
+        }),
+        |w| {
+            if report.findings.is_empty() {
+                return writeln!(w, "{}: nothing to repair", report.path);
+            }
+            writeln!(w, "{}:", report.path)?;
+            for finding in &report.findings {
+                writeln!(w, "  found: {finding}")?;
+            }
+            for action in &report.actions {
+                let verb = if report.applied { "done" } else { "would" };
+                writeln!(w, "  {verb}: {action}")?;
+            }
+            if !report.applied && !report.actions.is_empty() {
+                writeln!(w, "run again with --apply to repair")?;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(if report.findings.is_empty() || report.applied {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
 }

@@ -81,6 +81,19 @@ pub enum Repair {
     },
 }
 
+/// What [`Persistence::repair`] found in a stored session, and what it did or would do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// The file or database holding the session.
+    pub path: PathBuf,
+    /// What is wrong, one finding a line; empty when nothing is.
+    pub findings: Vec<String>,
+    /// What the repair does (or did, when `applied`); empty when there is nothing it can do.
+    pub actions: Vec<String>,
+    /// Whether the actions were carried out.
+    pub applied: bool,
+}
+
 /// Why a persistence operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistenceError {
@@ -115,6 +128,19 @@ pub enum PersistenceError {
         path: PathBuf,
         /// What changed.
         reason: String,
+    },
+    /// The log was written by a newer dsh: it is read as far as this dshd understands it, never
+    /// written (resumed, appended to or repaired).
+    #[error(
+        "{} was written by a newer dsh (session format version {version}; this dshd writes version {}): it can be read, not resumed or written; use that dsh",
+        path.display(),
+        crate::session::FORMAT_VERSION
+    )]
+    NewerFormat {
+        /// The log file.
+        path: PathBuf,
+        /// The version its header names.
+        version: u32,
     },
     /// The database file belongs to something else.
     #[error("{} is not a dsh session database: {reason}", path.display())]
@@ -163,6 +189,21 @@ pub enum PersistenceError {
         /// What it is, and what was expected.
         reason: String,
     },
+    /// The file system holding the store is full (or the user's quota is): nothing was written,
+    /// and an append that did not fit was cut back.
+    #[error(
+        "cannot {action} {}: no space left on its file system ({}); free some space and retry",
+        path.display(),
+        free_text(*free_bytes)
+    )]
+    NoSpace {
+        /// What was being written, e.g. `append to`.
+        action: &'static str,
+        /// The file or directory written.
+        path: PathBuf,
+        /// The bytes available to this user there when it failed, if the file system said.
+        free_bytes: Option<u64>,
+    },
     /// The store can be read but not written: a read-only file system, or no write permission.
     #[error(
         "cannot {action} {}: {reason}; sessions stored there can still be read",
@@ -178,15 +219,37 @@ pub enum PersistenceError {
     },
 }
 
+fn free_text(free: Option<u64>) -> String {
+    match free {
+        Some(bytes) if bytes >= 1 << 20 => format!("{} MiB free", bytes >> 20),
+        Some(bytes) => format!("{bytes} bytes free"),
+        None => "free space unknown".to_owned(),
+    }
+}
+
+/// The bytes available to this user on the file system holding `path` (or its nearest existing
+/// ancestor), if the file system says.
+pub(crate) fn free_space(path: &Path) -> Option<u64> {
+    path.ancestors().find_map(|dir| {
+        let stat = rustix::fs::statvfs(dir).ok()?;
+        Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+    })
+}
+
 /// The error of a write to `path`: a read-only file system or a missing write permission is
-/// [`PersistenceError::NotWritable`] (the store's state, which the caller can act on), anything
-/// else [`PersistenceError::Io`].
+/// [`PersistenceError::NotWritable`] (the store's state, which the caller can act on), a full one
+/// [`PersistenceError::NoSpace`], anything else [`PersistenceError::Io`].
 pub(crate) fn write_error(
     action: &'static str,
     path: &Path,
     source: std::io::Error,
 ) -> PersistenceError {
     match source.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => PersistenceError::NoSpace {
+            action,
+            path: path.to_owned(),
+            free_bytes: free_space(path),
+        },
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
             PersistenceError::NotWritable {
                 action,
@@ -270,6 +333,22 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// lists everything and is meant for test doubles.
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
         Ok(page::page_of(self.list()?, query))
+    }
+
+    /// Finds damage in the stored session `id` that [`load`](Self::load) refuses rather than
+    /// guess at, and says what a repair would do; with `apply`, does it. A repair never deletes:
+    /// what it takes out of the log is kept beside it. The caller guarantees that no agent has the
+    /// session live. The default finds nothing: a backend whose writes are transactions leaves no
+    /// damage behind (it still answers `NotFound` for a session it does not hold).
+    fn repair(&self, id: &SessionId, apply: bool) -> Result<RepairReport, PersistenceError> {
+        let _ = apply;
+        match self.header(id)? {
+            Some(_) => Ok(RepairReport {
+                path: self.path(),
+                ..RepairReport::default()
+            }),
+            None => Err(PersistenceError::NotFound(id.clone())),
+        }
     }
 
     /// Lets go of whatever the backend keeps for the session between calls (the JSONL backend's

@@ -4,6 +4,7 @@ use serde::de::Error as _;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict};
 
@@ -168,17 +169,39 @@ macro_rules! event_vocabulary {
         /// (documentation and serde options) apply to the serialised form.
         #[derive(Debug, Clone, PartialEq)]
         pub enum EventData {
-            $( $(#[$doc])* $variant { $( #[allow(missing_docs)] $field: $ty ),* } ),*
+            $( $(#[$doc])* $variant { $( #[allow(missing_docs)] $field: $ty ),* }, )*
+            /// An event this dshd does not know: a type it has no name for, or a known type with
+            /// members it does not know (a newer dsh wrote it, or a user's tool). Kept as it was
+            /// read and never interpreted: the model's history skips it, streams and copies carry
+            /// it unchanged.
+            Unknown(UnknownEvent),
         }
 
         impl EventData {
             /// The event's type string, e.g. `turn/start`.
-            pub fn type_name(&self) -> &'static str {
-                match self { $( Self::$variant { .. } => $name ),* }
+            pub fn type_name(&self) -> &str {
+                match self {
+                    $( Self::$variant { .. } => $name, )*
+                    Self::Unknown(unknown) => &unknown.kind,
+                }
+            }
+
+            /// The type string of a known event; `None` for [`EventData::Unknown`].
+            pub fn known_type_name(&self) -> Option<&'static str> {
+                match self {
+                    $( Self::$variant { .. } => Some($name), )*
+                    Self::Unknown(_) => None,
+                }
+            }
+
+            /// Whether this dshd knows events of type `type_name`.
+            pub fn is_known_type(type_name: &str) -> bool {
+                matches!(type_name, $( $name )|*)
             }
 
             fn serialize_data<S: SerializeStruct>(&self, s: &mut S) -> Result<(), S::Error> {
                 match self {
+                    Self::Unknown(unknown) => s.serialize_field("data", &unknown.data),
                     $( Self::$variant { $($field),* } => {
                         #[derive(Serialize)]
                         #[serde(rename_all = "camelCase")]
@@ -325,8 +348,47 @@ event_vocabulary! {
     },
 }
 
+/// An event of a type (or with members) this dshd does not know, as it was read.
+#[derive(Debug, Clone)]
+pub struct UnknownEvent {
+    /// The event's type, as the line names it.
+    pub kind: String,
+    /// The `data` member as written (`null` when the line has none).
+    data: Box<RawValue>,
+    /// The whole event as written, so that a copy (a fork, a backend swap) writes it unchanged,
+    /// members this dshd does not know included.
+    line: Box<RawValue>,
+}
+
+impl PartialEq for UnknownEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.line.get() == other.line.get()
+    }
+}
+
+impl UnknownEvent {
+    /// The event as written.
+    pub fn line(&self) -> &str {
+        self.line.get()
+    }
+}
+
+/// The envelope of an event line, read without knowing its type: what an unknown event must have.
+#[derive(Serialize, Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    seq: u64,
+    time: i64,
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    data: Option<&'a RawValue>,
+}
+
 impl Serialize for Event {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let EventData::Unknown(unknown) = &self.data {
+            return unknown.line.serialize(serializer);
+        }
         let mut s = serializer.serialize_struct("Event", 4)?;
         s.serialize_field("type", self.data.type_name())?;
         s.serialize_field("seq", &self.seq)?;
@@ -337,6 +399,42 @@ impl Serialize for Event {
 }
 
 impl Event {
+    /// Reads one event line (without its newline). A line this dshd understands becomes its typed
+    /// event. A JSON object with the envelope (`type`, `seq`, `time`) whose type is unknown, or
+    /// whose only fault is a member this dshd does not know, becomes [`EventData::Unknown`], kept
+    /// as written. Anything else (not JSON, no envelope, a known type with data of the wrong
+    /// shape) is an error: the line is damaged, not merely newer.
+    pub fn from_line(line: &[u8]) -> Result<Self, String> {
+        let strict = match serde_json::from_slice::<Self>(line) {
+            Ok(event) => return Ok(event),
+            Err(e) => e,
+        };
+        let why = strict.to_string();
+        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
+            return Err(format!("bad event line: {why}"));
+        };
+        if EventData::is_known_type(&envelope.kind) && !why.contains("unknown field") {
+            return Err(format!("bad event line: {why}"));
+        }
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Err("bad event line: not UTF-8".to_owned());
+        };
+        let data = match envelope.data {
+            Some(data) => data.to_owned(),
+            None => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string())?,
+        };
+        let line = RawValue::from_string(text.trim().to_owned()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            seq: envelope.seq,
+            time: envelope.time,
+            data: EventData::Unknown(UnknownEvent {
+                kind: envelope.kind,
+                data,
+                line,
+            }),
+        })
+    }
+
     /// An event from its stored columns (the SQLite backend's rows): `data` is the JSON text of
     /// the `data` member, deserialized straight into the variant `type_name` names.
     pub fn from_columns(
@@ -345,10 +443,39 @@ impl Event {
         type_name: &str,
         data: &str,
     ) -> Result<Self, serde_json::Error> {
-        let mut deserializer = serde_json::Deserializer::from_str(data);
-        let data = EventData::deserialize_data(type_name, &mut deserializer)?;
-        deserializer.end()?;
-        Ok(Self { seq, time, data })
+        if EventData::is_known_type(type_name) {
+            let mut deserializer = serde_json::Deserializer::from_str(data);
+            let known = EventData::deserialize_data(type_name, &mut deserializer);
+            match known {
+                Ok(known) => {
+                    deserializer.end()?;
+                    return Ok(Self {
+                        seq,
+                        time,
+                        data: known,
+                    });
+                }
+                Err(e) if !e.to_string().contains("unknown field") => return Err(e),
+                Err(_) => {}
+            }
+        }
+        // Unknown here: rebuilt as the envelope a JSONL log would hold.
+        let data = RawValue::from_string(data.to_owned())?;
+        let line = serde_json::to_string(&Envelope {
+            kind: type_name.to_owned(),
+            seq,
+            time,
+            data: Some(&data),
+        })?;
+        Ok(Self {
+            seq,
+            time,
+            data: EventData::Unknown(UnknownEvent {
+                kind: type_name.to_owned(),
+                line: RawValue::from_string(line)?,
+                data,
+            }),
+        })
     }
 
     /// The event as one JSON line (no trailing newline).

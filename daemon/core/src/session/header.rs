@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{AgentSettings, SessionId};
 
-/// Format version written in every header. Any other version is refused on load.
+/// Format version written in every header. A log of a newer version is read, never written; an
+/// older one does not exist.
 pub const FORMAT_VERSION: u32 = 0;
 
 /// Why a session was created other than directly by a user.
@@ -46,6 +47,22 @@ pub struct SessionHeader {
     /// them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<AgentSettings>,
+}
+
+impl SessionHeader {
+    /// The members a header of [`FORMAT_VERSION`] has, as serialised: what this dshd reads of a
+    /// newer format's header (which it then never writes to).
+    pub const MEMBERS: &'static [&'static str] = &[
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "seedLength",
+        "origin",
+        "delegationDepth",
+        "settings",
+    ];
 }
 
 /// Why a header is not acceptable.
@@ -132,6 +149,33 @@ mod tests {
         let json = serde_json::to_string(&child).unwrap();
         assert!(json.contains(r#""parentSession":"p""#) && json.contains(r#""origin":"subagent""#));
         assert_eq!(serde_json::from_str::<SessionHeader>(&json).unwrap(), child);
+    }
+
+    /// `MEMBERS` names every member a header can have, and nothing else.
+    #[test]
+    fn members_are_every_serialised_member() {
+        let full = SessionHeader {
+            parent_session: Some(SessionId::parse("p").unwrap()),
+            seed_length: Some(3),
+            origin: Some(Origin::Subagent),
+            settings: Some(AgentSettings {
+                provider: "scripted".into(),
+                model: "script".into(),
+                approval: crate::session::ApprovalPolicy::default(),
+            }),
+            ..SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 5)
+        };
+        let value = serde_json::to_value(&full).unwrap();
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut members = SessionHeader::MEMBERS.to_vec();
+        keys.sort_unstable();
+        members.sort_unstable();
+        assert_eq!(keys, members);
     }
 
     #[test]

@@ -268,32 +268,6 @@ fn a_crash_on_sqlite_is_repaired_like_on_jsonl() {
     assert_eq!(count(&live, "session/end-seed"), 1);
 }
 
-#[test]
-fn a_torn_tail_is_cut_on_resume() {
-    let mut daemon = TestDaemon::start();
-    let cwd = daemon.workdir("torn");
-    let id = daemon.new_agent(&cwd, &text_replies(&["one", "two"]));
-    daemon.prompt(&id, "1").assert_completed();
-    let path = daemon.located_path(&id);
-    stop_gracefully(&mut daemon);
-    let clean = std::fs::read(&path).unwrap();
-    let mut torn = clean.clone();
-    torn.extend_from_slice(br#"{"type":"turn/start","seq":6,"ti"#);
-    std::fs::write(&path, &torn).unwrap();
-
-    daemon.restart_with(DaemonSpec::default());
-    daemon.agent_with_script(&["resume", &id], &text_replies(&["two"]));
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        clean,
-        "the torn tail was not cut"
-    );
-    let prompted = daemon.prompt(&id, "2");
-    prompted.assert_completed();
-    assert_eq!(prompted.turn_started(), 2);
-    assert_contiguous(&file(&path).events);
-}
-
 /// `kill -9` at several points of a turn whose children are running: after the restart every
 /// acknowledged turn is there — the parent's, and those of the children whose answers the parent
 /// had received — and every stored session, children included, resumes.

@@ -131,8 +131,11 @@ fn a_close_that_cannot_save_fails_and_a_retry_succeeds() {
     assert_eq!(second.reason().0, "error", "{:?}", second.lines);
 
     let (kind, message) = refused(&daemon, &["agent", "close", &id]);
-    assert_eq!(kind, "internal", "{message}");
-    assert!(message.contains("No space left"), "{message}");
+    assert_eq!(kind, "resource_exhausted", "{message}");
+    assert!(
+        message.contains("no space left on its file system") && message.contains(" free"),
+        "{message}"
+    );
     // Still live: it is listed, and nothing of the second turn is lost.
     let listed = daemon.dshctl_json(&["agent", "list"]);
     assert!(listed.to_string().contains(&id), "{listed}");

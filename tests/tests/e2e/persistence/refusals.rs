@@ -197,7 +197,7 @@ fn a_log_appended_to_behind_the_daemons_back_is_never_overwritten() {
     let id = daemon.new_agent(&cwd, &text_replies(&["one", "two"]));
     daemon.prompt(&id, "first").assert_completed();
     let path = PathBuf::from(daemon.locate(&id)["path"].as_str().unwrap());
-    // A well-formed line, as another daemon would write it (a malformed one would be a torn tail).
+    // A well-formed line, as another daemon would write it.
     let foreign = r#"{"type":"turn/start","seq":6,"time":0,"data":{"turn":2}}"#;
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str(foreign);

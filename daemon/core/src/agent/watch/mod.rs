@@ -13,6 +13,8 @@ pub(crate) mod hub;
 mod queue;
 mod watcher;
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 pub use queue::PENDING_TEXT_BUDGET;
@@ -56,7 +58,8 @@ pub struct StreamEvent {
     /// The session (and agent) the event belongs to.
     pub session: SessionId,
     /// The event's type, e.g. `turn/start`, `text/delta`.
-    pub kind: &'static str,
+    /// (`Cow`: an event type this dshd does not know is named by the log, not by the vocabulary.)
+    pub kind: Cow<'static, str>,
     /// The seq of a logged event; `None` for an unlogged one.
     pub seq: Option<u64>,
     /// Unix milliseconds: when it was logged, or streamed.
@@ -70,7 +73,7 @@ impl StreamEvent {
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(self.data_json.len() + 128);
         out.push_str("{\"type\":");
-        out.push_str(&json_string(self.kind));
+        out.push_str(&json_string(&self.kind));
         out.push_str(",\"sessionId\":");
         out.push_str(&json_string(self.session.as_str()));
         if let Some(seq) = self.seq {
@@ -100,7 +103,7 @@ impl StreamEvent {
         }
         Self {
             session,
-            kind: TEXT_DELTA,
+            kind: Cow::Borrowed(TEXT_DELTA),
             seq: None,
             time,
             data_json: to_json_text(&Data {
@@ -121,7 +124,7 @@ impl StreamEvent {
         }
         Self {
             session,
-            kind: LAGGED,
+            kind: Cow::Borrowed(LAGGED),
             seq: None,
             time: crate::session::now_ms(),
             data_json: to_json_text(&Data { from_seq }),
@@ -132,7 +135,10 @@ impl StreamEvent {
     pub fn logged(session: SessionId, event: &crate::session::Event) -> Self {
         Self {
             session,
-            kind: event.data.type_name(),
+            kind: match event.data.known_type_name() {
+                Some(name) => Cow::Borrowed(name),
+                None => Cow::Owned(event.data.type_name().to_owned()),
+            },
             seq: Some(event.seq),
             time: event.time,
             data_json: event.data_json(),

@@ -117,10 +117,17 @@ async fn read_until(
     }
 }
 
-fn logged(events: &[StreamEvent]) -> Vec<(String, u64, &'static str, String)> {
+fn logged(events: &[StreamEvent]) -> Vec<(String, u64, String, String)> {
     events
         .iter()
-        .filter_map(|e| Some((e.session.to_string(), e.seq?, e.kind, e.data_json.clone())))
+        .filter_map(|e| {
+            Some((
+                e.session.to_string(),
+                e.seq?,
+                e.kind.to_string(),
+                e.data_json.clone(),
+            ))
+        })
         .collect()
 }
 
@@ -161,7 +168,10 @@ async fn a_watcher_of_the_tree_gets_what_the_prompt_gets_children_included() {
         logged(&watched).into_iter().map(|e| e.0).collect();
     assert_eq!(sessions.len(), 2, "parent and child: {sessions:?}");
     let last = prompted.last().unwrap();
-    assert_eq!((last.session.clone(), last.kind), (id.clone(), "turn/end"));
+    assert_eq!(
+        (last.session.clone(), &*last.kind),
+        (id.clone(), "turn/end")
+    );
     // The turn's end names its answer, and the agent takes the next prompt once it is read.
     let answer_seq = data(last)["answerSeq"].as_u64().unwrap();
     let answer = prompted.iter().find(|e| e.seq == Some(answer_seq)).unwrap();

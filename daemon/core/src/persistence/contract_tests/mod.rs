@@ -48,7 +48,7 @@ trait Fixture {
     fn open(dir: &Path) -> Arc<dyn Persistence>;
     /// Tears the end of the session's log the way a crash in the middle of an append would; `None`
     /// where that cannot happen.
-    fn tear(dir: &Path, header: &SessionHeader) -> Option<()>;
+    fn tear(dir: &Path, header: &SessionHeader) -> Option<Vec<u8>>;
     /// Damages the stored event `seq`; returns the path and line the corruption error must name.
     fn damage(dir: &Path, header: &SessionHeader, seq: u64) -> (PathBuf, usize);
 }
@@ -69,12 +69,13 @@ impl Fixture for Jsonl {
         Arc::new(JsonlBackend::new(jsonl_root(dir)).unwrap())
     }
 
-    fn tear(dir: &Path, header: &SessionHeader) -> Option<()> {
+    fn tear(dir: &Path, header: &SessionHeader) -> Option<Vec<u8>> {
         let path = jsonl::log_path(&jsonl_root(dir), header);
         let mut bytes = fs::read(&path).unwrap();
-        bytes.extend_from_slice(b"{\"type\":\"turn/start\",\"seq\":99,\"ti");
+        let torn = b"{\"type\":\"turn/start\",\"seq\":99,\"ti";
+        bytes.extend_from_slice(torn);
         fs::write(&path, bytes).unwrap();
-        Some(())
+        Some(torn.to_vec())
     }
 
     fn damage(dir: &Path, header: &SessionHeader, seq: u64) -> (PathBuf, usize) {
@@ -104,7 +105,7 @@ impl Fixture for Sqlite {
 
     /// Each append is one transaction: a crash leaves it committed or absent, never half there.
     /// The equivalent of a torn tail, a turn left open, is covered by `open_turn_is_closed`.
-    fn tear(_dir: &Path, _header: &SessionHeader) -> Option<()> {
+    fn tear(_dir: &Path, _header: &SessionHeader) -> Option<Vec<u8>> {
         None
     }
 

@@ -155,7 +155,7 @@ pub(super) fn create_new_log(
         .map_err(|e| write_error("create a file in", dir, e))?;
     let published = write_through(&file, 0, write)
         .and_then(|len| file.sync_all().map(|()| len))
-        .map_err(io_error("write", &tmp))
+        .map_err(|e| write_error("write", &tmp, e))
         .and_then(|len| {
             fs::hard_link(&tmp, path).map(|()| len).map_err(|e| {
                 if e.kind() == ErrorKind::AlreadyExists {
@@ -251,11 +251,7 @@ pub(super) fn append_durably(
                 "could not cut a failed append back; the next load will treat it as a torn tail"
             );
         }
-        PersistenceError::Io {
-            action: "append to",
-            path: path.to_owned(),
-            source,
-        }
+        write_error("append to", path, source)
     })
 }
 
@@ -264,6 +260,47 @@ pub(super) fn truncate_durably(file: &File, path: &Path, len: u64) -> Result<(),
     file.set_len(len)
         .and_then(|()| file.sync_all())
         .map_err(io_error("truncate", path))
+}
+
+/// Moves the bytes of the log past `from` into a new private file beside it,
+/// `<log>.<what>-<unix ms>`, durably, then cuts the log back to `from`. Nothing dshd did not write
+/// is ever just dropped: a torn last line, or what a user's repair moves out of the way, stays
+/// where a person can look at it. Returns the new file's path.
+pub(super) fn set_aside(
+    file: &File,
+    path: &Path,
+    from: u64,
+    what: &str,
+) -> Result<PathBuf, PersistenceError> {
+    let len = file.metadata().map_err(io_error("inspect", path))?.len();
+    let mut tail = vec![0; usize::try_from(len.saturating_sub(from)).unwrap_or(0)];
+    file.read_exact_at(&mut tail, from)
+        .map_err(io_error("read", path))?;
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let stamp = crate::session::now_ms();
+    let mut attempt = 0;
+    let aside = loop {
+        let suffix = if attempt == 0 {
+            String::new()
+        } else {
+            format!("-{attempt}")
+        };
+        let aside = path.with_file_name(format!("{name}.{what}-{stamp}{suffix}"));
+        match create_new_log(&aside, |out| out.write_all(&tail)) {
+            Ok(_) => break aside,
+            // Two set-asides in one millisecond: the next name.
+            Err(PersistenceError::Io { source, .. })
+                if source.kind() == ErrorKind::AlreadyExists && attempt < 100 =>
+            {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    truncate_durably(file, path, from)?;
+    Ok(aside)
 }
 
 /// Reads the whole log; `Ok(None)` when it does not exist.

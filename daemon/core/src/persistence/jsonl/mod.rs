@@ -23,8 +23,8 @@ pub use layout::{
 };
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, SessionLocation,
-    StoredSession, batch_start,
+    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
+    SessionLocation, StoredSession, batch_start,
 };
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
@@ -200,6 +200,7 @@ impl JsonlBackend {
             return Ok(None);
         };
         let scan = self.read_at(id, &path)?;
+        read::writable(&path, &scan.header)?;
         let file = file::open_log(&path)?;
         let file_len = file.metadata().map_err(|e| io("inspect", &path, e))?.len();
         Ok(Some(OpenLog {
@@ -304,9 +305,10 @@ impl Persistence for JsonlBackend {
         let result = (|| {
             file::check_unchanged(&open.file, &open.path, open.file_len)?;
             if open.file_len > open.committed {
-                // A torn tail from a crash is still on disk; the new lines must not land after it.
-                tracing::warn!(path = %open.path.display(), "dropping a torn tail before appending");
-                file::truncate_durably(&open.file, &open.path, open.committed)?;
+                // A torn last line from a crash is still on disk; the new lines must not land
+                // after it. Its bytes are kept beside the log.
+                let aside = file::set_aside(&open.file, &open.path, open.committed, "torn")?;
+                tracing::warn!(path = %open.path.display(), kept = %aside.display(), "moved a torn last line (no newline) aside before appending");
                 open.file_len = open.committed;
             }
             file::append_durably(&open.file, &open.path, open.committed, |out| {
@@ -338,11 +340,12 @@ impl Persistence for JsonlBackend {
             committed,
             torn,
         } = scan;
+        read::writable(&path, &header)?;
         let file = file::open_log(&path)?;
         let mut repairs = Vec::new();
         if let Some(torn) = torn {
-            file::truncate_durably(&file, &path, committed)?;
-            tracing::warn!(path = %path.display(), ?torn, "dropped a torn tail");
+            let aside = file::set_aside(&file, &path, committed, "torn")?;
+            tracing::warn!(path = %path.display(), kept = %aside.display(), ?torn, "moved a torn last line (no newline) aside");
             repairs.push(torn);
         }
         let mut len = committed;
@@ -394,6 +397,67 @@ impl Persistence for JsonlBackend {
             events: scan.events,
             repairs: Vec::new(),
         })
+    }
+
+    fn repair(&self, id: &SessionId, apply: bool) -> Result<RepairReport, PersistenceError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        // Whatever is cached is stale once the file is cut.
+        slot.open = None;
+        let path = self
+            .find(id)?
+            .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let bytes = file::read_log(&path)?.ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let mut report = RepairReport {
+            path: path.clone(),
+            ..RepairReport::default()
+        };
+        let (line, message) = match read::scan(&path, &bytes) {
+            Ok(scan) => {
+                read::writable(&path, &scan.header)?;
+                if let Some(Repair::TornTail { from_line, .. }) = scan.torn {
+                    report.findings.push(format!(
+                        "line {from_line} has no newline: a write a crash cut short"
+                    ));
+                    report.actions.push(format!(
+                        "the next resume moves it to {}.torn-<time>",
+                        path.display()
+                    ));
+                }
+                return Ok(report);
+            }
+            Err(PersistenceError::Corrupt { line, message, .. }) => (line, message),
+            Err(other) => return Err(other),
+        };
+        report.findings.push(format!("line {line}: {message}"));
+        if line <= 1 {
+            report.findings.push(
+                "the header is damaged, so nothing of the log can be trusted; it is left as it is"
+                    .to_owned(),
+            );
+            return Ok(report);
+        }
+        let from = read::line_start(&bytes, line);
+        let total = bytes[from..].iter().filter(|&&b| b == b'\n').count()
+            + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+        report.actions.push(format!(
+            "keep lines 1-{} ({} events); move lines {line}-{} ({} bytes) to {}.damaged-<time>, \
+             where they stay for you to read",
+            line - 1,
+            line - 2,
+            line - 1 + total,
+            bytes.len() - from,
+            path.display()
+        ));
+        if apply {
+            let file = file::open_log(&path)?;
+            file::check_unchanged(&file, &path, bytes.len() as u64)?;
+            let aside = file::set_aside(&file, &path, from as u64, "damaged")?;
+            tracing::warn!(path = %path.display(), kept = %aside.display(), line, "repaired a damaged log on request");
+            report.actions.push(format!("moved to {}", aside.display()));
+            report.applied = true;
+        }
+        Ok(report)
     }
 
     fn release(&self, id: &SessionId) {

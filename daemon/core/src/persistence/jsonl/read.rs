@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::persistence::{PersistenceError, Repair};
-use crate::session::{Event, SessionHeader};
+use crate::session::{Event, FORMAT_VERSION, SessionHeader};
 
 /// The longest header line `list` reads before giving up on a file: headers are a few hundred
 /// bytes, so anything this long without a newline is not a session log.
@@ -68,10 +68,33 @@ pub(super) fn parse_header(line: &[u8]) -> Result<SessionHeader, String> {
         Some(Value::String(kind)) if kind == "session" => {}
         other => return Err(format!("line 1 is not a session header (type {other:?})")),
     }
+    // A newer format's header may carry members this dshd does not know: it is read as far as
+    // this dshd understands it, and the log is then only read, never written (`writable`).
+    let newer = map
+        .get("version")
+        .and_then(Value::as_u64)
+        .is_some_and(|v| v > u64::from(FORMAT_VERSION));
+    if newer {
+        map.retain(|key, _| SessionHeader::MEMBERS.contains(&key.as_str()));
+    }
     let header: SessionHeader = serde_json::from_value(Value::Object(map))
         .map_err(|e| format!("invalid session header: {e}"))?;
-    header.validate().map_err(|e| e.to_string())?;
+    if !newer {
+        header.validate().map_err(|e| e.to_string())?;
+    }
     Ok(header)
+}
+
+/// Refuses to write a log whose header says a newer format wrote it: this dshd would write lines
+/// that format may not expect.
+pub(super) fn writable(path: &Path, header: &SessionHeader) -> Result<(), PersistenceError> {
+    if header.version > FORMAT_VERSION {
+        return Err(PersistenceError::NewerFormat {
+            path: path.to_owned(),
+            version: header.version,
+        });
+    }
+    Ok(())
 }
 
 /// Reads only the header of the log at `path` (for `list`).
@@ -101,11 +124,13 @@ pub(super) struct Scan {
     pub torn: Option<Repair>,
 }
 
-/// Splits a log into its committed prefix and torn tail, or reports corruption (CONTRACTS §4.5).
+/// Splits a log into its committed prefix and torn tail, or reports damage (CONTRACTS §4.5).
 ///
-/// A final line without `\n`, or a bad line (invalid JSON, unknown type, wrong seq) after which no
-/// `turn/end` follows, starts a torn tail. A bad line at or before the last `turn/end` means data
-/// that was once committed is damaged: that is corruption, named by its 1-based line.
+/// Only a final line without `\n` is a torn tail: a write that a crash cut short. Every complete
+/// line was written whole by someone, so it is never dropped: a line of an event type (or with
+/// members) this dshd does not know is kept as [`EventData::Unknown`](crate::session::EventData),
+/// and a complete line that is not an event at all (not JSON, no envelope, a seq out of order) is
+/// damage, named by its 1-based line, which nothing repairs without being asked.
 pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, PersistenceError> {
     let corrupt = |line: usize, message: String| PersistenceError::Corrupt {
         path: path.to_owned(),
@@ -120,64 +145,47 @@ pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, PersistenceError> 
     };
     let mut committed = lines.pos;
     let mut events: Vec<Event> = Vec::new();
-    // First bad line (1-based) and why; then how many lines the tail holds.
-    let mut first_bad: Option<(usize, String)> = None;
-    let mut dropped = 0;
+    let mut torn = None;
     let mut number = 1;
     while let Some((line, complete)) = lines.next() {
         number += 1;
-        if let Some((bad, why)) = &first_bad {
-            dropped += 1;
-            if complete && is_turn_end(line) {
-                return Err(corrupt(
-                    *bad,
-                    format!("{why}, but a turn/end follows at line {number}"),
-                ));
-            }
-            continue;
-        }
         if !complete {
-            first_bad = Some((number, "final line has no newline".to_owned()));
-            dropped = 1;
-            continue;
+            torn = Some(Repair::TornTail {
+                from_line: number,
+                lines: 1,
+            });
+            break;
         }
+        let event = Event::from_line(line).map_err(|why| corrupt(number, why))?;
         let expected = events.len() as u64;
-        let why = match serde_json::from_slice::<Event>(line) {
-            Ok(event) if event.seq == expected => {
-                events.push(event);
-                committed = lines.pos;
-                continue;
-            }
-            Ok(event) => format!("expected seq {expected}, found {}", event.seq),
-            Err(e) => format!("bad event line: {e}"),
-        };
-        if is_turn_end(line) {
-            return Err(corrupt(number, why));
+        if event.seq != expected {
+            return Err(corrupt(
+                number,
+                format!("expected seq {expected}, found {}", event.seq),
+            ));
         }
-        first_bad = Some((number, why));
-        dropped = 1;
+        events.push(event);
+        committed = lines.pos;
     }
     Ok(Scan {
         header,
         events,
         committed: committed as u64,
-        torn: first_bad.map(|(from_line, _)| Repair::TornTail {
-            from_line,
-            lines: dropped,
-        }),
+        torn,
     })
 }
 
-/// True when a line looks like a `turn/end` event, whatever else is wrong with it.
-fn is_turn_end(line: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(line)
-        .ok()
-        .and_then(|v| {
-            v.get("type")
-                .and_then(Value::as_str)
-                .map(|t| t == "turn/end")
-        })
-        .unwrap_or(false)
+/// The byte offset where 1-based line `line` of `bytes` starts (the end when there are fewer).
+pub(super) fn line_start(bytes: &[u8], line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'\n')
+        .nth(line - 2)
+        .map_or(bytes.len(), |(at, _)| at + 1)
 }
 
 /// Lines of a byte buffer: each item is the line without its newline and whether it had one.
@@ -266,15 +274,14 @@ mod tests {
         assert!(scan.torn.is_none());
     }
 
+    /// Only a last line without its newline is torn: a write a crash cut short.
     #[test]
-    fn tails_after_the_last_turn_end_are_torn() {
+    fn only_an_incomplete_last_line_is_torn() {
         let good = turn(1, 0);
-        for (tail, from_line, lines) in [
-            ("{\"type\":\"turn/st", 4, 1),
-            ("garbage\n", 4, 1),
-            ("garbage\n{\"partial", 4, 2),
-            (line(EventData::TurnStart { turn: 2 }, 5).as_str(), 4, 1),
-            ("\n", 4, 1),
+        for tail in [
+            "{\"type\":\"turn/st",
+            "garbage",
+            "{\"type\":\"x/y\",\"seq\":2,\"time\":1,\"data\":{}}",
         ] {
             let bytes = log(&(good.clone() + tail));
             let scan = scan(Path::new("/x"), &bytes).unwrap();
@@ -282,35 +289,43 @@ mod tests {
             assert_eq!(scan.committed, log(&good).len() as u64);
             assert_eq!(
                 scan.torn,
-                Some(Repair::TornTail { from_line, lines }),
+                Some(Repair::TornTail {
+                    from_line: 4,
+                    lines: 1
+                }),
                 "{tail:?}"
             );
         }
     }
 
+    /// A complete line was written whole by someone: one that is not an event is damage, named
+    /// by its line, wherever it is; never a tail to drop.
     #[test]
-    fn damage_before_a_turn_end_is_corruption() {
-        let bad_then_end = log(&(turn(1, 0) + "oops\n" + &turn(2, 2)));
-        match scan(Path::new("/x"), &bad_then_end) {
-            Err(PersistenceError::Corrupt { line, .. }) => assert_eq!(line, 4),
-            other => panic!("{other:?}"),
-        }
-        // A turn/end with a wrong seq is damage at the last turn/end itself.
-        let gap = log(&(line(EventData::TurnStart { turn: 1 }, 0)
-            + &line(
-                EventData::TurnEnd {
-                    turn: 1,
-                    reason: TurnEndReason::Completed,
-                    answer_seq: None,
-                },
-                2,
-            )));
-        match scan(Path::new("/x"), &gap) {
-            Err(PersistenceError::Corrupt { line, message, .. }) => {
-                assert_eq!(line, 3);
-                assert!(message.contains("expected seq 1"), "{message}");
+    fn a_complete_line_that_is_no_event_is_damage() {
+        let good = turn(1, 0);
+        for (tail, message) in [
+            ("garbage\n", "bad event line"),
+            ("garbage\n{\"partial", "bad event line"),
+            ("\n", "bad event line"),
+            ("{\"seq\":2,\"time\":1,\"data\":{}}\n", "bad event line"),
+            (
+                "{\"type\":\"turn/start\",\"seq\":2,\"time\":1,\"data\":{\"turn\":\"two\"}}\n",
+                "bad event line",
+            ),
+            (
+                line(EventData::TurnStart { turn: 2 }, 5).as_str(),
+                "expected seq 2, found 5",
+            ),
+        ] {
+            match scan(Path::new("/x"), &log(&(good.clone() + tail))) {
+                Err(PersistenceError::Corrupt {
+                    line, message: m, ..
+                }) => {
+                    assert_eq!(line, 4, "{tail:?}");
+                    assert!(m.contains(message), "{tail:?}: {m}");
+                }
+                other => panic!("{tail:?}: {other:?}"),
             }
-            other => panic!("{other:?}"),
         }
         for bad in [&b""[..], b"{\"type\":\"session\"", b"not json\n"] {
             assert!(matches!(
@@ -318,6 +333,57 @@ mod tests {
                 Err(PersistenceError::Corrupt { line: 1, .. })
             ));
         }
+    }
+
+    /// A line of a type this dshd does not know, or with members it does not know, is an event
+    /// kept as written: it counts in the seq order and is written back unchanged.
+    #[test]
+    fn unknown_events_are_kept_as_written() {
+        let foreign = [
+            r#"{"type":"note/added","seq":2,"time":5,"data":{"text":"from a newer dsh"}}"#,
+            r#"{"seq":3,"type":"turn/start","time":6,"data":{"turn":2,"newField":[1,2]},"extra":true}"#,
+        ];
+        let body = turn(1, 0) + &foreign.join("\n") + "\n" + &turn(2, 4);
+        let bytes = log(&body);
+        let scan = scan(Path::new("/x"), &bytes).unwrap();
+        assert_eq!(scan.events.len(), 6);
+        assert!(scan.torn.is_none());
+        for (event, text) in scan.events[2..4].iter().zip(foreign) {
+            let EventData::Unknown(unknown) = &event.data else {
+                panic!("{event:?}");
+            };
+            assert_eq!(unknown.line(), text);
+            assert_eq!(event.to_json(), text, "written back unchanged");
+        }
+        assert_eq!(scan.events[2].data.type_name(), "note/added");
+        assert_eq!(scan.events[2].data_json(), r#"{"text":"from a newer dsh"}"#);
+        let mut again = header_line(&header());
+        write_event_lines(&mut again, &scan.events).unwrap();
+        assert_eq!(again, bytes, "a copy of the log is the log");
+    }
+
+    /// A header of a newer format is read as far as this dshd knows it; writing is refused.
+    #[test]
+    fn a_newer_format_is_read_not_written() {
+        let newer = br#"{"type":"session","version":3,"id":"s","createdAt":7,"cwd":"/w","delegationDepth":0,"team":"x"}"#;
+        let header = parse_header(newer).unwrap();
+        assert_eq!(header.version, 3);
+        assert!(matches!(
+            writable(Path::new("/x"), &header),
+            Err(PersistenceError::NewerFormat { version: 3, .. })
+        ));
+        assert!(writable(Path::new("/x"), &self::header()).is_ok());
+        // Unknown members of the current version's header are still damage.
+        assert!(parse_header(br#"{"type":"session","version":0,"id":"s","createdAt":7,"cwd":"/w","delegationDepth":0,"team":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn line_starts() {
+        let bytes = b"a\nbb\nccc";
+        assert_eq!(line_start(bytes, 1), 0);
+        assert_eq!(line_start(bytes, 2), 2);
+        assert_eq!(line_start(bytes, 3), 5);
+        assert_eq!(line_start(bytes, 4), 8);
     }
 
     mod properties {
@@ -448,7 +514,7 @@ mod tests {
                         prop_assert_eq!(again.events, first.events);
                         prop_assert!(again.repairs.is_empty(), "{:?}", again.repairs);
                     }
-                    // Junk after a turn/end line that survived the cut is corruption, refused.
+                    // Junk that ends a line is a complete line that is no event: damage, refused.
                     Err(PersistenceError::Corrupt { .. }) => {}
                     Err(other) => prop_assert!(false, "{other}"),
                 }

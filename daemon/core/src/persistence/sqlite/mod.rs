@@ -123,6 +123,11 @@ impl SqliteBackend {
                 path: self.path.clone(),
                 reason: source.to_string(),
             },
+            Some(ErrorCode::DiskFull) => PersistenceError::NoSpace {
+                action: "write",
+                path: self.path.clone(),
+                free_bytes: super::free_space(&self.path),
+            },
             _ => PersistenceError::Sqlite {
                 path: self.path.clone(),
                 source,
