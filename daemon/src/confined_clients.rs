@@ -97,12 +97,15 @@ where
         let path = request.uri().path();
         // A connection that did not come through the accept loop (none in dshd) has no peer; the
         // accept loop places every real one.
-        if let Some(info) = request.extensions().get::<ConnectionInfo>()
-            && info.peer.provenance.is_confined()
-            && !allowed(path)
-        {
-            let status = refusal(path, info);
-            return Box::pin(async move { Ok(status.into_http()) });
+        if let Some(info) = request.extensions().get::<ConnectionInfo>() {
+            if let Some(reason) = &info.refused {
+                let status = tonic::Status::resource_exhausted(reason.to_string());
+                return Box::pin(async move { Ok(status.into_http()) });
+            }
+            if info.peer.provenance.is_confined() && !allowed(path) {
+                let status = refusal(path, info);
+                return Box::pin(async move { Ok(status.into_http()) });
+            }
         }
         Box::pin(self.inner.call(request))
     }

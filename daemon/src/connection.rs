@@ -46,6 +46,20 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often at most the "connection limit reached" warning is logged.
 const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Connections beyond the command share that are served at once, each only to be told why it is
+/// refused (every call `RESOURCE_EXHAUSTED`); beyond these a refused connection is closed unheard.
+const REFUSALS_SERVED: usize = 16;
+
+/// How long a refused connection is served for its client to hear why.
+const REFUSAL_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The share of connections clients inside dshd's commands may hold: the configured one, else a
+/// quarter of `max` (the limit in use), never more than half of it, so the user's own clients
+/// always keep at least half the slots.
+pub fn command_share(configured: Option<usize>, max: usize) -> usize {
+    configured.unwrap_or(max / 4).min(max / 2)
+}
+
 /// The current soft open-file limit (`None`: unlimited).
 pub fn open_file_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
@@ -124,6 +138,9 @@ pub struct ConnectionInfo {
     /// Who the client is and where it runs: a client inside a command is served less
     /// ([`crate::confined_clients`], jobs, approvals).
     pub peer: Arc<Peer>,
+    /// Set when the connection is served only to tell its client why it is refused (beyond
+    /// `max_command_connections`): every call gets this `RESOURCE_EXHAUSTED` message.
+    pub refused: Option<Arc<str>>,
 }
 
 #[cfg(test)]
@@ -133,6 +150,7 @@ impl ConnectionInfo {
         Self {
             state: Arc::new(ConnectionState::new()),
             peer: Arc::new(peer),
+            refused: None,
         }
     }
 }
@@ -155,7 +173,11 @@ pub struct Tracked<IO> {
     shutting_down: bool,
     /// Whether the client has sent anything yet.
     heard_from: bool,
+    /// Why every call on this connection is refused, if it is.
+    refused: Option<Arc<str>>,
     _slot: Option<OwnedSemaphorePermit>,
+    /// A slot of the command share, for a client inside a command.
+    _share: Option<OwnedSemaphorePermit>,
 }
 
 impl<IO> Tracked<IO> {
@@ -179,8 +201,22 @@ impl<IO> Tracked<IO> {
             shutdown: shutdown.map(|token| Box::pin(token.cancelled_owned())),
             shutting_down: false,
             heard_from: false,
+            refused: None,
             _slot: slot,
+            _share: None,
         }
+    }
+
+    /// The same connection also holding `share`, a slot of the command share.
+    fn sharing(mut self, share: OwnedSemaphorePermit) -> Self {
+        self._share = Some(share);
+        self
+    }
+
+    /// The same connection, served only to refuse every call with `reason`.
+    fn refusing(mut self, reason: Arc<str>) -> Self {
+        self.refused = Some(reason);
+        self
     }
 
     /// The wrapped stream.
@@ -298,6 +334,7 @@ impl<IO> Connected for Tracked<IO> {
         ConnectionInfo {
             state: self.state.clone(),
             peer: self.peer.clone(),
+            refused: self.refused.clone(),
         }
     }
 }
@@ -333,13 +370,22 @@ impl Occupancy {
 }
 
 /// Admits connections up to a maximum: each admitted one holds a slot until its stream is dropped.
+/// Clients inside dshd's commands also hold a slot of a smaller share, so however many they open,
+/// the user's own clients keep the rest.
 #[derive(Debug)]
 pub struct Admission {
     occupancy: Occupancy,
+    /// One permit per free slot of the command share.
+    commands: Arc<Semaphore>,
+    command_max: usize,
+    /// One permit per refused connection that may be served to hear why.
+    refusals: Arc<Semaphore>,
     idle_timeout: Duration,
     shutdown: CancellationToken,
     refused_since_warning: u64,
     last_warning: Option<Instant>,
+    commands_refused_since_warning: u64,
+    last_command_warning: Option<Instant>,
 }
 
 impl Admission {
@@ -347,25 +393,54 @@ impl Admission {
     /// idleness, or when idle once `shutdown` is cancelled.
     pub fn new(occupancy: Occupancy, idle_timeout: Duration, shutdown: CancellationToken) -> Self {
         Self {
+            commands: Arc::new(Semaphore::new(occupancy.max)),
+            command_max: occupancy.max,
             occupancy,
+            refusals: Arc::new(Semaphore::new(REFUSALS_SERVED)),
             idle_timeout,
             shutdown,
             refused_since_warning: 0,
             last_warning: None,
+            commands_refused_since_warning: 0,
+            last_command_warning: None,
         }
     }
 
+    /// The same admission with at most `max` connections from clients inside dshd's commands
+    /// (see [`command_share`]).
+    pub fn with_command_share(mut self, max: usize) -> Self {
+        self.commands = Arc::new(Semaphore::new(max));
+        self.command_max = max;
+        self
+    }
+
     /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it
-    /// (closing the connection at once) and returns `None`. Never waits.
+    /// (closing the connection at once) and returns `None`. A client inside a command beyond the
+    /// command share is served only to be told so, while few such are; otherwise dropped too.
+    /// Never waits.
     pub fn admit<IO>(&mut self, io: IO, peer: Peer) -> Option<Tracked<IO>> {
+        let share = if peer.provenance.is_outside() {
+            None
+        } else {
+            match self.commands.clone().try_acquire_owned() {
+                Ok(share) => Some(share),
+                Err(_) => return self.refuse_command(io, peer),
+            }
+        };
         match self.occupancy.slots.clone().try_acquire_owned() {
-            Ok(slot) => Some(Tracked::new(
-                io,
-                peer,
-                self.idle_timeout,
-                Some(slot),
-                Some(self.shutdown.clone()),
-            )),
+            Ok(slot) => {
+                let tracked = Tracked::new(
+                    io,
+                    peer,
+                    self.idle_timeout,
+                    Some(slot),
+                    Some(self.shutdown.clone()),
+                );
+                Some(match share {
+                    Some(share) => tracked.sharing(share),
+                    None => tracked,
+                })
+            }
             Err(_) => {
                 drop(io);
                 self.refused_since_warning += 1;
@@ -384,6 +459,44 @@ impl Admission {
                 None
             }
         }
+    }
+
+    /// A client inside a command found the command share full: served to hear why (while few
+    /// are), else closed; a warning names the setting, at most every 10 s.
+    fn refuse_command<IO>(&mut self, io: IO, peer: Peer) -> Option<Tracked<IO>> {
+        self.commands_refused_since_warning += 1;
+        let due = self
+            .last_command_warning
+            .is_none_or(|at| at.elapsed() >= REFUSAL_WARNING_INTERVAL);
+        if due {
+            tracing::warn!(
+                max_command_connections = self.command_max,
+                refused = self.commands_refused_since_warning,
+                client_pid = peer.pid,
+                client = %peer.provenance,
+                "connections from inside dshd's commands reached max_command_connections: refusing more until some end; the user's own clients keep their slots"
+            );
+            self.last_command_warning = Some(Instant::now());
+            self.commands_refused_since_warning = 0;
+        }
+        let Ok(permit) = self.refusals.clone().try_acquire_owned() else {
+            drop(io);
+            return None;
+        };
+        let reason: Arc<str> = Arc::from(format!(
+            "too many connections from inside dshd's commands: max_command_connections ({}) are open; close some, or raise max_command_connections in dshd's config",
+            self.command_max
+        ));
+        Some(
+            Tracked::new(
+                io,
+                peer,
+                REFUSAL_IDLE_TIMEOUT,
+                Some(permit),
+                Some(self.shutdown.clone()),
+            )
+            .refusing(reason),
+        )
     }
 }
 
@@ -607,6 +720,50 @@ mod tests {
         );
     }
 
+    /// Clients inside commands hold a slot of their share as well: beyond it they are refused
+    /// (served a few to hear why, then closed unheard) while the user's own clients are admitted.
+    #[tokio::test]
+    async fn commands_beyond_their_share_are_refused_and_the_user_keeps_slots() {
+        use dsh_core::exec::{CommandOrigin, Provenance};
+        let command = || {
+            Peer::at(Provenance::Command(CommandOrigin {
+                sandbox: dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                agent: None,
+            }))
+        };
+        assert_eq!(command_share(None, 4096), 1024);
+        assert_eq!(command_share(Some(3000), 4096), 2048);
+        assert_eq!(command_share(Some(8), 4096), 8);
+        assert_eq!(command_share(None, 1), 0);
+        let occupancy = Occupancy::new(8);
+        let mut admission = Admission::new(occupancy.clone(), IDLE, CancellationToken::new())
+            .with_command_share(command_share(None, 8));
+        let admitted: Vec<_> = (0..2)
+            .map(|_| admission.admit(tokio::io::duplex(8).0, command()).unwrap())
+            .collect();
+        assert!(admitted.iter().all(|t| t.refused.is_none()));
+        assert_eq!(occupancy.open(), 2);
+        let mut heard = Vec::new();
+        for _ in 0..REFUSALS_SERVED {
+            let refused = admission.admit(tokio::io::duplex(8).0, command()).unwrap();
+            let reason = refused.connect_info().refused.unwrap();
+            assert!(reason.contains("max_command_connections (2)"), "{reason}");
+            heard.push(refused);
+        }
+        assert_eq!(occupancy.open(), 2, "a refused connection holds no slot");
+        let (unheard, mut peer) = tokio::io::duplex(8);
+        assert!(admission.admit(unheard, command()).is_none());
+        assert_eq!(peer.read_to_end(&mut Vec::new()).await.unwrap(), 0);
+        // The user's own clients take every other slot.
+        let own: Vec<_> = (2..8)
+            .map(|_| admission.admit(tokio::io::duplex(8).0, Peer::in_process()))
+            .collect();
+        assert!(own.iter().all(Option::is_some));
+        drop(heard);
+        drop(admitted);
+        assert!(admission.admit(tokio::io::duplex(8).0, command()).is_some());
+    }
+
     #[tokio::test]
     async fn the_layer_counts_a_request_until_its_body_is_dropped() {
         use tower::{Layer, Service, ServiceExt};
@@ -619,6 +776,7 @@ mod tests {
         request.extensions_mut().insert(ConnectionInfo {
             state: state.clone(),
             peer: Arc::new(Peer::in_process()),
+            refused: None,
         });
         let response = service.ready().await.unwrap().call(request).await.unwrap();
         assert_eq!(state.open_requests(), 1, "the body is still to be sent");

@@ -165,7 +165,9 @@ pub async fn run(
     let services = rpc::Services::new(&daemon, occupancy.clone());
     services.mark_serving(&health).await;
 
-    let admission = Admission::new(occupancy, config.connection_idle_timeout, token.clone());
+    let command_share = connection::command_share(config.max_command_connections, max_connections);
+    let admission = Admission::new(occupancy, config.connection_idle_timeout, token.clone())
+        .with_command_share(command_share);
     let incoming = accept_own_user(listener, admission, token.clone());
     let server = tonic::transport::Server::builder()
         .layer(connection::TrackRequestsLayer)
@@ -184,6 +186,7 @@ pub async fn run(
         home = %daemon.home.display(),
         pid = std::process::id(),
         max_connections,
+        max_command_connections = command_share,
         idle_timeout_ms = config.connection_idle_timeout.as_millis(),
         "dshd is serving"
     );

@@ -16,6 +16,7 @@ pub(super) struct FileConfig {
     pub shutdown_timeout_ms: Option<u64>,
     // NonZero: a 0 is refused while parsing, so the error names its line and key.
     pub max_connections: Option<std::num::NonZeroUsize>,
+    pub max_command_connections: Option<std::num::NonZeroUsize>,
     pub connection_idle_timeout_ms: Option<std::num::NonZeroU64>,
     pub persistence: Option<BackendName>,
     pub checkpoint: Option<CheckpointPolicy>,

@@ -93,6 +93,10 @@ pub struct Config {
     /// Most client connections open at once (`max_connections`); the server also caps it at half
     /// the open-file limit.
     pub max_connections: usize,
+    /// Most connections at once from clients inside commands dshd started
+    /// (`max_command_connections`); `None`: a quarter of the connection limit in use. At most half
+    /// of `max_connections`, so the user's own clients always keep the other half.
+    pub max_command_connections: Option<usize>,
     /// A connection with no open request and no traffic for this long is closed
     /// (`connection_idle_timeout_ms`).
     pub connection_idle_timeout: Duration,
@@ -355,6 +359,21 @@ impl Builder<'_> {
                 .unwrap_or_else(|| self.home.to_owned()),
         )?;
         let (sandbox, sandbox_settings) = self.sandbox(&parsed.sandbox)?;
+        let max_connections = parsed.max_connections.map_or(
+            connection::DEFAULT_MAX_CONNECTIONS,
+            std::num::NonZeroUsize::get,
+        );
+        let max_command_connections = match parsed.max_command_connections {
+            Some(n) if n.get() > max_connections / 2 => {
+                return Err(ConfigError::Value {
+                    origin: self.origin("max_command_connections"),
+                    message: format!(
+                        "{n} is more than half of max_connections ({max_connections}); the user's own clients must always keep at least half the slots"
+                    ),
+                });
+            }
+            other => other.map(std::num::NonZeroUsize::get),
+        };
         let mut config = Config {
             socket,
             log_format: flags.log_format.or(parsed.log_format).unwrap_or_default(),
@@ -363,10 +382,8 @@ impl Builder<'_> {
                 "shutdown_timeout_ms",
                 DEFAULT_SHUTDOWN_TIMEOUT,
             )?,
-            max_connections: parsed.max_connections.map_or(
-                connection::DEFAULT_MAX_CONNECTIONS,
-                std::num::NonZeroUsize::get,
-            ),
+            max_connections,
+            max_command_connections,
             connection_idle_timeout: parsed
                 .connection_idle_timeout_ms
                 .map_or(connection::DEFAULT_IDLE_TIMEOUT, |ms| {

@@ -449,3 +449,36 @@ mod properties {
         }
     }
 }
+
+/// Helper: loads `text` as the config file of a temporary home.
+fn load_text(text: &str) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, text).unwrap();
+    Config::load(
+        &Flags {
+            config: Some(path),
+            ..Flags::default()
+        },
+        &ambient(Some(dir.path().to_str().unwrap())),
+    )
+}
+
+#[test]
+fn the_command_share_of_connections_is_at_most_half_and_named_when_not() {
+    assert_eq!(load_text("").unwrap().max_command_connections, None);
+    let cfg = load_text("max_connections = 64\nmax_command_connections = 32\n").unwrap();
+    assert_eq!(cfg.max_command_connections, Some(32));
+    let err = load_text("max_connections = 64\nmax_command_connections = 33\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("max_command_connections")
+            && err.contains("more than half of max_connections (64)"),
+        "{err}"
+    );
+    let err = load_text("max_command_connections = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_command_connections"), "{err}");
+}

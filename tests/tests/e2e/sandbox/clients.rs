@@ -87,3 +87,80 @@ fn a_command_of_one_agent_cannot_read_or_list_another_agents_jobs() {
     let expected: String = (1..=2000).map(|i| format!("secret-{i}\n")).collect();
     assert_eq!(out, expected, "the owner did not read every byte");
 }
+
+/// A confined background job opens 5,000 connections to dshd's socket and holds them (it used to
+/// take every slot, and the user's `dshctl status` failed with "transport error"). Clients inside
+/// commands get a share of the slots (a quarter by default); beyond it they are refused, and one
+/// that asks is told why (RESOURCE_EXHAUSTED naming `max_command_connections`), while the user's
+/// own `dshctl status` answers.
+#[test]
+fn a_command_holding_thousands_of_connections_leaves_the_user_slots() {
+    const FLOOD: usize = 5000;
+    let daemon = TestDaemon::start();
+    let max = daemon.dshctl_json(&["status"])["max_connections"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        (FLOOD as u64) > max,
+        "the flood must exceed max_connections ({max}) to mean anything"
+    );
+    let flood = format!(
+        r#"python3 - <<'PY'
+import socket, subprocess, time
+held = []
+for _ in range({FLOOD}):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("{socket}")
+    held.append(s)
+print("connected", len(held), flush=True)
+# The last refused connections are still being served their refusal for a moment; asking
+# again once they ended is the client's own business.
+for _ in range(100):
+    asked = subprocess.run(["{dshctl}", "--socket", "{socket}", "status"], capture_output=True, text=True)
+    if "max_command_connections" in asked.stderr:
+        break
+    time.sleep(0.1)
+print("inside:", asked.returncode, asked.stderr.strip(), flush=True)
+print("flooded", flush=True)
+time.sleep(120)
+PY"#,
+        socket = daemon.socket.display(),
+        dshctl = dsh_tests::dshctl_bin().display(),
+    );
+    let id = agent(
+        &daemon,
+        &daemon.workdir("flood"),
+        &["--sandbox", "read-only"],
+        &[],
+    );
+    let job = dsh_tests::shell::background(&daemon, &["--agent", &id, "--", &flood]);
+    let mut out = String::new();
+    assert!(
+        dsh_tests::eventually(std::time::Duration::from_secs(120), || {
+            let doc = dsh_tests::shell::job_output(&daemon, &job);
+            out.push_str(doc["stdout"].as_str().unwrap());
+            out.push_str(doc["stderr"].as_str().unwrap());
+            out.contains("flooded") || doc["running"] == false
+        }),
+        "the flood did not finish: {out}"
+    );
+    assert!(out.contains(&format!("connected {FLOOD}")), "{out}");
+    assert!(
+        out.contains("inside: 1") && out.contains("max_command_connections"),
+        "{out}"
+    );
+
+    let status = daemon.dshctl(&["--json", "status"]);
+    assert!(
+        status.status.success(),
+        "the user's status failed while a command held {FLOOD} connections: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(
+        doc["connections"].as_u64().unwrap() <= max / 4 + 1,
+        "commands hold more than their share: {doc}"
+    );
+    assert_eq!(daemon.dshctl_json(&["job", "kill", &job])["killed"], true);
+    assert!(daemon.log_text().contains("max_command_connections"));
+}
