@@ -2,6 +2,7 @@
 //! so one link and one escargot build), run on private temporary homes and sockets. Each module
 //! is one area; `cargo test -p dsh-tests --test e2e <module>::` runs one of them.
 
+mod acp;
 mod agents;
 mod cli;
 mod contributors;

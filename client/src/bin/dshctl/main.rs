@@ -4,6 +4,7 @@
 //! the turn did not complete; 2 bad usage; 130 `prompt` interrupted by Ctrl-C (the turn was
 //! cancelled); `run` exits with the command's own status.
 
+mod acp;
 mod agent;
 mod daemon;
 mod doctor;
@@ -136,6 +137,10 @@ enum Command {
         #[command(subcommand)]
         command: skills::SkillsCommand,
     },
+    /// Serve the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,
+    /// Emacs): each ACP session is a dsh agent of the running dshd. Logs go to stderr.
+    #[command(after_help = acp::AFTER_HELP)]
+    Acp(acp::AcpArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -271,6 +276,12 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    if let Command::Acp(args) = cli.command {
+        // Serves even without a daemon: `initialize` reports why it cannot go on.
+        let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())
+            .map_err(|e| format!("cannot find the dshd socket: {e}"));
+        return acp::run(socket, args).await;
+    }
     let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())?;
     if let Command::Doctor = cli.command {
         return doctor::run(&socket, out).await;
@@ -302,7 +313,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Job { command } => run::job(&client, out, command).await?,
         Command::Hooks { command } => hooks::run(&client, out, command).await?,
         Command::Skills { command } => skills::run(&client, out, command).await?,
-        Command::Completions { .. } | Command::Doctor => {}
+        Command::Completions { .. } | Command::Doctor | Command::Acp(_) => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,332 @@
+//! `dshctl acp`: an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains IDEs,
+//! Neovim, Emacs). It is a client of the running dshd like any other: every ACP session is a dsh
+//! agent (the ACP `sessionId` is the dsh session id, the `DSH_SESSION_ID` of its bash calls), and
+//! the bridge keeps no session state of its own: loads replay the daemon's log, approvals and
+//! "allow always" rules live in the daemon. What it remembers is which agents it made live, so
+//! that it can close them when its input ends (their sessions stay stored).
+//!
+//! Speaks ACP protocol version 1 (JSON-RPC 2.0, one message per line). See docs/ACP.md.
+
+mod jsonrpc;
+mod sessions;
+mod turn;
+mod updates;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use dsh_client::Client;
+use dsh_proto::v1;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::agent::{ModelArgs, SandboxArgs};
+use jsonrpc::{Incoming, Peer, RpcError, code};
+
+/// `dshctl acp --help`'s closing words.
+pub const AFTER_HELP: &str = "\
+Speaks ACP version 1 (JSON-RPC 2.0, one message per line) on stdin and stdout; logs go to stderr.
+The agent options apply to the sessions it creates (session/new) and, where given, to those it
+makes live again (session/load, session/resume). dshd must be running: initialize fails with the
+reason otherwise. Editor settings: docs/ACP.md.
+
+Zed (settings.json):
+  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"dshctl\", \"args\": [\"acp\"] } }";
+
+/// The ACP protocol version this bridge speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// `dshctl acp` arguments: the agents it creates are made as `dshctl agent new` would.
+#[derive(Debug, clap::Args)]
+pub struct AcpArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+/// Serves ACP on stdin/stdout until stdin ends; then closes the agents it made live and exits 0.
+/// `socket` is where dshd is expected (or why that could not be worked out, which `initialize`
+/// reports).
+pub async fn run(socket: Result<PathBuf, String>, args: AcpArgs) -> anyhow::Result<ExitCode> {
+    let (peer, outgoing) = Peer::new();
+    let writer = tokio::spawn(jsonrpc::write_out(outgoing, tokio::io::stdout()));
+    let bridge = Arc::new(Bridge {
+        socket,
+        client: tokio::sync::Mutex::new(None),
+        peer: peer.clone(),
+        model: args.model.spec()?,
+        approval: args.model.approval(),
+        provider: args.model.provider_named(),
+        sandbox: args.sandbox.spec(),
+        made_live: Mutex::default(),
+        prompting: Mutex::default(),
+    });
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                // Not UTF-8, most likely: answer it like any unreadable line and go on.
+                peer.respond(
+                    Value::Null,
+                    Err(RpcError::new(
+                        code::PARSE_ERROR,
+                        format!("parse error: {e}"),
+                    )),
+                )
+                .await;
+                continue;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match jsonrpc::parse(&line) {
+            Incoming::Request { id, method, params } => {
+                let bridge = bridge.clone();
+                tasks.spawn(async move {
+                    let result = bridge.handle(&method, params).await;
+                    bridge.peer.respond(id, result).await;
+                });
+            }
+            Incoming::Notification { method, params } => {
+                let bridge = bridge.clone();
+                tasks.spawn(async move { bridge.notified(&method, params).await });
+            }
+            Incoming::Response { id, result } => {
+                if !peer.answered(&id, result) {
+                    eprintln!("dshctl acp: an answer to no request of ours (id {id})");
+                }
+            }
+            Incoming::Invalid { id, error } => peer.respond(id, Err(error)).await,
+        }
+        // Reap what finished, so a long session does not keep every handled request.
+        while tasks.try_join_next().is_some() {}
+    }
+    // The editor is gone: nobody can answer a permission request any more (dsh denies those
+    // calls). Its turns are cancelled and the agents it made live closed, so the requests still
+    // running end and are answered (into a pipe that may well be closed); agents that requests
+    // made live meanwhile are closed after them.
+    peer.abandon();
+    bridge.cancel_prompts().await;
+    bridge.close_made_live().await;
+    while tasks.join_next().await.is_some() {}
+    bridge.close_made_live().await;
+    drop(bridge);
+    drop(peer);
+    // Whatever was queued still goes out; a closed stdout is no failure of ours.
+    let _ = writer.await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bridge's connection to dshd and what it was started with.
+struct Bridge {
+    socket: Result<PathBuf, String>,
+    /// Connected at the first request that needs the daemon (normally `initialize`).
+    client: tokio::sync::Mutex<Option<Client>>,
+    peer: Peer,
+    model: v1::ModelSpec,
+    approval: i32,
+    /// The provider named on the command line (`--model`, or `scripted` for `--script`).
+    provider: Option<String>,
+    sandbox: Option<v1::SandboxPolicy>,
+    /// Agents this bridge created or made live again, closed when its input ends.
+    made_live: Mutex<HashSet<String>>,
+    /// Sessions with a `session/prompt` of this bridge in flight, cancelled when its input ends.
+    prompting: Mutex<HashSet<String>>,
+}
+
+impl Bridge {
+    async fn handle(self: &Arc<Self>, method: &str, params: Value) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => self.initialize(params).await,
+            "authenticate" => Err(self.authenticate().await),
+            "session/new" => self.new_session(params).await,
+            "session/load" => self.load_session(params, true).await,
+            "session/resume" => self.load_session(params, false).await,
+            "session/list" => self.list_sessions(params).await,
+            "session/close" => self.close_session(params).await,
+            "session/set_mode" => self.set_mode(params).await,
+            "session/prompt" => self.prompt(params).await,
+            _ => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+            )),
+        }
+    }
+
+    /// Notifications get no answer; unknown ones are ignored, as JSON-RPC asks.
+    async fn notified(&self, method: &str, params: Value) {
+        if method == "session/cancel"
+            && let Err(e) = self.cancel(params).await
+        {
+            eprintln!("dshctl acp: session/cancel: {}", e.message);
+        }
+    }
+
+    /// The daemon connection, made now if there is none yet.
+    async fn client(&self) -> Result<Client, RpcError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        let socket = self
+            .socket
+            .as_ref()
+            .map_err(|e| RpcError::internal(e.clone()))?;
+        let client = Client::connect(socket)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn initialize(&self, params: Value) -> Result<Value, RpcError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Params {
+            protocol_version: u64,
+        }
+        let asked: Params = parse_params("initialize", params)?;
+        if asked.protocol_version != PROTOCOL_VERSION {
+            eprintln!(
+                "dshctl acp: the client asked for ACP version {}; this bridge speaks {PROTOCOL_VERSION}",
+                asked.protocol_version
+            );
+        }
+        let status = self
+            .client()
+            .await?
+            .daemon()
+            .status(v1::StatusRequest {})
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner();
+        // Auth methods only when this bridge's agents need a key dshd does not have.
+        let auth_methods = if self.provider.as_deref() == Some("openai")
+            && !status.model_key_configured
+        {
+            vec![json!({
+                "id": "dshd-model-key",
+                "name": format!("Set {} for dshd", status.model_key_env),
+                "description": format!(
+                    "dshd reads the model API key from {} in its own environment: set it there and restart dshd",
+                    status.model_key_env
+                ),
+            })]
+        } else {
+            Vec::new()
+        };
+        Ok(json!({
+            // We speak version 1 only: the answer to any other is 1, and the client decides.
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                "mcpCapabilities": {"http": false, "sse": false},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "authMethods": auth_methods,
+            "agentInfo": {"name": "dsh", "title": "dsh", "version": env!("CARGO_PKG_VERSION")},
+            "_meta": {"dsh": {
+                "daemonVersion": status.version,
+                "daemonProtocolVersion": status.protocol_version,
+                "socket": status.socket,
+            }},
+        }))
+    }
+
+    async fn authenticate(&self) -> RpcError {
+        let variable = match self.client().await {
+            Ok(client) => client
+                .daemon()
+                .status(v1::StatusRequest {})
+                .await
+                .map(|s| s.into_inner().model_key_env)
+                .unwrap_or_default(),
+            Err(e) => return e,
+        };
+        RpcError::new(
+            code::AUTH_REQUIRED,
+            format!(
+                "dsh cannot log in for you: dshd reads the model API key from {variable} in its own environment; set it there and restart dshd ('dshctl doctor' checks it)"
+            ),
+        )
+    }
+
+    /// Closes the agents this bridge made live (each cancels its running turn and checkpoints).
+    async fn close_made_live(&self) {
+        let ids: Vec<String> = self.live_set().drain().collect();
+        let Ok(client) = self.client().await else {
+            return;
+        };
+        for agent_id in ids {
+            if let Err(status) = client
+                .agents()
+                .close(v1::CloseAgentRequest {
+                    agent_id: agent_id.clone(),
+                })
+                .await
+                && status.code() != tonic::Code::NotFound
+            {
+                eprintln!("dshctl acp: closing {agent_id}: {}", status.message());
+            }
+        }
+    }
+
+    /// Cancels the turns this bridge's prompts are waiting for.
+    async fn cancel_prompts(&self) {
+        let ids: Vec<String> = lock(&self.prompting).iter().cloned().collect();
+        for session_id in ids {
+            let params = json!({"sessionId": session_id});
+            if let Err(e) = self.cancel(params).await {
+                eprintln!(
+                    "dshctl acp: cancelling the turn of {session_id}: {}",
+                    e.message
+                );
+            }
+        }
+    }
+
+    fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        lock(&self.made_live)
+    }
+}
+
+/// A lock that a panicked holder did not poison for good (the sets stay usable).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `params` as `T`, or an invalid-params error naming the method and the field.
+fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(|e| RpcError::params(format!("{method}: {e}")))
+}
+
+/// A refusal of the daemon as an ACP error: bad input is invalid params, an unknown session
+/// "resource not found", a missing model key "auth required"; the daemon's message is kept.
+fn status_error(status: &tonic::Status) -> RpcError {
+    use tonic::Code;
+    let code = match status.code() {
+        Code::InvalidArgument => code::INVALID_PARAMS,
+        Code::NotFound => code::RESOURCE_NOT_FOUND,
+        Code::FailedPrecondition if status.message().contains("API key") => code::AUTH_REQUIRED,
+        _ => code::INTERNAL_ERROR,
+    };
+    let message = if status.message().is_empty() {
+        format!("dshd: {:?}", status.code())
+    } else {
+        status.message().to_owned()
+    };
+    RpcError {
+        code,
+        message,
+        data: Some(json!({"grpcCode": format!("{:?}", status.code())})),
+    }
+}

@@ -1,0 +1,352 @@
+//! The session methods: new, load, resume, list, close, set_mode. An ACP session is a dsh
+//! agent; everything about it is asked of the daemon.
+
+use std::path::Path;
+
+use dsh_proto::v1;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+
+use super::jsonrpc::RpcError;
+use super::updates::{Output, Translator};
+use super::{Bridge, parse_params, status_error};
+
+/// The approval policies, as ACP modes: (id, name, description).
+const MODES: [(&str, &str, &str); 3] = [
+    (
+        "never",
+        "Never ask",
+        "Commands run without asking; a hook's \"ask\" is a denial",
+    ),
+    (
+        "on-request",
+        "Ask when a hook asks",
+        "Commands run unless a PreToolUse hook asks for approval",
+    ),
+    (
+        "always",
+        "Ask before every command",
+        "Every bash command waits for your approval",
+    ),
+];
+
+/// An MCP server the client asked for: only its name matters here.
+#[derive(Debug, Deserialize)]
+struct McpServer {
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewParams {
+    cwd: String,
+    #[serde(default)]
+    mcp_servers: Vec<McpServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionParams {
+    session_id: String,
+    #[serde(default)]
+    mcp_servers: Vec<McpServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListParams {
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModeParams {
+    session_id: String,
+    mode_id: String,
+}
+
+impl Bridge {
+    pub(super) async fn new_session(&self, params: Value) -> Result<Value, RpcError> {
+        let p: NewParams = parse_params("session/new", params)?;
+        if !Path::new(&p.cwd).is_absolute() {
+            return Err(RpcError::params(format!(
+                "cwd: must be an absolute path, got {:?}",
+                p.cwd
+            )));
+        }
+        let client = self.client().await?;
+        let info = client
+            .agents()
+            .create(v1::CreateAgentRequest {
+                cwd: p.cwd,
+                model: Some(self.model.clone()),
+                sandbox: self.sandbox.clone(),
+                approval: self.approval,
+            })
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner();
+        self.live_set().insert(info.agent_id.clone());
+        self.session_answer(&info, &p.mcp_servers).await
+    }
+
+    /// `session/load` (with `replay`) and `session/resume`: the stored session made live again
+    /// (unless it is live already), its log replayed as updates for a load.
+    pub(super) async fn load_session(
+        &self,
+        params: Value,
+        replay: bool,
+    ) -> Result<Value, RpcError> {
+        let method = if replay {
+            "session/load"
+        } else {
+            "session/resume"
+        };
+        let p: SessionParams = parse_params(method, params)?;
+        if p.session_id.is_empty() {
+            return Err(RpcError::params(format!("{method}: sessionId: required")));
+        }
+        let client = self.client().await?;
+        let live = client
+            .agents()
+            .get(v1::GetAgentRequest {
+                agent_id: p.session_id.clone(),
+            })
+            .await;
+        let info = match live {
+            Ok(info) => info.into_inner(),
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                let info = client
+                    .agents()
+                    .resume(v1::ResumeAgentRequest {
+                        session_id: p.session_id.clone(),
+                        model: Some(self.model.clone()),
+                        sandbox: self.sandbox.clone(),
+                        approval: self.approval,
+                    })
+                    .await
+                    .map_err(|s| status_error(&s))?
+                    .into_inner();
+                self.live_set().insert(info.agent_id.clone());
+                info
+            }
+            Err(s) => return Err(status_error(&s)),
+        };
+        if replay {
+            self.replay(&client, &p.session_id).await?;
+        }
+        self.session_answer(&info, &p.mcp_servers).await
+    }
+
+    /// Sends the session's logged history as updates.
+    async fn replay(&self, client: &dsh_client::Client, session_id: &str) -> Result<(), RpcError> {
+        let mut events = client
+            .persistence()
+            .read_events(v1::ReadEventsRequest {
+                session_id: session_id.to_owned(),
+                from_seq: 0,
+                follow: false,
+            })
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner();
+        let mut translator = Translator::new(session_id, true);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|s| status_error(&s))?;
+            for out in translator.translate(&event) {
+                if let Output::Update(update) = out {
+                    self.update(session_id, update).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The answer to new/load/resume: the modes, and in `_meta` where the transcript is, the
+    /// sandbox, and the MCP servers dsh did not connect.
+    async fn session_answer(
+        &self,
+        info: &v1::AgentInfo,
+        mcp_servers: &[McpServer],
+    ) -> Result<Value, RpcError> {
+        let client = self.client().await?;
+        let location = client
+            .persistence()
+            .locate(v1::LocateRequest {
+                session_id: info.session_id.clone(),
+            })
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner()
+            .location;
+        let skipped: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
+        if !skipped.is_empty() {
+            eprintln!(
+                "dshctl acp: session {}: dsh does not connect MCP servers; not connected: {}",
+                info.session_id,
+                skipped.join(", ")
+            );
+        }
+        let sandbox = info.sandbox.clone().unwrap_or_default();
+        Ok(json!({
+            "sessionId": info.session_id,
+            "modes": modes(info.approval, &sandbox),
+            "_meta": {"dsh": {
+                "transcript": location.map(|l| json!({"kind": l.kind, "path": l.path})),
+                "sandbox": {"mode": sandbox.mode, "network": sandbox.network},
+                "mcpServersNotConnected": skipped,
+            }},
+        }))
+    }
+
+    pub(super) async fn list_sessions(&self, params: Value) -> Result<Value, RpcError> {
+        let p: ListParams = parse_params("session/list", params)?;
+        if let Some(cwd) = &p.cwd
+            && !Path::new(cwd).is_absolute()
+        {
+            return Err(RpcError::params(format!(
+                "cwd: must be an absolute path, got {cwd:?}"
+            )));
+        }
+        let page = self
+            .client()
+            .await?
+            .persistence()
+            .list_sessions(v1::ListSessionsRequest {
+                page_size: None,
+                page_token: p.cursor.unwrap_or_default(),
+                order: v1::SessionOrder::NewestFirst as i32,
+                cwd: p.cwd.unwrap_or_default(),
+            })
+            .await
+            .map_err(|s| match status_error(&s) {
+                e if e.message.starts_with("page_token") => {
+                    RpcError::params(format!("cursor: {}", e.message))
+                }
+                e => e,
+            })?
+            .into_inner();
+        // Child agents' sessions are shown as tool calls of their parent, not as sessions.
+        let sessions: Vec<Value> = page
+            .sessions
+            .iter()
+            .filter_map(|s| {
+                let h = s.header.as_ref()?;
+                (h.origin.as_deref() != Some("subagent")).then(|| {
+                    json!({
+                        "sessionId": h.id,
+                        "cwd": h.cwd,
+                        "_meta": {"dsh": {"createdAtMs": h.created_at_ms, "live": s.live}},
+                    })
+                })
+            })
+            .collect();
+        let mut answer = json!({"sessions": sessions});
+        if !page.next_page_token.is_empty() {
+            answer["nextCursor"] = json!(page.next_page_token);
+        }
+        Ok(answer)
+    }
+
+    pub(super) async fn close_session(&self, params: Value) -> Result<Value, RpcError> {
+        let p: SessionParams = parse_params("session/close", params)?;
+        self.client()
+            .await?
+            .agents()
+            .close(v1::CloseAgentRequest {
+                agent_id: p.session_id.clone(),
+            })
+            .await
+            .map_err(|s| status_error(&s))?;
+        self.live_set().remove(&p.session_id);
+        Ok(json!({}))
+    }
+
+    /// A mode is an approval policy. dsh fixes an agent's policy when it goes live, so a change
+    /// closes the idle agent and resumes it with the new policy (logged as `session/settings`).
+    pub(super) async fn set_mode(&self, params: Value) -> Result<Value, RpcError> {
+        let p: ModeParams = parse_params("session/set_mode", params)?;
+        let policy = match p.mode_id.as_str() {
+            "never" => v1::ApprovalPolicy::Never,
+            "on-request" => v1::ApprovalPolicy::OnRequest,
+            "always" => v1::ApprovalPolicy::Always,
+            other => {
+                return Err(RpcError::params(format!(
+                    "modeId: unknown mode {other:?}; the modes are never, on-request, always"
+                )));
+            }
+        };
+        let client = self.client().await?;
+        let mut agents = client.agents();
+        let info = agents
+            .get(v1::GetAgentRequest {
+                agent_id: p.session_id.clone(),
+            })
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner();
+        if info.approval != policy as i32 {
+            if info.state == v1::AgentState::Running as i32 {
+                return Err(RpcError::internal(format!(
+                    "session {} is running a turn; change the mode once it ends",
+                    p.session_id
+                )));
+            }
+            agents
+                .close(v1::CloseAgentRequest {
+                    agent_id: p.session_id.clone(),
+                })
+                .await
+                .map_err(|s| status_error(&s))?;
+            agents
+                .resume(v1::ResumeAgentRequest {
+                    session_id: p.session_id.clone(),
+                    model: Some(self.model.clone()),
+                    sandbox: info.sandbox.clone(),
+                    approval: policy as i32,
+                })
+                .await
+                .map_err(|s| status_error(&s))?;
+            self.live_set().insert(p.session_id.clone());
+        }
+        self.update(
+            &p.session_id,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": p.mode_id}),
+        )
+        .await;
+        Ok(json!({}))
+    }
+
+    /// Sends one `session/update`.
+    pub(super) async fn update(&self, session_id: &str, update: Value) {
+        self.peer
+            .notify(
+                "session/update",
+                json!({"sessionId": session_id, "update": update}),
+            )
+            .await;
+    }
+}
+
+/// The mode state of an agent with approval policy `approval`; each mode's description says the
+/// sandbox it runs in (not a mode: it is fixed when the agent goes live).
+fn modes(approval: i32, sandbox: &v1::SandboxPolicy) -> Value {
+    let current = match v1::ApprovalPolicy::try_from(approval) {
+        Ok(v1::ApprovalPolicy::Never) => "never",
+        Ok(v1::ApprovalPolicy::Always) => "always",
+        _ => "on-request",
+    };
+    let confined = format!("sandbox {}, network {}", sandbox.mode, sandbox.network);
+    let available: Vec<Value> = MODES
+        .iter()
+        .map(|(id, name, description)| {
+            json!({"id": id, "name": name, "description": format!("{description} ({confined})")})
+        })
+        .collect();
+    json!({"currentModeId": current, "availableModes": available})
+}

@@ -1,0 +1,178 @@
+// Drives `dshctl acp` with the official ACP client library (@agentclientprotocol/sdk), the way an
+// editor does: spawn the agent, speak ACP over its stdin/stdout, answer permission requests.
+//
+//   node client.mjs --dshctl PATH --socket SOCK --cwd DIR
+//
+// initialize -> session/new -> session/prompt (text + a bash call, each asking permission:
+// allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list ->
+// close, plus a malformed line the bridge must survive. Every check is an assertion: exit 0 means
+// all held. Prints one line per step.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Readable, Writable } from "node:stream";
+import { parseArgs } from "node:util";
+
+import { PROTOCOL_VERSION, client, ndJsonStream } from "@agentclientprotocol/sdk";
+
+const { values } = parseArgs({
+  options: {
+    dshctl: { type: "string" },
+    socket: { type: "string" },
+    cwd: { type: "string" },
+  },
+});
+const { dshctl, socket, cwd } = values;
+assert.ok(dshctl && socket && cwd, "usage: client.mjs --dshctl PATH --socket SOCK --cwd DIR");
+
+/** Starts `dshctl acp` with a scripted model; returns the process and its ACP stream. */
+function bridge(name, script, extra = []) {
+  const path = join(cwd, `${name}.json`);
+  writeFileSync(path, JSON.stringify(script));
+  const child = spawn(dshctl, ["--socket", socket, "acp", "--script", path, ...extra], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  return { child, raw: child.stdin, stream: () => ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout)) };
+}
+
+/** Waits for a child to exit; returns its exit code. */
+function exited(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    else child.on("exit", (code) => resolve(code));
+  });
+}
+
+const updates = new Map(); // sessionId -> updates, in arrival order
+const seen = (sessionId) => updates.get(sessionId) ?? [];
+const trace = (list) =>
+  list.map((u) =>
+    u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update"
+      ? `${u.sessionUpdate} ${u.toolCallId} ${u.status ?? "-"}`
+      : `${u.sessionUpdate} ${u.content?.text ?? ""}`,
+  );
+const texts = (list, kind) =>
+  list.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text).join("");
+let answers = []; // what the person answers to each permission request, in order
+const asked = [];
+
+const app = client({ name: "dsh-acp-example" })
+  .onNotification("session/update", ({ params }) => {
+    const list = updates.get(params.sessionId) ?? [];
+    list.push(params.update);
+    updates.set(params.sessionId, list);
+  })
+  .onRequest("session/request_permission", ({ params }) => {
+    asked.push(params.toolCall.toolCallId);
+    const kinds = params.options.map((o) => o.kind);
+    assert.deepEqual(kinds, ["allow_once", "allow_always", "reject_once"]);
+    const kind = answers.shift() ?? "reject_once";
+    const option = params.options.find((o) => o.kind === kind);
+    return { outcome: { outcome: "selected", optionId: option.optionId } };
+  });
+
+// 1. A text + bash turn with permission requests, then close, load, list, close.
+const marker = join(cwd, "rejected-marker");
+const main = bridge("turn", {
+  replies: [
+    { text: "Checking.", tool_calls: [{ id: "c1", name: "bash", arguments: { command: "echo id=$DSH_SESSION_ID" } }] },
+    { tool_calls: [{ id: "c2", name: "bash", arguments: { command: `touch ${marker}` } }] },
+    { text: "Done." },
+  ],
+}, ["--approval", "always"]);
+// A malformed line first: the bridge answers it with an error and goes on serving.
+main.raw.write("{this is not json\n");
+await app.connectWith(main.stream(), async (ctx) => {
+  const init = await ctx.request("initialize", {
+    protocolVersion: PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name: "dsh-acp-example", version: "0.1.0" },
+  });
+  assert.equal(init.protocolVersion, 1);
+  assert.equal(init.agentCapabilities.loadSession, true);
+  console.log(`initialize: ${init.agentInfo.name} ${init.agentInfo.version}, protocol ${init.protocolVersion}`);
+
+  const session = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const id = session.sessionId;
+  assert.equal(session.modes.currentModeId, "always");
+  console.log(`session/new: ${id} transcript ${session._meta.dsh.transcript.path}`);
+
+  answers = ["allow_once", "reject_once"];
+  const done = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "go" }] });
+  assert.equal(done.stopReason, "end_turn");
+  const live = [...seen(id)];
+  assert.deepEqual(asked, ["c1", "c2"]);
+  assert.deepEqual(trace(live), [
+    "agent_message_chunk Checking.",
+    "tool_call c1 pending",
+    "tool_call_update c1 in_progress",
+    "tool_call_update c1 in_progress",
+    "tool_call_update c1 completed",
+    "tool_call c2 pending",
+    "tool_call_update c2 in_progress",
+    "tool_call_update c2 failed",
+    "agent_message_chunk Done.",
+  ]);
+  const call = live.find((u) => u.sessionUpdate === "tool_call");
+  assert.equal(call.kind, "execute");
+  assert.equal(call.title, "echo id=$DSH_SESSION_ID");
+  const output = live.find((u) => u.status === "completed").content[0].content.text;
+  assert.ok(output.includes(`id=${id}`), `DSH_SESSION_ID is not the ACP session id: ${output}`);
+  assert.ok(!existsSync(marker), "the rejected command ran");
+  const denied = live.find((u) => u.status === "failed").content[0].content.text;
+  assert.ok(denied.includes("denied"), `the model is not told: ${denied}`);
+  console.log(`session/prompt: ${done.stopReason}, ${live.length} updates in order, DSH_SESSION_ID = sessionId, allow ran, reject did not`);
+
+  await ctx.request("session/close", { sessionId: id });
+  updates.delete(id);
+  const loaded = await ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] });
+  const replayed = seen(id);
+  assert.equal(texts(replayed, "user_message_chunk"), "go");
+  assert.equal(texts(replayed, "agent_message_chunk"), texts(live, "agent_message_chunk"));
+  const calls = (list) => list.filter((u) => u.sessionUpdate === "tool_call").map((u) => `${u.toolCallId} ${u.title}`);
+  assert.deepEqual(calls(replayed), calls(live));
+  const ends = (list) => list.filter((u) => u.status === "completed" || u.status === "failed").map((u) => `${u.toolCallId} ${u.status}`);
+  assert.deepEqual(ends(replayed), ends(live));
+  assert.equal(loaded.modes.currentModeId, "always");
+  console.log(`session/load: replayed ${replayed.length} updates, the same messages and tool calls`);
+
+  const listed = await ctx.request("session/list", { cwd });
+  assert.ok(listed.sessions.some((s) => s.sessionId === id), "session/list does not show the session");
+  console.log(`session/list: ${listed.sessions.length} session(s), ${id} among them`);
+
+  await ctx.request("session/close", { sessionId: id });
+  await assert.rejects(
+    ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "again" }] }),
+    (e) => e.code === -32002,
+  );
+  console.log("session/close: closed (a prompt now gets -32002)");
+
+  await assert.rejects(ctx.request("session/fly", {}), (e) => e.code === -32601);
+  console.log("unknown method: -32601, still serving");
+});
+main.child.stdin.end();
+assert.equal(await exited(main.child), 0, "the bridge did not exit 0 when its stdin closed");
+console.log("stdin closed: exit 0");
+
+// 2. Cancel during `sleep 30`.
+const slow = bridge("cancel", {
+  replies: [{ tool_calls: [{ id: "s", name: "bash", arguments: { command: "sleep 30" } }] }, { text: "never" }],
+});
+await app.connectWith(slow.stream(), async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const turn = ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "wait" }] });
+  while (!seen(sessionId).some((u) => u.status === "in_progress")) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const asked = Date.now();
+  await ctx.notify("session/cancel", { sessionId });
+  const ended = await turn;
+  assert.equal(ended.stopReason, "cancelled");
+  console.log(`session/cancel: ${ended.stopReason} after ${Date.now() - asked} ms`);
+});
+slow.child.stdin.end();
+assert.equal(await exited(slow.child), 0);
+console.log("acp-client: all checks passed");
