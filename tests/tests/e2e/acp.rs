@@ -1,8 +1,9 @@
 //! `dshctl acp` through the real dshd, driven as an editor would: JSON-RPC lines on its stdin,
 //! its stdout read line by line. A prompt's updates arrive in order and its bash call sees the
 //! ACP session id as `DSH_SESSION_ID`; permission requests are answered allow, allow always and
-//! reject; a cancel ends a turn `cancelled`; a load replays the stored session; list, close,
-//! bad input, a missing daemon and the end of stdin behave as docs/ACP.md says.
+//! reject; a cancel ends a turn `cancelled`; a load replays the stored session; a child agent's
+//! calls show on the parent's session; list, close, bad input, a missing daemon and the end of
+//! stdin behave as docs/ACP.md says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -480,4 +481,67 @@ fn without_a_daemon_initialize_fails_with_what_dshctl_status_says_and_stdin_clos
     assert_eq!(error["message"], said.as_str(), "still serving");
     let exited = acp.finish();
     assert!(exited.success(), "{exited:?}");
+}
+
+#[test]
+fn a_child_agents_calls_show_as_tool_calls_of_the_parent_session() {
+    let daemon = TestDaemon::start();
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "spawn", "name": "spawn_agent", "arguments": {"prompt": "count"},
+          "child_script": {"replies": [
+            {"tool_calls": [{"id": "k1", "name": "bash", "arguments": {"command": "echo child-ran"}}]},
+            {"text": "child done"}]}}]},
+        {"text": "parent done"},
+    ]});
+    let mut acp = Acp::scripted(&daemon, &script, &[]);
+    acp.initialize();
+    let id = acp.new_session(daemon.dir.path())["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (before, answer) = acp.call("session/prompt", prompt(&id, "delegate"));
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert!(
+        before
+            .iter()
+            .all(|m| m["params"]["sessionId"] == id.as_str()),
+        "all on the parent's session"
+    );
+    let updates = updates(&before);
+    let spawn = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "spawn")
+        .unwrap_or_else(|| panic!("{updates:?}"));
+    assert_eq!(spawn["title"], "child agent: count");
+    let child_call = updates
+        .iter()
+        .find(|u| {
+            u["sessionUpdate"] == "tool_call" && u["toolCallId"].as_str().unwrap().ends_with("/k1")
+        })
+        .unwrap_or_else(|| panic!("no child call: {updates:?}"));
+    let child_id = child_call["toolCallId"].as_str().unwrap().to_owned();
+    assert!(
+        child_call["title"].as_str().unwrap().starts_with("[child "),
+        "{child_call}"
+    );
+    let child_done = updates
+        .iter()
+        .find(|u| u["toolCallId"] == child_id.as_str() && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("the child's call never completed: {updates:?}"));
+    assert!(
+        child_done["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("child-ran")
+    );
+    let order: Vec<String> = trace(&updates)
+        .into_iter()
+        .filter(|t| t.contains("spawn") || t.contains(&child_id))
+        .collect();
+    assert_eq!(order.first().unwrap(), "tool_call spawn pending");
+    assert_eq!(
+        order.last().unwrap(),
+        "tool_call_update spawn completed",
+        "{order:?}"
+    );
 }
