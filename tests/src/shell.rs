@@ -214,14 +214,15 @@ pub fn background(daemon: &TestDaemon, args: &[&str]) -> String {
     doc["job_id"].as_str().unwrap().to_owned()
 }
 
-/// Reads the job until it has ended (bounded); returns everything read and the last document.
+/// Reads the job until it has ended and its output is read to the end (bounded); returns
+/// everything read and the last document.
 pub fn read_to_end(daemon: &TestDaemon, job: &str, stdout: &mut String) -> Value {
     let mut last = Value::Null;
     assert!(
         crate::eventually(std::time::Duration::from_secs(30), || {
             last = job_output(daemon, job);
             stdout.push_str(last["stdout"].as_str().unwrap());
-            last["running"] == false
+            last["running"] == false && last["more"] == false
         }),
         "job {job} did not end"
     );

@@ -148,10 +148,26 @@ impl shell_server::Shell for ShellService {
             dsh_core::exec::JobState::Running => (true, None),
             dsh_core::exec::JobState::Finished(end) => (false, Some(end)),
         };
+        let note = [
+            ("stdout", output.stdout_missing),
+            ("stderr", output.stderr_missing),
+        ]
+        .into_iter()
+        .filter_map(|(stream, missing)| {
+            missing.map(|(bytes, why)| format!("{bytes} bytes of {stream} were not kept: {why}"))
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
         Ok(Response::new(v1::JobOutputResponse {
             stdout: output.stdout.clone(),
             stderr: output.stderr.clone(),
             running,
+            stdout_offset: output.stdout_offset,
+            stderr_offset: output.stderr_offset,
+            more: output.more,
+            stdout_missing: output.stdout_missing.map_or(0, |(bytes, _)| bytes),
+            stderr_missing: output.stderr_missing.map_or(0, |(bytes, _)| bytes),
+            note,
             outcome: end.map(|end| v1::CommandOutcome {
                 exit_code: end.exit_code,
                 signal: end.signal.map(dsh_core::exec::signal_name),

@@ -299,6 +299,70 @@ fn job_output_never_repeats_or_loses_a_byte() {
     assert_eq!(again["running"], false);
 }
 
+/// A reader that reads a long output to the end, after the job ended (so all but the last part
+/// has left memory), gets every byte, in order, in bounded parts; then the spill file is gone.
+#[test]
+fn job_output_read_to_the_end_is_every_byte_and_then_the_spill_is_gone() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let total = 1_000_000;
+    let command = format!("head -c {total} /dev/zero | tr '\\0' y; echo done >&2");
+    let spills = daemon.home.join("run/spill");
+    for follow in [false, true] {
+        let job = background(&daemon, &["--cwd", cwd.to_str().unwrap(), "--", &command]);
+        let waited = eventually(Duration::from_secs(60), || {
+            job_output_peek_ended(&daemon, &job)
+        });
+        assert!(waited, "the job did not end");
+        let (stdout, stderr, reads) = if follow {
+            let lines = daemon.dshctl_json_lines(&["job", "output", "--follow", &job]);
+            let mut out = String::new();
+            let mut err = String::new();
+            for (i, line) in lines.iter().enumerate() {
+                assert_eq!(line["stdout_offset"], out.len(), "read {i} out of order");
+                out.push_str(line["stdout"].as_str().unwrap());
+                err.push_str(line["stderr"].as_str().unwrap());
+                assert!(line["note"].is_null(), "{line}");
+            }
+            let last = lines.last().unwrap();
+            assert_eq!((&last["running"], &last["more"]), (&json!(false), &json!(false)));
+            (out, err, lines.len())
+        } else {
+            let (mut out, mut err, mut reads) = (String::new(), String::new(), 0);
+            loop {
+                let o = job_output(&daemon, &job);
+                assert_eq!(o["stdout_offset"], out.len(), "read {reads} out of order");
+                assert!(o["stdout"].as_str().unwrap().len() <= 64 * 1024, "unbounded read");
+                out.push_str(o["stdout"].as_str().unwrap());
+                err.push_str(o["stderr"].as_str().unwrap());
+                reads += 1;
+                if o["running"] == false && o["more"] == false {
+                    break;
+                }
+            }
+            (out, err, reads)
+        };
+        assert_eq!(stdout.len(), total, "follow={follow}");
+        assert!(stdout.bytes().all(|b| b == b'y'));
+        assert_eq!(stderr, "done\n");
+        assert!(reads >= total / (64 * 1024), "{reads} reads");
+        let left: Vec<_> = std::fs::read_dir(&spills)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "spill files left after the end was read: {left:?}");
+    }
+}
+
+/// Whether the job has ended, by `dshctl job list` (which reads no output).
+fn job_output_peek_ended(daemon: &TestDaemon, job: &str) -> bool {
+    let listed = daemon.dshctl_json(&["job", "list"]);
+    listed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["job_id"] == job && j["running"] == false)
+}
+
 #[test]
 fn job_output_holds_back_a_character_split_across_reads() {
     let daemon = TestDaemon::start();

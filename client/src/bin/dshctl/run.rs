@@ -65,6 +65,13 @@ fn parse_env(value: &str) -> Result<(String, String), String> {
     }
 }
 
+const JOB_OUTPUT_AFTER_HELP: &str = "\
+Examples:
+  dshctl job output job-0199a2b3            # the next part of its output
+  dshctl job output --follow job-0199a2b3   # everything, to the end of the job
+
+Exit status: 0 success; 1 the daemon refused (e.g. no such job); 2 bad usage.";
+
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
     /// Background jobs: running ones, and finished ones whose output can still be read.
@@ -73,10 +80,17 @@ pub enum JobCommand {
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
     },
-    /// Output produced since the last read, and the job's state.
+    /// The next output since the last read (at most 64 KiB of each stream; run again while it
+    /// says more is waiting), and the job's state. With --json: `stdout_offset`/`stderr_offset`
+    /// (where in the whole output this part starts), `more`, and `note` for output no copy kept.
+    #[command(after_help = JOB_OUTPUT_AFTER_HELP)]
     Output {
         /// The job (a unique id prefix will do).
         id: String,
+        /// Keep reading until the job has ended and all of its output is printed (with --json:
+        /// one document per read, one per line).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Kill the job's whole process group.
     Kill {
@@ -216,30 +230,22 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
                 writeln!(w, "{table}")
             })
         }
-        JobCommand::Output { id } => {
+        JobCommand::Output { id, follow } => {
             let id = client.resolve(IdKind::Job, &id).await?;
-            let o = shell
-                .job_output(v1::JobOutputRequest { job_id: id.clone() })
-                .await?
-                .into_inner();
-            let end = o.outcome.clone().unwrap_or_default();
-            let doc = json!({
-                "job_id": id,
-                "stdout": o.stdout,
-                "stderr": o.stderr,
-                "running": o.running,
-                "exit_code": end.exit_code,
-                "signal": end.signal,
-            });
-            out.emit(&doc, |w| {
-                w.write_all(o.stdout.as_bytes())?;
-                std::io::stderr().lock().write_all(o.stderr.as_bytes())?;
-                if o.running {
-                    writeln!(std::io::stderr(), "dshctl: job {id} is still running")
-                } else {
-                    writeln!(std::io::stderr(), "dshctl: job {id} has ended")
+            loop {
+                let o = shell
+                    .job_output(v1::JobOutputRequest { job_id: id.clone() })
+                    .await?
+                    .into_inner();
+                print_job_output(out, &id, &o, follow)?;
+                if !follow || (!o.running && !o.more) {
+                    return Ok(());
                 }
-            })
+                if !o.more && o.stdout.is_empty() && o.stderr.is_empty() {
+                    // Nothing new yet: ask again shortly.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
         }
         JobCommand::Kill { id } => {
             let id = client.resolve(IdKind::Job, &id).await?;
@@ -281,4 +287,52 @@ fn one_line(command: &str) -> String {
     } else {
         first.to_owned()
     }
+}
+
+/// Prints one read of a job's output: the bytes as they are (stderr to stderr) and, unless
+/// following, a last line on stderr saying where the job stands.
+fn print_job_output(
+    out: Output,
+    id: &str,
+    o: &v1::JobOutputResponse,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let end = o.outcome.clone().unwrap_or_default();
+    let doc = json!({
+        "job_id": id,
+        "stdout": o.stdout,
+        "stderr": o.stderr,
+        "stdout_offset": o.stdout_offset,
+        "stderr_offset": o.stderr_offset,
+        "more": o.more,
+        "note": (!o.note.is_empty()).then_some(&o.note),
+        "running": o.running,
+        "exit_code": end.exit_code,
+        "signal": end.signal,
+    });
+    if out.json && follow && o.stdout.is_empty() && o.stderr.is_empty() && o.running {
+        // Following: a read that brought nothing is not worth a line.
+        return Ok(());
+    }
+    out.emit(&doc, |w| {
+        w.write_all(o.stdout.as_bytes())?;
+        let mut err = std::io::stderr().lock();
+        err.write_all(o.stderr.as_bytes())?;
+        if !o.note.is_empty() {
+            writeln!(err, "dshctl: {}", o.note)?;
+        }
+        if follow && (o.running || o.more) {
+            return Ok(());
+        }
+        if o.more {
+            writeln!(
+                err,
+                "dshctl: more output of job {id} is waiting: run this again, or with --follow"
+            )
+        } else if o.running {
+            writeln!(err, "dshctl: job {id} is still running")
+        } else {
+            writeln!(err, "dshctl: job {id} has ended")
+        }
+    })
 }

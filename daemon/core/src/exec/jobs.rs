@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::outcome::{push_line, signal_name};
-use super::output::{Collector, decode_tail};
+use super::output::Collector;
 use super::process::lock;
 use crate::session::SessionId;
 
@@ -119,30 +118,39 @@ pub enum JobState {
     Finished(JobEnd),
 }
 
-/// One consuming read of a job's output.
+/// The most bytes of each stream one read of a job's output returns: a reader pages through a
+/// long output (`more`) instead of getting it in one message.
+pub const JOB_READ_LIMIT: usize = 64 * 1024;
+
+/// One consuming read of a job's output: the next bytes of each stream, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobOutput {
     /// The job.
     pub id: JobId,
-    /// Stdout produced since the previous read (lossy UTF-8).
+    /// Stdout from `stdout_offset` on (lossy UTF-8; a character is never split between reads).
     pub stdout: String,
-    /// Stderr produced since the previous read (lossy UTF-8).
+    /// Stderr from `stderr_offset` on.
     pub stderr: String,
-    /// Stdout bytes this reader missed because it fell behind the memory window.
-    pub stdout_dropped: u64,
+    /// Whole-stream byte offset of this read's first stdout byte.
+    pub stdout_offset: u64,
     /// Same for stderr.
-    pub stderr_dropped: u64,
-    /// Full stdout on disk, if it outgrew the memory window.
-    pub stdout_spill: Option<PathBuf>,
-    /// Full stderr on disk, if it outgrew the memory window.
-    pub stderr_spill: Option<PathBuf>,
-    /// The job's state when the read was taken. When `Finished`, nothing more will come.
+    pub stderr_offset: u64,
+    /// Stdout bytes skipped before `stdout_offset` because no copy holds them, and why; a reader
+    /// is told once, at the read that skips them.
+    pub stdout_missing: Option<(u64, &'static str)>,
+    /// Same for stderr.
+    pub stderr_missing: Option<(u64, &'static str)>,
+    /// More output is there already: read again for it.
+    pub more: bool,
+    /// The job's state when the read was taken. When `Finished` and not `more`, nothing more
+    /// will come.
     pub state: JobState,
 }
 
 impl JobOutput {
     /// The text a model sees: the new stdout, `[stderr]` and the new stderr if any,
-    /// `(no new output)` if neither, a note when output was dropped, and the status line.
+    /// `(no new output)` if neither, a note for bytes no copy holds, a note when more is waiting,
+    /// and the status line.
     pub fn render(&self) -> String {
         let mut out = self.stdout.clone();
         if !self.stderr.is_empty() {
@@ -152,23 +160,21 @@ impl JobOutput {
         if out.is_empty() {
             out.push_str("(no new output)");
         }
-        let dropped = self.stdout_dropped + self.stderr_dropped;
-        if dropped > 0 {
-            let spills: Vec<String> = [&self.stdout_spill, &self.stderr_spill]
-                .into_iter()
-                .flatten()
-                .map(|p| p.display().to_string())
-                .collect();
-            let full = if spills.is_empty() {
-                "unavailable".to_owned()
-            } else {
-                spills.join(", ")
-            };
+        for (stream, missing) in [
+            ("stdout", self.stdout_missing),
+            ("stderr", self.stderr_missing),
+        ] {
+            if let Some((bytes, why)) = missing {
+                push_line(
+                    &mut out,
+                    &format!("[{bytes} bytes of {stream} before this were not kept: {why}]"),
+                );
+            }
+        }
+        if self.more {
             push_line(
                 &mut out,
-                &format!(
-                    "[{dropped} bytes of output were dropped from memory; full output: {full}]"
-                ),
+                "[more output is waiting: read the job's output again for the next part]",
             );
         }
         match &self.state {
@@ -176,6 +182,11 @@ impl JobOutput {
             JobState::Finished(end) => push_line(&mut out, &end.status_line()),
         }
         out
+    }
+
+    /// Nothing more will come: the job ended and this read reached the end of its output.
+    pub fn is_last(&self) -> bool {
+        matches!(self.state, JobState::Finished(_)) && !self.more
     }
 }
 
@@ -204,9 +215,8 @@ pub(crate) struct Job {
     pub started_at: SystemTime,
     pub stdout: Arc<Mutex<Collector>>,
     pub stderr: Arc<Mutex<Collector>>,
-    /// Whole-stream offsets of the next read (stdout, stderr), and whether the reader ever fell
-    /// behind the memory window (then only the spill files hold what it missed, so they stay).
-    cursor: Mutex<(u64, u64, bool)>,
+    /// Whole-stream offsets of the next read (stdout, stderr).
+    cursor: Mutex<(u64, u64)>,
     /// Cancelled to kill the job; a child of the executor's stop token.
     pub kill: CancellationToken,
     kill_requested: AtomicBool,
@@ -230,7 +240,7 @@ impl Job {
             started_at: SystemTime::now(),
             stdout: Arc::new(Mutex::new(stdout)),
             stderr: Arc::new(Mutex::new(stderr)),
-            cursor: Mutex::new((0, 0, false)),
+            cursor: Mutex::new((0, 0)),
             kill,
             kill_requested: AtomicBool::new(false),
             end: watch::channel(None).0,
@@ -256,35 +266,36 @@ impl Job {
         true
     }
 
-    /// A consuming read.
+    /// A consuming read: the next bytes of each stream, at most [`JOB_READ_LIMIT`] of each.
     pub(crate) fn read(&self) -> JobOutput {
         // The state is sampled first: the task finishes the collectors before it publishes the
-        // end, so a `Finished` read is guaranteed to carry the last bytes.
+        // end, so a `Finished` read is guaranteed to see the last bytes.
         let state = self.state();
         let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
-        let out = lock(&self.stdout).read_since(cursor.0);
-        let err = lock(&self.stderr).read_since(cursor.1);
-        let missed = cursor.2 || out.dropped > 0 || err.dropped > 0;
-        *cursor = (out.next, err.next, missed);
-        // A read of a finished job returns everything that is left. If the reader never fell
-        // behind, it now has every byte and nothing can want the spill files: they go now (and
-        // this read names none). Otherwise they stay until the job is forgotten.
-        let spill = |collector: &Mutex<Collector>| {
-            let mut c = lock(collector);
-            if matches!(state, JobState::Finished(_)) && !missed {
-                c.release_spill();
-            }
-            c.spill_info().0
+        let read = |collector: &Mutex<Collector>, offset: u64| {
+            let c = lock(collector);
+            let read = c.read_from(offset, JOB_READ_LIMIT);
+            let missing = (read.missing > 0).then(|| (read.missing, c.missing_reason()));
+            (read, missing)
         };
-        let (out_spill, err_spill) = (spill(&self.stdout), spill(&self.stderr));
+        let (out, out_missing) = read(&self.stdout, cursor.0);
+        let (err, err_missing) = read(&self.stderr, cursor.1);
+        *cursor = (out.next, err.next);
+        let more = out.more || err.more;
+        // Once a finished job's output was read to the end nothing can want its spill files.
+        if matches!(state, JobState::Finished(_)) && !more {
+            lock(&self.stdout).release_spill();
+            lock(&self.stderr).release_spill();
+        }
         JobOutput {
             id: self.id.clone(),
-            stdout: decode_tail(&out.bytes, out.dropped > 0),
-            stderr: decode_tail(&err.bytes, err.dropped > 0),
-            stdout_dropped: out.dropped,
-            stderr_dropped: err.dropped,
-            stdout_spill: out_spill,
-            stderr_spill: err_spill,
+            stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+            stdout_offset: out.start,
+            stderr_offset: err.start,
+            stdout_missing: out_missing,
+            stderr_missing: err_missing,
+            more,
             state,
         }
     }
@@ -410,10 +421,11 @@ mod tests {
             id: JobId::new(),
             stdout: "a".into(),
             stderr: "b\n".into(),
-            stdout_dropped: 0,
-            stderr_dropped: 0,
-            stdout_spill: None,
-            stderr_spill: None,
+            stdout_offset: 0,
+            stderr_offset: 0,
+            stdout_missing: None,
+            stderr_missing: None,
+            more: false,
             state: JobState::Running,
         };
         assert_eq!(o.render(), "a\n[stderr]\nb\n[status: running]");
@@ -424,13 +436,16 @@ mod tests {
             o.render(),
             "(no new output)\n[status: completed, exit code: 0]"
         );
+        assert!(o.is_last());
         o.stdout = "tail\n".into();
-        o.stdout_dropped = 10;
-        o.stdout_spill = Some("/s/out.log".into());
+        o.stdout_missing = Some((10, "its spill file stopped at shell.spill_cap_bytes"));
+        o.more = true;
         assert_eq!(
             o.render(),
-            "tail\n[10 bytes of output were dropped from memory; full output: /s/out.log]\n\
-             [status: completed, exit code: 0]"
+            "tail\n[10 bytes of stdout before this were not kept: its spill file stopped at \
+             shell.spill_cap_bytes]\n[more output is waiting: read the job's output again for \
+             the next part]\n[status: completed, exit code: 0]"
         );
+        assert!(!o.is_last());
     }
 }

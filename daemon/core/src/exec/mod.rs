@@ -71,7 +71,7 @@ pub use env::{
     MANAGED_PREFIX, OWNER_MARKER, SHELL_STARTUP_VARIABLES, TERMINAL_OVERRIDES, check_caller_env,
     check_command, has_url_password, is_managed_name, is_reserved_name, shell_startup_effect,
 };
-pub use jobs::{JobEnd, JobId, JobIdError, JobInfo, JobOutput, JobState};
+pub use jobs::{JOB_READ_LIMIT, JobEnd, JobId, JobIdError, JobInfo, JobOutput, JobState};
 pub use limits::{LaunchPart, MAX_STRING_BYTES, RESERVE_BYTES, total_limit};
 pub use outcome::{CommandOutcome, signal_name};
 
@@ -613,7 +613,8 @@ impl Executor {
             .ok_or_else(|| ExecError::UnknownJob(id.clone()))
     }
 
-    /// Output the job produced since the previous call (consuming), and its state.
+    /// The next part of the job's output after the previous call (consuming, in order, bounded;
+    /// older output from its spill file), and its state.
     pub fn job_output(&self, id: &JobId) -> Result<JobOutput, ExecError> {
         Ok(self.job(id)?.read())
     }

@@ -23,9 +23,10 @@
 //! `spill_total_cap_bytes`: past that a stream gets no full copy, and the outcome and the log say
 //! which setting to raise. Files of earlier daemon processes are removed at start.
 //!
-//! Background jobs read a collector incrementally with [`Collector::read_since`]: offsets are
-//! whole-stream byte offsets, and a reader that fell behind the memory window is told how many
-//! bytes it missed.
+//! Background jobs read a collector incrementally with [`Collector::read_from`]: offsets are
+//! whole-stream byte offsets, each read is bounded, and bytes before the memory window come from
+//! the spill file, so a reader that reads to the end gets every byte the stream produced; only
+//! what no copy holds (past `spill_cap_bytes`, or with no spill kept) is skipped, and said so.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -244,15 +245,20 @@ pub(crate) struct StreamSnapshot {
     pub spill_no_room: bool,
 }
 
-/// One incremental read.
+/// One incremental read: the next bytes of a stream from an offset, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct StreamRead {
-    /// New bytes since the offset (possibly fewer if the reader fell behind the window).
+    /// The bytes, starting at whole-stream offset `start`.
     pub bytes: Vec<u8>,
-    /// Bytes between the offset and the start of the memory window, lost to this reader.
-    pub dropped: u64,
+    /// Whole-stream offset of the first byte of `bytes`.
+    pub start: u64,
+    /// Bytes between the offset asked for and `start` that no copy holds (past the spill cap, or
+    /// no spill file could be kept): skipped, and said so, never silently.
+    pub missing: u64,
     /// Offset to pass to the next read.
     pub next: u64,
+    /// More bytes are there already, past `next`.
+    pub more: bool,
 }
 
 /// Captures one stream: a byte-exact tail in memory plus the spill file.
@@ -420,27 +426,84 @@ impl Collector {
         }
     }
 
-    /// Bytes after whole-stream offset `offset`. While the stream is still open, a trailing
-    /// incomplete UTF-8 sequence is held back for the next read, so a character split across two
-    /// pipe reads is not turned into two replacement characters.
-    pub(crate) fn read_since(&self, offset: u64) -> StreamRead {
+    /// At most `limit` bytes from whole-stream offset `offset`, in order: from the spill file
+    /// while the offset lies before the memory window (the spill holds the stream from its first
+    /// byte), else from memory. Bytes that no copy holds are skipped and counted in `missing`.
+    /// While the stream is still open, a trailing incomplete UTF-8 sequence is held back for the
+    /// next read, so a character split across two reads is not turned into two replacement
+    /// characters.
+    pub(crate) fn read_from(&self, offset: u64, limit: usize) -> StreamRead {
         let window_start = self.total - self.tail.len() as u64;
-        let (start, dropped) = if offset < window_start {
-            (window_start, window_start - offset)
-        } else {
-            (offset.min(self.total), 0)
-        };
-        let skip = usize::try_from(start - window_start).unwrap_or(usize::MAX);
-        let mut bytes: Vec<u8> = self.tail.iter().skip(skip).copied().collect();
-        if !self.finished {
+        let mut start = offset.min(self.total);
+        let mut missing = 0;
+        let mut bytes = Vec::new();
+        if start < window_start {
+            match self.read_spill(start, window_start, limit) {
+                Some(read) => bytes = read,
+                // The spill holds a prefix of the stream: what it lacks before the window, no
+                // copy holds.
+                None => {
+                    missing = window_start - start;
+                    start = window_start;
+                }
+            }
+        }
+        if bytes.is_empty() && start >= window_start {
+            let skip = usize::try_from(start - window_start).unwrap_or(usize::MAX);
+            bytes = self.tail.iter().skip(skip).take(limit).copied().collect();
+        }
+        let end = start + bytes.len() as u64;
+        if !(self.finished && end == self.total) {
             let keep = bytes.len() - incomplete_utf8_suffix(&bytes);
-            bytes.truncate(keep);
+            // A read too short to hold a whole character still moves on.
+            if keep > 0 {
+                bytes.truncate(keep);
+            }
         }
         let next = start + bytes.len() as u64;
         StreamRead {
             bytes,
-            dropped,
+            start,
+            missing,
             next,
+            more: next < self.total,
+        }
+    }
+
+    /// The spill file and how many leading bytes of the stream it holds.
+    fn spill_held(&self) -> Option<(&Path, u64)> {
+        match &self.spill {
+            Spill::Open { path, written, .. }
+            | Spill::Complete { path, written }
+            | Spill::Capped { path, written } => Some((path, *written)),
+            _ => None,
+        }
+    }
+
+    /// Bytes `from..` of the stream, before `until` and at most `limit`, from the spill file;
+    /// `None` when it holds none of them or cannot be read.
+    fn read_spill(&self, from: u64, until: u64, limit: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let (path, written) = self.spill_held()?;
+        let end = until.min(written).min(from.saturating_add(limit as u64));
+        if end <= from {
+            return None;
+        }
+        let mut buf = vec![0; usize::try_from(end - from).ok()?];
+        let file = File::open(path).ok()?;
+        file.read_exact_at(&mut buf, from).ok()?;
+        Some(buf)
+    }
+
+    /// Why bytes of this stream are missing from every copy, naming the setting, if they are.
+    pub(crate) fn missing_reason(&self) -> &'static str {
+        match self.spill {
+            Spill::Capped { .. } => "its spill file stopped at shell.spill_cap_bytes",
+            Spill::NoRoom => {
+                "the spill files of all commands together reached shell.spill_total_cap_bytes"
+            }
+            Spill::Failed => "its spill file could not be written (see dshd's log)",
+            _ => "they were released",
         }
     }
 }
@@ -621,23 +684,48 @@ mod tests {
     }
 
     #[test]
-    fn incremental_reads_never_repeat_and_report_drops() {
+    fn incremental_reads_never_repeat_and_page_through_the_spill() {
         let tmp = tempfile::tempdir().unwrap();
         let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 100));
         c.push(b"ab");
-        let r = c.read_since(0);
+        let r = c.read_from(0, 64);
         assert_eq!(
-            (r.bytes.as_slice(), r.dropped, r.next),
-            (b"ab".as_slice(), 0, 2)
+            (r.bytes.as_slice(), r.start, r.missing, r.next, r.more),
+            (b"ab".as_slice(), 0, 0, 2, false)
         );
-        let r2 = c.read_since(r.next);
+        let r2 = c.read_from(r.next, 64);
         assert_eq!((r2.bytes.len(), r2.next), (0, 2));
-        c.push(b"cdefgh"); // window is now "efgh" at offsets 4..8
-        let r3 = c.read_since(2);
+        c.push(b"cdefgh"); // memory holds "efgh" (4..8); the spill holds all of it
+        let r3 = c.read_from(1, 2);
         assert_eq!(
-            (r3.bytes.as_slice(), r3.dropped, r3.next),
-            (b"efgh".as_slice(), 2, 8)
+            (r3.bytes.as_slice(), r3.start, r3.missing, r3.next, r3.more),
+            (b"bc".as_slice(), 1, 0, 3, true)
         );
+        // A page ends where the spill's part ends and memory's begins.
+        let r4 = c.read_from(r3.next, 64);
+        assert_eq!((r4.bytes.as_slice(), r4.next), (b"d".as_slice(), 4));
+        let r5 = c.read_from(r4.next, 64);
+        assert_eq!(
+            (r5.bytes.as_slice(), r5.next, r5.more),
+            (b"efgh".as_slice(), 8, false)
+        );
+    }
+
+    /// Past the spill cap no copy holds the middle of the stream: a reader skips it, and is told.
+    #[test]
+    fn bytes_no_copy_holds_are_skipped_and_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Arc::new(SpillTarget::new(tmp.path().join("spill"), 6, 1000));
+        let mut c = Collector::new(Stream::Stdout, 4, target);
+        c.push(b"0123456789abcdef"); // spill keeps 0..6, memory 12..16
+        let r = c.read_from(0, 64);
+        assert_eq!((r.bytes.as_slice(), r.next), (b"012345".as_slice(), 6));
+        let r = c.read_from(r.next, 64);
+        assert_eq!(
+            (r.bytes.as_slice(), r.start, r.missing, r.next),
+            (b"cdef".as_slice(), 12, 6, 16)
+        );
+        assert!(c.missing_reason().contains("shell.spill_cap_bytes"));
     }
 
     #[test]
@@ -647,15 +735,17 @@ mod tests {
         let euro = "€".as_bytes(); // e2 82 ac
         c.push(b"x");
         c.push(&euro[..2]);
-        let r = c.read_since(0);
+        let r = c.read_from(0, 64);
         assert_eq!((r.bytes.as_slice(), r.next), (b"x".as_slice(), 1));
         c.push(&euro[2..]);
-        let r = c.read_since(r.next);
+        let r = c.read_from(r.next, 64);
         assert_eq!(r.bytes, euro);
+        // A page boundary inside a character moves it to the next page.
+        assert_eq!(c.read_from(0, 2).bytes, b"x");
         // Once finished, whatever is left is handed out as is.
         c.push(&euro[..1]);
         c.finish();
-        assert_eq!(c.read_since(4).bytes, &euro[..1]);
+        assert_eq!(c.read_from(4, 64).bytes, &euro[..1]);
     }
 
     #[test]

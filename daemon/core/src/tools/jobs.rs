@@ -58,7 +58,7 @@ impl Tool for JobTool {
         let (name, description) = match self.kind {
             Kind::Output => (
                 "job_output",
-                "Read a background job's output produced since the last read, and whether it is still running.",
+                "Read the next part of a background job's output (in order, up to 64 KiB of each stream; the result says when more is waiting), and whether it is still running.",
             ),
             Kind::Kill => (
                 "job_kill",
@@ -100,5 +100,73 @@ impl Tool for JobTool {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::exec::{CommandSpec, ExecConfig, JOB_READ_LIMIT};
+
+    /// The model pages through a long output with `job_output` as a client does: every byte, in
+    /// order, each result bounded and saying when more is waiting.
+    #[tokio::test]
+    async fn the_model_reads_every_byte_of_a_long_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let executor = Arc::new(
+            Executor::with_base_env(
+                ExecConfig {
+                    output_cap_bytes: 100,
+                    spill_dir: tmp.path().join("spill"),
+                    kill_grace: Duration::from_millis(300),
+                    ..ExecConfig::default()
+                },
+                std::env::vars_os().filter(|(k, _)| k == "PATH"),
+            )
+            .unwrap(),
+        );
+        let total = 2 * JOB_READ_LIMIT + 5;
+        let id = executor
+            .start(
+                CommandSpec::new(
+                    &format!("head -c {total} /dev/zero | tr '\\0' y"),
+                    tmp.path(),
+                ),
+                None,
+            )
+            .unwrap();
+        executor.job_wait(&id).await.unwrap();
+        let tool = JobTool::output(executor.clone());
+        let exec = ToolExecution {
+            call_id: "c1".into(),
+            tool_name: "job_output".into(),
+            agent: None,
+            turn: None,
+            step: None,
+            cwd: tmp.path().to_owned(),
+            cancel: CancellationToken::new(),
+        };
+        let arguments = serde_json::json!({"job_id": id.to_string()});
+        let mut seen = 0;
+        for read in 1.. {
+            let out = tool.call(&exec, &arguments).await;
+            assert!(!out.is_error, "{}", out.content);
+            assert!(!out.content.contains("not kept"), "{}", out.content);
+            seen += out.content.matches('y').count();
+            if out.content.contains("[status: completed") && !out.content.contains("more output") {
+                assert_eq!(read, 3);
+                break;
+            }
+            assert!(
+                out.content.contains("[more output is waiting"),
+                "{}",
+                out.content
+            );
+        }
+        assert_eq!(seen, total);
     }
 }
