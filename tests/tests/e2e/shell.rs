@@ -325,14 +325,20 @@ fn job_output_read_to_the_end_is_every_byte_and_then_the_spill_is_gone() {
                 assert!(line["note"].is_null(), "{line}");
             }
             let last = lines.last().unwrap();
-            assert_eq!((&last["running"], &last["more"]), (&json!(false), &json!(false)));
+            assert_eq!(
+                (&last["running"], &last["more"]),
+                (&json!(false), &json!(false))
+            );
             (out, err, lines.len())
         } else {
             let (mut out, mut err, mut reads) = (String::new(), String::new(), 0);
             loop {
                 let o = job_output(&daemon, &job);
                 assert_eq!(o["stdout_offset"], out.len(), "read {reads} out of order");
-                assert!(o["stdout"].as_str().unwrap().len() <= 64 * 1024, "unbounded read");
+                assert!(
+                    o["stdout"].as_str().unwrap().len() <= 64 * 1024,
+                    "unbounded read"
+                );
                 out.push_str(o["stdout"].as_str().unwrap());
                 err.push_str(o["stderr"].as_str().unwrap());
                 reads += 1;
@@ -349,7 +355,10 @@ fn job_output_read_to_the_end_is_every_byte_and_then_the_spill_is_gone() {
         let left: Vec<_> = std::fs::read_dir(&spills)
             .map(|d| d.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
-        assert!(left.is_empty(), "spill files left after the end was read: {left:?}");
+        assert!(
+            left.is_empty(),
+            "spill files left after the end was read: {left:?}"
+        );
     }
 }
 

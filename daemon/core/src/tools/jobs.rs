@@ -133,7 +133,7 @@ mod tests {
         let id = executor
             .start(
                 CommandSpec::new(
-                    &format!("head -c {total} /dev/zero | tr '\\0' y"),
+                    format!("head -c {total} /dev/zero | tr '\\0' y"),
                     tmp.path(),
                 ),
                 None,
