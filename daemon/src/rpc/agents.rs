@@ -16,7 +16,7 @@ use super::convert::{
 };
 use dsh_core::agent::{AgentRegistry, ApprovalAnswer, WatchScope, Watcher};
 use dsh_core::sandbox::SandboxPolicy;
-use dsh_core::session::{ApprovalScope, ApprovalVerdict};
+use dsh_core::session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
 
 /// The `Agents` service.
 pub struct AgentsService {
@@ -165,6 +165,16 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn approve(&self, request: Request<v1::ApproveRequest>) -> Reply<v1::ApproveResponse> {
+        let peer = crate::peer::of(&request);
+        // Approvals come from people: a process an agent's command started (its own background
+        // job included) could otherwise answer its agent's requests.
+        if !peer.provenance.is_outside() {
+            tracing::warn!(client_pid = peer.pid, client = %peer.provenance, "refused an approval from inside a command dshd started");
+            return Err(Status::permission_denied(format!(
+                "Agents.Approve is refused: this client {}; approvals come from people, so answer from a terminal or editor outside every command dshd started",
+                peer.provenance
+            )));
+        }
         let req = request.into_inner();
         let id = session_id("agent_id", req.agent_id)?;
         if req.call_id.is_empty() {
@@ -204,6 +214,11 @@ impl agents_server::Agents for AgentsService {
             verdict,
             reason,
             scope,
+            client: Some(ApprovalClient {
+                pid: peer.pid,
+                uid: peer.uid,
+                terminal: peer.pid.and_then(dsh_core::exec::has_terminal),
+            }),
         };
         self.agents
             .approve(&id, &req.call_id, answer)

@@ -92,11 +92,8 @@ impl Screen {
                 } else {
                     ""
                 };
-                self.line(
-                    w,
-                    e,
-                    format!("{verdict} call {} ({}{until}){why}", text("callId"), text("by")),
-                )
+                let by = answered_by(&data);
+                self.line(w, e, format!("{verdict} call {} ({by}{until}){why}", text("callId")))
             }
             "turn/end" => {
                 let reason = &data["reason"];
@@ -209,6 +206,29 @@ fn indent(text: &str) -> String {
     text.replace('\n', "\n  ")
 }
 
+/// Who decided an `approval/decision`: `by`, and for a client what dshd saw of it (pid, uid,
+/// whether it had a terminal), e.g. `client pid 4242, uid 1000, at a terminal`.
+fn answered_by(data: &serde_json::Value) -> String {
+    let by = data["by"].as_str().unwrap_or_default();
+    let client = &data["client"];
+    if !client.is_object() {
+        return by.to_owned();
+    }
+    let mut parts = Vec::new();
+    if let Some(pid) = client["pid"].as_i64() {
+        parts.push(format!("pid {pid}"));
+    }
+    if let Some(uid) = client["uid"].as_u64() {
+        parts.push(format!("uid {uid}"));
+    }
+    match client["terminal"].as_bool() {
+        Some(true) => parts.push("at a terminal".to_owned()),
+        Some(false) => parts.push("no terminal".to_owned()),
+        None => {}
+    }
+    format!("{by} {}", parts.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -247,6 +267,27 @@ mod tests {
             screen.write(&mut out, e).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_decision_says_who_answered() {
+        let json = |v: Value| v;
+        assert_eq!(
+            answered_by(&json(serde_json::json!({"by": "timeout"}))),
+            "timeout"
+        );
+        assert_eq!(
+            answered_by(&json(
+                serde_json::json!({"by": "client", "client": {"pid": 42, "uid": 1000, "terminal": true}})
+            )),
+            "client pid 42, uid 1000, at a terminal"
+        );
+        assert_eq!(
+            answered_by(&json(
+                serde_json::json!({"by": "client", "client": {"uid": 0, "terminal": false}})
+            )),
+            "client uid 0, no terminal"
+        );
     }
 
     #[test]

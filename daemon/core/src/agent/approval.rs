@@ -14,7 +14,9 @@ use tokio::sync::oneshot;
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, ToolExecution};
-use crate::session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
+use crate::session::{
+    ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData,
+};
 
 /// A client's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +27,8 @@ pub struct ApprovalAnswer {
     pub reason: Option<String>,
     /// This call only, or (an allow only) every identical request of the live agent.
     pub scope: ApprovalScope,
+    /// Who answered, recorded in the decision.
+    pub client: Option<ApprovalClient>,
 }
 
 /// A request a client allowed for the rest of the live agent's life: the same tool with the same
@@ -154,6 +158,7 @@ pub(crate) async fn ask(
             by: ApprovalSource::Rule,
             reason: None,
             scope: ApprovalScope::Once,
+            client: None,
         });
         tracing::info!(call_id = %exec.call_id, "allowed by a rule of this session");
         return Ok(());
@@ -177,18 +182,24 @@ pub(crate) async fn ask(
     let once = ApprovalScope::Once;
     let mut decided = loop {
         if !agent.watched() {
-            break (ApprovalVerdict::Deny, ApprovalSource::Unwatched, None, once);
+            break (
+                ApprovalVerdict::Deny,
+                ApprovalSource::Unwatched,
+                None,
+                once,
+                None,
+            );
         }
         tokio::select! {
             got = &mut answer => break match got {
-                Ok(a) => (a.verdict, ApprovalSource::Client, a.reason, a.scope),
-                Err(_) => (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once),
+                Ok(a) => (a.verdict, ApprovalSource::Client, a.reason, a.scope, a.client),
+                Err(_) => (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once, None),
             },
             () = &mut deadline => {
-                break (ApprovalVerdict::Deny, ApprovalSource::Timeout, None, once);
+                break (ApprovalVerdict::Deny, ApprovalSource::Timeout, None, once, None);
             }
             () = exec.cancel.cancelled() => {
-                break (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once);
+                break (ApprovalVerdict::Deny, ApprovalSource::Cancelled, None, once, None);
             }
             // A watcher left: check again whether anyone still watches.
             _ = departures.changed() => {}
@@ -197,10 +208,16 @@ pub(crate) async fn ask(
     if decided.1 != ApprovalSource::Client && !agent.approvals().withdraw(&exec.call_id) {
         // A client's answer took the request first: it stands.
         if let Ok(a) = answer.try_recv() {
-            decided = (a.verdict, ApprovalSource::Client, a.reason, a.scope);
+            decided = (
+                a.verdict,
+                ApprovalSource::Client,
+                a.reason,
+                a.scope,
+                a.client,
+            );
         }
     }
-    let (verdict, by, client_reason, scope) = decided;
+    let (verdict, by, client_reason, scope, client) = decided;
     // Only a client's allow makes a rule (the RPC refuses a denial for the session).
     let scope = match (verdict, by) {
         (ApprovalVerdict::Allow, ApprovalSource::Client) => scope,
@@ -217,6 +234,7 @@ pub(crate) async fn ask(
         by,
         reason: client_reason.clone(),
         scope,
+        client,
     });
     tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), by = by.as_str(), "approval decided");
     match (verdict, by) {
@@ -266,6 +284,7 @@ mod tests {
             verdict: ApprovalVerdict::Allow,
             reason: None,
             scope: ApprovalScope::Once,
+            client: None,
         };
         assert!(!approvals.answer("c1", allow.clone()));
         let mut rx = approvals.register("c1");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict};
+use super::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict};
 
 /// One event of a session log. `seq` is its index in the log (contiguous from 0); `time` is Unix
 /// milliseconds at append.
@@ -345,6 +345,10 @@ event_vocabulary! {
         /// life; absent (`once`) otherwise.
         #[serde(default, skip_serializing_if = "ApprovalScope::is_once")]
         scope: ApprovalScope,
+        /// The client that answered (`by: client`), as dshd saw it; absent otherwise, and in logs
+        /// written before dshd recorded it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<ApprovalClient>,
     },
 }
 

@@ -20,7 +20,7 @@ pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cw
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
 pub use settings::{
-    AgentSettings, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
+    AgentSettings, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
     recorded_settings,
 };
 

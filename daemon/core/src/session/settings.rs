@@ -83,6 +83,22 @@ pub enum ApprovalSource {
     Rule,
 }
 
+/// The client that answered an approval request, as dshd saw it: a process outside every command
+/// dshd started (approvals from inside one are refused), so the log says who decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalClient {
+    /// The pid that connected (`SO_PEERCRED`), when the kernel told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// Its uid.
+    pub uid: u32,
+    /// Whether it had a controlling terminal when it answered (a person at a shell has one; an
+    /// editor or a service has none); absent when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<bool>,
+}
+
 /// How long a client's allow holds: this call only, or every identical request (same tool,
 /// command and directory) of the live agent from now on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

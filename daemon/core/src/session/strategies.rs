@@ -6,8 +6,9 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{
-    AbortCause, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, AssistantMessage,
-    Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage, UserMessage,
+    AbortCause, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
+    AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage,
+    UserMessage,
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
@@ -251,6 +252,11 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                     by,
                     reason,
                     scope,
+                    client: (by == ApprovalSource::Client).then_some(ApprovalClient {
+                        pid: Some(i32::try_from(turn).unwrap_or(1)),
+                        uid: step,
+                        terminal: Some(allow),
+                    }),
                 }
             }),
     ]

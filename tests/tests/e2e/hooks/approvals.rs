@@ -83,6 +83,15 @@ fn an_ask_hook_waits_and_an_allow_from_dshctl_approve_runs_the_command() {
         (decided["decision"].clone(), decided["by"].clone()),
         (json!("allow"), json!("client"))
     );
+    // Who answered, as dshd saw the client: this test's own `dshctl` (a pid, our uid).
+    let client = &decided["client"];
+    assert!(client["pid"].as_i64().is_some_and(|p| p > 1), "{decided}");
+    assert_eq!(
+        client["uid"],
+        rustix::process::geteuid().as_raw(),
+        "{decided}"
+    );
+    assert!(client["terminal"].is_boolean(), "{decided}");
     assert_eq!(turn.tool_results()[0]["isError"], false);
 }
 
@@ -281,4 +290,80 @@ fn with_nobody_watching_the_agent_a_request_is_denied_at_once() {
         .unwrap()
         .to_owned();
     assert!(result.contains("nobody is watching"), "{result}");
+}
+
+/// The attack: under `always`, the agent's own background job (unconfined) watches the agent and
+/// answers its next request with `dshctl approve` (it used to be allowed, logged as a person's
+/// answer). Approvals come from people: the job's answer is PERMISSION_DENIED, the call waits
+/// until nobody has answered in time and is denied, and the log says the timeout decided. The
+/// job's start itself was allowed by this test, a client outside every command, which the log
+/// records with its pid and uid.
+#[test]
+fn an_agents_own_job_cannot_approve_its_calls() {
+    let w = World::new(|_| Setup {
+        hooks_toml: "[approvals]\npolicy = \"always\"\ntimeout_ms = 3000\n".into(),
+        ..Setup::default()
+    });
+    let dshctl = format!(
+        "'{}' --socket '{}'",
+        dsh_tests::dshctl_bin().display(),
+        w.daemon.socket.display()
+    );
+    let job = format!(
+        "{dshctl} --json watch --from 0 \"$DSH_SESSION_ID\" | grep -m1 -q 'approval/request.*\"callId\":\"c2\"'; \
+         {dshctl} approve \"$DSH_SESSION_ID\" c2 --allow > {out} 2>&1; echo rc=$? >> {out}",
+        out = w.q("answered")
+    );
+    let agent = w.agent(&json!({"replies": [
+        {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": job, "run_in_background": true}}]},
+        {"tool_calls": [{"id": "c2", "name": "bash", "arguments": {"command": format!("touch {}", w.q("marker"))}}]},
+        {"text": "done"},
+    ]}));
+    let running = w.prompt_in_background(&agent, "go");
+    wait_for_request(&w, &agent, 1);
+    approve(&w, &agent, "c1", &["--allow"]);
+    let turn = Turn::wait(running);
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert!(
+        dsh_tests::eventually(std::time::Duration::from_secs(30), || w
+            .path("answered")
+            .exists()
+            && std::fs::read_to_string(w.path("answered"))
+                .unwrap()
+                .contains("rc=")),
+        "the job never answered"
+    );
+    let answered = w.read("answered");
+    assert!(
+        answered.contains("Agents.Approve is refused")
+            && answered.contains("approvals come from people")
+            && answered.contains("rc=1"),
+        "{answered}"
+    );
+    assert!(
+        !w.path("marker").exists(),
+        "the job's approval ran the call"
+    );
+    let decisions = turn.of_type("approval/decision");
+    assert_eq!(decisions.len(), 2, "{:?}", turn.lines);
+    assert_eq!(decisions[0]["data"]["by"], "client");
+    assert!(
+        decisions[0]["data"]["client"]["pid"].is_i64(),
+        "{}",
+        decisions[0]
+    );
+    assert_eq!(
+        (
+            &decisions[1]["data"]["decision"],
+            &decisions[1]["data"]["by"]
+        ),
+        (&json!("deny"), &json!("timeout")),
+        "{}",
+        decisions[1]
+    );
+    assert!(
+        decisions[1]["data"].get("client").is_none(),
+        "{}",
+        decisions[1]
+    );
 }

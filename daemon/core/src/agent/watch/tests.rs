@@ -305,6 +305,7 @@ async fn decision(w: &World, id: &SessionId, answer: Option<ApprovalVerdict>) ->
             verdict,
             reason: Some("because".into()),
             scope: crate::session::ApprovalScope::Once,
+            client: None,
         };
         w.registry.approve(id, "c1", answer.clone()).unwrap();
         assert!(
@@ -399,6 +400,7 @@ async fn an_unknown_call_is_not_pending() {
                 verdict: ApprovalVerdict::Allow,
                 reason: None,
                 scope: crate::session::ApprovalScope::Once,
+                client: None,
             },
         )
         .unwrap_err();
