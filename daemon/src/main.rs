@@ -89,6 +89,15 @@ impl From<LogFormatArg> for LogFormat {
 }
 
 fn main() -> ExitCode {
+    // First, before any secret is read: a non-dumpable process's /proc files (environ, mem, maps)
+    // belong to root, so the user's other processes, its agents' commands included, cannot read
+    // the model key out of dshd's environment or memory, nor attach to it.
+    if let Err(error) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        eprintln!("dshd: error: cannot make dshd non-dumpable (PR_SET_DUMPABLE): {error}");
+        return ExitCode::FAILURE;
+    }
     let args = Args::parse();
     let allocator = tune_allocator();
     match run(args, allocator) {

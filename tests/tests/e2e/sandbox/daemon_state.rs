@@ -52,3 +52,39 @@ fn a_confined_command_chmodding_dshds_files_changes_nothing_for_other_agents() {
     assert_eq!(got[1].content, "[]\n", "{:?}", got[1]);
     assert!(daemon.dshctl(&["status"]).status.success());
 }
+
+/// dshd holds the model key in its environment and memory; it makes itself non-dumpable at start,
+/// so the files that would show them belong to root and an agent's command of the same user
+/// cannot read them: `/proc/<dshd>/environ` and `/proc/<dshd>/mem`, from an unconfined command,
+/// with dshd run as an ordinary user (as root, a command could read them anyway; confined
+/// commands lose the capabilities that allow it).
+#[test]
+fn an_agents_command_cannot_read_dshds_environment_or_memory() {
+    if !dsh_tests::root_or_skip("run dshd as an ordinary user") {
+        return;
+    }
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        user: Some(dsh_tests::NOBODY),
+        env: vec![("DEEPSEEK_API_KEY".into(), "sk-guard-secret".into())],
+        ..DaemonSpec::default()
+    });
+    let pid = daemon.child.id();
+    let probe = format!(
+        "for f in environ mem; do if cat /proc/{pid}/$f >/dev/null 2>&1; then echo $f-readable; \
+         else echo $f-refused; fi; done; grep -c sk-guard-secret /proc/{pid}/environ; \
+         id -u; head -1 /proc/{pid}/status"
+    );
+    let id = agent(&daemon, &daemon.workdir("reader"), &[], &[&probe]);
+    let got = results(&daemon, &id);
+    let text = &got[0].content;
+    assert!(
+        text.contains("environ-refused") && text.contains("mem-refused"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-guard-secret\n1"), "{text}");
+    // The control: it is an ordinary user's command, and it can see dshd at all.
+    assert!(
+        text.contains(&format!("{}\n", dsh_tests::NOBODY)) && text.contains("dshd"),
+        "{text}"
+    );
+}
