@@ -89,6 +89,14 @@ impl From<LogFormatArg> for LogFormat {
 }
 
 fn main() -> ExitCode {
+    // dshd starts every command through itself as the launcher (`/proc/self/exe` with this
+    // `argv[0]`): decided first, before any runtime, logging or configuration.
+    if std::env::args_os()
+        .next()
+        .is_some_and(|arg0| arg0 == dsh_launch::ARG0)
+    {
+        dsh_launch::main();
+    }
     // First, before any secret is read: a non-dumpable process's /proc files (environ, mem, maps)
     // belong to root, so the user's other processes, its agents' commands included, cannot read
     // the model key out of dshd's environment or memory, nor attach to it.

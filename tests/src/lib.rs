@@ -67,22 +67,9 @@ pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
     run.path().to_path_buf()
 }
 
-/// Whether `name` is one of the variables `cargo test`, `cargo bench` and `cargo run` set for the
-/// binary they run, which a nested cargo must not inherit (see [`cargo_build`]).
-pub fn set_by_cargo_for_the_runner(name: &str) -> bool {
-    name.starts_with("CARGO_PKG_")
-        || matches!(
-            name,
-            "CARGO_MANIFEST_DIR"
-                | "CARGO_MANIFEST_PATH"
-                | "CARGO_MANIFEST_LINKS"
-                | "CARGO_CRATE_NAME"
-                | "CARGO_PRIMARY_PACKAGE"
-                | "CARGO_BIN_NAME"
-                | "CARGO_TARGET_TMPDIR"
-                | "OUT_DIR"
-        )
-}
+/// Whether `name` is one of the variables cargo sets for the binary it runs, which a nested
+/// cargo must not inherit (see [`cargo_build`]).
+pub use dsh_core::test_support::set_by_cargo_for_the_runner;
 
 /// A private (0700) temporary directory: `tempfile` directories are 0755.
 pub fn private_dir() -> tempfile::TempDir {

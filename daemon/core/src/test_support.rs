@@ -126,3 +126,50 @@ pub fn keys(json: impl AsRef<[u8]>) -> Vec<String> {
         Err(e) => panic!("not a JSON object ({e}): {}", String::from_utf8_lossy(json)),
     }
 }
+
+/// The launcher for executors outside dshd (a test binary's `/proc/self/exe` is no launcher):
+/// the `dsh-launch` binary, built once per test process with escargot. The nested cargo gets
+/// the environment a build from a shell has, as `dsh-tests` does for `dshd` (the variables cargo
+/// sets for a test binary would make some build scripts rebuild every time).
+pub fn launcher() -> crate::exec::Launcher {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let bin = BIN.get_or_init(|| {
+        let manifest =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../launch/Cargo.toml");
+        let mut build = escargot::CargoBuild::new()
+            .manifest_path(manifest)
+            .package("dsh-launch")
+            .bin("dsh-launch");
+        for (key, _) in std::env::vars_os() {
+            if set_by_cargo_for_the_runner(&key.to_string_lossy()) {
+                build = build.env_remove(&key);
+            }
+        }
+        match build.run() {
+            Ok(run) => run.path().to_path_buf(),
+            Err(error) => panic!("cannot build dsh-launch: {error}"),
+        }
+    });
+    crate::exec::Launcher {
+        program: bin.clone(),
+        arg0: dsh_launch::ARG0.into(),
+    }
+}
+
+/// Whether `name` is one of the variables `cargo test`, `cargo bench` and `cargo run` set for the
+/// binary they run, which a nested cargo must not inherit: some build scripts (ring's) declare
+/// `rerun-if-env-changed` on exactly those names and would rebuild every run.
+pub fn set_by_cargo_for_the_runner(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_BIN_NAME"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        )
+}

@@ -17,6 +17,7 @@ pub(super) struct SandboxSection {
     pub network: Option<String>,
     pub writable_roots: Option<Vec<String>>,
     pub landlock_abi: Option<u32>,
+    pub tmp_root: Option<String>,
 }
 
 impl Builder<'_> {
@@ -65,11 +66,28 @@ impl Builder<'_> {
             }
             writable_roots.push(path);
         }
+        // Private places first; never a predictable name in a shared directory such as /tmp,
+        // which another user could create first.
+        let mut tmp_roots = Vec::new();
+        if section.tmp_root.is_some() {
+            tmp_roots.push(self.path(
+                section.tmp_root.as_ref(),
+                "sandbox.tmp_root",
+                PathBuf::new(),
+            )?);
+        }
+        if let Some(runtime) = self.ambient.runtime_dir.as_deref().map(Path::new)
+            && runtime.is_absolute()
+        {
+            tmp_roots.push(runtime.join("dsh-sandbox"));
+        }
+        tmp_roots.push(self.home.join("run/sandbox"));
         Ok((
             policy,
             SandboxSettings {
                 writable_roots,
                 landlock_abi: section.landlock_abi,
+                tmp_roots,
                 ..SandboxSettings::default()
             },
         ))

@@ -243,7 +243,6 @@ pub fn exec_status(error: ExecError) -> Status {
         // The request is fine; the kernel or the roots cannot carry it out.
         ExecError::Sandbox(
             e @ (SandboxError::Unsupported { .. }
-            | SandboxError::Apply { .. }
             | SandboxError::Exposed { .. }
             | SandboxError::Workspace { .. }),
         ) => Status::failed_precondition(format!("sandbox: {e}")),

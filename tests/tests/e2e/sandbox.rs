@@ -12,6 +12,8 @@ mod attacks;
 mod clients;
 #[path = "sandbox/daemon_state.rs"]
 mod daemon_state;
+#[path = "sandbox/escape.rs"]
+mod escape;
 #[path = "sandbox/policy.rs"]
 mod policy;
 
@@ -120,10 +122,11 @@ fn status_reports_the_landlock_abi() {
     );
 }
 
-/// dshd confines a command by spawning it from a thread restricted to its plan, so dshd itself
-/// stays free: after a confined agent's calls it still writes the agent's transcript and runs an
-/// unconfined command. The agent's thread holds the directories it opened: its workspace removed
-/// and made again between two turns is writable on the next turn, and nothing else is.
+/// dshd confines nothing of its own (the launcher confines itself before it runs the command), so
+/// it stays free: after a confined agent's calls it still writes the agent's transcript and runs
+/// an unconfined command. Each call is confined to the directories its launcher opened: the
+/// workspace removed and made again between two turns is writable on the next turn, and nothing
+/// else is.
 #[test]
 fn dshd_stays_unconfined_and_a_workspace_made_again_stays_writable() {
     let daemon = TestDaemon::start();
@@ -169,57 +172,42 @@ fn dshd_stays_unconfined_and_a_workspace_made_again_stays_writable() {
     assert!(work.join("../free").exists());
 }
 
-/// How many of dshd's threads are confined spawning threads.
-fn confined_threads(daemon: &TestDaemon) -> usize {
-    let tasks = format!("/proc/{}/task", daemon.child.id());
-    std::fs::read_dir(&tasks)
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "dsh-confined")
-        .count()
+/// The entries of `dir`, sorted (none when it is not there).
+fn entries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    all.sort();
+    all
 }
 
-/// dshd's sandbox temporary root under `tmp` (its `TMPDIR`).
-fn sandbox_root(tmp: &Path) -> std::path::PathBuf {
-    tmp.join(format!(
+/// Private temporary directories live in a private place of the user's (here `<home>/run/sandbox`,
+/// the test daemon having no `XDG_RUNTIME_DIR`), never at a predictable `/tmp` path: another user
+/// who made `$TMPDIR/dsh-sandbox-<uid>` first (or planted a link there), which used to stop every
+/// sandboxed call, changes nothing. Each call of no agent gets an empty one of its own, removed
+/// after it; an agent's lasts until it closes; stopping dshd removes what is left.
+#[test]
+fn temporary_directories_are_private_fresh_and_removed() {
+    let tmp = dsh_tests::private_dir();
+    let squatted = tmp.path().join(format!(
         "dsh-sandbox-{}",
         rustix::process::getuid().as_raw()
-    ))
-}
-
-/// The temporary directories of calls of no agent under `tmp` (dshd's `TMPDIR`): those in
-/// `calls-*`, the directory of one dshd.
-fn call_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(sandbox_root(tmp)) else {
-        return Vec::new();
-    };
-    entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("calls-")
-        })
-        .flat_map(|calls| std::fs::read_dir(calls).unwrap().map(|e| e.unwrap().path()))
-        .collect()
-}
-
-/// Confined threads and temporary directories do not pile up. Calls of no agent with one plan
-/// share one thread; each gets an empty temporary directory of its own, removed after the call
-/// when the call wrote into it, else handed on to the next call; one waits at most. An agent
-/// keeps one thread across its turns, and closing the agent ends it. Stopping dshd removes what
-/// is left.
-#[test]
-fn confined_threads_end_with_their_call_or_agent() {
-    let tmp = dsh_tests::private_dir();
+    ));
+    std::fs::create_dir(&squatted).unwrap();
+    if rustix::process::geteuid().is_root() {
+        // Another user's, as a squatter's would be.
+        std::os::unix::fs::chown(&squatted, Some(65534), Some(65534)).unwrap();
+    } else {
+        std::fs::remove_dir(&squatted).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), &squatted).unwrap();
+    }
     let mut daemon = TestDaemon::start_with(DaemonSpec {
         env: vec![("TMPDIR".into(), tmp.path().into())],
         ..DaemonSpec::default()
     });
-    let work = daemon.workdir("threads");
+    let root = daemon.home.join("run/sandbox");
+    let work = daemon.workdir("tmpdirs");
     let patience = std::time::Duration::from_secs(10);
-    // A read-only call of no agent in the workspace that prints its TMPDIR (it must be empty).
     let tmpdir_of = |command: &str| {
         let (code, out) = run(
             &daemon,
@@ -240,68 +228,97 @@ fn confined_threads_end_with_their_call_or_agent() {
         std::path::PathBuf::from(out["stdout"].as_str().unwrap().trim())
     };
     let mut seen = Vec::new();
-    for _ in 0..3 {
-        seen.push(tmpdir_of(r#"touch "$TMPDIR/mine" &&"#));
+    for command in [r#"touch "$TMPDIR/mine" &&"#, "", ""] {
+        seen.push(tmpdir_of(command));
     }
     seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 3, "calls shared a TMPDIR: {seen:?}");
     for dir in &seen {
-        let calls = dir.parent().unwrap();
-        assert_eq!(calls.parent().unwrap(), sandbox_root(tmp.path()), "{dir:?}");
-        assert!(
-            calls
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("calls-")
-        );
+        assert_eq!(dir.parent().unwrap(), root, "{dir:?}");
     }
     assert!(
-        dsh_tests::eventually(patience, || seen.iter().all(|dir| !dir.exists())
-            && call_dirs(tmp.path()).len() == 1),
-        "a used TMPDIR outlived its call, or not one waits for the next: {:?}",
-        call_dirs(tmp.path())
+        dsh_tests::eventually(patience, || entries(&root).is_empty()),
+        "a TMPDIR outlived its call: {:?}",
+        entries(&root)
     );
-    let waiting = call_dirs(tmp.path());
-    for _ in 0..2 {
-        assert_eq!(
-            [tmpdir_of("")],
-            waiting.as_slice(),
-            "an unused TMPDIR is handed on"
-        );
-    }
+    let mode = std::fs::symlink_metadata(&root).unwrap();
     assert_eq!(
-        confined_threads(&daemon),
-        1,
-        "one thread for the calls of no agent with that plan"
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o700
     );
 
     let id = agent(
         &daemon,
         &work,
         &["--sandbox", "read-only"],
-        &["true", "true"],
+        &[r#"touch "$TMPDIR/kept" && echo "$TMPDIR""#],
     );
-    results(&daemon, &id);
-    assert_eq!(
-        confined_threads(&daemon),
-        2,
-        "one more thread, for the agent's calls"
-    );
+    let got = results(&daemon, &id);
+    let dir = std::path::PathBuf::from(got[0].content.trim());
+    assert_eq!(dir, root.join(&id), "{:?}", got[0]);
+    assert!(dir.join("kept").exists());
     daemon.dshctl_json(&["agent", "close", &id]);
-    assert!(
-        dsh_tests::eventually(patience, || confined_threads(&daemon) == 1),
-        "closing the agent left its thread"
-    );
+    assert!(!dir.exists(), "closing the agent left {dir:?}");
+
+    let live = agent(&daemon, &work, &["--sandbox", "read-only"], &["true"]);
+    results(&daemon, &live);
+    assert_eq!(entries(&root), [root.join(&live)]);
     let status = daemon.signal_and_wait(
         rustix::process::Signal::TERM,
         std::time::Duration::from_secs(10),
     );
     assert!(status.success(), "{status}");
-    let left: Vec<_> = std::fs::read_dir(sandbox_root(tmp.path()))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(left.is_empty(), "dshd's stop left {left:?}");
+    assert_eq!(
+        entries(&root),
+        Vec::<std::path::PathBuf>::new(),
+        "dshd's stop left them"
+    );
+    assert!(
+        !daemon.log_text().contains("dsh-sandbox"),
+        "the squatted path was looked at: {}",
+        daemon.log_text()
+    );
+}
+
+/// The places for temporary directories are tried in order: an `XDG_RUNTIME_DIR` whose
+/// `dsh-sandbox` is not the user's private directory (here a link planted in its place) is
+/// reported in the log and skipped for the next place; the calls run.
+#[test]
+fn an_unusable_place_for_temporary_directories_is_reported_and_skipped() {
+    let runtime = dsh_tests::private_dir();
+    let elsewhere = runtime.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, runtime.path().join("dsh-sandbox")).unwrap();
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        env: vec![("XDG_RUNTIME_DIR".into(), runtime.path().into())],
+        ..DaemonSpec::default()
+    });
+    let work = daemon.workdir("skip");
+    let (code, out) = run(
+        &daemon,
+        &[
+            "--sandbox",
+            "read-only",
+            "--cwd",
+            work.to_str().unwrap(),
+            "--",
+            r#"touch "$TMPDIR/x" && echo "$TMPDIR""#,
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with(daemon.home.join("run/sandbox/").to_str().unwrap()),
+        "{out}"
+    );
+    assert_eq!(entries(&elsewhere), Vec::<std::path::PathBuf>::new());
+    let log = daemon.log_text();
+    assert!(
+        log.contains("cannot hold sandbox temporary directories")
+            && log.contains(runtime.path().join("dsh-sandbox").to_str().unwrap()),
+        "{log}"
+    );
 }

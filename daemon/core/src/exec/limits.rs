@@ -128,6 +128,18 @@ impl Extra {
         }
         self
     }
+
+    /// The same plus these `argv` strings.
+    pub(crate) fn plus_arguments<'a>(
+        mut self,
+        strings: impl IntoIterator<Item = &'a std::ffi::OsStr>,
+    ) -> Self {
+        for string in strings {
+            self.bytes += string.len() + 1;
+            self.strings += 1;
+        }
+        self
+    }
 }
 
 /// Checks the whole launch (`shell -c command` with the base environment, then `env`, then

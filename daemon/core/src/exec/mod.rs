@@ -13,8 +13,8 @@
 //!   descendant outlives its owner even after leaving the process group.
 //! - `lineage`: which of the daemon's commands a process (a client of the socket) descends from,
 //!   and under which sandbox ([`provenance`]).
-//! - `confine`: sandboxed launches (the Landlock helper in place of the shell, private temporary
-//!   directories); see [`crate::sandbox`].
+//! - `confine`: sandboxed launches (the plan the launcher confines itself to, private temporary
+//!   directories); see [`crate::sandbox`] and `dsh_launch`.
 //!
 //! Decisions worth knowing (details in each file):
 //!
@@ -38,7 +38,6 @@
 
 #![warn(missing_docs)]
 
-mod call_dir;
 mod confine;
 pub use confine::SandboxRequest;
 mod env;
@@ -78,6 +77,7 @@ pub use outcome::{CommandOutcome, signal_name};
 use env::BaseEnv;
 use jobs::{Job, JobTable};
 use output::{Collector, SpillTarget, Stream};
+pub use process::Launcher;
 use process::{Launch, Limits};
 
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
@@ -144,8 +144,11 @@ pub struct ExecConfig {
     /// Names the deployment (the daemon sets the harness home) in every child's owner marker, so
     /// the next daemon of the same home can find and kill what a killed one left behind.
     pub owner_scope: String,
-    /// How confined commands are run (helper, extra roots, protected paths, Landlock ABI).
+    /// How confined commands are run (extra roots, protected paths, Landlock ABI, where their
+    /// temporary directories go).
     pub sandbox: SandboxSettings,
+    /// The program every command is started through (see [`Launcher`]).
+    pub launcher: Launcher,
 }
 
 impl Default for ExecConfig {
@@ -165,8 +168,18 @@ impl Default for ExecConfig {
             max_finished_jobs: 256,
             owner_scope: String::new(),
             sandbox: SandboxSettings::default(),
+            launcher: default_launcher(),
         }
     }
+}
+
+/// dshd's own binary; in the core's unit tests, which run in a test binary, the `dsh-launch`
+/// binary built for them.
+fn default_launcher() -> Launcher {
+    #[cfg(test)]
+    return crate::test_support::launcher();
+    #[cfg(not(test))]
+    Launcher::this_executable()
 }
 
 /// `$TMPDIR/dsh-spill-<uid>`: per user, so two users' daemons never share it.
@@ -363,10 +376,10 @@ pub struct Executor {
     scope: String,
     /// What the kernel offers confined commands, probed once.
     landlock: LandlockSupport,
-    /// The confined threads of agents with confined calls. Each agent's private temporary
-    /// directory is removed with its thread when it closes, and at shutdown for those still live
-    /// (a temporary directory does not outlive the daemon).
-    spawners: confine::Spawners,
+    /// The private temporary directories of confined commands. Each agent's is removed when it
+    /// closes, and at shutdown for those still live (a temporary directory does not outlive the
+    /// daemon).
+    tmp_dirs: confine::TmpDirs,
 }
 
 impl std::fmt::Debug for Executor {
@@ -423,7 +436,7 @@ impl Executor {
             closed: AtomicBool::new(false),
             tracker: Tracker(Arc::new(watch::channel(0).0)),
             landlock: LandlockSupport::probe(),
-            spawners: confine::Spawners::default(),
+            tmp_dirs: confine::TmpDirs::default(),
         })
     }
 
@@ -481,6 +494,7 @@ impl Executor {
         agent: Option<&'a SessionId>,
     ) -> Launch<'a> {
         Launch {
+            launcher: &self.config.launcher,
             sandbox,
             shell: &self.shell,
             base: &self.base,
@@ -653,12 +667,7 @@ impl Executor {
     /// Removes the private temporary directory of `owner`'s confined commands (call when the agent
     /// closes, after its jobs were killed).
     pub fn release_sandbox_of(&self, owner: &SessionId) {
-        self.spawners.release(owner);
-        self.remove_tmp_of(owner);
-    }
-
-    fn remove_tmp_of(&self, owner: &SessionId) {
-        confine::remove_tmp(&confine::tmp_dir_of(&self.config.sandbox, owner));
+        self.tmp_dirs.release(owner);
     }
 
     /// Starts `spec`'s shell, confined as it asks (on behalf of agent `owner`, if any), and
@@ -671,7 +680,7 @@ impl Executor {
     ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
         let confined = self.confine(spec, owner)?;
         let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref(), owner));
-        let leftover = confine::Leftover::of(confined);
+        let leftover = confine::Leftover::of(confined.as_ref());
         match spawned {
             Ok(spawned) => Ok((spawned, leftover)),
             Err(error) => {
@@ -695,7 +704,7 @@ impl Executor {
             self.landlock,
             request,
             owner,
-            &self.spawners,
+            &self.tmp_dirs,
         )
     }
 
@@ -743,11 +752,7 @@ impl Executor {
         // Whatever was adopted and is still here (one that cleared its environment and so its
         // owner marker) goes now.
         reaper::kill_all_adopted().await;
-        for owner in &self.spawners.release_all() {
-            self.remove_tmp_of(owner);
-        }
-        // Every command has ended, so no call's directory is in use.
-        confine::remove_tmp(&self.spawners.calls_dir(&self.config.sandbox));
+        self.tmp_dirs.release_all();
     }
 }
 
@@ -819,6 +824,9 @@ fn validate(c: &ExecConfig) -> Result<(), ExecError> {
     }
     if c.shell.as_os_str().is_empty() {
         return bad("shell", "must not be empty");
+    }
+    if c.launcher.program.as_os_str().is_empty() {
+        return bad("launcher", "must not be empty");
     }
     Ok(())
 }

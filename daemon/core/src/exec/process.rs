@@ -1,9 +1,12 @@
-//! Spawning `bash -c` in its own process group, and supervising it to the end.
+//! Spawning `bash -c` in its own session, and supervising it to the end.
 //!
 //! Lifecycle of one process (foreground and background alike):
 //!
-//! 1. **Spawn** with `env_clear()` plus the layered environment, `process_group(0)` (the shell leads
-//!    a new group; no `pre_exec`, so std keeps its `posix_spawn` fast path), stdin from `/dev/null`
+//! 1. **Spawn** the launcher ([`Launcher`], `dsh_launch`) with `env_clear()` plus the layered
+//!    environment; the launcher starts a new session (so the shell leads a new session and
+//!    process group, pgid = pid, with no controlling terminal), confines itself when the command
+//!    is confined, and `exec`s `bash -c`, so the pid spawned is the shell's. No `pre_exec`, so
+//!    std keeps its `posix_spawn` fast path. Stdin from `/dev/null`
 //!    unless the caller gave bytes (then they are written and stdin closed; `EPIPE` is ignored, the
 //!    command simply did not read them), stdout and stderr piped to two collectors read
 //!    concurrently.
@@ -27,11 +30,16 @@
 //!    shell's owner marker and were adopted by the daemon; they are killed and reaped now (see
 //!    `reaper`).
 //!
+//! Until the launcher has called `setsid` (microseconds after the spawn) the process is still in
+//! dshd's group and its own group does not exist; a group signal then finds no group, so it goes
+//! to the pid instead ([`signal_command`]), which stays the command's until it is reaped.
+//!
 //! If the supervising future is dropped midway (caller gave up, runtime shutting down), a guard
 //! sends SIGKILL to the group and tokio's `kill_on_drop` kills and reaps the shell; the owner ends
 //! with the future, so the reaper's periodic sweep kills whatever escaped the group.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::future::pending;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -55,9 +63,31 @@ use super::output::Collector;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
 use crate::session::SessionId;
 
+/// How dshd starts the launcher: its program and `argv[0]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    /// The program to spawn: dshd's own binary (`/proc/self/exe`), or a `dsh-launch` binary.
+    pub program: PathBuf,
+    /// Its `argv[0]`: [`dsh_launch::ARG0`], on which dshd's `main` acts as the launcher.
+    pub arg0: OsString,
+}
+
+impl Launcher {
+    /// This process's own binary as the launcher: what dshd uses, so the launcher is always the
+    /// running dshd's own version and nothing else has to be installed.
+    pub fn this_executable() -> Self {
+        Self {
+            program: PathBuf::from("/proc/self/exe"),
+            arg0: dsh_launch::ARG0.into(),
+        }
+    }
+}
+
 /// What to start.
 pub(crate) struct Launch<'a> {
-    /// Spawned from the sandbox's confined thread, so the shell inherits its confinement.
+    /// The launcher the shell is started through.
+    pub launcher: &'a Launcher,
+    /// The confinement the launcher applies to itself before it runs the shell.
     pub sandbox: Option<&'a Confinement>,
     pub shell: &'a Path,
     pub base: &'a BaseEnv,
@@ -123,15 +153,20 @@ struct GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
-            signal_group(self.pgid, Signal::KILL);
+            signal_command(self.pgid, Signal::KILL);
         }
     }
 }
 
-/// Sends `signal` to every process of group `pgid`. A group that is already empty is fine.
-pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
+/// Sends `signal` to the group a command leads, or to the command alone while it has no group
+/// yet (the launcher has not called `setsid`). Only for a command not yet reaped, whose pid is
+/// still its own.
+fn signal_command(pgid: Pid, signal: Signal) {
     match rustix::process::kill_process_group(pgid, signal) {
-        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Ok(()) => {}
+        Err(rustix::io::Errno::SRCH) => {
+            let _ = rustix::process::kill_process(pgid, signal);
+        }
         Err(error) => {
             tracing::warn!(%error, pgid = pgid.as_raw_pid(), ?signal, "cannot signal process group");
         }
@@ -146,24 +181,51 @@ pub(crate) fn lock(m: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
 
 /// Validates the launch and starts the shell.
 pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
+    let spawn_error = |source| ExecError::Spawn {
+        shell: launch.shell.to_path_buf(),
+        source,
+    };
+    // The launcher would fail to run it, after the spawn: refused here, before anything starts.
+    rustix::fs::access(launch.shell, rustix::fs::Access::EXEC_OK)
+        .map_err(|e| spawn_error(e.into()))?;
+    let invocation = dsh_launch::Launch {
+        confine: launch.sandbox.map(|c| c.plan.clone()),
+        program: launch.shell.as_os_str().to_owned(),
+        args: vec!["-c".into(), launch.command.into()],
+    }
+    .to_args();
+    // What the launcher's own `execve` adds to the shell's: its program, `argv[0]` and the
+    // plan's arguments (the shell's three are counted by the check itself).
+    let launcher_strings = [
+        launch.launcher.program.as_os_str(),
+        launch.launcher.arg0.as_os_str(),
+    ]
+    .into_iter()
+    .chain(
+        invocation[..invocation.len() - 3]
+            .iter()
+            .map(OsString::as_os_str),
+    );
     validate_launch(
         launch.shell,
         launch.base,
         launch.command,
         launch.env,
         launch.managed,
-        Extra::default().plus_variable(
-            launch
-                .sandbox
-                .and_then(|c| c.tmp.as_ref())
-                .map(|tmp| TMPDIR_VAR.len() + tmp.as_os_str().len()),
-        ),
+        Extra::default()
+            .plus_arguments(launcher_strings)
+            .plus_variable(
+                launch
+                    .sandbox
+                    .and_then(|c| c.tmp.as_ref())
+                    .map(|tmp| TMPDIR_VAR.len() + tmp.as_os_str().len()),
+            ),
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
-    let mut cmd = Command::new(launch.shell);
-    cmd.arg("-c")
-        .arg(launch.command)
+    let mut cmd = Command::new(&launch.launcher.program);
+    cmd.arg0(&launch.launcher.arg0)
+        .args(invocation)
         .env_clear()
         .envs(launch.base.iter());
     if let Some(tmp) = launch.sandbox.and_then(|c| c.tmp.as_ref()) {
@@ -174,7 +236,6 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .envs(launch.managed)
         .env(OWNER_MARKER, owner.marker());
     cmd.current_dir(launch.cwd)
-        .process_group(0)
         .kill_on_drop(true)
         .stdin(if launch.stdin.is_some() {
             Stdio::piped()
@@ -183,24 +244,21 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let spawn_error = |source| ExecError::Spawn {
-        shell: launch.shell.to_path_buf(),
-        source,
-    };
     let gate = SpawnGate::enter();
-    let mut child = match launch.sandbox {
-        // Same command, spawned from a thread that carries the confinement.
-        Some(confined) => confined.spawner.spawn(cmd),
-        None => cmd.spawn(),
-    }
-    .map_err(spawn_error)?;
+    let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+        shell: launch.launcher.program.clone(),
+        source,
+    })?;
     let Some(pgid) = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw)
     else {
         // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
-        return Err(spawn_error(io::Error::other("spawned shell has no pid")));
+        return Err(ExecError::Spawn {
+            shell: launch.launcher.program.clone(),
+            source: io::Error::other("spawned shell has no pid"),
+        });
     };
     let record = gate.register(
         pgid,
@@ -406,7 +464,7 @@ pub(crate) async fn supervise(
     };
 
     if cause != Cause::Exited {
-        signal_group(pgid, Signal::TERM);
+        signal_command(pgid, Signal::TERM);
         let grace = tokio::time::sleep(limits.grace);
         tokio::pin!(grace);
         let mut killed = false;
@@ -416,7 +474,7 @@ pub(crate) async fn supervise(
                 () = sp.exited() => break,
                 () = &mut io, if !io_done => io_done = true,
                 () = &mut grace, if !killed => {
-                    signal_group(pgid, Signal::KILL);
+                    signal_command(pgid, Signal::KILL);
                     killed = true;
                 }
             }
@@ -426,7 +484,7 @@ pub(crate) async fn supervise(
     if !io_done {
         io_done = tokio::time::timeout(limits.drain, &mut io).await.is_ok();
     }
-    signal_group(pgid, Signal::KILL);
+    signal_command(pgid, Signal::KILL);
     if !io_done && tokio::time::timeout(limits.drain, &mut io).await.is_err() {
         tracing::debug!(
             pgid = pgid.as_raw_pid(),
@@ -466,7 +524,8 @@ mod tests {
         command: &'a str,
     ) -> Launch<'a> {
         Launch {
-            shell: Path::new("bash"),
+            launcher: launcher(),
+            shell: Path::new("/bin/bash"),
             base,
             command,
             cwd: dir,
@@ -477,6 +536,11 @@ mod tests {
             scope: "test",
             agent: None,
         }
+    }
+
+    fn launcher() -> &'static Launcher {
+        static LAUNCHER: std::sync::OnceLock<Launcher> = std::sync::OnceLock::new();
+        LAUNCHER.get_or_init(crate::test_support::launcher)
     }
 
     fn limits() -> Limits {

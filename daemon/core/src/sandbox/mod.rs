@@ -1,25 +1,18 @@
 //! Confining model commands with Landlock: the policy vocabulary, what the kernel offers, and the
-//! confined threads that spawn confined commands (`docs/CONFIG.md`, "Sandbox").
+//! plan of one confined launch (`docs/CONFIG.md`, "Sandbox").
 //!
 //! - [`SandboxPolicy`]: a filesystem [`SandboxMode`] and a [`Network`] switch, per agent. Children
 //!   get their parent's policy or a stricter one ([`SandboxPolicy::check_child`]).
 //! - [`LandlockSupport`]: the Landlock ABI of the running kernel, probed once without side effects.
 //! - `plan`: what one confined launch needs (ABI, writable roots, protected paths), checked
 //!   before anything is spawned.
-//! - `domain`: applies a plan to the calling thread: opens every writable root, checks it again
-//!   against the protected paths (a link swapped in after the plan's check is caught here) and
-//!   restricts the thread with a hard-requirement ruleset.
-//! - `spawner`: a thread restricted to one plan that spawns the plan's commands. They inherit
-//!   its domain and are otherwise ordinary children of the daemon (same pid, process group,
-//!   environment and pipes as an unconfined shell), so the executor supervises them unchanged.
 //!
-//! Why a thread and not `pre_exec`: the workspace forbids `unsafe`, and `pre_exec` is unsafe.
-//! Landlock confines the calling thread only, so a thread that restricts itself and then spawns
-//! gives the same result without it, and without a helper `execve` per call.
+//! dshd itself never confines anything: the plan goes to the launcher (crate `dsh-launch`) that
+//! every command is started through, which drops its privileges, takes the Landlock domain and
+//! a seccomp filter itself, then `exec`s the command. So no thread of dshd ever shares a
+//! command's domain.
 
-mod domain;
 pub(crate) mod plan;
-pub(crate) mod spawner;
 pub use plan::{KNOWN_ABI, MIN_FS_ABI, MIN_NET_ABI};
 
 use std::fmt;
@@ -319,16 +312,11 @@ pub struct SandboxSettings {
     /// The Landlock ABI whose rights are handled (`sandbox.landlock_abi`); `None`: the lowest
     /// each policy needs ([`SandboxPolicy::min_abi`]).
     pub landlock_abi: Option<u32>,
-    /// Where private temporary directories are made (`$TMPDIR/dsh-sandbox-<uid>` when empty).
-    pub tmp_root: PathBuf,
-}
-
-/// `$TMPDIR/dsh-sandbox-<uid>`: per user, outside the harness home (which stays read-only).
-pub fn default_tmp_root() -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "dsh-sandbox-{}",
-        rustix::process::getuid().as_raw()
-    ))
+    /// Where private temporary directories may be made, in order of preference: the first that
+    /// is (or can be made) a directory of this user's, mode 0700 and no link, is used; one that
+    /// is not is logged and skipped. dshd lists `sandbox.tmp_root` if set, then
+    /// `$XDG_RUNTIME_DIR/dsh-sandbox`, then `<home>/run/sandbox`.
+    pub tmp_roots: Vec<PathBuf>,
 }
 
 /// How to run unconfined deliberately, for messages.
@@ -350,12 +338,6 @@ pub enum SandboxError {
         why: String,
         /// What the kernel has.
         support: LandlockSupport,
-    },
-    /// The kernel refused the ruleset, or a root failed its check when opened.
-    #[error("the sandbox cannot be applied: {reason}; nothing was run; {UNCONFINED_HINT}")]
-    Apply {
-        /// What failed.
-        reason: String,
     },
     /// A writable root would expose a protected path.
     #[error(

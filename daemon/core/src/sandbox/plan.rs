@@ -1,7 +1,7 @@
 //! One confined launch: which Landlock ABI, which roots are writable, which paths must stay
-//! read-only. Built and checked before anything is spawned (typed errors, nothing runs), then
-//! applied to a spawning thread (`domain`), which checks the roots again on the directories it
-//! actually opened.
+//! read-only. Built and checked by dshd before anything is spawned (typed errors, nothing runs),
+//! then handed to the launcher (`dsh_launch`), which checks the roots again on the directories it
+//! actually opens and confines itself to the plan before it `exec`s the command.
 
 use std::ffi::OsString;
 use std::io;
@@ -9,6 +9,8 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
+
+pub(crate) use dsh_launch::Plan;
 
 use super::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
 
@@ -18,21 +20,6 @@ pub const KNOWN_ABI: u32 = 10;
 pub const MIN_FS_ABI: u32 = 3;
 /// The ABI network `off` needs: TCP bind and connect rules came with 4.
 pub const MIN_NET_ABI: u32 = 4;
-
-/// A launch's confinement, as `domain` applies it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Plan {
-    /// The ABI whose rights are handled (a hard requirement).
-    pub abi: u32,
-    /// Filesystem confinement: read anywhere, write only under `writable`.
-    pub fs: bool,
-    /// Network confinement: no TCP bind or connect.
-    pub net_off: bool,
-    /// Writable roots, resolved (links followed).
-    pub writable: Vec<PathBuf>,
-    /// Paths that no writable root may contain or lie inside, resolved.
-    pub protected: Vec<PathBuf>,
-}
 
 /// The ABI a policy needs under `configured` (`sandbox.landlock_abi`), and why.
 pub(crate) fn needed_abi(policy: &SandboxPolicy, configured: Option<u32>) -> (u32, String) {
@@ -66,86 +53,83 @@ pub(crate) fn check_support(
     Ok(abi)
 }
 
-impl Plan {
-    /// The plan for `policy` in `workspace` (the agent's cwd), with the private temporary
-    /// directory `tmp` (already made). Refuses what the kernel cannot enforce and any writable
-    /// root that would expose a protected path.
-    pub(crate) fn new(
-        policy: &SandboxPolicy,
-        settings: &SandboxSettings,
-        support: LandlockSupport,
-        workspace: &Path,
-        tmp: Option<&Path>,
-    ) -> Result<Self, SandboxError> {
-        let abi = check_support(policy, settings, support)?;
-        let fs = policy.mode != SandboxMode::Off;
-        let mut plan = Self {
-            abi,
-            fs,
-            net_off: policy.network == super::Network::Off,
-            writable: Vec::new(),
-            protected: Vec::new(),
-        };
-        if !fs {
-            return Ok(plan);
-        }
-        if policy.mode == SandboxMode::WorkspaceWrite {
-            let root = canonical(workspace).map_err(|source| SandboxError::Workspace {
-                path: workspace.to_owned(),
-                source,
-            })?;
-            plan.writable.push(root);
-            // A configured root that does not exist (yet) grants nothing: skipped.
-            plan.writable.extend(
-                settings
-                    .writable_roots
-                    .iter()
-                    .filter_map(|r| canonical(r).ok()),
-            );
-        }
-        if let Some(tmp) = tmp {
-            plan.writable
-                .push(canonical(tmp).map_err(|source| SandboxError::Tmp {
-                    path: tmp.to_owned(),
-                    source,
-                })?);
-        }
-        plan.protected = settings
-            .protected
-            .iter()
-            .cloned()
-            .chain(
-                settings
-                    .protected_in_workspace
-                    .iter()
-                    .map(|rel| workspace.join(rel)),
-            )
-            .map(|p| resolve(&p))
-            .collect();
-        for root in &plan.writable {
-            check_exposure(root, &plan.protected)?;
-        }
-        Ok(plan)
+/// The plan for `policy` in `workspace` (the agent's cwd), with the private temporary directory
+/// `tmp` (already made). Refuses what the kernel cannot enforce and any writable root that would
+/// expose a protected path.
+pub(crate) fn new(
+    policy: &SandboxPolicy,
+    settings: &SandboxSettings,
+    support: LandlockSupport,
+    workspace: &Path,
+    tmp: Option<&Path>,
+) -> Result<Plan, SandboxError> {
+    let abi = check_support(policy, settings, support)?;
+    let fs = policy.mode != SandboxMode::Off;
+    let mut plan = Plan {
+        abi,
+        kernel_abi: support.abi(),
+        fs,
+        net_off: policy.network == super::Network::Off,
+        writable: Vec::new(),
+        tmp: None,
+        protected: Vec::new(),
+    };
+    if !fs {
+        return Ok(plan);
     }
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let root = canonical(workspace).map_err(|source| SandboxError::Workspace {
+            path: workspace.to_owned(),
+            source,
+        })?;
+        plan.writable.push(root);
+        // A configured root that does not exist (yet) grants nothing: skipped.
+        plan.writable.extend(
+            settings
+                .writable_roots
+                .iter()
+                .filter_map(|r| canonical(r).ok()),
+        );
+    }
+    if let Some(tmp) = tmp {
+        plan.tmp = Some(canonical(tmp).map_err(|source| SandboxError::Tmp {
+            path: tmp.to_owned(),
+            source,
+        })?);
+    }
+    plan.protected = settings
+        .protected
+        .iter()
+        .cloned()
+        .chain(
+            settings
+                .protected_in_workspace
+                .iter()
+                .map(|rel| workspace.join(rel)),
+        )
+        .map(|p| resolve(&p))
+        .collect();
+    for root in &plan.writable {
+        check_exposure(root, false, &plan.protected)?;
+    }
+    if let Some(tmp) = &plan.tmp {
+        check_exposure(tmp, true, &plan.protected)?;
+    }
+    Ok(plan)
 }
 
-/// Refuses a writable root that contains a protected path or lies inside one.
-pub(crate) fn check_exposure(root: &Path, protected: &[PathBuf]) -> Result<(), SandboxError> {
-    for path in protected {
-        let relation = if path.starts_with(root) {
-            "lies inside"
-        } else if root.starts_with(path) {
-            "contains"
-        } else {
-            continue;
-        };
-        return Err(SandboxError::Exposed {
-            root: root.to_owned(),
-            protected: path.clone(),
-            relation,
-        });
-    }
-    Ok(())
+/// Refuses a writable root that contains a protected path or lies inside one (a private
+/// temporary directory, `tmp`, may lie inside one: see [`dsh_launch::check_exposure`]).
+pub(crate) fn check_exposure(
+    root: &Path,
+    tmp: bool,
+    protected: &[PathBuf],
+) -> Result<(), SandboxError> {
+    dsh_launch::check_exposure(root, tmp, protected).map_err(|e| SandboxError::Exposed {
+        root: e.root,
+        protected: e.protected,
+        relation: e.relation,
+    })
 }
 
 /// `path` with links resolved as far as it exists: the longest existing prefix canonicalized, the

@@ -1,6 +1,7 @@
 use std::path::{Path, PathBuf};
 
-use super::plan::{Plan, canonical, check_exposure, needed_abi, resolve};
+use super::plan::new as plan_of;
+use super::plan::{canonical, check_exposure, needed_abi, resolve};
 use super::*;
 
 fn policy(mode: SandboxMode, network: Network) -> SandboxPolicy {
@@ -75,7 +76,7 @@ fn an_unenforceable_policy_is_refused_naming_what_is_missing() {
         LandlockSupport::NotImplemented,
         LandlockSupport::NotEnabled,
     ] {
-        let err = Plan::new(&ww, &s, support, tmp.path(), None).unwrap_err();
+        let err = plan_of(&ww, &s, support, tmp.path(), None).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("needs Landlock ABI 4"), "{text}");
         assert!(text.contains(&support.to_string()), "{text}");
@@ -86,7 +87,7 @@ fn an_unenforceable_policy_is_refused_naming_what_is_missing() {
         landlock_abi: Some(KNOWN_ABI + 1),
         ..s
     };
-    let err = Plan::new(&ww, &high, LandlockSupport::Abi(99), tmp.path(), None).unwrap_err();
+    let err = plan_of(&ww, &high, LandlockSupport::Abi(99), tmp.path(), None).unwrap_err();
     assert!(err.to_string().contains("knows ABIs up to"), "{err}");
 }
 
@@ -102,7 +103,7 @@ fn a_writable_root_may_neither_contain_nor_lie_inside_a_protected_path() {
     let support = LandlockSupport::Abi(7);
     let exposed = |workspace: &Path| {
         matches!(
-            Plan::new(&ww, &s, support, workspace, None),
+            plan_of(&ww, &s, support, workspace, None),
             Err(SandboxError::Exposed { .. })
         )
     };
@@ -120,7 +121,7 @@ fn a_writable_root_may_neither_contain_nor_lie_inside_a_protected_path() {
         ..s.clone()
     };
     std::fs::create_dir_all(tmp.path().join("work")).unwrap();
-    let err = Plan::new(&ww, &extra, support, &tmp.path().join("work"), None).unwrap_err();
+    let err = plan_of(&ww, &extra, support, &tmp.path().join("work"), None).unwrap_err();
     assert!(err.to_string().contains("cannot keep"), "{err}");
 
     let future_home = tmp.path().join("work/not-yet/home");
@@ -128,8 +129,8 @@ fn a_writable_root_may_neither_contain_nor_lie_inside_a_protected_path() {
         resolve(&future_home),
         tmp.path().canonicalize().unwrap().join("work/not-yet/home")
     );
-    assert!(check_exposure(&tmp.path().join("work"), &[resolve(&future_home)]).is_err());
-    assert!(check_exposure(Path::new("/a/b"), &[PathBuf::from("/a/bc")]).is_ok());
+    assert!(check_exposure(&tmp.path().join("work"), false, &[resolve(&future_home)]).is_err());
+    assert!(check_exposure(Path::new("/a/b"), false, &[PathBuf::from("/a/bc")]).is_ok());
 }
 
 /// The one-walk answer of `canonical` and `resolve` is the slow way's on every kind of path: a
@@ -184,4 +185,25 @@ fn resolving_without_links_agrees_with_canonicalize() {
     ] {
         assert_eq!(resolve(&base.join(name)), expected, "{name}");
     }
+}
+
+/// The private temporary directory is dshd's own, made fresh: it may lie inside the protected
+/// home (`<home>/run/sandbox/...`), but never contain a protected path.
+#[test]
+fn the_temporary_directory_may_lie_inside_the_home_but_not_hold_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let private = home.join("run/sandbox/agent");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::create_dir_all(tmp.path().join("work")).unwrap();
+    let ro = policy(SandboxMode::ReadOnly, Network::On);
+    let s = settings(&home);
+    let support = LandlockSupport::Abi(7);
+    let plan = plan_of(&ro, &s, support, &tmp.path().join("work"), Some(&private)).unwrap();
+    assert_eq!(plan.tmp, Some(private.canonicalize().unwrap()));
+    assert_eq!(plan.kernel_abi, 7);
+    assert!(matches!(
+        plan_of(&ro, &s, support, &tmp.path().join("work"), Some(tmp.path())),
+        Err(SandboxError::Exposed { .. })
+    ));
 }

@@ -317,11 +317,11 @@ fn a_confined_command_cannot_ask_dshd_for_more() {
     assert!(got[0].content.contains("nested-ok"), "{:?}", got[0]);
 }
 
-/// dshd spawns confined commands from a thread that shares their Landlock domain, which Landlock
-/// would let them trace. None of dshd's threads can be attached to (`PTRACE_SEIZE`) or have its
-/// memory read through `/proc`, whether dshd runs as root (the thread gives up `CAP_SYS_PTRACE`)
-/// or not (dshd is non-dumpable). An unconfined command of the same user is the control: it
-/// still reads dshd's status, so the refusals are the sandbox's.
+/// No thread of dshd is in a confined command's Landlock domain (the launcher confines itself),
+/// and Landlock lets a confined process trace only processes of its own domain; it also holds no
+/// capability, root's included. None of dshd's threads can be attached to (`PTRACE_SEIZE`) or
+/// have its memory read through `/proc`. Reading dshd's status is the control: the refusals are
+/// the sandbox's.
 #[test]
 fn a_confined_command_cannot_trace_dshd() {
     let daemon = TestDaemon::start();
@@ -355,7 +355,7 @@ PY"#
         "{:?}",
         got[0]
     );
-    // dshd has its worker threads and the agent's confined thread.
+    // dshd has its worker threads.
     let threads: usize = got[0]
         .content
         .split("threads=")

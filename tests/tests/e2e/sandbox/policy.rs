@@ -102,8 +102,15 @@ fn read_only_writes_nowhere_but_its_private_temporary_directory() {
         );
     }
     assert!(!work.join("inside").exists() && !work.join("dir").exists() && !outside.exists());
-    assert!(got[3].content.contains("tmp-ok /"), "{:?}", got[3]);
-    assert!(!got[3].content.contains(daemon.home.to_str().unwrap()));
+    // A private place of dshd's own (no XDG_RUNTIME_DIR here: under the home's `run/`).
+    assert!(
+        got[3].content.contains(&format!(
+            "tmp-ok {}",
+            daemon.home.join("run/sandbox/").display()
+        )),
+        "{:?}",
+        got[3]
+    );
     // The directory is the agent's: it lasts across its calls, and goes when it closes.
     assert!(got[4].content.contains("still-there"), "{:?}", got[4]);
     let tmp = got[3].content.split_whitespace().nth(1).unwrap().to_owned();

@@ -1,5 +1,5 @@
-//! Confined commands in process: the spawning thread's confinement reaches the command and
-//! nothing else. These need a kernel with Landlock (ABI 4 or newer); without one they fail with
+//! Confined commands in process: the launcher's confinement reaches the command and nothing
+//! else. These need a kernel with Landlock (ABI 4 or newer); without one they fail with
 //! what is missing rather than pass.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ fn confined_executor(tmp: &Path, home: &Path) -> Executor {
     landlock_or_fail();
     let mut config = config(tmp);
     config.sandbox.protected = vec![home.to_owned()];
-    config.sandbox.tmp_root = tmp.join("sb");
+    config.sandbox.tmp_roots = vec![tmp.join("sb")];
     executor_with(config)
 }
 
@@ -75,9 +75,8 @@ async fn the_command_is_confined_and_the_daemon_is_not() {
     assert!(free.success(), "{free:?}");
 }
 
-/// An agent's thread is restricted to the directories it opened. When the workspace is removed
-/// and made again between two calls, the second call gets a thread for the new directory: it can
-/// write there, and still nowhere else.
+/// Each call is confined to the directories its launcher opened: a workspace removed and made
+/// again between two calls is writable on the second, and still nothing else is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_made_again_is_writable_on_the_next_call() {
     let tmp = tempfile::tempdir().unwrap();
@@ -114,7 +113,7 @@ fn two_workspaces(tmp: &Path) -> (Executor, PathBuf, PathBuf) {
 }
 
 /// Two agents calling at once, each with its own workspace: each writes its own and not the
-/// other's, whichever thread spawned first.
+/// other's, whichever spawned first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_agents_each_get_their_own_confinement() {
     let tmp = tempfile::tempdir().unwrap();
@@ -134,11 +133,10 @@ async fn concurrent_agents_each_get_their_own_confinement() {
     }
 }
 
-/// Commands of no agent share a thread only while it serves their plan: another workspace, or
-/// the same one removed and made again, gets a thread of its own. Each command writes its own
-/// workspace and nothing else, and gets a new temporary directory, removed after it.
+/// Commands of no agent, in turn in two workspaces (one removed and made again): each writes its
+/// own workspace and nothing else, and gets a new, empty temporary directory, removed after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_of_no_agent_share_a_thread_only_for_the_same_plan() {
+async fn commands_of_no_agent_each_get_their_own_confinement() {
     let tmp = tempfile::tempdir().unwrap();
     let (ex, a, b) = two_workspaces(tmp.path());
     let mut tmps = Vec::new();
@@ -184,4 +182,37 @@ async fn commands_of_no_agent_share_a_thread_only_for_the_same_plan() {
             assert!(!dir.join(format!("theirs{round}")).exists());
         }
     }
+}
+
+/// A place for temporary directories that is not this user's private directory (a link to one
+/// planted there, a directory with another mode made by someone else) is skipped for the next;
+/// the calls run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_temporary_root_is_skipped_for_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, home) = dirs(tmp.path());
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let planted = tmp.path().join("planted");
+    std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
+    landlock_or_fail();
+    let mut config = config(tmp.path());
+    config.sandbox.protected = vec![home.clone()];
+    config.sandbox.tmp_roots = vec![planted.clone(), tmp.path().join("sb")];
+    let ex = executor_with(config);
+    let out = ex
+        .run(workspace_write(
+            &work,
+            None,
+            "touch \"$TMPDIR/x\" && echo \"$TMPDIR\"",
+        ))
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert!(
+        out.stdout
+            .starts_with(tmp.path().join("sb").to_str().unwrap()),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

@@ -1,0 +1,152 @@
+//! The Landlock domain of a confined command, taken by the launcher itself just before `exec`.
+//!
+//! Every right of the plan's ABI is handled as a hard requirement: a kernel that cannot enforce
+//! one is an error, and nothing runs. dshd checked the same before it spawned; what only this
+//! step can check is the roots actually opened: a root swapped for a link after dshd looked is
+//! caught here.
+//!
+//! Beyond what the policy names, every confined command (any mode, network only included):
+//! - makes no device nodes: `MAKE_CHAR` and `MAKE_BLOCK` are handled and granted nowhere;
+//! - issues no device ioctls on files it opens (`IOCTL_DEV`, kernel ABI 5 on; descriptors it
+//!   inherited, its pipes, are not affected: Landlock checks when a file is opened);
+//! - signals no process outside its domain (`Signal` scope, kernel ABI 6 on), dshd included;
+//! - with network off, connects to no abstract unix socket made outside its domain
+//!   (`AbstractUnixSocket` scope, kernel ABI 6 on).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, make_bitflags,
+};
+use rustix::fs::{FileType, Mode, OFlags};
+
+use crate::Plan;
+use crate::exposure::check_exposure;
+
+/// Device files every confined command may write (`> /dev/null` is everywhere in shell code).
+const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+
+/// The kernel ABI from which device ioctls are a right of their own.
+const IOCTL_DEV_ABI: u32 = 5;
+/// The kernel ABI from which signals and abstract unix sockets can be scoped.
+const SCOPE_ABI: u32 = 6;
+
+/// Restricts this process (one thread, about to `exec`) to `plan`, for good.
+pub(crate) fn restrict(plan: &Plan) -> Result<(), String> {
+    let abi = abi(plan.abi)?;
+    let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
+    // Granted nowhere, in every confined mode.
+    let mut never = make_bitflags!(AccessFs::{MakeChar | MakeBlock});
+    if plan.kernel_abi >= IOCTL_DEV_ABI {
+        never |= AccessFs::IoctlDev;
+    }
+    let mut handled = never;
+    if plan.fs {
+        handled |= AccessFs::from_all(abi);
+    }
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(handled)
+        .map_err(landlock)?;
+    if plan.net_off {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock)?;
+    }
+    if plan.kernel_abi >= SCOPE_ABI {
+        let mut scopes: BitFlags<Scope> = Scope::Signal.into();
+        if plan.net_off {
+            scopes |= Scope::AbstractUnixSocket;
+        }
+        ruleset = ruleset.scope(scopes).map_err(landlock)?;
+    }
+    let mut created = ruleset.create().map_err(landlock)?;
+    if plan.fs {
+        created = fs_rules(created, plan, abi, never)?;
+    }
+    let status = created.restrict_self().map_err(landlock)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!(
+            "Landlock ABI {}: the ruleset is not fully enforced ({:?})",
+            plan.abi, status.ruleset
+        ));
+    }
+    Ok(())
+}
+
+/// Read everywhere; everything but `never` under the writable roots; the harmless devices.
+fn fs_rules(
+    mut created: RulesetCreated,
+    plan: &Plan,
+    abi: ABI,
+    never: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, String> {
+    let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
+    let root = open(Path::new("/")).map_err(|e| format!("cannot open /: {e}"))?;
+    created = created
+        .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
+        .map_err(landlock)?;
+    let roots = plan
+        .writable
+        .iter()
+        .map(|path| (path, false))
+        .chain(plan.tmp.iter().map(|path| (path, true)));
+    for (path, tmp) in roots {
+        let fd = open(path).map_err(|e| format!("writable root {}: {e}", path.display()))?;
+        // What was opened, not what was named: a link put in place after dshd's check points
+        // somewhere else, and that is what the rule would grant.
+        let real =
+            opened_path(&fd).map_err(|e| format!("writable root {}: {e}", path.display()))?;
+        check_exposure(&real, tmp, &plan.protected).map_err(|e| e.to_string())?;
+        let access = if is_dir(&fd) {
+            AccessFs::from_all(abi)
+        } else {
+            AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access & !never))
+            .map_err(landlock)?;
+    }
+    for device in DEVICES {
+        // A device this system lacks needs no rule.
+        if let Ok(fd) = open(Path::new(device))
+            && !is_dir(&fd)
+        {
+            created = created
+                .add_rule(PathBeneath::new(fd, AccessFs::from_file(abi) & !never))
+                .map_err(landlock)?;
+        }
+    }
+    Ok(created)
+}
+
+fn open(path: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+}
+
+fn is_dir(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_dir())
+}
+
+fn opened_path(fd: &OwnedFd) -> std::io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The crate's ABI for a version number dshd has already bounded to 1..=10.
+fn abi(version: u32) -> Result<ABI, String> {
+    Ok(match version {
+        1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        6 => ABI::V6,
+        7 => ABI::V7,
+        8 => ABI::V8,
+        9 => ABI::V9,
+        10 => ABI::V10,
+        other => return Err(format!("unknown Landlock ABI {other}")),
+    })
+}
