@@ -4,7 +4,8 @@
 //!   overrides are computed once per [`Executor`].
 //! - `limits`: `execve`'s size limits, checked before every spawn ([`ExecError::TooLong`],
 //!   [`ExecError::TooLarge`]).
-//! - `process`: spawn in a new process group, timeout and cancellation (SIGTERM to the group,
+//! - `process`: spawn through the launcher in a new session (and so a new process group),
+//!   timeout and cancellation (SIGTERM to the group,
 //!   SIGKILL after the grace), bounded pipe drain, group kill after the shell exits, reaping.
 //! - `output`: per-stream memory tail and private spill files.
 //! - `outcome`: [`CommandOutcome`] and its text for a model.

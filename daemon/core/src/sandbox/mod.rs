@@ -292,7 +292,21 @@ impl fmt::Display for LandlockSupport {
             Self::NotEnabled => f.write_str(
                 "Landlock is disabled on this kernel (add landlock to the lsm= boot parameter)",
             ),
-            Self::Abi(abi) => write!(f, "this kernel offers Landlock ABI {abi}"),
+            Self::Abi(abi) => {
+                write!(f, "this kernel offers Landlock ABI {abi}")?;
+                // What confined commands keep on this kernel that a newer one takes away.
+                if *abi < 5 {
+                    f.write_str(
+                        "; below 5 confined commands keep device ioctls on files they open",
+                    )?;
+                }
+                if *abi < 6 {
+                    f.write_str(
+                        "; below 6 confined commands can signal dshd and the user's other processes",
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }

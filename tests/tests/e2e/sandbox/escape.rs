@@ -54,7 +54,7 @@ fn every_command_leads_its_own_session_without_a_terminal() {
                 "[hooks]\nclaude_code = [{:?}]\n",
                 hooks.to_str().unwrap()
             )),
-            wrapper: with_terminal(&master),
+            wrapper: with_terminal(&master, None),
             ..DaemonSpec::default()
         },
         dir,
@@ -88,11 +88,17 @@ fn pty() -> (OwnedFd, String) {
 }
 
 /// A wrapper that gives dshd the terminal of `master` as its controlling terminal (a new session
-/// that opens it), as `dshd &` from an interactive shell has.
-fn with_terminal(master: &OwnedFd) -> Vec<std::ffi::OsString> {
+/// that opens it), as `dshd &` from an interactive shell has. For another user, the system's
+/// python3 (the one on root's `PATH` may live in root's home).
+fn with_terminal(master: &OwnedFd, user: Option<u32>) -> Vec<std::ffi::OsString> {
     let path = rustix::pty::ptsname(master, Vec::new()).unwrap();
     vec![
-        "python3".into(),
+        if user.is_some() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        }
+        .into(),
         "-c".into(),
         "import fcntl, os, sys, termios\n\
          os.setsid()\n\
@@ -124,8 +130,25 @@ fn pending(fd: &OwnedFd) -> Vec<u8> {
 /// has no `/dev/tty` either.
 #[test]
 fn no_command_can_type_into_a_terminal() {
+    type_into_a_terminal(None);
+}
+
+/// The same with dshd run by an ordinary user, who may push input into the terminal it controls.
+#[test]
+fn no_command_can_type_into_a_terminal_as_an_ordinary_user() {
+    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
+        type_into_a_terminal(Some(dsh_tests::NOBODY));
+    }
+}
+
+fn type_into_a_terminal(user: Option<u32>) {
     let (master, own) = pty();
     let (other_master, other) = pty();
+    if let Some(user) = user {
+        for path in [&own, &other] {
+            std::os::unix::fs::chown(path, Some(user), Some(user)).unwrap();
+        }
+    }
     // Held open so the terminals' input queues are there to read.
     let own_slave = rustix::fs::open(
         &*own,
@@ -140,7 +163,8 @@ fn no_command_can_type_into_a_terminal() {
     )
     .unwrap();
     let daemon = TestDaemon::start_with(DaemonSpec {
-        wrapper: with_terminal(&master),
+        wrapper: with_terminal(&master, user),
+        user,
         ..DaemonSpec::default()
     });
     let inject = |paths: &[&str]| {
@@ -270,7 +294,22 @@ fn a_confined_command_holds_no_privilege() {
 /// scope), nor read its environment or memory; `dshctl status` still answers afterwards.
 #[test]
 fn a_confined_command_cannot_stop_or_read_dshd() {
-    let daemon = TestDaemon::start();
+    stop_or_read_dshd(None);
+}
+
+/// The same with dshd run by an ordinary user, whose processes may signal each other.
+#[test]
+fn a_confined_command_cannot_stop_or_read_dshd_as_an_ordinary_user() {
+    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
+        stop_or_read_dshd(Some(dsh_tests::NOBODY));
+    }
+}
+
+fn stop_or_read_dshd(user: Option<u32>) {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        user,
+        ..DaemonSpec::default()
+    });
     let pid = daemon.child.id();
     let work = daemon.workdir("signals");
     let commands = [
@@ -302,9 +341,27 @@ fn a_confined_command_cannot_stop_or_read_dshd() {
 /// `socketpair` works; network on keeps both.
 #[test]
 fn network_off_refuses_new_sockets_but_not_socket_pairs() {
-    let daemon = TestDaemon::start();
+    new_sockets(None);
+}
+
+/// The same with dshd run by an ordinary user.
+#[test]
+fn network_off_refuses_new_sockets_as_an_ordinary_user() {
+    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
+        new_sockets(Some(dsh_tests::NOBODY));
+    }
+}
+
+fn new_sockets(user: Option<u32>) {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        user,
+        ..DaemonSpec::default()
+    });
     let listening = daemon.dir.path().join("listening.sock");
     let listener = std::os::unix::net::UnixListener::bind(&listening).unwrap();
+    if let Some(user) = user {
+        std::os::unix::fs::chown(&listening, Some(user), Some(user)).unwrap();
+    }
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = udp.local_addr().unwrap().port();
     let probe = format!(
