@@ -34,6 +34,9 @@ pub enum StartError {
     /// The model provider's settings are unusable.
     #[error("model: {0}")]
     Model(#[from] OpenAiSetupError),
+    /// The model's API key could not be read from its file or credential.
+    #[error("{0}")]
+    ModelKey(#[from] crate::model_key::KeyError),
     /// A shipped contributor was refused (a bug, reported rather than panicking).
     #[error("managed environment: {0}")]
     ShellEnv(#[from] RegisterError),
@@ -122,7 +125,9 @@ impl Daemon {
         ));
         let skills = Arc::new(Skills::new(&home));
         // The key is read once, here; the variable is scrubbed from every child (see config).
-        let api_key = std::env::var(&config.openai.api_key_env).ok();
+        let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+        let (api_key, key_source) = crate::model_key::read(config, credentials.as_deref())?;
+        tracing::info!(source = %key_source, "model API key");
         let openai = OpenAiProvider::new(config.openai.clone(), api_key)?;
         let providers = ProviderFactory::new(
             config.default_provider.clone(),

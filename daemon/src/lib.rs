@@ -11,6 +11,7 @@ pub mod config;
 pub mod confined_clients;
 pub mod connection;
 pub mod daemon;
+pub mod model_key;
 pub mod peer;
 pub mod rpc;
 pub mod server;

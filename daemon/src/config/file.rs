@@ -111,6 +111,8 @@ pub(super) struct ModelSection {
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub api_key_credential: Option<String>,
     pub request_timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub retries: Option<u32>,

@@ -117,6 +117,11 @@ pub struct Config {
     pub default_script: Option<Script>,
     /// Settings of the `openai` provider (`[model]` keys other than `provider` and `script`).
     pub openai: OpenAiConfig,
+    /// `model.api_key_file`: a private file holding the API key (first in precedence).
+    pub api_key_file: Option<PathBuf>,
+    /// `model.api_key_credential`: the systemd credential holding the key, read from
+    /// `$CREDENTIALS_DIRECTORY/<name>` when that exists (second in precedence).
+    pub api_key_credential: String,
     /// Step limit per turn.
     pub max_steps_per_turn: u32,
     /// Delegation bounds (`agent.max_depth`, `agent.max_live_agents`).
@@ -413,6 +418,17 @@ impl Builder<'_> {
                 ..self.exec(&parsed.shell)?
             },
             openai: openai_config,
+            api_key_file: parsed
+                .model
+                .api_key_file
+                .as_ref()
+                .map(|p| self.path(Some(p), "model.api_key_file", PathBuf::new()))
+                .transpose()?,
+            api_key_credential: parsed
+                .model
+                .api_key_credential
+                .clone()
+                .unwrap_or_else(|| crate::model_key::DEFAULT_CREDENTIAL.to_owned()),
             default_cwd,
             resolve_timeout: self.positive_ms(
                 parsed.shell_env.resolve_timeout_ms,

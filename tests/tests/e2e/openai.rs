@@ -496,3 +496,76 @@ async fn skills_of_the_home_are_listed_and_reach_the_system_prompt() {
     );
     assert!(!system.contains("DSH_SESSION_JSONL"));
 }
+
+/// The key can stay out of dshd's environment: from a private file (`model.api_key_file`), or
+/// from a systemd credential (`$CREDENTIALS_DIRECTORY/dsh-model-api-key`, what the unit's
+/// `LoadCredential=` gives); either reaches the model in the Authorization header. A key file
+/// others can read stops dshd at start, saying which file and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_comes_from_a_private_file_or_a_systemd_credential() {
+    use std::os::unix::fs::PermissionsExt;
+    let secrets = private_dir();
+    let file = secrets.path().join("key");
+    std::fs::write(&file, "sk-from-file\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let credentials = secrets.path().join("credentials");
+    std::fs::create_dir(&credentials).unwrap();
+    std::fs::write(credentials.join("dsh-model-api-key"), "sk-from-credential").unwrap();
+
+    for (extra, env, want) in [
+        (
+            format!("api_key_file = \"{}\"\n", file.display()),
+            vec![],
+            "sk-from-file",
+        ),
+        (
+            String::new(),
+            vec![("CREDENTIALS_DIRECTORY".into(), credentials.clone().into())],
+            "sk-from-credential",
+        ),
+    ] {
+        let mock = Mock::start(vec![ok_stream("ok")]).await;
+        let daemon = TestDaemon::start_with(DaemonSpec {
+            config: Some(format!(
+                "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\nretries = 0\n{extra}",
+                mock.base_url
+            )),
+            env,
+            ..DaemonSpec::default()
+        });
+        let agent = new_agent(&daemon, daemon.dir.path());
+        let (out, _) = prompt(&daemon, &agent, "hi").await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let requests = mock.requests();
+        assert_eq!(
+            requests[0].headers["authorization"],
+            format!("Bearer {want}")
+        );
+        assert!(
+            daemon.log_text().contains("model API key"),
+            "{}",
+            daemon.log_text()
+        );
+    }
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut refused = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!("[model]\napi_key_file = \"{}\"\n", file.display())),
+            ..DaemonSpec::default()
+        },
+        private_dir(),
+    );
+    assert!(!refused.wait_exit(Duration::from_secs(20)).success());
+    let log = refused.log_text();
+    assert!(
+        log.contains("model.api_key_file")
+            && log.contains("readable by its group")
+            && log.contains("chmod 600"),
+        "{log}"
+    );
+}
