@@ -1,0 +1,369 @@
+//! `dshctl acp` against the gRPC API it bridges, on the release binaries:
+//!
+//! 1. **First update.** Time from writing `session/prompt` to reading its first `session/update`,
+//!    against the time from calling `Agents.Prompt` to its stream's first event (target: at most
+//!    1.2×). The scripted model answers at once, so both measure the path, not a model. Rounds
+//!    alternate the two; the bridge is one long-lived process, as an editor keeps it. A second,
+//!    informational line compares with the gRPC stream's first event of the same origin as ACP's
+//!    first update (the model's text: ACP has nothing to say for `turn/start`).
+//! 2. **CPU per update.** A turn of exactly 1,000 updates (one step of 333 bash calls `true`, three
+//!    updates each, and one text chunk), repeated [`BIG_TURNS`] times: the bridge's CPU time
+//!    (all its threads, from `/proc/<pid>/task/*/schedstat`) per update, against `dshctl --json
+//!    prompt`'s CPU per event for the same turns (the gRPC client doing the nearest work: decoding
+//!    the events and printing one JSON line each).
+//!
+//! Run: `cargo bench -p dsh-tests --bench acp`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsh_proto::v1;
+use dsh_testkit::bench::{Target, duration, ratio};
+use dsh_tests::bench::{ReleaseDaemon, latency_ratio};
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+
+const ROUNDS: usize = 40;
+const CALLS: usize = 333;
+const BIG_TURNS: usize = 5;
+
+fn main() {
+    let dir = dsh_tests::private_dir();
+    let daemon = ReleaseDaemon::start(&dir, &[]);
+    let dshctl = dsh_tests::cargo_build("dsh-client", "dshctl", true);
+    let cwd = dir.path().join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let small = write_script(&dir, "small", &json!({"replies": [{"text": "hi"}]}));
+    let calls: Vec<Value> = (0..CALLS)
+        .map(|i| json!({"id": format!("c{i}"), "name": "bash", "arguments": {"command": "true"}}))
+        .collect();
+    let big = write_script(
+        &dir,
+        "big",
+        &json!({"replies": [{"tool_calls": calls}, {"text": "done"}]}),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = runtime
+        .block_on(dsh_client::Client::connect(daemon.socket()))
+        .unwrap();
+
+    println!("first update: {ROUNDS} rounds each, alternating");
+    let mut acp = Bridge::start(&dshctl, daemon.socket(), &small);
+    let (mut grpc_first, mut grpc_text, mut acp_first) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..=ROUNDS {
+        let (first, text) = runtime.block_on(grpc_round(&client, &cwd, &small));
+        let session = acp.new_session(&cwd);
+        let took = acp.first_update(&session);
+        if round > 0 {
+            // The first round warms both paths up.
+            grpc_first.push(first);
+            grpc_text.push(text);
+            acp_first.push(took);
+        }
+        acp.call("session/close", json!({"sessionId": session}));
+    }
+    latency_ratio(
+        "acp: session/prompt to the first session/update vs Agents.Prompt's first event",
+        ("Agents.Prompt", &mut grpc_first),
+        ("session/prompt", &mut acp_first.clone()),
+        1.2,
+    );
+    latency_ratio(
+        "acp: first session/update vs Agents.Prompt's first text event (informational)",
+        ("Agents.Prompt text", &mut grpc_text),
+        ("session/prompt", &mut acp_first),
+        1.2,
+    );
+    drop(acp);
+
+    println!(
+        "CPU per update: {BIG_TURNS} turns of {} updates",
+        CALLS * 3 + 1
+    );
+    let mut acp = Bridge::start(&dshctl, daemon.socket(), &big);
+    let mut updates = 0usize;
+    let mut bridge_cpu = Duration::ZERO;
+    for _ in 0..BIG_TURNS {
+        let session = acp.new_session(&cwd);
+        let before = cpu(acp.child.id());
+        updates += acp.prompt_counting(&session);
+        bridge_cpu += cpu(acp.child.id()) - before;
+        acp.call("session/close", json!({"sessionId": session}));
+    }
+    let (mut events, mut dshctl_cpu) = (0usize, Duration::ZERO);
+    for _ in 0..BIG_TURNS {
+        let (n, spent) = dshctl_prompt(&dshctl, daemon.socket(), &cwd, &big);
+        events += n;
+        dshctl_cpu += spent;
+    }
+    let per_update = bridge_cpu / u32::try_from(updates).unwrap();
+    let per_event = dshctl_cpu / u32::try_from(events).unwrap();
+    println!(
+        "    bridge: {updates} updates, CPU {} ({} per update); dshctl prompt --json: {events} events, CPU {} ({} per event)",
+        duration(bridge_cpu),
+        duration(per_update),
+        duration(dshctl_cpu),
+        duration(per_event)
+    );
+    ratio(
+        "acp: bridge CPU per update (1,000-update turns) vs dshctl --json prompt's CPU per event",
+        &duration(per_update),
+        &duration(per_event),
+        per_update.as_secs_f64() / per_event.as_secs_f64(),
+        Target::AtMost(2.0),
+    );
+}
+
+fn write_script(dir: &tempfile::TempDir, name: &str, script: &Value) -> std::path::PathBuf {
+    let path = dir.path().join(format!("{name}.json"));
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
+}
+
+/// One scripted agent prompted over gRPC: the time to the stream's first event, and to its first
+/// text event (`text/delta` or `assistant/message` with text).
+async fn grpc_round(
+    client: &dsh_client::Client,
+    cwd: &Path,
+    script: &Path,
+) -> (Duration, Duration) {
+    let mut agents = client.agents();
+    let agent = agents
+        .create(v1::CreateAgentRequest {
+            cwd: cwd.to_str().unwrap().to_owned(),
+            model: Some(v1::ModelSpec {
+                provider: "scripted".into(),
+                model: String::new(),
+                script_json: std::fs::read_to_string(script).unwrap(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let started = Instant::now();
+    let mut stream = agents
+        .prompt(v1::PromptRequest {
+            agent_id: agent.agent_id.clone(),
+            text: "hello".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut first, mut text) = (None, None);
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        first.get_or_insert_with(|| started.elapsed());
+        if text.is_none() && (event.r#type == "text/delta" || event.r#type == "assistant/message") {
+            text = Some(started.elapsed());
+        }
+    }
+    agents
+        .close(v1::CloseAgentRequest {
+            agent_id: agent.agent_id,
+        })
+        .await
+        .unwrap();
+    (first.unwrap(), text.unwrap())
+}
+
+/// A release `dshctl acp`, initialized, its stdout read on a thread.
+struct Bridge {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Bridge {
+    fn start(dshctl: &Path, socket: &Path, script: &Path) -> Self {
+        let mut child = Command::new(dshctl)
+            .arg("--socket")
+            .arg(socket)
+            .args(["acp", "--script", script.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut bridge = Self {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+        };
+        bridge.call("initialize", json!({"protocolVersion": 1}));
+        bridge
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let line =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        self.next_id
+    }
+
+    fn recv(&self) -> Value {
+        let line = self.lines.recv_timeout(Duration::from_secs(120)).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        loop {
+            let message = self.recv();
+            if message["id"] == id && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    fn new_session(&mut self, cwd: &Path) -> String {
+        self.call("session/new", json!({"cwd": cwd, "mcpServers": []}))["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn prompt(&mut self, session: &str) -> u64 {
+        self.send(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+        )
+    }
+
+    /// Prompts; returns the time to the first update (and reads the turn to its end).
+    fn first_update(&mut self, session: &str) -> Duration {
+        let started = Instant::now();
+        let id = self.prompt(session);
+        let mut first = None;
+        loop {
+            let message = self.recv();
+            if message["method"] == "session/update" {
+                first.get_or_insert_with(|| started.elapsed());
+            }
+            if message["id"] == id && message.get("method").is_none() {
+                return first.expect("a turn without an update");
+            }
+        }
+    }
+
+    /// Prompts; returns how many updates the turn sent.
+    fn prompt_counting(&mut self, session: &str) -> usize {
+        let id = self.prompt(session);
+        let mut updates = 0;
+        loop {
+            let message = self.recv();
+            if message["method"] == "session/update" {
+                updates += 1;
+            }
+            if message["id"] == id && message.get("method").is_none() {
+                assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+                return updates;
+            }
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU time of every thread of process `pid` so far (`schedstat`: nanoseconds on a CPU).
+fn cpu(pid: u32) -> Duration {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat =
+            std::fs::read_to_string(task.unwrap().path().join("schedstat")).unwrap_or_default();
+        total += stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Duration::from_nanos(total)
+}
+
+/// `dshctl --json prompt` of a new agent with `script`: its events and its CPU time (user and
+/// system, as the kernel accounts a waited-for child).
+fn dshctl_prompt(dshctl: &Path, socket: &Path, cwd: &Path, script: &Path) -> (usize, Duration) {
+    let new = Command::new(dshctl)
+        .arg("--socket")
+        .arg(socket)
+        .args([
+            "--json",
+            "agent",
+            "new",
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--script",
+        ])
+        .arg(script)
+        .output()
+        .unwrap();
+    let agent: Value = serde_json::from_slice(&new.stdout).unwrap();
+    let agent = agent["agent_id"].as_str().unwrap().to_owned();
+    let before = children_cpu();
+    let out = Command::new(dshctl)
+        .arg("--socket")
+        .arg(socket)
+        .args(["--json", "prompt", "--agent", &agent, "hello"])
+        .output()
+        .unwrap();
+    let spent = children_cpu() - before;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let _ = Command::new(dshctl)
+        .arg("--socket")
+        .arg(socket)
+        .args(["agent", "close", &agent])
+        .output();
+    (events, spent)
+}
+
+/// CPU time of this process's waited-for children so far (`cutime` + `cstime` of
+/// `/proc/self/stat`, in clock ticks of 10 ms).
+fn children_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // Fields 16 and 17 of the whole line are the 14th and 15th after the name.
+    Duration::from_millis((fields[13] + fields[14]) * 10)
+}
