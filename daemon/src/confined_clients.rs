@@ -127,6 +127,7 @@ mod tests {
         }
         for path in [
             "/dsh.v1.Shell/Run",
+            "/dsh.v1.Shell/RunStream",
             "/dsh.v1.Shell/JobKill",
             "/dsh.v1.Agents/Create",
             "/dsh.v1.Agents/Prompt",
@@ -156,6 +157,7 @@ mod tests {
         "/dsh.v1.Agents/Cancel",
         "/dsh.v1.Agents/Close",
         "/dsh.v1.Shell/Run",
+        "/dsh.v1.Shell/RunStream",
         "/dsh.v1.Shell/JobKill",
         "/dsh.v1.ShellEnv/Contribute",
         "/dsh.v1.Skills/Reload",

@@ -108,6 +108,7 @@ fn setup() -> Setup {
         step: Some(2),
         cwd: "/home/bench/project".into(),
         cancel: CancellationToken::new(),
+        output: None,
     };
     Setup {
         registry,

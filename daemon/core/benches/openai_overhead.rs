@@ -51,7 +51,7 @@ fn main() {
         let mut samples = Vec::with_capacity(ROUNDS);
         for _ in 0..ROUNDS {
             let reply = provider
-                .complete(&request, &CancellationToken::new(), &|_| {})
+                .complete(&request, &CancellationToken::new(), &|_: &str| {})
                 .await
                 .unwrap();
             let returned = Instant::now();

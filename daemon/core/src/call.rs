@@ -69,6 +69,9 @@ pub struct ToolExecution {
     pub cwd: PathBuf,
     /// Cancelled when the call must stop (turn cancelled, daemon shutting down).
     pub cancel: CancellationToken,
+    /// Where the output of the foreground command this call runs also goes as it is produced
+    /// (an agent's watchers, a streaming `Shell.Run`); `None`: nowhere but the result.
+    pub output: Option<crate::exec::OutputTap>,
 }
 
 impl ToolExecution {

@@ -119,6 +119,12 @@ impl Shell {
             // Whoever asked is told where the full output is; it stays until the agent closes.
             spill_owner: owner.clone(),
             sandbox: Some(sandbox),
+            // A job's output is read later (job_output); only a foreground command streams.
+            output: if command.background {
+                None
+            } else {
+                exec.output.clone()
+            },
         };
         if command.background {
             let job = self.executor.start(spec, owner)?;

@@ -73,6 +73,7 @@ impl Callers {
             step: None,
             cwd,
             cancel: self.shutdown.child_token(),
+            output: None,
         })
     }
 

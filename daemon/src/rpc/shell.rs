@@ -3,13 +3,19 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::pin::Pin;
+
 use dsh_proto::v1::{self, shell_server};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::callers::Callers;
 use super::convert::{exec_status, sandbox_policy};
 use crate::peer::{self, Peer};
-use dsh_core::exec::{CommandOutcome, ExecError, JobId, JobInfo, JobState};
+use dsh_core::call::ToolExecution;
+use dsh_core::exec::{
+    CommandOutcome, ExecError, JobId, JobInfo, JobState, OutputFeed, OutputStream,
+};
 use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::shell::{Command, Ran, RunError, Shell};
 
@@ -95,10 +101,21 @@ fn job_id(value: String) -> Result<JobId, Status> {
 
 type Reply<T> = Result<Response<T>, Status>;
 
-#[tonic::async_trait]
-impl shell_server::Shell for ShellService {
-    async fn run(&self, request: Request<v1::RunRequest>) -> Reply<v1::RunResponse> {
-        let req = request.into_inner();
+/// Bytes of live output that wait for one slow `RunStream` client before pieces are dropped:
+/// the budget a watcher has for streamed text.
+const LIVE_OUTPUT_BUDGET: usize = dsh_core::agent::PENDING_TEXT_BUDGET;
+
+/// The status of a run that could not start.
+fn run_status(error: RunError) -> Status {
+    match error {
+        RunError::ManagedEnv(e) => Status::failed_precondition(format!("managed environment: {e}")),
+        RunError::Exec(e) => exec_status(e),
+    }
+}
+
+impl ShellService {
+    /// The execution and command a request stands for, checked.
+    fn prepare(&self, req: v1::RunRequest) -> Result<(ToolExecution, Command), Status> {
         if req.command.trim().is_empty() {
             return Err(Status::invalid_argument("command: required"));
         }
@@ -120,20 +137,114 @@ impl shell_server::Shell for ShellService {
             .as_ref()
             .map_or(SandboxPolicy::UNCONFINED, |agent| agent.sandbox);
         command.sandbox = Some(sandbox_policy(req.sandbox, base)?);
-        // A client that goes away drops this future, and the executor kills the command.
-        let result = match self.shell.run(&exec, command).await {
-            Ok(Ran::Started(job)) => v1::run_response::Result::JobId(job.to_string()),
-            Ok(Ran::Finished(o)) => v1::run_response::Result::Finished(outcome(&o)),
-            Err(RunError::ManagedEnv(e)) => {
-                return Err(Status::failed_precondition(format!(
-                    "managed environment: {e}"
-                )));
+        Ok((exec, command))
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends the feed's output as it comes, then the outcome; returns (dropping `run`, which kills
+/// the command) as soon as the client is gone.
+async fn forward(
+    mut run: AbortOnDrop<Result<Ran, RunError>>,
+    feed: OutputFeed,
+    tx: tokio::sync::mpsc::Sender<Result<v1::RunStreamResponse, Status>>,
+) {
+    use v1::run_stream_response::Event;
+    let mut ended = None;
+    loop {
+        let chunks = tokio::select! {
+            () = tx.closed() => return,
+            result = &mut run.0, if ended.is_none() => {
+                // Every piece of output was handed to the feed before the run returned.
+                ended = Some(result);
+                feed.close();
+                continue;
             }
-            Err(RunError::Exec(e)) => return Err(exec_status(e)),
+            chunks = feed.next() => chunks,
+        };
+        let Some(chunks) = chunks else { break };
+        for chunk in chunks {
+            let stream = match chunk.stream {
+                OutputStream::Stdout => v1::OutputStream::Stdout,
+                OutputStream::Stderr => v1::OutputStream::Stderr,
+            };
+            let message = v1::RunStreamResponse {
+                event: Some(Event::Output(v1::OutputChunk {
+                    stream: stream as i32,
+                    offset: chunk.offset,
+                    text: chunk.text,
+                })),
+            };
+            if tx.send(Ok(message)).await.is_err() {
+                return;
+            }
+        }
+    }
+    let last = match ended {
+        Some(Ok(Ok(Ran::Finished(o)))) => Ok(v1::RunStreamResponse {
+            event: Some(Event::Finished(outcome(&o))),
+        }),
+        Some(Ok(Ok(Ran::Started(_)))) => Err(Status::internal("a foreground run started a job")),
+        Some(Ok(Err(error))) => Err(run_status(error)),
+        Some(Err(join)) => Err(Status::internal(format!(
+            "the command's task failed: {join}"
+        ))),
+        None => Err(Status::internal("the run ended without an outcome")),
+    };
+    let _ = tx.send(last).await;
+}
+
+#[tonic::async_trait]
+impl shell_server::Shell for ShellService {
+    type RunStreamStream =
+        Pin<Box<dyn Stream<Item = Result<v1::RunStreamResponse, Status>> + Send>>;
+
+    async fn run(&self, request: Request<v1::RunRequest>) -> Reply<v1::RunResponse> {
+        let (exec, command) = self.prepare(request.into_inner())?;
+        // A client that goes away drops this future, and the executor kills the command.
+        let result = match self.shell.run(&exec, command).await.map_err(run_status)? {
+            Ran::Started(job) => v1::run_response::Result::JobId(job.to_string()),
+            Ran::Finished(o) => v1::run_response::Result::Finished(outcome(&o)),
         };
         Ok(Response::new(v1::RunResponse {
             result: Some(result),
         }))
+    }
+
+    async fn run_stream(&self, request: Request<v1::RunRequest>) -> Reply<Self::RunStreamStream> {
+        use v1::run_stream_response::Event;
+        let (mut exec, command) = self.prepare(request.into_inner())?;
+        if command.background {
+            let job = match self.shell.run(&exec, command).await.map_err(run_status)? {
+                Ran::Started(job) => job.to_string(),
+                Ran::Finished(_) => return Err(Status::internal("a background run finished")),
+            };
+            let message = v1::RunStreamResponse {
+                event: Some(Event::JobId(job)),
+            };
+            return Ok(Response::new(Box::pin(tokio_stream::once(Ok(message)))));
+        }
+        let feed = OutputFeed::new(LIVE_OUTPUT_BUDGET);
+        exec.output = Some(feed.tap());
+        let shell = self.shell.clone();
+        // The command runs in a task of its own, so a client that reads slowly never keeps its
+        // pipes from being read; the task is aborted (and the command killed, as for `Run`)
+        // when the client goes away.
+        let run = AbortOnDrop(tokio::spawn(async move { shell.run(&exec, command).await }));
+        // Two messages wait at most: the rest of the backlog is the feed's, bounded.
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(forward(run, feed, tx));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn job_output(

@@ -18,3 +18,4 @@ mod sandbox;
 mod shell;
 mod slow_client;
 mod socket;
+mod terminal;

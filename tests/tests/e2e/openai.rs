@@ -238,6 +238,54 @@ async fn rate_limiting_with_retry_after_is_retried_and_succeeds() {
     assert!(out.status.success());
     assert_eq!(dsh_tests::agents::answer(&lines), "after the wait");
     assert_eq!(mock.requests().len(), 2);
+    // The wait is on the stream, unlogged, before the reply.
+    let retry = lines
+        .iter()
+        .position(|l| l["type"] == "model/retry")
+        .expect("no model/retry event");
+    assert_eq!(
+        lines[retry]["data"],
+        json!({"turn": 1, "step": 1, "attempt": 1, "delayMs": 0, "reason": "429"})
+    );
+    assert!(lines[retry].get("seq").is_none(), "unlogged");
+    let reply = lines
+        .iter()
+        .position(|l| l["type"] == "assistant/message")
+        .unwrap();
+    assert!(retry < reply);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_says_how_long_a_rate_limited_request_waits_and_why() {
+    let mock = Mock::start(vec![
+        status(
+            429,
+            vec![("retry-after", "1".into())],
+            r#"{"error":{"message":"slow down"}}"#,
+        ),
+        ok_stream("after the wait"),
+    ])
+    .await;
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}\"\nretries = 1\nmax_backoff_ms = 5000\n",
+            mock.base_url
+        )),
+        env: vec![("DEEPSEEK_API_KEY".into(), KEY.into())],
+        ..DaemonSpec::default()
+    });
+    let agent = new_agent(&daemon, daemon.dir.path());
+    let socket = daemon.socket.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        dsh_tests::dshctl_at(&socket, &["prompt", "--agent", &agent, "hi"])
+    })
+    .await
+    .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("⟳ retrying in 1 s (429)\n"), "{screen}");
+    // Not a terminal: no status line.
+    assert!(!screen.contains('\r'), "{screen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

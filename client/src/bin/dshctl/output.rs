@@ -40,6 +40,13 @@ impl Output {
     }
 }
 
+/// Whether human output may use colour and other attributes: stdout is a terminal and
+/// `NO_COLOR` is unset or empty (<https://no-color.org>).
+pub fn color() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
 /// A table with a header row, for human output.
 pub fn table<const N: usize>(header: [&str; N]) -> comfy_table::Table {
     let mut table = comfy_table::Table::new();

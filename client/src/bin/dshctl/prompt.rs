@@ -15,6 +15,9 @@ use crate::output::Output;
 use crate::render::Screen;
 use crate::wire;
 
+/// The frames of the status line's spinner.
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
 /// Exit status after Ctrl-C cancelled the turn (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
 
@@ -96,11 +99,26 @@ pub async fn run(
         cancel_sent = true;
     }
     let ask = !out.json && std::io::stdin().is_terminal();
+    // A status line with the time waited, only for a person watching a terminal.
+    let spinner = !out.json && std::io::stdout().is_terminal();
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
+    let mut since = std::time::Instant::now();
     let mut screen: Option<Screen> = None;
     let mut last = None;
     loop {
         let event = tokio::select! {
             event = stream.next() => event,
+            _ = ticks.tick(), if spinner => {
+                let waited = since.elapsed();
+                if let Some(screen) = screen.as_mut()
+                    && waited >= std::time::Duration::from_secs(1)
+                    && let Some(activity) = screen.activity().map(str::to_owned)
+                {
+                    let frame = SPINNER[usize::try_from(waited.as_millis() / 250).unwrap_or(0) % SPINNER.len()];
+                    screen.status(&format!("{frame} {activity}… {} s", waited.as_secs()))?;
+                }
+                continue;
+            }
             _ = interrupts.recv() => {
                 if cancel_sent {
                     return Ok(stop_waiting());
@@ -112,6 +130,7 @@ pub async fn run(
         };
         let Some(event) = event else { break };
         let event = event?;
+        since = std::time::Instant::now();
         if out.json {
             out.raw_line(&wire::event_line(&event))?;
         } else {
@@ -124,6 +143,9 @@ pub async fn run(
             answer_at_the_terminal(client, &event).await?;
         }
         last = Some(event);
+    }
+    if let Some(screen) = screen.as_mut() {
+        screen.clear_status()?;
     }
     // The stream's last event is the prompted agent's `turn/end`.
     let ended = last

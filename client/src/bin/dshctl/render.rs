@@ -9,6 +9,22 @@ use serde_json::Value;
 
 use crate::wire;
 
+/// Lines of one call's live output shown at most; the rest is in its result.
+const LIVE_LINES: usize = 20;
+/// Bytes of one call's live output shown at most (long lines count too).
+const LIVE_BYTES: usize = 4096;
+
+/// What has been shown of one call's live output.
+#[derive(Debug, Default)]
+struct Shown {
+    lines: usize,
+    bytes: usize,
+    /// The cap was reached: nothing more is shown.
+    capped: bool,
+    /// Per stream (stdout, stderr), the offset the next piece should start at.
+    next: [u64; 2],
+}
+
 /// What has been printed of the streaming text, and whose lines are marked.
 #[derive(Debug, Default)]
 pub struct Screen {
@@ -18,6 +34,14 @@ pub struct Screen {
     mid_line: Option<String>,
     /// Per session: the step whose text is on screen, and how many of its bytes were printed.
     printed: HashMap<String, ((u64, u64), u64)>,
+    /// Per session and call: what was shown of its live output.
+    outputs: HashMap<(String, String), Shown>,
+    /// Live output is dimmed (a terminal, and `NO_COLOR` unset).
+    dim: bool,
+    /// A transient status line (see [`status`](Self::status)) is on screen.
+    status_shown: bool,
+    /// What the main agent waits on since its last event, for the status line.
+    activity: Option<String>,
 }
 
 impl Screen {
@@ -25,6 +49,7 @@ impl Screen {
     pub fn new(main: Option<String>) -> Self {
         Self {
             main,
+            dim: crate::output::color(),
             ..Self::default()
         }
     }
@@ -37,8 +62,66 @@ impl Screen {
         crate::output::finish(result)
     }
 
+    /// What the main agent is waiting on, for a status line, once nothing came for a while.
+    pub fn activity(&self) -> Option<&str> {
+        self.activity.as_deref()
+    }
+
+    /// Shows `text` on a transient status line, replacing the previous one, unless a line is
+    /// being written (streamed text or output). Only for a terminal: it uses a carriage return
+    /// and an erase; the next event clears it.
+    pub fn status(&mut self, text: &str) -> anyhow::Result<()> {
+        if self.mid_line.is_some() {
+            return Ok(());
+        }
+        let (on, off) = if self.dim {
+            ("\x1b[2m", "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        let stdout = std::io::stdout();
+        let mut w = stdout.lock();
+        self.status_shown = true;
+        crate::output::finish(write!(w, "\r\x1b[2K{on}{text}{off}").and_then(|()| w.flush()))
+    }
+
+    /// Erases the status line, if one is shown (before anything else is printed).
+    pub fn clear_status(&mut self) -> anyhow::Result<()> {
+        if !std::mem::take(&mut self.status_shown) {
+            return Ok(());
+        }
+        let stdout = std::io::stdout();
+        let mut w = stdout.lock();
+        crate::output::finish(write!(w, "\r\x1b[2K").and_then(|()| w.flush()))
+    }
+
+    /// Notes what the main agent waits on after `e`.
+    fn note_activity(&mut self, e: &v1::Event, data: &Value) {
+        if self
+            .main
+            .as_deref()
+            .is_some_and(|main| main != e.session_id)
+        {
+            return;
+        }
+        self.activity = match e.r#type.as_str() {
+            "step/start" | "tool/result" => Some("waiting for the model".to_owned()),
+            "model/retry" => Some("waiting to retry".to_owned()),
+            "text/delta" | "tool/output" => return,
+            "tool/call" | "approval/decision" => {
+                let name = data["name"].as_str().unwrap_or("the call");
+                Some(format!("running {name}"))
+            }
+            _ => None,
+        };
+    }
+
     fn write(&mut self, w: &mut dyn Write, e: &v1::Event) -> std::io::Result<()> {
         let data = wire::event_data(e);
+        if std::mem::take(&mut self.status_shown) {
+            write!(w, "\r\x1b[2K")?;
+        }
+        self.note_activity(e, &data);
         let text = |key: &str| data[key].as_str().unwrap_or_default().to_owned();
         let num = |key: &str| data[key].as_u64().unwrap_or_default();
         match e.r#type.as_str() {
@@ -48,6 +131,15 @@ impl Screen {
                 self.line(w, e, format!("› {}", indent(said)))
             }
             "text/delta" => self.delta(w, e, &data),
+            "tool/output" => self.output(w, e, &data),
+            "model/retry" => {
+                let delay = std::time::Duration::from_millis(num("delayMs"));
+                self.line(
+                    w,
+                    e,
+                    format!("⟳ retrying in {} ({})", seconds(delay), text("reason")),
+                )
+            }
             "assistant/message" => self.full(w, e, &data),
             "tool/call" => self.line(w, e, format!("▶ {} {}", text("name"), data["arguments"])),
             "tool/result" => {
@@ -156,6 +248,68 @@ impl Screen {
         self.text(w, e, text)
     }
 
+    /// Prints a piece of a call's live output, dimmed and indented, up to [`LIVE_LINES`] lines
+    /// and [`LIVE_BYTES`] bytes per call (its result follows with the whole output). Control
+    /// characters other than newline and tab are left out: they could move the cursor or
+    /// rewrite lines already on screen.
+    fn output(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
+        let call = data["callId"].as_str().unwrap_or_default().to_owned();
+        let stderr = usize::from(data["stream"] == "stderr");
+        let offset = data["offset"].as_u64().unwrap_or(0);
+        let text = data["text"].as_str().unwrap_or_default();
+        let key = format!("{}\u{0}{call}", e.session_id);
+        let mark = self.mark(e);
+        let (on, off) = if self.dim {
+            ("\x1b[2m", "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        let shown = self
+            .outputs
+            .entry((e.session_id.clone(), call))
+            .or_default();
+        if shown.capped || offset < shown.next[stderr] {
+            return Ok(());
+        }
+        let gap = offset - shown.next[stderr];
+        shown.next[stderr] = offset + text.len() as u64;
+        let clean: String = text
+            .chars()
+            .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+            .collect();
+        let skipped = (gap > 0).then(|| format!("[… {gap} bytes not shown]\n"));
+        for piece in skipped
+            .iter()
+            .map(String::as_str)
+            .chain(clean.split_inclusive('\n'))
+        {
+            if shown.lines >= LIVE_LINES || shown.bytes >= LIVE_BYTES {
+                shown.capped = true;
+                if self.mid_line.take().is_some() {
+                    writeln!(w)?;
+                }
+                return writeln!(w, "{mark}  {on}… (more output; the result shows it){off}");
+            }
+            if self.mid_line.as_deref() != Some(key.as_str()) {
+                if self.mid_line.take().is_some() {
+                    writeln!(w)?;
+                }
+                write!(w, "{mark}  ")?;
+            }
+            let line = piece.strip_suffix('\n');
+            write!(w, "{on}{}{off}", line.unwrap_or(piece))?;
+            shown.bytes += piece.len();
+            if line.is_some() {
+                writeln!(w)?;
+                shown.lines += 1;
+                self.mid_line = None;
+            } else {
+                self.mid_line = Some(key.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// The step's full text: prints whatever the deltas did not.
     fn full(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
         let step = (
@@ -189,6 +343,16 @@ impl Screen {
         write!(w, "{text}")?;
         self.mid_line = (!text.ends_with('\n')).then(|| e.session_id.clone());
         Ok(())
+    }
+}
+
+/// A wait in seconds as a person reads it: `3 s`, `0.5 s`.
+fn seconds(wait: std::time::Duration) -> String {
+    let ms = wait.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", wait.as_secs_f64())
     }
 }
 
@@ -320,6 +484,50 @@ mod tests {
         );
         assert_eq!(out, "onetwo!");
         assert!(screen.mid_line.is_some());
+    }
+
+    fn output(call: &str, stream: &str, offset: u64, text: &str) -> v1::Event {
+        event(
+            "tool/output",
+            "a",
+            serde_json::json!({"turn": 1, "step": 1, "callId": call, "stream": stream, "offset": offset, "text": text}),
+        )
+    }
+
+    #[test]
+    fn live_output_is_indented_cleaned_and_capped_per_call() {
+        let mut screen = Screen::new(Some("a".into()));
+        let many: String = (0..30).map(|i| format!("{i}\n")).collect();
+        let out = render(
+            &mut screen,
+            &[
+                output("c1", "stdout", 0, "one\ntw"),
+                output("c1", "stdout", 6, "o\x1b[2J\n"),
+                output("c1", "stderr", 4, "late\n"),
+                output("c2", "stdout", 0, &many),
+                output("c2", "stdout", 81, "never shown\n"),
+            ],
+        );
+        let mut expected = "  one\n  two[2J\n  [… 4 bytes not shown]\n  late\n".to_owned();
+        for i in 0..20 {
+            expected.push_str(&format!("  {i}\n"));
+        }
+        expected.push_str("  … (more output; the result shows it)\n");
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_retry_says_how_long_and_why() {
+        let mut screen = Screen::new(Some("a".into()));
+        let retry = |ms: u64| {
+            event(
+                "model/retry",
+                "a",
+                serde_json::json!({"turn": 1, "step": 1, "attempt": 1, "delayMs": ms, "reason": "429"}),
+            )
+        };
+        let out = render(&mut screen, &[retry(3000), retry(500)]);
+        assert_eq!(out, "⟳ retrying in 3 s (429)\n⟳ retrying in 0.5 s (429)\n");
     }
 
     #[test]

@@ -113,19 +113,19 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
             .into_owned(),
         None => String::new(),
     };
-    let response = client
-        .shell()
-        .run(v1::RunRequest {
-            agent_id,
-            command: args.command.join(" "),
-            cwd,
-            timeout_ms: args.timeout_ms.unwrap_or(0),
-            env: args.env.into_iter().collect::<HashMap<_, _>>(),
-            background: args.background,
-            sandbox: args.sandbox.spec(),
-        })
-        .await?
-        .into_inner();
+    let request = v1::RunRequest {
+        agent_id,
+        command: args.command.join(" "),
+        cwd,
+        timeout_ms: args.timeout_ms.unwrap_or(0),
+        env: args.env.into_iter().collect::<HashMap<_, _>>(),
+        background: args.background,
+        sandbox: args.sandbox.spec(),
+    };
+    if !out.json && !args.background {
+        return run_streaming(client, request).await;
+    }
+    let response = client.shell().run(request).await?.into_inner();
     match response.result {
         Some(v1::run_response::Result::JobId(job_id)) => {
             out.emit(&json!({ "job_id": job_id }), |w| writeln!(w, "{job_id}"))?;
@@ -145,19 +145,66 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
             });
             out.emit(&doc, |w| {
                 w.write_all(o.stdout.as_bytes())?;
-                let mut err = std::io::stderr().lock();
-                err.write_all(o.stderr.as_bytes())?;
-                if o.timed_out {
-                    writeln!(err, "dshctl: command timed out")?;
-                } else if let Some(signal) = &o.signal {
-                    writeln!(err, "dshctl: command killed by {signal}")?;
-                }
-                Ok(())
+                std::io::stderr().lock().write_all(o.stderr.as_bytes())?;
+                how_it_ended(&o)
             })?;
             Ok(exit_status(&o))
         }
         None => anyhow::bail!("dshd sent an empty answer"),
     }
+}
+
+/// The human form: the output as the command produces it (`Shell.RunStream`), how it ended last.
+async fn run_streaming(client: &Client, request: v1::RunRequest) -> anyhow::Result<ExitCode> {
+    use v1::run_stream_response::Event;
+    let mut stream = client.shell().run_stream(request).await?.into_inner();
+    // Per stream, the offset the next piece should start at.
+    let mut next = [0_u64; 2];
+    while let Some(message) = stream.message().await? {
+        match message.event {
+            Some(Event::Output(chunk)) => {
+                let stderr = chunk.stream == v1::OutputStream::Stderr as i32;
+                let expected = &mut next[usize::from(stderr)];
+                if chunk.offset > *expected {
+                    eprintln!(
+                        "dshctl: [{} bytes of {} not shown: the terminal was slower than the command]",
+                        chunk.offset - *expected,
+                        if stderr { "stderr" } else { "stdout" },
+                    );
+                }
+                *expected = chunk.offset + chunk.text.len() as u64;
+                let result = if stderr {
+                    let mut w = std::io::stderr().lock();
+                    w.write_all(chunk.text.as_bytes()).and_then(|()| w.flush())
+                } else {
+                    let mut w = std::io::stdout().lock();
+                    w.write_all(chunk.text.as_bytes()).and_then(|()| w.flush())
+                };
+                crate::output::finish(result)?;
+            }
+            Some(Event::Finished(o)) => {
+                crate::output::finish(how_it_ended(&o))?;
+                return Ok(exit_status(&o));
+            }
+            Some(Event::JobId(job_id)) => {
+                println!("{job_id}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            None => {}
+        }
+    }
+    anyhow::bail!("dshd ended the stream without the command's outcome")
+}
+
+/// Says on stderr when the command timed out or a signal ended it.
+fn how_it_ended(o: &v1::CommandOutcome) -> std::io::Result<()> {
+    let mut err = std::io::stderr().lock();
+    if o.timed_out {
+        writeln!(err, "dshctl: command timed out")?;
+    } else if let Some(signal) = &o.signal {
+        writeln!(err, "dshctl: command killed by {signal}")?;
+    }
+    Ok(())
 }
 
 fn exit_status(o: &v1::CommandOutcome) -> ExitCode {

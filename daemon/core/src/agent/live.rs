@@ -7,8 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
 use super::services::AgentServices;
+use super::watch::Preview;
 use super::watch::hub::WatchHub;
 use crate::call::AgentContext;
+use crate::exec::OutputTap;
 use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
@@ -329,8 +331,41 @@ impl Agent {
             offset
         };
         if let Some(me) = self.me.upgrade() {
-            self.hub.text(&me, turn, step, offset, text);
+            self.hub
+                .preview(&me, &Preview::Text { turn, step }, offset, text);
         }
+    }
+
+    /// Tells the watchers that the model request of `step` failed and is retried after a wait.
+    pub(crate) fn stream_retry(&self, turn: u32, step: u32, retry: &super::provider::ModelRetry) {
+        if let Some(me) = self.me.upgrade() {
+            let what = Preview::Retry {
+                turn,
+                step,
+                attempt: retry.attempt,
+                delay_ms: u64::try_from(retry.delay.as_millis()).unwrap_or(u64::MAX),
+                reason: retry.reason.clone(),
+            };
+            self.hub.preview(&me, &what, 0, "");
+        }
+    }
+
+    /// Where call `call_id`'s command output goes as it is produced: to the watchers, as
+    /// `tool/output` (never waits; bounded like streamed text, see [`super::watch`]).
+    pub(crate) fn output_tap(&self, turn: u32, step: u32, call_id: &str) -> OutputTap {
+        let me = self.me.clone();
+        let call_id: Arc<str> = Arc::from(call_id);
+        OutputTap::new(move |stream, offset, text| {
+            if let Some(agent) = me.upgrade() {
+                let what = Preview::Output {
+                    turn,
+                    step,
+                    call_id: call_id.clone(),
+                    stream,
+                };
+                agent.hub.preview(&agent, &what, offset, text);
+            }
+        })
     }
 
     /// Makes the log durable in the active backend (blocking I/O on the blocking pool).

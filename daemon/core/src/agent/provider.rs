@@ -119,6 +119,36 @@ pub enum ModelError {
     Cancelled,
 }
 
+/// A retry the provider is about to wait for: the attempt that failed, how long it waits before
+/// the next, and why (`429`, `503`, `unreachable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRetry {
+    /// The attempt that failed (1 for the first request).
+    pub attempt: u32,
+    /// The wait before the next attempt.
+    pub delay: std::time::Duration,
+    /// Why: the HTTP status of the refusal, or `unreachable` when no connection was made.
+    pub reason: String,
+}
+
+/// What a provider reports while it answers: text as it streams, and the retries it waits for.
+/// A closure `Fn(&str)` is one that only takes the text.
+pub trait ModelProgress: Send + Sync {
+    /// Text as it streams (providers that do not stream call it once with the whole text).
+    fn text(&self, text: &str);
+
+    /// The provider waits `retry.delay` before trying again.
+    fn retry(&self, retry: &ModelRetry) {
+        let _ = retry;
+    }
+}
+
+impl<F: Fn(&str) + Send + Sync> ModelProgress for F {
+    fn text(&self, text: &str) {
+        self(text);
+    }
+}
+
 /// Something that answers model requests.
 pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     /// Provider name, e.g. `scripted` or `openai`.
@@ -138,13 +168,13 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
         }
     }
 
-    /// Answers one request. `on_text` receives text as it streams (providers that do not stream
-    /// call it once with the whole text). Must return promptly with [`ModelError::Cancelled`] when
-    /// `cancel` fires, aborting any network request.
+    /// Answers one request, telling `progress` of text as it streams and of retries it waits
+    /// for. Must return promptly with [`ModelError::Cancelled`] when `cancel` fires, aborting any
+    /// network request.
     fn complete<'a>(
         &'a self,
         request: &'a ModelRequest,
         cancel: &'a CancellationToken,
-        on_text: &'a (dyn Fn(&str) + Send + Sync),
+        progress: &'a dyn ModelProgress,
     ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
 }

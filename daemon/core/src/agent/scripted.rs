@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::{
-    FinishReason, ModelChoice, ModelError, ModelProvider, ModelReply, ModelRequest,
+    FinishReason, ModelChoice, ModelError, ModelProgress, ModelProvider, ModelReply, ModelRequest,
 };
 use crate::call::BoxFuture;
 use crate::session::ToolCallRequest;
@@ -193,7 +193,7 @@ impl ModelProvider for ScriptedProvider {
         &'a self,
         _request: &'a ModelRequest,
         cancel: &'a CancellationToken,
-        on_text: &'a (dyn Fn(&str) + Send + Sync),
+        progress: &'a dyn ModelProgress,
     ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             if cancel.is_cancelled() {
@@ -212,7 +212,7 @@ impl ModelProvider for ScriptedProvider {
                 }
             }
             if !reply.text.is_empty() {
-                on_text(&reply.text);
+                progress.text(&reply.text);
             }
             let mut child_scripts = self
                 .child_scripts
@@ -332,7 +332,10 @@ mod tests {
             let cancel = cancel.clone();
             tokio::spawn(async move { cancel.cancel() })
         };
-        let err = provider.complete(&req, &cancel, &|_| {}).await.unwrap_err();
+        let err = provider
+            .complete(&req, &cancel, &|_: &str| {})
+            .await
+            .unwrap_err();
         waiter.await.unwrap();
         assert_eq!(err, ModelError::Cancelled);
     }

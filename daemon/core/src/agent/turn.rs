@@ -22,7 +22,7 @@ use tracing::Instrument;
 
 use super::guard::{CallEnd, guarded_call};
 use super::live::Agent;
-use super::provider::{ModelError, ModelReply, ModelRequest};
+use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, ModelRetry};
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
 use crate::hooks::{
@@ -80,6 +80,23 @@ pub(crate) async fn run(
     }
     .instrument(span)
     .await
+}
+
+/// What the model reports while it answers one step, handed to the agent's watchers.
+struct StepProgress<'a> {
+    agent: &'a Agent,
+    turn: u32,
+    step: u32,
+}
+
+impl ModelProgress for StepProgress<'_> {
+    fn text(&self, text: &str) {
+        self.agent.stream_text(self.turn, self.step, text);
+    }
+
+    fn retry(&self, retry: &ModelRetry) {
+        self.agent.stream_retry(self.turn, self.step, retry);
+    }
 }
 
 struct TurnRun {
@@ -335,12 +352,14 @@ impl TurnRun {
             messages: self.agent.history(),
             tools: self.offered(tools),
         };
-        let turn = self.turn;
-        let agent = self.agent.clone();
-        let on_text = move |text: &str| agent.stream_text(turn, step, text);
+        let progress = StepProgress {
+            agent: &self.agent,
+            turn: self.turn,
+            step,
+        };
         let provider = self.agent.provider().clone();
         tokio::select! {
-            reply = provider.complete(&request, &self.cancel, &on_text) => reply,
+            reply = provider.complete(&request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),
         }
     }
@@ -373,6 +392,7 @@ impl TurnRun {
                 step: Some(step),
                 cwd: self.agent.header().cwd.clone(),
                 cancel: self.cancel.child_token(),
+                output: Some(self.agent.output_tap(turn, step, &call.id)),
             };
             let (agent, services, tools) =
                 (self.agent.clone(), self.services.clone(), tools.clone());

@@ -8,6 +8,8 @@
 //!   timeout and cancellation (SIGTERM to the group,
 //!   SIGKILL after the grace), bounded pipe drain, group kill after the shell exits, reaping.
 //! - `output`: per-stream memory tail and private spill files.
+//! - `tap`: live output, handed on as it is read ([`OutputTap`]) and buffered, bounded, for a
+//!   reader that sends at its own pace ([`OutputFeed`]).
 //! - `outcome`: [`CommandOutcome`] and its text for a model.
 //! - `jobs`: background jobs with consuming reads.
 //! - `reaper`: owner markers, adopted orphans and a crashed daemon's leftovers, so that no
@@ -52,6 +54,8 @@ pub use output::remove_stale_spills;
 mod process;
 mod reaper;
 pub use reaper::adopt_orphans;
+mod tap;
+pub use tap::{OutputChunk, OutputFeed, OutputStream, OutputTap};
 
 #[cfg(test)]
 mod tests;
@@ -210,6 +214,8 @@ pub struct CommandSpec {
     pub spill_owner: Option<SessionId>,
     /// The sandbox to run the command in; `None` (or an unconfined policy): none.
     pub sandbox: Option<SandboxRequest>,
+    /// Where the output also goes as it is produced (foreground commands; a job ignores it).
+    pub output: Option<OutputTap>,
 }
 
 impl CommandSpec {
@@ -479,11 +485,11 @@ impl Executor {
         }
     }
 
-    fn collectors(&self) -> (Collector, Collector) {
+    fn collectors(&self, tap: Option<&OutputTap>) -> (Collector, Collector) {
         let cap = self.config.output_cap_bytes;
         (
-            Collector::new(Stream::Stdout, cap, self.spill.clone()),
-            Collector::new(Stream::Stderr, cap, self.spill.clone()),
+            Collector::new(Stream::Stdout, cap, self.spill.clone()).with_tap(tap.cloned()),
+            Collector::new(Stream::Stderr, cap, self.spill.clone()).with_tap(tap.cloned()),
         )
     }
 
@@ -530,7 +536,7 @@ impl Executor {
             return Err(ExecError::Cancelled);
         }
         let timeout = self.effective_timeout(spec.timeout);
-        let (out, err) = self.collectors();
+        let (out, err) = self.collectors(spec.output.as_ref());
         let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
         let started = Instant::now();
         let stdin = spec.stdin.take();
@@ -584,7 +590,7 @@ impl Executor {
         if spec.cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
-        let (out, err) = self.collectors();
+        let (out, err) = self.collectors(None);
         let job = Arc::new(Job::new(
             owner,
             spec.command.clone(),

@@ -271,6 +271,8 @@ pub(crate) struct Collector {
     spill: Spill,
     target: Arc<SpillTarget>,
     finished: bool,
+    /// Where the output also goes as it is read (live output), if anywhere.
+    tap: Option<super::tap::StreamTap>,
 }
 
 impl Collector {
@@ -283,13 +285,27 @@ impl Collector {
             spill: Spill::Idle,
             target,
             finished: false,
+            tap: None,
         }
+    }
+
+    /// The same collector, also handing every chunk to `tap` as it is read.
+    pub(crate) fn with_tap(mut self, tap: Option<super::tap::OutputTap>) -> Self {
+        let stream = match self.stream {
+            Stream::Stdout => super::tap::OutputStream::Stdout,
+            Stream::Stderr => super::tap::OutputStream::Stderr,
+        };
+        self.tap = tap.map(|tap| super::tap::StreamTap::new(tap, stream));
+        self
     }
 
     /// Appends a chunk read from the pipe.
     pub(crate) fn push(&mut self, chunk: &[u8]) {
         if chunk.is_empty() || self.finished {
             return;
+        }
+        if let Some(tap) = &mut self.tap {
+            tap.push(chunk);
         }
         self.total = self.total.saturating_add(chunk.len() as u64);
         match self.spill {
@@ -397,6 +413,9 @@ impl Collector {
     /// The stream ended (EOF, or the process is gone and the pipe was abandoned): close the spill.
     pub(crate) fn finish(&mut self) {
         self.finished = true;
+        if let Some(tap) = &mut self.tap {
+            tap.finish();
+        }
         if let Spill::Open { path, written, .. } = &mut self.spill {
             // Replacing the state drops the File, which closes it; page-cache writes have nothing
             // left to report at close.

@@ -60,6 +60,8 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
         spill_owner: None,
         // Hooks are the user's own configuration and run unconfined (docs/CONFIG.md, Sandbox).
         sandbox: None,
+        // A hook's output is decoded, not shown.
+        output: None,
     };
     match executor.run(spec).await {
         Ok(o) => {

@@ -154,6 +154,7 @@ mod tests {
             step: None,
             cwd: "/w".into(),
             cancel: CancellationToken::new(),
+            output: None,
         }
     }
 

@@ -237,6 +237,7 @@ mod tests {
             step: Some(1),
             cwd: tmp.path().to_path_buf(),
             cancel: tokio_util::sync::CancellationToken::new(),
+            output: None,
         };
         let marker = tmp.path().join("ran");
         let command = format!("touch '{}'; : {}", marker.display(), "x".repeat(200 * 1024));

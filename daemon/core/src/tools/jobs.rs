@@ -149,6 +149,7 @@ mod tests {
             step: None,
             cwd: tmp.path().to_owned(),
             cancel: CancellationToken::new(),
+            output: None,
         };
         let arguments = serde_json::json!({"job_id": id.to_string()});
         let mut seen = 0;

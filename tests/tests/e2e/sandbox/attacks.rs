@@ -279,7 +279,8 @@ fn a_confined_command_cannot_ask_dshd_for_more() {
     let id = agent(&daemon, &work, &["--sandbox", "workspace-write"], &commands);
     let got = results(&daemon, &id);
     assert!(got[0].content.contains("status-ok"), "{:?}", got[0]);
-    for (i, method) in [(1, "Shell.Run"), (2, "Agents.Create")] {
+    // `dshctl run` streams its output (`Shell.RunStream`).
+    for (i, method) in [(1, "Shell.RunStream"), (2, "Agents.Create")] {
         assert!(got[i].is_error, "{method}: {:?}", got[i]);
         assert!(
             got[i].content.contains(&format!("{method} is refused"))
@@ -295,7 +296,7 @@ fn a_confined_command_cannot_ask_dshd_for_more() {
         "{orphan}"
     );
     assert!(
-        orphan.contains("Shell.Run is refused") && orphan.contains("orphaned"),
+        orphan.contains("Shell.RunStream is refused") && orphan.contains("orphaned"),
         "{orphan}"
     );
     assert!(!escaped.exists(), "a confined command escaped through dshd");

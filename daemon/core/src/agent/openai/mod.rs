@@ -27,7 +27,9 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
-use super::provider::{ModelError, ModelProvider, ModelReply, ModelRequest};
+use super::provider::{
+    ModelError, ModelProgress, ModelProvider, ModelReply, ModelRequest, ModelRetry,
+};
 use crate::call::BoxFuture;
 use retry::{Backoff, retry_after};
 use stream::{Accumulator, Flow};
@@ -257,7 +259,7 @@ impl OpenAiProvider {
         &self,
         request: &ModelRequest,
         cancel: &CancellationToken,
-        on_text: &(dyn Fn(&str) + Send + Sync),
+        progress: &dyn ModelProgress,
     ) -> Result<ModelReply, ModelError> {
         if cancel.is_cancelled() {
             return Err(ModelError::Cancelled);
@@ -269,8 +271,9 @@ impl OpenAiProvider {
         };
         let body = wire::request_body(&self.config.model, request)
             .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
-        let response = self.send(body, authorization, cancel).await?;
-        self.read_reply(response, cancel, on_text).await
+        let response = self.send(body, authorization, cancel, progress).await?;
+        let on_text = |text: &str| progress.text(text);
+        self.read_reply(response, cancel, &on_text).await
     }
 
     /// Posts the body until a 2xx response arrives, retrying what is worth retrying. Nothing of a
@@ -280,6 +283,7 @@ impl OpenAiProvider {
         body: Vec<u8>,
         authorization: &HeaderValue,
         cancel: &CancellationToken,
+        progress: &dyn ModelProgress,
     ) -> Result<reqwest::Response, ModelError> {
         let attempts = self.config.retries.saturating_add(1);
         let mut backoff = Backoff::new(self.config.max_backoff);
@@ -310,6 +314,11 @@ impl OpenAiProvider {
                         let wait = backoff.next_wait(None);
                         let error = error_chain(&error);
                         tracing::warn!(attempt, ?wait, %error, "model API unreachable; retrying");
+                        progress.retry(&ModelRetry {
+                            attempt,
+                            delay: wait,
+                            reason: "unreachable".to_owned(),
+                        });
                         sleep_or_cancel(wait, cancel).await?;
                         continue;
                     }
@@ -342,6 +351,11 @@ impl OpenAiProvider {
                     ?wait,
                     "model API refused the request; retrying"
                 );
+                progress.retry(&ModelRetry {
+                    attempt,
+                    delay: wait,
+                    reason: code.to_string(),
+                });
                 sleep_or_cancel(wait, cancel).await?;
                 continue;
             }
@@ -481,9 +495,9 @@ impl ModelProvider for OpenAiProvider {
         &'a self,
         request: &'a ModelRequest,
         cancel: &'a CancellationToken,
-        on_text: &'a (dyn Fn(&str) + Send + Sync),
+        progress: &'a dyn ModelProgress,
     ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(self.run(request, cancel, on_text))
+        Box::pin(self.run(request, cancel, progress))
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::watch;
 
 use super::queue::Queue;
-use super::{WatchScope, Watcher};
+use super::{Preview, WatchScope, Watcher};
 use crate::agent::live::Agent;
 
 /// The registered watchers of one daemon's agents.
@@ -75,11 +75,11 @@ impl WatchHub {
         }
     }
 
-    /// `agent` streamed `text` at byte `offset` of its step's text.
-    pub fn text(&self, agent: &Arc<Agent>, turn: u32, step: u32, offset: u64, text: &str) {
+    /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
+    pub fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
         for queue in self.read().iter() {
             if queue.deltas && queue.scope.covers(agent) {
-                queue.text(agent, turn, step, offset, text);
+                queue.preview(agent, what, offset, text);
             }
         }
     }

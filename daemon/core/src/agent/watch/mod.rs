@@ -14,6 +14,7 @@ mod queue;
 mod watcher;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -21,12 +22,55 @@ pub use queue::PENDING_TEXT_BUDGET;
 pub use watcher::Watcher;
 
 use crate::agent::live::Agent;
+use crate::exec::OutputStream;
 use crate::session::SessionId;
 
 /// Type of the unlogged event carrying streamed model text.
 pub const TEXT_DELTA: &str = "text/delta";
+/// Type of the unlogged event carrying a tool call's output as its command produces it.
+pub const TOOL_OUTPUT: &str = "tool/output";
+/// Type of the unlogged event telling that a model request failed and waits to be retried.
+pub const MODEL_RETRY: &str = "model/retry";
 /// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
 pub const LAGGED: &str = "watch/lagged";
+
+/// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
+/// one stream of a call's output, or a retry of a model request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Preview {
+    /// The text the model streams in a step (`text/delta`).
+    Text {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+    },
+    /// One stream of a tool call's output (`tool/output`).
+    Output {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The call.
+        call_id: Arc<str>,
+        /// Which stream.
+        stream: OutputStream,
+    },
+    /// A model request of a step failed and is retried after a wait (`model/retry`); it carries
+    /// no text.
+    Retry {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The attempt that failed.
+        attempt: u32,
+        /// The wait before the next attempt.
+        delay_ms: u64,
+        /// Why (`429`, `503`, `unreachable`).
+        reason: String,
+    },
+}
 
 /// Which agents a watcher follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +95,7 @@ impl WatchScope {
 }
 
 /// One event as a watcher hands it out: an event of the log's vocabulary, or an unlogged one
-/// (`text/delta`, `watch/lagged`), naming the session (= agent) it belongs to. Its JSON form
+/// (`text/delta`, `tool/output`, `watch/lagged`), naming the session (= agent) it belongs to. Its JSON form
 /// ([`to_json`](Self::to_json)) is the log line plus `sessionId`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamEvent {
@@ -85,33 +129,89 @@ impl StreamEvent {
         out
     }
 
-    /// A `text/delta` event.
-    pub(crate) fn text_delta(
+    /// A `text/delta` event (`what` is a step's text) or a `tool/output` event (a call's output).
+    pub(crate) fn preview(
         session: SessionId,
         time: i64,
-        turn: u32,
-        step: u32,
+        what: &Preview,
         offset: u64,
         text: &str,
     ) -> Self {
         #[derive(Serialize)]
-        struct Data<'a> {
+        struct Delta<'a> {
             turn: u32,
             step: u32,
             offset: u64,
             text: &'a str,
         }
-        Self {
-            session,
-            kind: Cow::Borrowed(TEXT_DELTA),
-            seq: None,
-            time,
-            data_json: to_json_text(&Data {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Output<'a> {
+            turn: u32,
+            step: u32,
+            call_id: &'a str,
+            stream: &'static str,
+            offset: u64,
+            text: &'a str,
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Retry<'a> {
+            turn: u32,
+            step: u32,
+            attempt: u32,
+            delay_ms: u64,
+            reason: &'a str,
+        }
+        let (kind, data_json) = match what {
+            Preview::Retry {
                 turn,
                 step,
-                offset,
-                text,
-            }),
+                attempt,
+                delay_ms,
+                reason,
+            } => (
+                MODEL_RETRY,
+                to_json_text(&Retry {
+                    turn: *turn,
+                    step: *step,
+                    attempt: *attempt,
+                    delay_ms: *delay_ms,
+                    reason,
+                }),
+            ),
+            Preview::Text { turn, step } => (
+                TEXT_DELTA,
+                to_json_text(&Delta {
+                    turn: *turn,
+                    step: *step,
+                    offset,
+                    text,
+                }),
+            ),
+            Preview::Output {
+                turn,
+                step,
+                call_id,
+                stream,
+            } => (
+                TOOL_OUTPUT,
+                to_json_text(&Output {
+                    turn: *turn,
+                    step: *step,
+                    call_id,
+                    stream: stream.as_str(),
+                    offset,
+                    text,
+                }),
+            ),
+        };
+        Self {
+            session,
+            kind: Cow::Borrowed(kind),
+            seq: None,
+            time,
+            data_json,
         }
     }
 

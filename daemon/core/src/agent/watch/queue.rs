@@ -3,9 +3,10 @@
 //! - **Logged events are queued as seq marks**, not copies: the watcher reads each event from its
 //!   agent's log when it gets to it. Consecutive marks of one agent merge, so an agent that only
 //!   logs costs one entry however far the watcher falls behind.
-//! - **Streamed text is a preview**: waiting fragments of one step merge, at most
-//!   [`PENDING_TEXT_BUDGET`] bytes of them wait, and a fragment that does not fit is skipped (its
-//!   offset shows the gap; the step's `assistant/message` carries the whole text).
+//! - **Streamed text and live tool output are previews**: waiting fragments of one step's text (or
+//!   of one stream of one call's output) merge, at most [`PENDING_TEXT_BUDGET`] bytes of them
+//!   wait, and a fragment that does not fit is skipped (its offset shows the gap; the step's
+//!   `assistant/message` carries the whole text, the call's `tool/result` its output).
 //! - **Entries are bounded** by the watcher's `max_pending`. Interleaved agents and text keep
 //!   marks from merging; when the bound would be passed the watcher is **lagged**: its entries
 //!   are dropped, only which sessions it missed is kept (one entry per session), and when it reads
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use tokio::sync::Notify;
 
-use super::WatchScope;
+use super::{Preview, WatchScope};
 use crate::agent::live::Agent;
 use crate::session::SessionId;
 
@@ -48,11 +49,10 @@ pub(super) enum Next {
         from: u64,
         until: u64,
     },
-    /// Streamed text.
-    Text {
+    /// Streamed text or live tool output.
+    Preview {
         agent: Arc<Agent>,
-        turn: u32,
-        step: u32,
+        what: Preview,
         offset: u64,
         text: String,
         time: i64,
@@ -71,10 +71,9 @@ enum Item {
         from: u64,
         until: u64,
     },
-    Text {
+    Preview {
         agent: Arc<Agent>,
-        turn: u32,
-        step: u32,
+        what: Preview,
         offset: u64,
         text: String,
         time: i64,
@@ -156,8 +155,8 @@ impl Queue {
         self.wake.notify_one();
     }
 
-    /// `agent` streamed `text` at byte `offset` of step `step` of turn `turn`.
-    pub fn text(&self, agent: &Arc<Agent>, turn: u32, step: u32, offset: u64, text: &str) {
+    /// `agent` streamed `text` at byte `offset` of `what` (a step's text, a call's output).
+    pub fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
         let len = text.len();
         {
             let mut state = self.lock();
@@ -166,28 +165,27 @@ impl Queue {
                 return;
             }
             let room = PENDING_TEXT_BUDGET.saturating_sub(state.pending_text);
-            // Merge into the last waiting message when it is this step's and ends where this
-            // fragment starts (a skip in between makes the offsets disagree).
-            if let Some(Item::Text {
+            // Merge into the last waiting message when it is the same step's text (or call's
+            // stream) and ends where this fragment starts (a skip in between makes the offsets
+            // disagree).
+            if let Some(Item::Preview {
                 agent: a,
-                turn: t,
-                step: s,
+                what: w,
                 offset: o,
                 text: waiting,
                 ..
             }) = state.items.back_mut()
                 && Arc::ptr_eq(a, agent)
-                && (*t, *s) == (turn, step)
+                && w == what
                 && o.saturating_add(waiting.len() as u64) == offset
                 && len <= room
             {
                 waiting.push_str(text);
                 state.pending_text += len;
             } else if len.saturating_add(ENTRY_COST) <= room {
-                state.items.push_back(Item::Text {
+                state.items.push_back(Item::Preview {
                     agent: agent.clone(),
-                    turn,
-                    step,
+                    what: what.clone(),
                     offset,
                     text: text.to_owned(),
                     time: crate::session::now_ms(),
@@ -198,9 +196,8 @@ impl Queue {
                 if state.skipped_text == 0 {
                     tracing::debug!(
                         session = %agent.id(),
-                        turn,
-                        step,
-                        "a watcher is slow; skipping streamed text until it catches up"
+                        ?what,
+                        "a watcher is slow; skipping streamed text and output until it catches up"
                     );
                 }
                 state.skipped_text = state.skipped_text.saturating_add(len as u64);
@@ -245,19 +242,17 @@ impl Queue {
         }
         match state.items.pop_front() {
             Some(Item::Logged { agent, from, until }) => Next::Logged { agent, from, until },
-            Some(Item::Text {
+            Some(Item::Preview {
                 agent,
-                turn,
-                step,
+                what,
                 offset,
                 text,
                 time,
             }) => {
                 state.pending_text = state.pending_text.saturating_sub(text.len() + ENTRY_COST);
-                Next::Text {
+                Next::Preview {
                     agent,
-                    turn,
-                    step,
+                    what,
                     offset,
                     text,
                     time,

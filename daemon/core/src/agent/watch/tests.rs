@@ -275,6 +275,51 @@ async fn streamed_text_beyond_the_budget_is_skipped_with_the_gap_visible() {
     );
 }
 
+#[tokio::test]
+async fn a_calls_output_streams_as_tool_output_before_its_result() {
+    let w = world(|_| {});
+    let command = "printf 'one\\n'; printf err >&2; sleep 0.2; printf 'two\\n'";
+    let id = w.agent(
+        &json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+            {"text": "done"},
+        ]}),
+        None,
+    );
+    let events = drain(w.registry.prompt(&id, "go".into(), None).unwrap().updates).await;
+    let call = events.iter().find(|e| e.kind == "tool/call").unwrap();
+    let call_id = data(call)["callId"].clone();
+    let result_at = events.iter().position(|e| e.kind == "tool/result").unwrap();
+    let mut streams: std::collections::BTreeMap<String, String> = Default::default();
+    for (at, event) in events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == TOOL_OUTPUT)
+    {
+        let d = data(event);
+        assert!(at < result_at, "output after the result: {d}");
+        assert_eq!(
+            (d["callId"].clone(), d["turn"].clone(), d["step"].clone()),
+            (call_id.clone(), json!(1), json!(1))
+        );
+        assert_eq!(event.seq, None, "unlogged");
+        let text = streams
+            .entry(d["stream"].as_str().unwrap().to_owned())
+            .or_default();
+        // Nothing was skipped: each piece starts where the previous one ended.
+        assert_eq!(d["offset"].as_u64().unwrap(), text.len() as u64);
+        text.push_str(d["text"].as_str().unwrap());
+    }
+    assert_eq!(
+        streams.get("stdout").map(String::as_str),
+        Some("one\ntwo\n")
+    );
+    assert_eq!(streams.get("stderr").map(String::as_str), Some("err"));
+    // Nothing of it is logged.
+    let log = w.registry.get(&id).unwrap().events_from(0);
+    assert!(log.iter().all(|e| e.data.type_name() != TOOL_OUTPUT));
+}
+
 /// An agent whose one bash call creates `marker`, under the `always` policy.
 fn approval_world(timeout: Duration) -> (World, SessionId, std::path::PathBuf) {
     let w = world(|services| {
@@ -458,7 +503,7 @@ fn the_json_form_is_the_log_line_with_the_session() {
         r#"{"type":"turn/start","sessionId":"s1","seq":4,"time":9,"data":{"turn":2}}"#
     );
     assert_eq!(
-        StreamEvent::text_delta(id, 7, 1, 2, 3, "hé").to_json(),
+        StreamEvent::preview(id, 7, &super::Preview::Text { turn: 1, step: 2 }, 3, "hé").to_json(),
         r#"{"type":"text/delta","sessionId":"s1","time":7,"data":{"turn":1,"step":2,"offset":3,"text":"hé"}}"#
     );
 }

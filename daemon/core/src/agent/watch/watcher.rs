@@ -127,19 +127,17 @@ impl Watcher {
                     until: Some(until),
                     lagged: false,
                 }),
-                Next::Text {
+                Next::Preview {
                     agent,
-                    turn,
-                    step,
+                    what,
                     offset,
                     text,
                     time,
                 } => {
-                    return Some(StreamEvent::text_delta(
+                    return Some(StreamEvent::preview(
                         agent.id().clone(),
                         time,
-                        turn,
-                        step,
+                        &what,
                         offset,
                         &text,
                     ));

@@ -59,6 +59,7 @@ fn exec(agent: Option<AgentContext>) -> ToolExecution {
         step: None,
         cwd: "/work".into(),
         cancel: CancellationToken::new(),
+        output: None,
     }
 }
 

@@ -1,0 +1,85 @@
+//! `dshctl` on a terminal (a pseudo-terminal, as a person would run it): output shown as the
+//! command produces it, by `run` and by `prompt`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+use std::time::{Duration, Instant};
+
+use dsh_tests::pty::Pty;
+use dsh_tests::shell::{bash_call, new_agent, workdir};
+use dsh_tests::{TestDaemon, dshctl_bin};
+use serde_json::json;
+
+/// A command that prints a line a second, three times.
+const LOOP: &str = "for i in 1 2 3; do echo $i; sleep 1; done";
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `dshctl ARGS...` on a terminal, talking to `daemon`.
+fn on_terminal(daemon: &TestDaemon, args: &[&str]) -> Pty {
+    let socket = daemon.socket.to_str().unwrap();
+    let mut full = vec!["--socket", socket];
+    full.extend_from_slice(args);
+    Pty::spawn(dshctl_bin(), &full, &[])
+}
+
+/// `line` without the dimming `dshctl` adds on a terminal.
+fn plain(line: &str) -> String {
+    line.replace("\x1b[2m", "").replace("\x1b[0m", "")
+}
+
+/// When each of the lines `wanted` first appeared on the screen (exactly, as a whole line, its
+/// dimming aside).
+fn arrivals(pty: &Pty, wanted: &[&str]) -> Vec<Instant> {
+    let lines = pty.lines();
+    wanted
+        .iter()
+        .map(|want| {
+            lines
+                .iter()
+                .find(|(_, line)| plain(line) == *want)
+                .map(|(at, _)| *at)
+                .unwrap_or_else(|| panic!("no line {want:?} on the screen:\n{}", pty.screen()))
+        })
+        .collect()
+}
+
+/// The lines arrived one by one, as produced a second apart (not all together at the end).
+fn assert_one_by_one(pty: &Pty, times: &[Instant]) {
+    for pair in times.windows(2) {
+        let gap = pair[1].duration_since(pair[0]);
+        assert!(
+            gap >= Duration::from_millis(800),
+            "lines arrived {gap:?} apart, not as they were produced; the screen:\n{}",
+            pty.screen()
+        );
+    }
+}
+
+#[test]
+fn run_prints_the_output_as_the_command_produces_it_and_the_status_last() {
+    let daemon = TestDaemon::start();
+    let mut pty = on_terminal(&daemon, &["run", "--", LOOP, "; exit 3"]);
+    pty.read_to_end(PATIENCE);
+    let times = arrivals(&pty, &["1", "2", "3"]);
+    assert_one_by_one(&pty, &times);
+    assert_eq!(pty.wait().code(), Some(3), "the command's own status");
+}
+
+#[test]
+fn prompt_shows_a_calls_output_as_it_comes() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, "w");
+    let agent = new_agent(
+        &daemon,
+        &cwd,
+        &json!({"replies": [{"tool_calls": [bash_call(LOOP)]}, {"text": "Done."}]}),
+    );
+    let mut pty = on_terminal(&daemon, &["prompt", "--agent", &agent, "count"]);
+    pty.read_to_end(PATIENCE);
+    // Live output is shown indented under its call, as it comes.
+    let times = arrivals(&pty, &["  1", "  2", "  3"]);
+    assert_one_by_one(&pty, &times);
+    assert!(pty.screen().contains("Done."), "{}", pty.screen());
+    assert_eq!(pty.wait().code(), Some(0));
+}
