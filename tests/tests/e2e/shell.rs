@@ -34,6 +34,21 @@ fn reporting(file: &Path, tag: &str) -> String {
     )
 }
 
+/// Like [`reporting`], but the command holds until `go` exists (at most a minute) instead of for
+/// two seconds, after noting its start in `started`: the test lets every call go once all have
+/// started, so they overlap however slowly a loaded machine starts them.
+fn reporting_at_barrier(file: &Path, started: &Path, go: &Path, tag: &str) -> String {
+    let wait = format!(
+        "echo '{tag}' >> '{}'; for _ in $(seq 600); do [ -e '{}' ] && break; sleep 0.1; done",
+        started.display(),
+        go.display()
+    );
+    format!(
+        "{}; echo \"tag={tag}\"; echo \"id=$DSH_SESSION_ID\"; echo \"call=$DSH_TOOL_CALL_ID\"; echo \"parent=${{DSH_PARENT_SESSION_ID-none}}\"",
+        timed(file, tag, &wait)
+    )
+}
+
 fn assert_overlapping(all: &[Interval], sessions: usize) {
     let o = overlap(all);
     println!(
@@ -171,6 +186,8 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
         agents.push(info.agent_id);
     }
 
+    let started = daemon.dir.path().join("started");
+    let go = daemon.dir.path().join("go");
     let mut calls = tokio::task::JoinSet::new();
     for (a, agent) in agents.iter().enumerate() {
         for n in 0..CALLS {
@@ -178,7 +195,7 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
             let request = v1::RunRequest {
                 sandbox: None,
                 agent_id: agent.clone(),
-                command: reporting(&file, &format!("a{a}-{n}")),
+                command: reporting_at_barrier(&file, &started, &go, &format!("a{a}-{n}")),
                 ..v1::RunRequest::default()
             };
             let agent = agent.clone();
@@ -191,6 +208,15 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
             });
         }
     }
+    let all_started = tokio::task::spawn_blocking(move || {
+        eventually(Duration::from_secs(120), || {
+            std::fs::read_to_string(&started).is_ok_and(|t| t.lines().count() == AGENTS * CALLS)
+        })
+    })
+    .await
+    .unwrap();
+    std::fs::write(&go, "").unwrap();
+    assert!(all_started, "not every call was running at once");
     let mut call_ids = BTreeSet::new();
     let mut owner_of_tag = BTreeMap::new();
     while let Some(joined) = calls.join_next().await {

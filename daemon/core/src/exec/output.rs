@@ -474,10 +474,7 @@ impl Collector {
         let end = start + bytes.len() as u64;
         if !(self.finished && end == self.total) {
             let keep = bytes.len() - incomplete_utf8_suffix(&bytes);
-            // A read too short to hold a whole character still moves on.
-            if keep > 0 {
-                bytes.truncate(keep);
-            }
+            bytes.truncate(keep);
         }
         let next = start + bytes.len() as u64;
         StreamRead {
@@ -756,6 +753,9 @@ mod tests {
         c.push(&euro[..2]);
         let r = c.read_from(0, 64);
         assert_eq!((r.bytes.as_slice(), r.next), (b"x".as_slice(), 1));
+        // Only half a character waiting: nothing yet, and the offset stays.
+        let half = c.read_from(r.next, 64);
+        assert_eq!((half.bytes.len(), half.next), (0, 1));
         c.push(&euro[2..]);
         let r = c.read_from(r.next, 64);
         assert_eq!(r.bytes, euro);
