@@ -72,6 +72,22 @@ pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
 /// cargo must not inherit (see [`cargo_build`]).
 pub use dsh_core::test_support::set_by_cargo_for_the_runner;
 
+/// The lines of a child's `stdout`, read by a thread of their own as they come, so a test can
+/// wait for the next one with a deadline (`recv_timeout`) while the child keeps running.
+pub fn line_channel(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// A private (0700) temporary directory: `tempfile` directories are 0755.
 pub fn private_dir() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()

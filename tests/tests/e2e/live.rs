@@ -37,15 +37,7 @@ impl Watching {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = dsh_tests::line_channel(stdout);
         Self { child, lines }
     }
 
