@@ -28,9 +28,14 @@ use serde_json::{Value, json};
 /// A command that holds for two seconds between its recorded start and end (long enough for every
 /// call of a fan-out to have started on a loaded machine), then reports who ran it.
 fn reporting(file: &Path, tag: &str) -> String {
+    reporting_after(file, tag, "sleep 2")
+}
+
+/// `body`, timed into `file`, then who ran it.
+fn reporting_after(file: &Path, tag: &str, body: &str) -> String {
     format!(
         "{}; echo \"tag={tag}\"; echo \"id=$DSH_SESSION_ID\"; echo \"call=$DSH_TOOL_CALL_ID\"; echo \"parent=${{DSH_PARENT_SESSION_ID-none}}\"",
-        timed(file, tag, "sleep 2")
+        timed(file, tag, body)
     )
 }
 
@@ -43,10 +48,7 @@ fn reporting_at_barrier(file: &Path, started: &Path, go: &Path, tag: &str) -> St
         started.display(),
         go.display()
     );
-    format!(
-        "{}; echo \"tag={tag}\"; echo \"id=$DSH_SESSION_ID\"; echo \"call=$DSH_TOOL_CALL_ID\"; echo \"parent=${{DSH_PARENT_SESSION_ID-none}}\"",
-        timed(file, tag, &wait)
-    )
+    reporting_after(file, tag, &wait)
 }
 
 fn assert_overlapping(all: &[Interval], sessions: usize) {
