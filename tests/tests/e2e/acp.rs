@@ -2,8 +2,8 @@
 //! its stdout read line by line. A prompt's updates arrive in order and its bash call sees the
 //! ACP session id as `DSH_SESSION_ID`; permission requests are answered allow, allow always and
 //! reject; a cancel ends a turn `cancelled`; a load replays the stored session; a child agent's
-//! calls show on the parent's session; list, close, bad input, a missing daemon and the end of
-//! stdin behave as docs/ACP.md says.
+//! calls show on the parent's session; a running command's output shows as it is produced; list,
+//! close, bad input, a missing daemon and the end of stdin behave as docs/ACP.md says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -164,10 +164,13 @@ fn updates(messages: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// A compact trace of updates: kind, and the call id and status or the text.
+/// A compact trace of updates: kind, and the call id and status or the text. Live output (a
+/// call's content without a status) is left out: how a short command's output is cut into
+/// pieces is not what these traces check.
 fn trace(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
+        .filter(|u| u["sessionUpdate"] != "tool_call_update" || u.get("status").is_some())
         .map(|u| match u["sessionUpdate"].as_str().unwrap() {
             "tool_call" | "tool_call_update" => format!(
                 "{} {} {}",
@@ -410,6 +413,66 @@ fn a_cancel_during_a_long_command_ends_the_turn_cancelled() {
         trace.contains(&"tool_call_update s failed".to_owned()),
         "{trace:?}"
     );
+}
+
+#[test]
+fn a_running_commands_output_shows_as_the_calls_content_before_it_ends() {
+    let daemon = TestDaemon::start();
+    let go = daemon.dir.path().join("go");
+    // The command holds after its first line until the test has seen that line on the bridge's
+    // stdout: the update is live, whatever the machine's speed.
+    let command = format!(
+        "echo one; for _ in $(seq 1200); do [ -e '{}' ] && break; sleep 0.05; done; echo two",
+        go.display()
+    );
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "c", "name": "bash", "arguments": {"command": command}}]},
+        {"text": "done"},
+    ]});
+    let mut acp = Acp::scripted(&daemon, &script, &[]);
+    acp.initialize();
+    let id = acp.new_session(daemon.dir.path())["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = acp.send("session/prompt", prompt(&id, "run it"));
+    let content = |u: &Value| {
+        u["content"][0]["content"]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    loop {
+        let message = acp.recv();
+        assert_ne!(
+            message["id"], turn,
+            "the turn ended before its output showed: {message}"
+        );
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "tool_call_update" && update.get("status").is_none() {
+            assert_eq!(update["toolCallId"], "c", "{update}");
+            assert_eq!(content(update).as_deref(), Some("one\n"), "{update}");
+            break;
+        }
+    }
+    std::fs::write(&go, "").unwrap();
+    let (before, answer) = acp.until_answer(turn);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = updates(&before);
+    let live: Vec<String> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u.get("status").is_none())
+        .filter_map(content)
+        .collect();
+    assert!(
+        live.iter()
+            .all(|text| "one\ntwo\n".starts_with(text.as_str())),
+        "each update is the output so far: {live:?}"
+    );
+    let done = updates
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .expect("the call completed");
+    assert!(content(done).unwrap().contains("one\ntwo"), "{done}");
 }
 
 #[test]

@@ -25,12 +25,6 @@ use dsh_tests::shell::{
 use dsh_tests::{TestDaemon, eventually};
 use serde_json::{Value, json};
 
-/// A command that holds for two seconds between its recorded start and end (long enough for every
-/// call of a fan-out to have started on a loaded machine), then reports who ran it.
-fn reporting(file: &Path, tag: &str) -> String {
-    reporting_after(file, tag, "sleep 2")
-}
-
 /// `body`, timed into `file`, then who ran it.
 fn reporting_after(file: &Path, tag: &str, body: &str) -> String {
     format!(
@@ -39,9 +33,9 @@ fn reporting_after(file: &Path, tag: &str, body: &str) -> String {
     )
 }
 
-/// Like [`reporting`], but the command holds until `go` exists (at most a minute) instead of for
-/// two seconds, after noting its start in `started`: the test lets every call go once all have
-/// started, so they overlap however slowly a loaded machine starts them.
+/// A command that notes its start in `started`, holds until `go` exists (at most a minute), then
+/// reports who ran it: the test lets every call go once all have started, so they overlap however
+/// slowly a loaded machine starts them.
 fn reporting_at_barrier(file: &Path, started: &Path, go: &Path, tag: &str) -> String {
     let wait = format!(
         "echo '{tag}' >> '{}'; for _ in $(seq 600); do [ -e '{}' ] && break; sleep 0.1; done",
@@ -79,10 +73,23 @@ fn a_parent_and_its_children_call_bash_concurrently_without_cross_talk() {
     let daemon = TestDaemon::start();
     let cwd = workdir(&daemon, "w");
     let file = daemon.dir.path().join("intervals");
+    // One barrier per step: a child's second step starts only after its first has ended, so the
+    // first step's calls (and the parent's) are let go together, then the second step's.
+    let barrier = |s: usize| {
+        let dir = daemon.dir.path();
+        (
+            dir.join(format!("started-{s}")),
+            dir.join(format!("go-{s}")),
+        )
+    };
+    let call = |s: usize, tag: &str| {
+        let (started, go) = barrier(s);
+        dsh_tests::shell::bash_call(&reporting_at_barrier(&file, &started, &go, tag))
+    };
     let child_script = |k: usize| {
         let step = |s: usize| {
             let calls: Vec<Value> = (0..PER_STEP)
-                .map(|n| dsh_tests::shell::bash_call(&reporting(&file, &format!("c{k}-s{s}-{n}"))))
+                .map(|n| call(s, &format!("c{k}-s{s}-{n}")))
                 .collect();
             json!({ "tool_calls": calls })
         };
@@ -91,17 +98,34 @@ fn a_parent_and_its_children_call_bash_concurrently_without_cross_talk() {
     let mut calls: Vec<Value> = (0..CHILDREN)
         .map(|k| spawn_call(&format!("task {k}"), &child_script(k)))
         .collect();
-    calls.extend(
-        (0..PARENT_CALLS)
-            .map(|n| dsh_tests::shell::bash_call(&reporting(&file, &format!("p-{n}")))),
-    );
+    calls.extend((0..PARENT_CALLS).map(|n| call(1, &format!("p-{n}"))));
     let parent = new_agent(
         &daemon,
         &cwd,
         &json!({"replies": [{"tool_calls": calls}, {"text": "parent done"}]}),
     );
 
+    let steps = [
+        (1, CHILDREN * PER_STEP + PARENT_CALLS),
+        (2, CHILDREN * PER_STEP),
+    ];
+    let releases = steps.map(|(s, expected)| {
+        let (started, go) = barrier(s);
+        std::thread::spawn(move || {
+            let all_started = eventually(Duration::from_secs(120), || {
+                std::fs::read_to_string(&started).is_ok_and(|t| t.lines().count() == expected)
+            });
+            std::fs::write(&go, "").unwrap();
+            all_started
+        })
+    });
     let results = prompt_results(&prompt(&daemon, &parent, "fan out"));
+    for (release, (s, _)) in releases.into_iter().zip(steps) {
+        assert!(
+            release.join().unwrap(),
+            "not every call of step {s} was running at once"
+        );
+    }
     assert_eq!(results.len(), CHILDREN + PARENT_CALLS);
     let mut owner_of_tag: BTreeMap<String, String> = BTreeMap::new();
     for (k, r) in results.iter().take(CHILDREN).enumerate() {

@@ -7,6 +7,7 @@
 //! | `text/delta`, then the rest of `assistant/message` | `agent_message_chunk` |
 //! | `user/message` (a person's; replay only) | `user_message_chunk` |
 //! | `tool/call` | `tool_call` (`pending`), then `tool_call_update` `in_progress` |
+//! | `tool/output` | `tool_call_update` whose content is the output so far (its last [`PREVIEW_BYTES`]) |
 //! | `approval/request` | `session/request_permission` (see `turn.rs`) |
 //! | `approval/decision` allow | `tool_call_update` `in_progress` |
 //! | `tool/result` | `tool_call_update` `completed` / `failed`, the output as text content |
@@ -14,6 +15,11 @@
 //! | the prompted agent's `turn/end` | the `session/prompt` response's `stopReason` |
 
 use std::collections::HashMap;
+
+/// How much of a running call's live output a `tool_call_update` carries: its tail. ACP replaces a
+/// call's content with each update, so the whole output so far is sent every time; the tail keeps
+/// that bounded (the call's `tool/result` then shows what the model got).
+pub const PREVIEW_BYTES: usize = 16 * 1024;
 
 use dsh_proto::v1;
 use serde_json::{Value, json};
@@ -49,6 +55,47 @@ pub struct Translator {
     replay: bool,
     /// Bytes of each step's text already sent, by step.
     shown: HashMap<u64, usize>,
+    /// The live output of each running call, by ACP tool call id; dropped at its result.
+    outputs: HashMap<String, Preview>,
+}
+
+/// A running call's output as shown so far.
+#[derive(Debug, Default)]
+struct Preview {
+    /// The tail of the output, both streams in the order they came.
+    text: String,
+    /// Bytes of each stream (`stdout`, `stderr`) already taken, to skip repeats.
+    taken: HashMap<String, usize>,
+}
+
+impl Preview {
+    /// Takes one `tool/output` piece; whether it added anything.
+    fn take(&mut self, data: &Value) -> bool {
+        let stream = data["stream"].as_str().unwrap_or_default();
+        let offset = usize_of(&data["offset"]);
+        let text = data["text"].as_str().unwrap_or_default();
+        let taken = self.taken.entry(stream.to_owned()).or_insert(0);
+        // A repeat of what was taken is skipped; a gap (a slow reader's merged pieces) cannot
+        // be filled, the rest goes on.
+        let new = if offset >= *taken {
+            text
+        } else {
+            text.get(*taken - offset..).unwrap_or_default()
+        };
+        *taken = (*taken).max(offset.saturating_add(text.len()));
+        if new.is_empty() {
+            return false;
+        }
+        self.text.push_str(new);
+        if self.text.len() > PREVIEW_BYTES {
+            let mut cut = self.text.len() - PREVIEW_BYTES;
+            while !self.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.text.drain(..cut);
+        }
+        true
+    }
 }
 
 impl Translator {
@@ -58,6 +105,7 @@ impl Translator {
             root: root.to_owned(),
             replay,
             shown: HashMap::new(),
+            outputs: HashMap::new(),
         }
     }
 
@@ -103,6 +151,7 @@ impl Translator {
                 data["message"]["text"].as_str().unwrap_or_default(),
             ),
             "tool/call" => started(&call_id(data, None), data, None),
+            "tool/output" => self.output(call_id(data, None), data),
             "approval/request" if !self.replay => vec![Output::Ask(Ask {
                 agent_id: self.root.clone(),
                 call_id: data["callId"].as_str().unwrap_or_default().to_owned(),
@@ -111,7 +160,7 @@ impl Translator {
             "approval/decision" if !self.replay && data["decision"] == "allow" => {
                 vec![status(&call_id(data, None), "in_progress")]
             }
-            "tool/result" => vec![finished(&call_id(data, None), data)],
+            "tool/result" => self.result(&call_id(data, None), data),
             "turn/end" => vec![Output::End(data.clone())],
             _ => Vec::new(),
         }
@@ -121,6 +170,7 @@ impl Translator {
         let marked = Some(child);
         match kind {
             "tool/call" => started(&call_id(data, marked), data, marked),
+            "tool/output" => self.output(call_id(data, marked), data),
             "approval/request" if !self.replay => vec![Output::Ask(Ask {
                 agent_id: child.to_owned(),
                 call_id: data["callId"].as_str().unwrap_or_default().to_owned(),
@@ -129,9 +179,28 @@ impl Translator {
             "approval/decision" if !self.replay && data["decision"] == "allow" => {
                 vec![status(&call_id(data, marked), "in_progress")]
             }
-            "tool/result" => vec![finished(&call_id(data, marked), data)],
+            "tool/result" => self.result(&call_id(data, marked), data),
             _ => Vec::new(),
         }
+    }
+}
+
+impl Translator {
+    fn output(&mut self, id: String, data: &Value) -> Vec<Output> {
+        let preview = self.outputs.entry(id.clone()).or_default();
+        if !preview.take(data) {
+            return Vec::new();
+        }
+        vec![Output::Update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": id,
+            "content": [{"type": "content", "content": {"type": "text", "text": preview.text}}],
+        }))]
+    }
+
+    fn result(&mut self, id: &str, data: &Value) -> Vec<Output> {
+        self.outputs.remove(id);
+        vec![finished(id, data)]
     }
 }
 
@@ -376,6 +445,57 @@ mod tests {
             replay.translate(&event("s", "user/message", prompt)).len(),
             1
         );
+    }
+
+    fn content_text(outputs: &[Output]) -> Vec<String> {
+        outputs
+            .iter()
+            .map(|o| match o {
+                Output::Update(u) => u["content"][0]["content"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn live_output_is_the_calls_content_so_far_until_its_result() {
+        let mut t = Translator::new("s", false);
+        let piece = |stream: &str, offset: usize, text: &str| json!({"callId": "c1", "stream": stream, "offset": offset, "text": text});
+        let mut shown = Vec::new();
+        for (session, data) in [
+            ("s", piece("stdout", 0, "1\n")),
+            ("s", piece("stderr", 0, "warn\n")),
+            ("s", piece("stdout", 0, "1\n")), // a repeat: nothing new
+            ("s", piece("stdout", 2, "2\n")),
+            ("kid", piece("stdout", 0, "child\n")),
+        ] {
+            shown.extend(content_text(&t.translate(&event(
+                session,
+                "tool/output",
+                data,
+            ))));
+        }
+        assert_eq!(shown, ["1\n", "1\nwarn\n", "1\nwarn\n2\n", "child\n"]);
+        let done = t.translate(&event(
+            "s",
+            "tool/result",
+            json!({"callId": "c1", "content": "1\n2\nwarn\n", "isError": false}),
+        ));
+        assert_eq!(content_text(&done), ["1\n2\nwarn\n"]);
+        assert!(
+            !t.outputs.contains_key("c1"),
+            "a finished call's output is dropped"
+        );
+
+        // Only the tail of a long output is carried, cut at a character boundary.
+        let long = "é".repeat(PREVIEW_BYTES);
+        let out = t.translate(&event("s", "tool/output", piece("stdout", 0, &long)));
+        let text = &content_text(&out)[0];
+        assert!(text.len() <= PREVIEW_BYTES && text.len() > PREVIEW_BYTES - 2);
+        assert!(text.chars().all(|c| c == 'é'));
     }
 
     #[test]
