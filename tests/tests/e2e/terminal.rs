@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use dsh_tests::pty::Pty;
 use dsh_tests::shell::{bash_call, new_agent, workdir};
-use dsh_tests::{TestDaemon, dshctl_bin};
+use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin};
 use serde_json::json;
 
 /// A command that prints a line a second, three times.
@@ -82,4 +82,98 @@ fn prompt_shows_a_calls_output_as_it_comes() {
     assert_one_by_one(&pty, &times);
     assert!(pty.screen().contains("Done."), "{}", pty.screen());
     assert_eq!(pty.wait().code(), Some(0));
+}
+
+/// An agent under the `always` approval policy whose one bash call, `c1`, prints `ran`.
+fn asking_agent(daemon: &TestDaemon) -> String {
+    let cwd = workdir(daemon, "w");
+    let script = daemon.write_script(&json!({"replies": [
+        {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": "echo ran"}}]},
+        {"text": "Done."},
+    ]}));
+    let info = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--cwd",
+        cwd.to_str().unwrap(),
+        "--approval",
+        "always",
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    info["agent_id"].as_str().unwrap().to_owned()
+}
+
+/// `dshctl prompt` on a terminal, once its approval question is on screen.
+fn asked(daemon: &TestDaemon, agent: &str) -> Pty {
+    let mut pty = on_terminal(daemon, &["prompt", "--agent", agent, "go"]);
+    pty.wait_for("the approval question", PATIENCE, |s| {
+        s.contains("allow call c1? [y/N] ")
+    });
+    pty
+}
+
+/// What was shown after the question was asked.
+fn after_question(pty: &Pty) -> String {
+    let screen = pty.screen();
+    let at = screen.find("allow call c1? [y/N] ").unwrap();
+    screen[at..].to_owned()
+}
+
+#[test]
+fn the_approval_question_closes_when_answered_elsewhere_and_says_by_whom() {
+    let daemon = TestDaemon::start();
+    let agent = asking_agent(&daemon);
+    let mut pty = asked(&daemon, &agent);
+    // Answered from another "terminal": nothing is typed on this one, yet the turn goes on.
+    let answered = daemon.dshctl(&["approve", &agent, "c1", "--allow"]);
+    assert!(answered.status.success(), "{answered:?}");
+    pty.read_to_end(PATIENCE);
+    let after = after_question(&pty);
+    assert!(
+        after.contains("\x1b[2K✓ allowed call c1 (client pid "),
+        "the question line is erased and the decision says who answered:\n{after}"
+    );
+    assert!(
+        after.contains("Done.") && !after.contains("too late"),
+        "{after}"
+    );
+    assert_eq!(pty.wait().code(), Some(0));
+}
+
+#[test]
+fn the_approval_question_closes_when_the_request_times_out() {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some("[approvals]\ntimeout_ms = 1000\n".into()),
+        ..DaemonSpec::default()
+    });
+    let agent = asking_agent(&daemon);
+    let mut pty = asked(&daemon, &agent);
+    pty.read_to_end(PATIENCE);
+    let after = after_question(&pty);
+    assert!(
+        after.contains("\x1b[2K✗ denied call c1 (timeout)"),
+        "{after}"
+    );
+    assert!(!after.contains("  ran"), "the call did not run:\n{after}");
+    assert_eq!(
+        pty.wait().code(),
+        Some(0),
+        "the turn completed, the model told of the denial"
+    );
+}
+
+#[test]
+fn ctrl_c_at_the_approval_question_cancels_the_turn() {
+    let daemon = TestDaemon::start();
+    let agent = asking_agent(&daemon);
+    let mut pty = asked(&daemon, &agent);
+    pty.type_in(b"\x03");
+    pty.read_to_end(PATIENCE);
+    let after = after_question(&pty);
+    assert!(after.contains("turn cancelled"), "{after}");
+    assert!(!after.contains("  ran"), "the call did not run:\n{after}");
+    assert_eq!(pty.wait().code(), Some(130));
+    let shown = daemon.dshctl_json(&["agent", "show", &agent]);
+    assert_eq!(shown["state"], "idle", "{shown}");
 }

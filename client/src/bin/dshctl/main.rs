@@ -13,6 +13,7 @@ mod hooks;
 mod output;
 mod persistence;
 mod prompt;
+mod question;
 mod render;
 mod run;
 mod session;

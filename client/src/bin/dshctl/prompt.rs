@@ -12,6 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_stream::StreamExt;
 
 use crate::output::Output;
+use crate::question::{Questions, Request};
 use crate::render::Screen;
 use crate::wire;
 
@@ -30,7 +31,8 @@ Examples:
 Ctrl-C cancels the running turn (as `dshctl agent cancel` does), waits until it has ended and
 says \"turn cancelled\"; a second Ctrl-C stops waiting. With --json every event is one JSON object
 per line (the same line `watch` and `session events` print); the last is the agent's `turn/end`.
-On a terminal, an approval request is asked about (y/N).
+On a terminal, an approval request is asked about (y/N); the question closes by itself when the
+request is decided elsewhere (`dshctl approve`, the timeout) and Ctrl-C at it cancels the turn.
 
 Exit status:
   0    the turn completed
@@ -98,7 +100,12 @@ pub async fn run(
         cancel(client, &agent).await?;
         cancel_sent = true;
     }
-    let ask = !out.json && std::io::stdin().is_terminal();
+    // Approval requests are asked about only when a person can answer at this terminal.
+    let mut questions = if !out.json && std::io::stdin().is_terminal() {
+        Some(Questions::on_stdin()?)
+    } else {
+        None
+    };
     // A status line with the time waited, only for a person watching a terminal.
     let spinner = !out.json && std::io::stdout().is_terminal();
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
@@ -106,9 +113,18 @@ pub async fn run(
     let mut screen: Option<Screen> = None;
     let mut last = None;
     loop {
+        let asking = questions.as_ref().is_some_and(Questions::is_open);
         let event = tokio::select! {
             event = stream.next() => event,
-            _ = ticks.tick(), if spinner => {
+            typed = typed_answer(&mut questions), if asking => {
+                let (request, allow) = typed?;
+                answer_request(client, request, allow).await?;
+                if let Some(questions) = questions.as_mut() {
+                    questions.next();
+                }
+                continue;
+            }
+            _ = ticks.tick(), if spinner && !asking => {
                 let waited = since.elapsed();
                 if let Some(screen) = screen.as_mut()
                     && waited >= std::time::Duration::from_secs(1)
@@ -120,6 +136,9 @@ pub async fn run(
                 continue;
             }
             _ = interrupts.recv() => {
+                if let Some(questions) = questions.as_mut() {
+                    questions.close_all();
+                }
                 if cancel_sent {
                     return Ok(stop_waiting());
                 }
@@ -134,13 +153,25 @@ pub async fn run(
         if out.json {
             out.raw_line(&wire::event_line(&event))?;
         } else {
+            if let Some(questions) = questions.as_mut() {
+                // The question closes when its request is decided, whoever decided it; the
+                // decision line printed next says by whom.
+                if event.r#type == "approval/decision" {
+                    questions.decided(&Request::of(&event));
+                }
+                questions.hide();
+            }
             // The first event is the prompted agent's own; children's lines are marked.
             screen
                 .get_or_insert_with(|| Screen::new(Some(event.session_id.clone())))
                 .show(&event)?;
-        }
-        if ask && event.r#type == "approval/request" {
-            answer_at_the_terminal(client, &event).await?;
+            if let Some(questions) = questions.as_mut() {
+                if event.r#type == "approval/request" && !cancel_sent {
+                    questions.ask(Request::of(&event));
+                } else {
+                    questions.show();
+                }
+            }
         }
         last = Some(event);
     }
@@ -194,19 +225,16 @@ fn busy_hint(status: tonic::Status, agent: &str) -> tonic::Status {
     }
 }
 
-/// Asks the person at the terminal whether the call may run, and answers the request.
-async fn answer_at_the_terminal(client: &Client, request: &v1::Event) -> anyhow::Result<()> {
-    let call_id = wire::event_data(request)["callId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    eprint!("allow call {call_id}? [y/N] ");
-    let line = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map(|_| line)
-    })
-    .await??;
-    let allow = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+/// The answer typed for the open question; pending when there is none.
+async fn typed_answer(questions: &mut Option<Questions>) -> anyhow::Result<(Request, bool)> {
+    match questions {
+        Some(questions) => questions.answer().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends the answer typed at the terminal.
+async fn answer_request(client: &Client, request: Request, allow: bool) -> anyhow::Result<()> {
     let (decision, reason) = if allow {
         (v1::ApprovalDecision::Allow, String::new())
     } else {
@@ -218,8 +246,8 @@ async fn answer_at_the_terminal(client: &Client, request: &v1::Event) -> anyhow:
     let answered = client
         .agents()
         .approve(v1::ApproveRequest {
-            agent_id: request.session_id.clone(),
-            call_id,
+            agent_id: request.agent,
+            call_id: request.call_id,
             decision: decision as i32,
             reason,
             scope: v1::ApprovalScope::Once as i32,
@@ -227,11 +255,8 @@ async fn answer_at_the_terminal(client: &Client, request: &v1::Event) -> anyhow:
         .await;
     match answered {
         Ok(_) => Ok(()),
-        // It timed out, or someone else answered first: the stream shows what was decided.
-        Err(status) if status.code() == tonic::Code::NotFound => {
-            eprintln!("too late: {}", status.message());
-            Ok(())
-        }
+        // Decided a moment before the answer went out: the stream shows by whom.
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
         Err(status) => Err(status.into()),
     }
 }
