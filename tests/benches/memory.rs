@@ -1,7 +1,9 @@
 //! dshd's memory with many live agents, and whether closing them gives it back: the release
 //! `dshd`'s RSS (`VmRSS`) idle, with 1,000 live idle agents (scripted, each created over the
-//! socket and never prompted), and after closing them all. Targets: at most 64 KiB per live agent
-//! above the idle figure; after closing, at most 2 × the idle figure.
+//! socket and never prompted), and after closing them all; then after the largest fan-out dshd
+//! admits (one step of 1,100 `spawn_agent` calls: 1,024 live agents, the rest refused) and closing
+//! its parent. Targets: at most 64 KiB per live agent above the idle figure; after closing, at most
+//! 2 × the idle figure, both times.
 //!
 //! Run: `cargo bench -p dsh-tests --bench memory`
 
@@ -9,8 +11,11 @@
 
 use dsh_proto::v1;
 use dsh_tests::bench::rss_kib;
+use serde_json::json;
+use tokio_stream::StreamExt;
 
 const AGENTS: usize = 1_000;
+const CHILDREN: usize = 1_100;
 
 fn main() {
     let dir = dsh_tests::private_dir();
@@ -64,6 +69,57 @@ fn main() {
     dsh_testkit::bench::ratio(
         &format!("RSS after closing {AGENTS} agents / idle"),
         &format!("{closed} KiB"),
+        &format!("{idle} KiB"),
+        back,
+        dsh_testkit::bench::Target::AtMost(2.0),
+    );
+
+    let fanned = runtime.block_on(async {
+        let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let mut agents = client.agents();
+        let calls: Vec<_> = (0..CHILDREN)
+            .map(|k| json!({"name": "spawn_agent", "arguments": {"prompt": format!("task {k}")}, "child_script": {"replies": [{"text": "done"}]}}))
+            .collect();
+        let script = json!({"replies": [{"tool_calls": calls}, {"text": "parent done"}]});
+        let parent = agents
+            .create(v1::CreateAgentRequest {
+                cwd: work.display().to_string(),
+                model: Some(v1::ModelSpec {
+                    provider: "scripted".into(),
+                    script_json: script.to_string(),
+                    ..v1::ModelSpec::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .agent_id;
+        let mut events = agents
+            .prompt(v1::PromptRequest {
+                agent_id: parent.clone(),
+                text: "fan out".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        while let Some(event) = events.next().await {
+            event.unwrap();
+        }
+        let peak = rss_kib(pid);
+        close(&mut agents, parent).await;
+        peak
+    });
+    let settled_fan_out = dsh_tests::bench::settled_rss_kib(pid);
+    let back = settled_fan_out as f64 / idle as f64;
+    println!(
+        "  {CHILDREN}-children fan-out {fanned} KiB; parent closed, {} s later {settled_fan_out} KiB; closed / idle {back:.2}x (target <= 2: {})",
+        dsh_tests::bench::SETTLE.as_secs(),
+        if back <= 2.0 { "met" } else { "MISSED" }
+    );
+    dsh_testkit::bench::ratio(
+        &format!("RSS after closing a {CHILDREN}-children fan-out / idle"),
+        &format!("{settled_fan_out} KiB"),
         &format!("{idle} KiB"),
         back,
         dsh_testkit::bench::Target::AtMost(2.0),

@@ -233,5 +233,7 @@ fn two_agents_prompted_at_once_each_log_only_their_own_events() {
 
 #[path = "agents/cancel.rs"]
 mod cancel;
+#[path = "agents/memory.rs"]
+mod memory;
 #[path = "agents/refusals.rs"]
 mod refusals;
