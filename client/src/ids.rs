@@ -1,4 +1,7 @@
-//! Unique id prefixes: `0199a2b3` for `0199a2b3-…`, resolved against the ids the daemon lists now.
+//! Unique id prefixes: `0199a2b3` for `0199a2b3-…`, resolved against the ids the daemon lists now;
+//! and the short form `watch` marks other agents' lines with, the id's last characters (`…0000beef`
+//! or `0000beef`): the first characters of a UUIDv7 are its creation time, the same for agents made
+//! together, so a marker has to show the end.
 //!
 //! Resolution is done here, on the client, with the ordinary list calls (`Agents.List`,
 //! `Persistence.ListSessions`, `Shell.ListJobs`): the server keeps taking only full ids, so every
@@ -17,6 +20,9 @@ pub enum IdKind {
     Session,
     /// A background job (`Shell.ListJobs`).
     Job,
+    /// A tool call waiting for approval (the agent's `approval/request` events without a
+    /// decision, from `Persistence.ReadEvents`).
+    Call,
 }
 
 impl IdKind {
@@ -26,6 +32,7 @@ impl IdKind {
             Self::Agent => "live agent",
             Self::Session => "session",
             Self::Job => "job",
+            Self::Call => "call waiting for approval",
         }
     }
 
@@ -35,6 +42,7 @@ impl IdKind {
             Self::Agent => "dshctl agent list",
             Self::Session => "dshctl session list",
             Self::Job => "dshctl job list",
+            Self::Call => "dshctl session events AGENT",
         }
     }
 }
@@ -55,7 +63,7 @@ pub enum ResolveError {
         /// Every id it starts, sorted.
         candidates: Vec<String>,
     },
-    /// No id starts with the prefix.
+    /// No id starts (or ends) with the prefix.
     #[error("no {} has an id starting with {prefix:?}; {} shows them", .kind.noun(), .kind.list_command())]
     NoMatch {
         /// What was looked for.
@@ -90,20 +98,36 @@ fn ambiguous_message(kind: IdKind, prefix: &str, candidates: &[String]) -> Strin
 enum Given<'a> {
     /// Use it as it is: a full id, or something no id can start with.
     AsIs,
-    /// A prefix (lower case, without the `job-` of job ids) to look up.
-    Prefix(&'a str),
+    /// A prefix (without the `job-` of job ids) to look up; plain hex may also be the end of an
+    /// id, as `watch` marks lines (`suffix`).
+    Prefix { text: &'a str, suffix: bool },
+    /// Only the end of an id: `…0000beef` (or `...0000beef`), as `watch` marks lines.
+    Suffix(&'a str),
 }
 
 fn classify(kind: IdKind, value: &str) -> Given<'_> {
+    let id_like = |s: &str| {
+        !s.is_empty() && s.len() < UUID_LEN && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+    };
+    if let Some(tail) = value
+        .strip_prefix('…')
+        .or_else(|| value.strip_prefix("..."))
+    {
+        return if id_like(tail) {
+            Given::Suffix(tail)
+        } else {
+            Given::AsIs
+        };
+    }
     let bare = match kind {
         IdKind::Job => value.strip_prefix("job-").unwrap_or(value),
-        IdKind::Agent | IdKind::Session => value,
+        IdKind::Agent | IdKind::Session | IdKind::Call => value,
     };
-    let plausible = !bare.is_empty()
-        && bare.len() < UUID_LEN
-        && bare.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    if plausible {
-        Given::Prefix(bare)
+    if id_like(bare) {
+        Given::Prefix {
+            text: bare,
+            suffix: bare.len() == value.len(),
+        }
     } else {
         Given::AsIs
     }
@@ -112,23 +136,27 @@ fn classify(kind: IdKind, value: &str) -> Given<'_> {
 /// Length of a hyphenated UUID.
 const UUID_LEN: usize = 36;
 
-/// The single id among `ids` that `prefix` starts (compared without case; job ids without their
-/// `job-`).
+/// The single id among `ids` that `given` names: ids starting with its prefix, or (for plain hex
+/// and the `…` form) ending with it; compared without case, job ids without their `job-`.
 fn pick(
     kind: IdKind,
     given: &str,
-    prefix: &str,
+    how: &Given<'_>,
     ids: impl IntoIterator<Item = String>,
 ) -> Result<String, ResolveError> {
-    let prefix = prefix.to_ascii_lowercase();
+    let (text, prefix, suffix) = match how {
+        Given::AsIs => return Ok(given.to_owned()),
+        Given::Prefix { text, suffix } => (text.to_ascii_lowercase(), true, *suffix),
+        Given::Suffix(text) => (text.to_ascii_lowercase(), false, true),
+    };
     let mut candidates: Vec<String> = ids
         .into_iter()
         .filter(|id| {
             let bare = match kind {
                 IdKind::Job => id.strip_prefix("job-").unwrap_or(id),
-                IdKind::Agent | IdKind::Session => id,
+                IdKind::Agent | IdKind::Session | IdKind::Call => id,
             };
-            bare.starts_with(&prefix)
+            (prefix && bare.starts_with(&text)) || (suffix && bare.ends_with(&text))
         })
         .collect();
     candidates.sort();
@@ -150,9 +178,10 @@ fn pick(
 /// The full id `value` stands for: itself when it is a full id (or cannot be a prefix), else the
 /// one id of `kind` it is a unique prefix of.
 pub async fn resolve(channel: Channel, kind: IdKind, value: &str) -> Result<String, ResolveError> {
-    let Given::Prefix(prefix) = classify(kind, value) else {
+    let how = classify(kind, value);
+    if how == Given::AsIs {
         return Ok(value.to_owned());
-    };
+    }
     let ids: Vec<String> = match kind {
         IdKind::Agent => v1::agents_client::AgentsClient::new(channel)
             .list(v1::ListAgentsRequest {})
@@ -173,8 +202,61 @@ pub async fn resolve(channel: Channel, kind: IdKind, value: &str) -> Result<Stri
             .into_iter()
             .map(|j| j.job_id)
             .collect(),
+        // Calls are named per agent: `resolve_call`.
+        IdKind::Call => return Ok(value.to_owned()),
     };
-    pick(kind, value, prefix, ids)
+    pick(kind, value, &how, ids)
+}
+
+/// The call id `value` stands for among the calls of `agent` waiting for approval: itself when it
+/// is one of them (or none starts with it: the server then says no request waits under it), else
+/// the one it is a unique prefix of. Call ids are the model's own (`call_…`, `c1`), so any text
+/// may be a prefix.
+pub async fn resolve_call(
+    channel: Channel,
+    agent: &str,
+    value: &str,
+) -> Result<String, ResolveError> {
+    let mut events = v1::persistence_client::PersistenceClient::new(channel)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+        .read_events(v1::ReadEventsRequest {
+            session_id: agent.to_owned(),
+            from_seq: 0,
+            follow: false,
+        })
+        .await?
+        .into_inner();
+    let mut waiting: Vec<String> = Vec::new();
+    while let Some(event) = events.message().await? {
+        let call = || {
+            serde_json::from_str::<serde_json::Value>(&event.data_json)
+                .ok()
+                .and_then(|d| d["callId"].as_str().map(str::to_owned))
+        };
+        match event.r#type.as_str() {
+            "approval/request" => waiting.extend(call()),
+            "approval/decision" => {
+                let decided = call();
+                waiting.retain(|c| Some(c) != decided.as_ref());
+            }
+            _ => {}
+        }
+    }
+    pick_call(value, waiting)
+}
+
+fn pick_call(value: &str, waiting: Vec<String>) -> Result<String, ResolveError> {
+    if value.is_empty() || waiting.iter().any(|c| c == value) {
+        return Ok(value.to_owned());
+    }
+    let how = Given::Prefix {
+        text: value,
+        suffix: false,
+    };
+    match pick(IdKind::Call, value, &how, waiting) {
+        Err(ResolveError::NoMatch { .. }) => Ok(value.to_owned()),
+        other => other,
+    }
 }
 
 /// Every session id the daemon lists, following the pages to the end (largest pages, so a
@@ -226,24 +308,42 @@ mod tests {
         assert_eq!(classify(IdKind::Session, ""), Given::AsIs);
         assert_eq!(classify(IdKind::Job, &format!("job-{A}")), Given::AsIs);
         assert_eq!(classify(IdKind::Job, "job-x"), Given::AsIs);
-        assert_eq!(classify(IdKind::Agent, "0199A2"), Given::Prefix("0199A2"));
-        assert_eq!(classify(IdKind::Job, "job-0199"), Given::Prefix("0199"));
-        assert_eq!(classify(IdKind::Job, "0199"), Given::Prefix("0199"));
+        let either = |text| Given::Prefix { text, suffix: true };
+        assert_eq!(classify(IdKind::Agent, "0199A2"), either("0199A2"));
+        assert_eq!(
+            classify(IdKind::Job, "job-0199"),
+            Given::Prefix {
+                text: "0199",
+                suffix: false
+            }
+        );
+        assert_eq!(classify(IdKind::Job, "0199"), either("0199"));
+        assert_eq!(classify(IdKind::Agent, "…beef"), Given::Suffix("beef"));
+        assert_eq!(classify(IdKind::Agent, "...beef"), Given::Suffix("beef"));
+        assert_eq!(classify(IdKind::Agent, "…nobody"), Given::AsIs);
     }
 
     #[test]
     fn a_unique_prefix_names_its_id_whatever_its_case() {
-        assert_eq!(pick(IdKind::Session, "0199F", "0199F", ids()).unwrap(), C);
+        let given = |v| pick(IdKind::Session, v, &classify(IdKind::Session, v), ids());
+        assert_eq!(given("0199F").unwrap(), C);
         let jobs = ids().into_iter().map(|id| format!("job-{id}"));
         assert_eq!(
-            pick(IdKind::Job, "job-0199ff", "0199ff", jobs).unwrap(),
+            pick(
+                IdKind::Job,
+                "job-0199ff",
+                &classify(IdKind::Job, "job-0199ff"),
+                jobs
+            )
+            .unwrap(),
             format!("job-{C}")
         );
     }
 
     #[test]
     fn an_ambiguous_prefix_lists_the_candidates() {
-        let error = pick(IdKind::Agent, "0199a2b3", "0199a2b3", ids()).unwrap_err();
+        let how = classify(IdKind::Agent, "0199a2b3");
+        let error = pick(IdKind::Agent, "0199a2b3", &how, ids()).unwrap_err();
         let message = error.to_string();
         assert!(
             matches!(error, ResolveError::Ambiguous { ref candidates, .. } if candidates.len() == 2)
@@ -253,8 +353,45 @@ mod tests {
     }
 
     #[test]
+    fn the_end_of_an_id_names_it_as_watch_marks_lines() {
+        let given = |v| pick(IdKind::Agent, v, &classify(IdKind::Agent, v), ids());
+        assert_eq!(given("…3f4a5b").unwrap(), A);
+        assert_eq!(given("...FFFFFFFF").unwrap(), B);
+        // Plain hex: a prefix or an end, whichever names one id.
+        assert_eq!(given("0c1d2e3f4a5b").unwrap(), A);
+        assert!(matches!(given("…0001"), Err(ResolveError::NoMatch { .. })));
+        // The explicit form never matches a start.
+        assert!(matches!(
+            given("…0199ff"),
+            Err(ResolveError::NoMatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_call_is_named_by_a_prefix_of_a_waiting_call() {
+        let waiting = || {
+            vec![
+                "call_abc".to_owned(),
+                "call_abd".to_owned(),
+                "c1".to_owned(),
+            ]
+        };
+        assert_eq!(pick_call("c1", waiting()).unwrap(), "c1");
+        assert_eq!(pick_call("call_abc", waiting()).unwrap(), "call_abc");
+        assert_eq!(pick_call("call_abd", waiting()).unwrap(), "call_abd");
+        assert_eq!(
+            pick_call("call_abd"[..8].as_ref(), waiting()).unwrap(),
+            "call_abd"
+        );
+        let error = pick_call("call_ab", waiting()).unwrap_err();
+        assert!(error.to_string().contains("ambiguous"), "{error}");
+        // Nothing waits under it: passed on, for the server to say so.
+        assert_eq!(pick_call("zz", waiting()).unwrap(), "zz");
+    }
+
+    #[test]
     fn an_unknown_prefix_says_where_ids_are_listed() {
-        let error = pick(IdKind::Job, "abc", "abc", ids()).unwrap_err();
+        let error = pick(IdKind::Job, "abc", &classify(IdKind::Job, "abc"), ids()).unwrap_err();
         assert_eq!(
             error.to_string(),
             "no job has an id starting with \"abc\"; dshctl job list shows them"

@@ -164,6 +164,16 @@ impl Client {
         ids::resolve(self.channel.clone(), kind, value).await
     }
 
+    /// The call id `value` stands for among `agent`'s calls waiting for approval (see
+    /// [`ids::resolve_call`]).
+    pub async fn resolve_call(
+        &self,
+        agent: &str,
+        value: &str,
+    ) -> Result<String, ids::ResolveError> {
+        ids::resolve_call(self.channel.clone(), agent, value).await
+    }
+
     /// `dsh.v1.Hooks`.
     pub fn hooks(&self) -> v1::hooks_client::HooksClient<Channel> {
         v1::hooks_client::HooksClient::new(self.channel.clone())

@@ -46,8 +46,9 @@ Examples:
   dshctl --json session events \"$AGENT\" | jq -c .type
   dshctl completions bash > ~/.local/share/bash-completion/completions/dshctl
 
-Ids: wherever an agent, session or job id is asked for, a unique prefix of it will do; an ambiguous
-one is refused with the candidates.
+Ids: wherever an agent, session, job or call id is asked for, a unique prefix of it will do, and so
+will the end of an id as `watch` marks a child's lines (…0000beef); an ambiguous one is refused
+with the candidates.
 
 Exit status:
   0    success (for prompt: the turn completed; for doctor: every check passed)

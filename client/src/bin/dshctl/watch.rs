@@ -2,6 +2,7 @@
 //! `dshctl approve AGENT CALL`: answer a tool call's approval request from any terminal.
 
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
 use tokio_stream::StreamExt;
@@ -13,7 +14,8 @@ use crate::wire;
 /// `dshctl watch` arguments.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// The agent to follow (default: every agent).
+    /// The agent to follow (default: every agent); a unique prefix will do, or the id's end as
+    /// `watch` marks a child's lines (`…0000beef`).
     #[arg(value_name = "ID")]
     agent: Option<String>,
     /// Follow the agent's children too (the agents it spawns, theirs, ...).
@@ -25,7 +27,10 @@ pub struct WatchArgs {
 }
 
 /// Follows until interrupted (or the daemon shuts down).
-pub async fn watch(client: &Client, out: Output, args: WatchArgs) -> anyhow::Result<()> {
+pub async fn watch(client: &Client, out: Output, mut args: WatchArgs) -> anyhow::Result<()> {
+    if let Some(agent) = &args.agent {
+        args.agent = Some(client.resolve(IdKind::Agent, agent).await?);
+    }
     let mut stream = client
         .agents()
         .watch(v1::WatchRequest {
@@ -55,10 +60,10 @@ pub async fn watch(client: &Client, out: Output, args: WatchArgs) -> anyhow::Res
 /// `dshctl approve` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
-    /// The agent whose call waits (as the approval request names it).
+    /// The agent whose call waits (as the approval request names it; a unique prefix will do).
     #[arg(value_name = "AGENT")]
     agent: String,
-    /// The call id of the approval request.
+    /// The call id of the approval request (a unique prefix of a waiting call's id will do).
     #[arg(value_name = "CALL")]
     call: String,
     /// Let the call run.
@@ -76,7 +81,9 @@ pub struct ApproveArgs {
     reason: Option<String>,
 }
 
-pub async fn approve(client: &Client, out: Output, args: ApproveArgs) -> anyhow::Result<()> {
+pub async fn approve(client: &Client, out: Output, mut args: ApproveArgs) -> anyhow::Result<()> {
+    args.agent = client.resolve(IdKind::Agent, &args.agent).await?;
+    args.call = client.resolve_call(&args.agent, &args.call).await?;
     let decision = if args.allow {
         v1::ApprovalDecision::Allow
     } else {
