@@ -14,6 +14,7 @@ mod managed_env;
 mod observability;
 mod openai;
 mod persistence;
+mod readme;
 mod sandbox;
 mod shell;
 mod slow_client;

@@ -75,7 +75,9 @@ pub enum AgentCommand {
 /// How the agent's model is chosen.
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
-    /// Model provider: `scripted` (keyless) or `openai` (default: the daemon's configured default).
+    /// Model provider: `scripted` (keyless) or `openai`. Default: the daemon's configured default;
+    /// for fork and resume, the provider the session last ran with (a scripted session needs
+    /// --script again: its script is not stored).
     #[arg(long = "model", value_name = "PROVIDER")]
     provider: Option<String>,
     /// Model name for providers that have one (e.g. deepseek-chat).

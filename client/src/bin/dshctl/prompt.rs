@@ -101,7 +101,7 @@ pub async fn run(
         cancel_sent = true;
     }
     // Approval requests are asked about only when a person can answer at this terminal.
-    let mut questions = if !out.json && std::io::stdin().is_terminal() {
+    let mut questions = if !out.json && crate::question::in_the_foreground() {
         Some(Questions::on_stdin()?)
     } else {
         None

@@ -213,6 +213,14 @@ fn read_line(closed: &AtomicBool) -> Option<std::io::Result<String>> {
     )
 }
 
+/// Whether dshctl runs in its terminal's foreground: a background job (`dshctl prompt ... &`)
+/// must not ask, its read would stop it (SIGTTIN) or take the shell's input.
+pub fn in_the_foreground() -> bool {
+    let stdin = std::io::stdin();
+    stdin.is_terminal()
+        && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|group| group == rustix::process::getpgrp())
+}
+
 fn prompt(request: &Request) -> String {
     format!("allow call {}? [y/N] ", request.call_id)
 }

@@ -79,11 +79,19 @@ pub struct ApproveArgs {
     /// Why (the model sees it on a denial).
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
+    /// Wait until the call asks (its `approval/request`), then answer: for a script that answers
+    /// a request it expects, started before the prompt (`dshctl approve --wait ... &`).
+    #[arg(long)]
+    wait: bool,
 }
 
 pub async fn approve(client: &Client, out: Output, mut args: ApproveArgs) -> anyhow::Result<()> {
     args.agent = client.resolve(IdKind::Agent, &args.agent).await?;
-    args.call = client.resolve_call(&args.agent, &args.call).await?;
+    args.call = if args.wait {
+        asked(client, &args.agent, &args.call).await?
+    } else {
+        client.resolve_call(&args.agent, &args.call).await?
+    };
     let decision = if args.allow {
         v1::ApprovalDecision::Allow
     } else {
@@ -114,4 +122,29 @@ pub async fn approve(client: &Client, out: Output, mut args: ApproveArgs) -> any
         &json!({ "agent_id": args.agent, "call_id": args.call, "decision": if args.allow { "allow" } else { "deny" }, "scope": scope }),
         |w| writeln!(w, "{word} call {} of {}{until}", args.call, args.agent),
     )
+}
+
+/// Follows `agent` (its log from the start, then live) until a call whose id is `call`, or starts
+/// with it, asks for approval; returns that call's id. A request found in the log may have been
+/// decided already: answering it then is refused (`NOT_FOUND`), as it would be without `--wait`.
+async fn asked(client: &Client, agent: &str, call: &str) -> anyhow::Result<String> {
+    let mut stream = client
+        .agents()
+        .watch(v1::WatchRequest {
+            agent_id: agent.to_owned(),
+            descendants: false,
+            from_seq: Some(0),
+        })
+        .await?
+        .into_inner();
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if event.r#type == "approval/request"
+            && let Some(id) = wire::event_data(&event)["callId"].as_str()
+            && id.starts_with(call)
+        {
+            return Ok(id.to_owned());
+        }
+    }
+    anyhow::bail!("the watch of {agent} ended before call {call} asked for approval")
 }
