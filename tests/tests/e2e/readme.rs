@@ -110,7 +110,15 @@ fn fresh_clone(repo: &Path, to: &Path) {
     for args in [
         &["init", "-q"][..],
         &["add", "-A"],
-        &["-c", "user.name=tour", "-c", "user.email=tour@localhost", "commit", "-qm", "tour"],
+        &[
+            "-c",
+            "user.name=tour",
+            "-c",
+            "user.email=tour@localhost",
+            "commit",
+            "-qm",
+            "tour",
+        ],
     ] {
         let status = Command::new("git")
             .args(args)
@@ -131,7 +139,8 @@ fn every_command_of_the_readme_tour_runs_as_written() {
     let daemon = TestDaemon::start();
     let clone = daemon.dir.path().join("dsh");
     fresh_clone(&repo, &clone);
-    let home = daemon.dir.path().join("user-home");
+    // The same HOME dshd was given (a fresh one, as for a new user).
+    let home = daemon.dir.path().join("user");
     std::fs::create_dir_all(&home).unwrap();
     let bin_dir = dshctl_bin().parent().unwrap();
     let path = format!(

@@ -59,6 +59,7 @@ pub async fn watch(client: &Client, out: Output, mut args: WatchArgs) -> anyhow:
 
 /// `dshctl approve` arguments.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("decision").required(true).args(["allow", "deny"])))]
 pub struct ApproveArgs {
     /// The agent whose call waits (as the approval request names it; a unique prefix will do).
     #[arg(value_name = "AGENT")]
@@ -67,14 +68,14 @@ pub struct ApproveArgs {
     #[arg(value_name = "CALL")]
     call: String,
     /// Let the call run.
-    #[arg(long, conflicts_with = "deny", required_unless_present = "deny")]
+    #[arg(long)]
     allow: bool,
     /// Refuse the call; the model is told, with the reason.
     #[arg(long)]
     deny: bool,
     /// With --allow: also allow every identical request (same tool, command and directory) of
     /// this agent from now on, without asking; `dshctl agent show` lists these rules.
-    #[arg(long, requires = "allow")]
+    #[arg(long, conflicts_with = "deny")]
     always: bool,
     /// Why (the model sees it on a denial).
     #[arg(long, value_name = "TEXT")]
