@@ -62,7 +62,7 @@ fn a_prompt_logs_its_agent_turn_and_tool_call_and_a_refusal_logs_a_warning() {
             "INFO",
             "tool call ended",
             &session,
-            "call_id=call_",
+            "call_id=facts",
             "tool=bash",
         ],
     );
