@@ -50,7 +50,8 @@ struct Args {
     /// Socket path. Default: $XDG_RUNTIME_DIR/dsh/dshd.sock, else <home>/run/dshd.sock.
     #[arg(long, value_name = "PATH")]
     socket: Option<std::ffi::OsString>,
-    /// Log format on stderr. Filter with RUST_LOG (default: info).
+    /// Log format on stderr. Filter with RUST_LOG (default: info, and h2::server=debug for streams
+    /// refused before any handler, e.g. a malformed :authority).
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormatArg>,
     /// Persistence backend at start (swappable later with `dshctl persistence use`).
@@ -154,10 +155,15 @@ fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<(
     })
 }
 
+/// The log filter without `RUST_LOG`: INFO, and h2's DEBUG lines for the streams it refuses
+/// before any handler sees them (a malformed `:authority`, e.g. a socket path sent by grpcurl or
+/// gRPC-core clients): its only DEBUG events, one per refused stream, each with the reason.
+const DEFAULT_LOG_FILTER: &str = "info,h2::server=debug";
+
 fn init_logging(format: LogFormat) {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
     };
     // Under systemd stderr is the journal: text lines there would carry a second timestamp and
     // all land at one priority, so records go to journald natively instead (WARN as warning,

@@ -41,9 +41,10 @@ fail() {
 start_dshd() {
   echo "==> start dshd on $sock"
   mkdir -p "$tmp/user" "$tmp/work"
-  local unset_env=(-u XDG_RUNTIME_DIR -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID) name
+  # No RUST_LOG: dshd logs with its own default filter, as a user would see it.
+  local unset_env=(-u XDG_RUNTIME_DIR -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID -u RUST_LOG) name
   while IFS= read -r name; do unset_env+=(-u "$name"); done < <(compgen -e | grep '^DSH_' || true)
-  (cd "$tmp" && exec env "${unset_env[@]}" HOME="$tmp/user" RUST_LOG=info \
+  (cd "$tmp" && exec env "${unset_env[@]}" HOME="$tmp/user" \
     "$dshd" --dsh-home "$home" --socket "$sock" 2>"$tmp/dshd.log" >/dev/null) &
   pid=$!
   for _ in $(seq 200); do
