@@ -271,6 +271,8 @@ async fn session_ids(channel: Channel) -> Result<Vec<String>, ResolveError> {
             .list_sessions(v1::ListSessionsRequest {
                 page_size: Some(1000),
                 page_token,
+                // An archived session is still one a prefix may name (to rename or delete it).
+                include_archived: true,
                 ..v1::ListSessionsRequest::default()
             })
             .await?

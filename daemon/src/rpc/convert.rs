@@ -158,12 +158,15 @@ pub fn agent_status(error: AgentError) -> Status {
         | AgentError::NoPendingApproval { .. }) => Status::not_found(e.to_string()),
         e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
         // A missing API key is the daemon's state, not the request's fault.
-        e @ (AgentError::Busy { .. } | AgentError::Closed(_) | AgentError::NoModelKey { .. }) => {
-            Status::failed_precondition(e.to_string())
-        }
-        e @ (AgentError::InvalidCwd { .. } | AgentError::InvalidModel(_)) => {
-            Status::invalid_argument(e.to_string())
-        }
+        e @ (AgentError::Busy { .. }
+        | AgentError::Closed(_)
+        | AgentError::NoModelKey { .. }
+        | AgentError::Live(_)
+        | AgentError::NotRunning(_)) => Status::failed_precondition(e.to_string()),
+        e @ (AgentError::InvalidCwd { .. }
+        | AgentError::InvalidModel(_)
+        | AgentError::InvalidTitle(_)
+        | AgentError::InvalidForkPoint { .. }) => Status::invalid_argument(e.to_string()),
         e @ (AgentError::TooDeep { .. } | AgentError::TooMany { .. }) => {
             Status::resource_exhausted(e.to_string())
         }

@@ -12,7 +12,7 @@ use super::session_list;
 use crate::backends::{Backends, UseError};
 use dsh_core::agent::AgentRegistry;
 use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
-use dsh_core::session::{Event, SessionHeader, SessionId};
+use dsh_core::session::{Event, SessionHeader, SessionId, SessionMeta};
 
 /// The `Persistence` service.
 pub struct PersistenceService {
@@ -39,6 +39,14 @@ impl PersistenceService {
         }
         let stored = inspect(self.backends.handle().backend(), id.clone()).await?;
         Ok((stored.header, Some(stored.events)))
+    }
+}
+
+fn metadata(id: &SessionId, meta: SessionMeta) -> v1::SessionMetadata {
+    v1::SessionMetadata {
+        session_id: id.as_str().to_owned(),
+        title: meta.title.unwrap_or_default(),
+        archived: meta.archived,
     }
 }
 
@@ -184,19 +192,25 @@ impl persistence_server::Persistence for PersistenceService {
     ) -> Reply<v1::ListSessionsResponse> {
         let request = request.into_inner();
         let query = session_list::query(&request)?;
+        let include_archived = request.include_archived;
         let backend = self.backends.handle().backend();
         let listed_from = backend.clone();
         let asked = query.clone();
-        let stored = tokio::task::spawn_blocking(move || backend.list_page(&asked))
-            .await
-            .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
-            .map_err(persistence_status)?;
-        let live: Vec<SessionHeader> = self
-            .agents
-            .list()
-            .iter()
-            .map(|agent| agent.header().as_ref().clone())
-            .collect();
+        let (stored, mut metas) = tokio::task::spawn_blocking(move || {
+            session_list::stored_page(backend.as_ref(), &asked, include_archived)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
+        .map_err(persistence_status)?;
+        let mut live: Vec<SessionHeader> = Vec::new();
+        for agent in self.agents.list() {
+            let meta = agent.read_log(|log| SessionMeta::of(log.header(), log.events()));
+            if meta.archived && !include_archived {
+                continue;
+            }
+            live.push(agent.header().as_ref().clone());
+            metas.insert(agent.id().clone(), meta);
+        }
         let (page, next_page_token) = session_list::merge(&query, stored, &live);
         let others = if request.page_token.is_empty() {
             let live = live.into_iter().map(|h| h.id).collect();
@@ -221,9 +235,14 @@ impl persistence_server::Persistence for PersistenceService {
         };
         let sessions = page
             .iter()
-            .map(|(h, live)| v1::SessionSummary {
-                header: Some(header(h)),
-                live: *live,
+            .map(|(h, live)| {
+                let meta = metas.remove(&h.id).unwrap_or_default();
+                v1::SessionSummary {
+                    header: Some(header(h)),
+                    live: *live,
+                    title: meta.title.unwrap_or_default(),
+                    archived: meta.archived,
+                }
             })
             .collect();
         Ok(Response::new(v1::ListSessionsResponse {
@@ -252,6 +271,43 @@ impl persistence_server::Persistence for PersistenceService {
             findings: report.findings,
             actions: report.actions,
             applied: report.applied,
+        }))
+    }
+
+    async fn set_title(&self, request: Request<v1::SetTitleRequest>) -> Reply<v1::SessionMetadata> {
+        let req = request.into_inner();
+        let id = session_id("session_id", req.session_id)?;
+        let meta = self
+            .agents
+            .set_title(&id, &req.title)
+            .await
+            .map_err(agent_status)?;
+        Ok(Response::new(metadata(&id, meta)))
+    }
+
+    async fn set_archived(
+        &self,
+        request: Request<v1::SetArchivedRequest>,
+    ) -> Reply<v1::SessionMetadata> {
+        let req = request.into_inner();
+        let id = session_id("session_id", req.session_id)?;
+        let meta = self
+            .agents
+            .set_archived(&id, req.archived)
+            .await
+            .map_err(agent_status)?;
+        Ok(Response::new(metadata(&id, meta)))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<v1::DeleteSessionRequest>,
+    ) -> Reply<v1::DeleteSessionResponse> {
+        let id = session_id("session_id", request.into_inner().session_id)?;
+        let backend = self.describe();
+        self.agents.delete(&id).await.map_err(agent_status)?;
+        Ok(Response::new(v1::DeleteSessionResponse {
+            backend: Some(backend),
         }))
     }
 

@@ -6,12 +6,14 @@
 //! has to be stable (a key never changes) and checkable: a token that does not decode, or that
 //! belongs to another order or cwd, is refused naming `page_token`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use dsh_core::persistence::page::listed_before;
-use dsh_core::persistence::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
-use dsh_core::session::{SessionHeader, SessionId};
+use dsh_core::persistence::{
+    ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery, Persistence, PersistenceError,
+};
+use dsh_core::session::{SessionHeader, SessionId, SessionMeta};
 use dsh_proto::v1;
 use tonic::Status;
 
@@ -67,6 +69,54 @@ pub fn query(request: &v1::ListSessionsRequest) -> Result<PageQuery, Status> {
         order,
         cwd,
     })
+}
+
+/// One page of stored sessions for a listing, with each one's metadata: the backend's pages
+/// read on until `query.limit` sessions are found, leaving archived ones out unless
+/// `include_archived`. A session whose metadata cannot be read is listed without it (a damaged
+/// log still shows up, for `session repair`).
+pub fn stored_page(
+    backend: &dyn Persistence,
+    query: &PageQuery,
+    include_archived: bool,
+) -> Result<(Page, HashMap<SessionId, SessionMeta>), PersistenceError> {
+    let mut out = Page::default();
+    let mut metas = HashMap::new();
+    let mut asked = query.clone();
+    loop {
+        let page = backend.list_page(&asked)?;
+        let Some(last) = page.headers.last().map(ListKey::of) else {
+            return Ok((out, metas));
+        };
+        let mut headers = page.headers.into_iter();
+        for h in headers.by_ref() {
+            let meta = match backend.meta(&h.id) {
+                Ok(Some(meta)) => meta,
+                // Deleted since the page was read.
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::warn!(session = %h.id, %error, "listing a session without its title");
+                    SessionMeta::default()
+                }
+            };
+            if meta.archived && !include_archived {
+                continue;
+            }
+            metas.insert(h.id.clone(), meta);
+            out.headers.push(h);
+            if out.headers.len() == query.limit {
+                break;
+            }
+        }
+        if out.headers.len() == query.limit {
+            out.more = headers.next().is_some() || page.more;
+            return Ok((out, metas));
+        }
+        if !page.more {
+            return Ok((out, metas));
+        }
+        asked.after = Some(last);
+    }
 }
 
 /// One page of the listing: the backend's page merged with the live agents that belong on it

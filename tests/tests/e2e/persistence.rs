@@ -290,6 +290,8 @@ mod faults;
 mod foreign;
 #[path = "persistence/lifecycle.rs"]
 mod lifecycle;
+#[path = "persistence/metadata.rs"]
+mod metadata;
 #[path = "persistence/pages.rs"]
 mod pages;
 #[path = "persistence/read_only.rs"]

@@ -17,6 +17,7 @@ mod question;
 mod render;
 mod run;
 mod session;
+mod session_meta;
 mod skills;
 mod watch;
 mod wire;

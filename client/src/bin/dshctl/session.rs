@@ -48,6 +48,34 @@ pub enum SessionCommand {
         /// directory).
         #[arg(long, value_name = "DIR")]
         cwd: Option<std::path::PathBuf>,
+        /// List archived sessions too.
+        #[arg(long)]
+        archived: bool,
+    },
+    /// Names a session (live or stored); the name is kept in its own log. Without one, a
+    /// session's title is its first prompt's first line.
+    Rename {
+        /// The session (a unique id prefix will do).
+        id: String,
+        /// The title: one line, 1 to 200 characters.
+        title: String,
+    },
+    /// Archives a session: `session list` leaves it out unless given --archived.
+    Archive {
+        /// The session (a unique id prefix will do).
+        id: String,
+        /// Take it out of the archive instead.
+        #[arg(long)]
+        undo: bool,
+    },
+    /// Deletes a stored session and its log from the active backend (not a live one: close its
+    /// agent first). On a terminal it asks first.
+    Delete {
+        /// The session (a unique id prefix will do).
+        id: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// A session's events, oldest first (with --json: one JSON object per line).
     #[command(after_help = EVENTS_AFTER_HELP)]
@@ -87,6 +115,15 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
     match command {
         // Answered by `repair`, which decides the exit status.
         SessionCommand::Repair { id, apply } => repair(client, out, &id, apply).await.map(drop),
+        SessionCommand::Rename { id, title } => {
+            crate::session_meta::rename(client, out, &id, title).await
+        }
+        SessionCommand::Archive { id, undo } => {
+            crate::session_meta::archive(client, out, &id, undo).await
+        }
+        SessionCommand::Delete { id, yes } => {
+            crate::session_meta::delete(client, out, &id, yes).await
+        }
         SessionCommand::Locate { id } => {
             let id = client.resolve(IdKind::Session, &id).await?;
             let location = persistence
@@ -113,6 +150,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             all,
             oldest_first,
             cwd,
+            archived,
         } => {
             let cwd = match cwd {
                 Some(dir) => std::path::absolute(&dir)?.to_string_lossy().into_owned(),
@@ -128,6 +166,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 page_token: page_token.clone().unwrap_or_default(),
                 order: order as i32,
                 cwd,
+                include_archived: archived,
             };
             let mut listed = persistence
                 .list_sessions(request.clone())
@@ -147,7 +186,12 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             let doc = json!({
                 "backend": { "name": backend.name, "path": backend.path },
                 "sessions": sessions.iter().map(|s| {
-                    json!({ "live": s.live, "header": s.header.as_ref().map(wire::header) })
+                    json!({
+                        "live": s.live,
+                        "title": s.title,
+                        "archived": s.archived,
+                        "header": s.header.as_ref().map(wire::header),
+                    })
                 }).collect::<Vec<_>>(),
                 "others": listed.others.iter().map(|o| {
                     let b = o.backend.clone().unwrap_or_default();
@@ -163,16 +207,23 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             out.emit(&doc, |w| {
                 writeln!(w, "{}", summary(&listed, page_token.is_some()))?;
                 if !sessions.is_empty() {
-                    let mut table =
-                        crate::output::table(["SESSION", "CREATED", "LIVE", "PARENT", "CWD"]);
+                    let mut table = crate::output::table([
+                        "SESSION", "CREATED", "LIVE", "PARENT", "CWD", "TITLE",
+                    ]);
                     for s in sessions {
                         let h = s.header.clone().unwrap_or_default();
+                        let title = if s.archived {
+                            format!("[archived] {}", s.title)
+                        } else {
+                            s.title.clone()
+                        };
                         table.add_row([
                             h.id,
                             h.created_at_ms.to_string(),
                             if s.live { "yes" } else { "" }.to_owned(),
                             h.parent_session.unwrap_or_default(),
                             h.cwd,
+                            title,
                         ]);
                     }
                     writeln!(w, "{table}")?;

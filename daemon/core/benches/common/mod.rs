@@ -121,4 +121,11 @@ impl Persistence for CountingBackend {
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         Ok(Vec::new())
     }
+
+    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
+        match self.stored.lock().unwrap().remove(id) {
+            Some(_) => Ok(()),
+            None => Err(PersistenceError::NotFound(id.clone())),
+        }
+    }
 }

@@ -18,6 +18,28 @@ pub enum AgentError {
     /// The session is already live.
     #[error("session {0} is already live as an agent")]
     AlreadyLive(SessionId),
+    /// The session is live, and the operation needs it stored only (deleting it).
+    #[error("session {0} is live: close its agent first (dshctl agent close {0})")]
+    Live(SessionId),
+    /// The agent runs no turn for a steer to join.
+    #[error("agent {0} is not running a turn; use prompt to start one")]
+    NotRunning(SessionId),
+    /// A title a person gave is unusable.
+    #[error("title: {0}")]
+    InvalidTitle(#[from] crate::session::TitleError),
+    /// A fork point that is not the end of a completed step or turn.
+    #[error(
+        "at_seq: {seq} is not the end of a completed step or turn of session {session}; {}",
+        valid_text(valid)
+    )]
+    InvalidForkPoint {
+        /// The session forked.
+        session: SessionId,
+        /// The seq asked for.
+        seq: u64,
+        /// The nearest valid seqs (before and after it).
+        valid: Vec<u64>,
+    },
     /// A turn is running.
     #[error("agent {id} is busy with turn {turn}; wait for it to end or cancel it")]
     Busy {
@@ -85,6 +107,20 @@ pub enum AgentError {
     /// The daemon is shutting down.
     #[error("dshd is shutting down")]
     ShuttingDown,
+}
+
+fn valid_text(valid: &[u64]) -> String {
+    match valid {
+        [] => "the session has no completed step yet".to_owned(),
+        [one] => format!("the nearest valid seq is {one}"),
+        many => format!(
+            "the nearest valid seqs are {}",
+            many.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    }
 }
 
 /// A session the shutdown could not save to its backend.

@@ -6,6 +6,7 @@ mod children;
 mod error;
 mod guard;
 mod live;
+mod meta;
 pub mod model;
 pub mod openai;
 pub mod provider;

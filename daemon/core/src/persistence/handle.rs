@@ -103,6 +103,15 @@ impl PersistenceHandle {
         known.headers.insert(header.id.clone(), Arc::new(header));
     }
 
+    /// Forgets the header of `id` (the session was deleted). No I/O.
+    pub fn forget_header(&self, id: &SessionId) {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .headers
+            .remove(id);
+    }
+
     /// The active backend's answer for `header`. No I/O.
     pub fn locate(&self, header: &SessionHeader) -> Option<SessionLocation> {
         self.current

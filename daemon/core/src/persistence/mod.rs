@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub use handle::PersistenceHandle;
 pub use page::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
-use crate::session::{Event, SessionHeader, SessionId};
+use crate::session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
 
 /// Where a backend keeps one session's transcript. A location hint, not a promise: the file may
 /// not exist until the session's first checkpoint.
@@ -351,10 +351,70 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
         }
     }
 
+    /// The title and archived flag of the stored session `id` (`None`: not stored here), derived
+    /// from its events ([`SessionMeta::of`]). The default reads the whole session.
+    fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, PersistenceError> {
+        match self.inspect(id) {
+            Ok(stored) => Ok(Some(SessionMeta::of(&stored.header, &stored.events))),
+            Err(PersistenceError::NotFound(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Names the stored session `id`: appends a `session/title` event to its log, so the title
+    /// travels with the session. The caller guarantees that no agent has the session live (a live
+    /// agent logs the event itself) and has checked the title
+    /// ([`check_title`](crate::session::check_title)).
+    fn set_title(&self, id: &SessionId, title: &str) -> Result<(), PersistenceError> {
+        append_meta(
+            self,
+            id,
+            EventData::SessionTitle {
+                title: title.to_owned(),
+            },
+        )
+    }
+
+    /// Archives the stored session `id` (or takes it back): appends a `session/archived` event to
+    /// its log. The caller guarantees that no agent has the session live.
+    fn set_archived(&self, id: &SessionId, archived: bool) -> Result<(), PersistenceError> {
+        append_meta(self, id, EventData::SessionArchived { archived })
+    }
+
+    /// Removes the stored session `id` from this backend: its log and everything the backend
+    /// derived from it (set-aside tails, index entries, rows), durably; afterwards the backend
+    /// answers [`PersistenceError::NotFound`] for it. Files in the session's place that the backend
+    /// did not write are left where they are. The caller guarantees that no agent has the session
+    /// live.
+    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError>;
+
     /// Lets go of whatever the backend keeps for the session between calls (the JSONL backend's
     /// open file), because no agent writes it any more. The session stays stored; a later call
     /// reads it again. The caller guarantees that no append of this session is in flight.
     fn release(&self, _id: &SessionId) {}
+}
+
+/// Appends one metadata event to the stored session `id`, after its last event.
+fn append_meta<P: Persistence + ?Sized>(
+    backend: &P,
+    id: &SessionId,
+    data: EventData,
+) -> Result<(), PersistenceError> {
+    let header = backend
+        .header(id)?
+        .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+    let seq = backend
+        .stored_len(id)?
+        .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+    let event = Event {
+        seq,
+        time: crate::session::now_ms(),
+        data,
+    };
+    let appended = backend.append(&header, &[event]);
+    // Nobody writes this session now: whatever the backend opened for it can go.
+    backend.release(id);
+    appended
 }
 
 /// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file). Like the

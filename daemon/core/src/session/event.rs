@@ -317,6 +317,10 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         system_message: Option<String>,
     },
+    /// A person named the session (`Persistence.SetTitle`); the last one counts.
+    SessionTitle = "session/title" { title: String },
+    /// A person archived the session (hidden from the default listing) or took it back.
+    SessionArchived = "session/archived" { archived: bool },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
     /// The agent runs with other settings than the header (or the last such event) records:

@@ -7,6 +7,7 @@ mod header;
 pub mod history;
 mod id;
 mod log;
+mod meta;
 pub mod repair;
 mod settings;
 #[cfg(test)]
@@ -19,6 +20,9 @@ pub use event::{
 pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
+pub use meta::{
+    MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title, title_of_prompt,
+};
 pub use settings::{
     AgentSettings, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
     recorded_settings,

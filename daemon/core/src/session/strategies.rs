@@ -202,6 +202,8 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                 }
             ),
         Just(EventData::EndSeed {}),
+        text().prop_map(|title| EventData::SessionTitle { title }),
+        any::<bool>().prop_map(|archived| EventData::SessionArchived { archived }),
         (
             text(),
             text(),

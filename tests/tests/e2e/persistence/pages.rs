@@ -84,6 +84,7 @@ async fn page(
             page_token: token.to_owned(),
             order: order as i32,
             cwd: String::new(),
+            include_archived: false,
         })
         .await
         .map(tonic::Response::into_inner)
@@ -283,6 +284,7 @@ async fn bad_pages_are_refused_naming_the_field() {
             page_token: page_token.clone(),
             order,
             cwd,
+            include_archived: false,
         })
         .await
         .unwrap_err();

@@ -222,6 +222,7 @@ impl Bridge {
                 page_token: p.cursor.unwrap_or_default(),
                 order: v1::SessionOrder::NewestFirst as i32,
                 cwd: p.cwd.unwrap_or_default(),
+                include_archived: false,
             })
             .await
             .map_err(|s| match status_error(&s) {
@@ -238,11 +239,15 @@ impl Bridge {
             .filter_map(|s| {
                 let h = s.header.as_ref()?;
                 (h.origin.as_deref() != Some("subagent")).then(|| {
-                    json!({
+                    let mut info = json!({
                         "sessionId": h.id,
                         "cwd": h.cwd,
                         "_meta": {"dsh": {"createdAtMs": h.created_at_ms, "live": s.live}},
-                    })
+                    });
+                    if !s.title.is_empty() {
+                        info["title"] = json!(s.title);
+                    }
+                    info
                 })
             })
             .collect();

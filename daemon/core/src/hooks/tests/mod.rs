@@ -74,6 +74,9 @@ impl Persistence for Locator {
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         self.refuse()
     }
+    fn delete(&self, _: &SessionId) -> Result<(), PersistenceError> {
+        self.refuse()
+    }
 }
 
 /// A temporary world: a session cwd, hook files, an executor with an injected daemon environment

@@ -23,6 +23,7 @@ use crate::session::{
 };
 
 mod backends;
+mod meta;
 mod pages;
 mod suite;
 

@@ -18,7 +18,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Pers
 }
 
 /// Fsyncs a directory, making the entries created in it durable.
-fn sync_dir(dir: &Path) -> Result<(), PersistenceError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), PersistenceError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_error("sync directory", dir))

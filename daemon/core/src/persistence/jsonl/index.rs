@@ -84,6 +84,16 @@ impl Index {
         self.all.insert(key, shared);
     }
 
+    /// Drops a session this backend has just deleted.
+    pub(super) fn remove(&mut self, header: &SessionHeader) {
+        let name = OsString::from(project_dir_name(&header.cwd));
+        let key = Key::of(&ListKey::of(header));
+        if let Some(project) = self.projects.get_mut(&name) {
+            project.sessions.remove(&key);
+        }
+        self.all.remove(&key);
+    }
+
     fn shared_name(&mut self, name: &OsString) -> Arc<OsString> {
         self.names
             .entry(name.clone())

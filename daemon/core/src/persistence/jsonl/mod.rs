@@ -27,7 +27,7 @@ use super::{
     SessionLocation, StoredSession, batch_start,
 };
 use crate::session::repair::close_open_turn;
-use crate::session::{Event, EventData, SessionHeader, SessionId};
+use crate::session::{Event, EventData, MetaBuilder, SessionHeader, SessionId, SessionMeta};
 use read::Scan;
 
 /// Whether `magic` (`statfs`'s `f_type`) names a file system on a local device or in memory,
@@ -458,6 +458,91 @@ impl Persistence for JsonlBackend {
             report.applied = true;
         }
         Ok(report)
+    }
+
+    fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, PersistenceError> {
+        let Some(path) = self.find(id)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = file::read_log(&path)? else {
+            return Ok(None);
+        };
+        let mut lines = bytes.split(|&b| b == b'\n');
+        let header = read::parse_header(lines.next().unwrap_or_default()).map_err(|message| {
+            PersistenceError::Corrupt {
+                path: path.clone(),
+                line: 1,
+                message,
+            }
+        })?;
+        self.check_identity(id, &path, &header)?;
+        let mut builder = MetaBuilder::new(&header);
+        // Only these types say anything about metadata, and this backend writes every event
+        // with its type first: other lines are skipped unparsed, so a listing does not parse
+        // whole logs. A line that does not read (a torn tail) says nothing either.
+        for line in lines {
+            if line.starts_with(br#"{"type":"session/"#)
+                || line.starts_with(br#"{"type":"user/message""#)
+            {
+                if let Ok(event) = Event::from_line(line) {
+                    builder.observe(&event);
+                }
+            }
+        }
+        Ok(Some(builder.finish()))
+    }
+
+    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.open = None;
+        let path = self
+            .find(id)?
+            .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let header = read::read_header(&path).map_err(|message| PersistenceError::Corrupt {
+            path: path.clone(),
+            line: 1,
+            message,
+        })?;
+        self.check_identity(id, &path, &header)?;
+        let Some(dir) = path.parent() else {
+            return Err(PersistenceError::NotFound(id.clone()));
+        };
+        // The log first: once it is gone the session is, whatever happens to the rest.
+        fs::remove_file(&path).map_err(|e| super::write_error("remove", &path, e))?;
+        // Then what was set aside from it (`session.jsonl.torn-<ms>`, `.damaged-<ms>`): bytes of
+        // this log. Anything else in the directory is not ours and stays, and so does the
+        // directory then.
+        let aside_prefix = format!("{LOG_FILE}.");
+        let entries = fs::read_dir(dir).map_err(|e| io("read directory", dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io("read directory", dir, e))?;
+            let name = entry.file_name();
+            let ours = name
+                .to_str()
+                .is_some_and(|n| n.starts_with(&aside_prefix) && !n.contains('/'));
+            if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let aside = entry.path();
+                fs::remove_file(&aside).map_err(|e| super::write_error("remove", &aside, e))?;
+            }
+        }
+        match fs::remove_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => {
+                tracing::info!(dir = %dir.display(), "deleted session's directory holds files dshd did not write; left in place");
+            }
+            Err(e) => return Err(super::write_error("remove", dir, e)),
+        }
+        if let Some(project) = dir.parent() {
+            file::sync_dir(project)?;
+        }
+        drop(slot);
+        self.release(id);
+        self.index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&header);
+        Ok(())
     }
 
     fn release(&self, id: &SessionId) {

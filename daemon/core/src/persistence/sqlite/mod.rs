@@ -358,6 +358,28 @@ impl Persistence for SqliteBackend {
         }
     }
 
+    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut conn = self
+            .connection(&mut slot, Access::Write)?
+            .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sqlite())?;
+        tx.prepare_cached("DELETE FROM events WHERE session_id = ?1")
+            .and_then(|mut s| s.execute([id.as_str()]))
+            .map_err(self.sqlite())?;
+        let removed = tx
+            .prepare_cached("DELETE FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.execute([id.as_str()]))
+            .map_err(self.sqlite())?;
+        if removed == 0 {
+            // Nothing was stored: leave the database exactly as it was.
+            return Err(PersistenceError::NotFound(id.clone()));
+        }
+        tx.commit().map_err(self.sqlite())
+    }
+
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         match self.connection(&mut slot, Access::Read)? {

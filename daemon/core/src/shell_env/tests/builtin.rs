@@ -79,6 +79,10 @@ impl Persistence for Locator {
         Err(unsupported())
     }
 
+    fn delete(&self, _id: &SessionId) -> Result<(), PersistenceError> {
+        Err(unsupported())
+    }
+
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         Err(unsupported())
     }

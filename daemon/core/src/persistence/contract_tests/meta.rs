@@ -1,0 +1,180 @@
+//! Session metadata (title, archived) and deleting a session, for every backend.
+
+use super::*;
+use crate::persistence::{Order, PageQuery};
+use crate::session::SessionMeta;
+
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        mod jsonl_meta {
+            $( #[test] fn $test() { super::$test::<super::Jsonl>(); } )*
+        }
+        mod sqlite_meta {
+            $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
+        }
+    };
+}
+
+contract!(
+    metadata_travels_in_the_log,
+    delete_removes_the_session_and_nothing_else,
+    missing_sessions_are_not_found,
+);
+
+fn listed_ids(backend: &dyn Persistence) -> Vec<String> {
+    let page = backend
+        .list_page(&PageQuery {
+            after: None,
+            limit: 100,
+            order: Order::OldestFirst,
+            cwd: None,
+        })
+        .unwrap();
+    page.headers
+        .iter()
+        .map(|h| h.id.as_str().to_owned())
+        .collect()
+}
+
+fn metadata_travels_in_the_log<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let h = header("meta");
+    backend.append(&h, &turn(0, 1)).unwrap();
+    assert_eq!(
+        backend.meta(&h.id).unwrap(),
+        Some(SessionMeta {
+            title: Some("prompt 1 \u{fc} \"quoted\"".to_owned()),
+            archived: false,
+        }),
+        "the title is the first prompt's first line"
+    );
+    backend.set_title(&h.id, "Named by hand").unwrap();
+    backend.set_archived(&h.id, true).unwrap();
+    assert_eq!(backend.stored_len(&h.id).unwrap(), Some(10));
+    let stored = backend.inspect(&h.id).unwrap();
+    assert_eq!(
+        stored.events[8].data,
+        EventData::SessionTitle {
+            title: "Named by hand".to_owned()
+        }
+    );
+    assert_eq!(
+        stored.events[9].data,
+        EventData::SessionArchived { archived: true }
+    );
+    // A fresh instance reads the same from the store alone.
+    let again = F::open(&s.dir);
+    let expected = SessionMeta {
+        title: Some("Named by hand".to_owned()),
+        archived: true,
+    };
+    assert_eq!(again.meta(&h.id).unwrap(), Some(expected.clone()));
+    // Appends go on after the metadata events, and resuming keeps them.
+    again.append(&h, &turn(10, 2)).unwrap();
+    let loaded = again.load(&h.id).unwrap();
+    assert_eq!(loaded.events.len(), 18);
+    assert_eq!(SessionMeta::of(&loaded.header, &loaded.events), expected);
+    again.set_archived(&h.id, false).unwrap();
+    assert!(!F::open(&s.dir).meta(&h.id).unwrap().unwrap().archived);
+}
+
+fn delete_removes_the_session_and_nothing_else<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let gone = header("gone");
+    let kept = header("kept");
+    backend.append(&gone, &turn(0, 1)).unwrap();
+    backend.append(&kept, &turn(0, 1)).unwrap();
+    // A torn tail set aside by a load is derived from the log: it goes with it.
+    if F::tear(&s.dir, &gone).is_some() {
+        let loaded = backend.load(&gone.id).unwrap();
+        assert!(!loaded.repairs.is_empty());
+    }
+    let kept_before = backend.inspect(&kept.id).unwrap();
+    assert_eq!(listed_ids(backend.as_ref()), ["gone", "kept"]);
+
+    backend.delete(&gone.id).unwrap();
+
+    for b in [backend.clone(), F::open(&s.dir)] {
+        assert!(matches!(
+            b.inspect(&gone.id),
+            Err(PersistenceError::NotFound(_))
+        ));
+        assert!(matches!(
+            b.load(&gone.id),
+            Err(PersistenceError::NotFound(_))
+        ));
+        assert_eq!(b.header(&gone.id).unwrap(), None);
+        assert_eq!(b.stored_len(&gone.id).unwrap(), None);
+        assert_eq!(b.meta(&gone.id).unwrap(), None);
+        assert_eq!(b.list().unwrap(), vec![kept.clone()]);
+        assert_eq!(listed_ids(b.as_ref()), ["kept"]);
+        assert_eq!(b.inspect(&kept.id).unwrap(), kept_before);
+        assert!(matches!(
+            b.delete(&gone.id),
+            Err(PersistenceError::NotFound(_))
+        ));
+    }
+    // The id can be used again from scratch.
+    backend.append(&gone, &turn(0, 1)).unwrap();
+    assert_eq!(backend.stored_len(&gone.id).unwrap(), Some(8));
+}
+
+fn missing_sessions_are_not_found<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let h = header("never");
+    assert_eq!(backend.meta(&h.id).unwrap(), None);
+    assert!(matches!(
+        backend.set_title(&h.id, "x"),
+        Err(PersistenceError::NotFound(_))
+    ));
+    assert!(matches!(
+        backend.set_archived(&h.id, true),
+        Err(PersistenceError::NotFound(_))
+    ));
+    assert!(matches!(
+        backend.delete(&h.id),
+        Err(PersistenceError::NotFound(_))
+    ));
+    assert!(
+        listing(&s.dir).is_empty(),
+        "a refused call on a missing session creates nothing"
+    );
+}
+
+/// Deleting a JSONL session removes its log and what was set aside from it, and leaves a file
+/// dshd did not write (and so the directory holding it) in place.
+#[test]
+fn jsonl_delete_leaves_files_it_did_not_write() {
+    let s = scratch();
+    let backend = Jsonl::open(&s.dir);
+    let h = header("foreign");
+    backend.append(&h, &turn(0, 1)).unwrap();
+    Jsonl::tear(&s.dir, &h);
+    backend.load(&h.id).unwrap();
+    let log = jsonl::log_path(&jsonl_root(&s.dir), &h);
+    let dir = log.parent().unwrap().to_owned();
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&dir).len(), 2, "the log and its torn tail");
+    fs::write(dir.join("notes.txt"), "mine").unwrap();
+    backend.delete(&h.id).unwrap();
+    assert_eq!(names(&dir), ["notes.txt"]);
+
+    let other = header("plain");
+    backend.append(&other, &turn(0, 1)).unwrap();
+    let other_dir = jsonl::log_path(&jsonl_root(&s.dir), &other)
+        .parent()
+        .unwrap()
+        .to_owned();
+    backend.delete(&other.id).unwrap();
+    assert!(!other_dir.exists(), "an emptied session directory goes too");
+}
