@@ -481,12 +481,10 @@ impl Persistence for JsonlBackend {
         // with its type first: other lines are skipped unparsed, so a listing does not parse
         // whole logs. A line that does not read (a torn tail) says nothing either.
         for line in lines {
-            if line.starts_with(br#"{"type":"session/"#)
-                || line.starts_with(br#"{"type":"user/message""#)
-            {
-                if let Ok(event) = Event::from_line(line) {
-                    builder.observe(&event);
-                }
+            let wanted = line.starts_with(br#"{"type":"session/"#)
+                || line.starts_with(br#"{"type":"user/message""#);
+            if let Some(event) = wanted.then(|| Event::from_line(line).ok()).flatten() {
+                builder.observe(&event);
             }
         }
         Ok(Some(builder.finish()))
