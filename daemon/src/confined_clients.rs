@@ -163,6 +163,9 @@ mod tests {
         "/dsh.v1.Skills/Reload",
         "/dsh.v1.Hooks/Reload",
         "/dsh.v1.Persistence/Repair",
+        "/dsh.v1.Persistence/SetTitle",
+        "/dsh.v1.Persistence/SetArchived",
+        "/dsh.v1.Persistence/Delete",
     ];
 
     #[test]
