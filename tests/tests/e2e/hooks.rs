@@ -27,6 +27,8 @@ mod payload;
 mod process;
 #[path = "hooks/semantics.rs"]
 mod semantics;
+#[path = "hooks/upstream.rs"]
+mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

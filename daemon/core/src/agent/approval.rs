@@ -13,7 +13,9 @@ use tokio::sync::oneshot;
 
 use super::live::Agent;
 use super::services::AgentServices;
+use super::turn::run_hooks;
 use crate::call::{BASH, ToolExecution};
+use crate::hooks::{Decision, HookEvent, NotificationKind};
 use crate::session::{
     ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData,
 };
@@ -159,9 +161,13 @@ pub(crate) async fn ask(
             reason: None,
             scope: ApprovalScope::Once,
             client: None,
+            handlers: Vec::new(),
         });
         tracing::info!(call_id = %exec.call_id, "allowed by a rule of this session");
         return Ok(());
+    }
+    if let Some(answered) = ask_hooks(agent, services, exec, arguments, &rule).await {
+        return answered;
     }
     // Registered before it is announced, so an answer can never miss it.
     let mut answer = agent.approvals().register(&exec.call_id);
@@ -235,6 +241,7 @@ pub(crate) async fn ask(
         reason: client_reason.clone(),
         scope,
         client,
+        handlers: Vec::new(),
     });
     tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), by = by.as_str(), "approval decided");
     match (verdict, by) {
@@ -252,10 +259,87 @@ pub(crate) async fn ask(
         (ApprovalVerdict::Deny, ApprovalSource::Unwatched) => Err(format!(
             "Error: the call needed approval ({reason}) and nobody is watching this agent to give it, so it was denied"
         )),
-        (ApprovalVerdict::Deny, ApprovalSource::Cancelled | ApprovalSource::Rule) => {
-            Err("Error: the turn was cancelled while the call waited for approval".to_owned())
-        }
+        (
+            ApprovalVerdict::Deny,
+            ApprovalSource::Cancelled | ApprovalSource::Rule | ApprovalSource::Hook,
+        ) => Err("Error: the turn was cancelled while the call waited for approval".to_owned()),
     }
+}
+
+/// The hooks that hear of a request before any person does (CONTRACTS §8): PermissionRequest in
+/// both dialects, whose allow or deny answers it as a person would (logged `by: hook` with the
+/// handlers), then, when they leave it to people, Claude Code's Notification
+/// (`permission_prompt`). Both are bounded by their hook timeouts and run before the request is
+/// logged, so watchers are shown only requests that wait for them. `Some` is the hooks' answer.
+async fn ask_hooks(
+    agent: &Agent,
+    services: &AgentServices,
+    exec: &ToolExecution,
+    arguments: &Value,
+    rule: &ApprovalRule,
+) -> Option<Result<(), String>> {
+    let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
+    let asked = run_hooks(
+        agent,
+        services,
+        exec.turn,
+        &exec.cancel,
+        HookEvent::PermissionRequest {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments.clone(),
+            tool_use_id: exec.call_id.clone(),
+        },
+    )
+    .await
+    .outcome;
+    let verdict = match asked.decision {
+        Decision::Allow => Some(ApprovalVerdict::Allow),
+        Decision::Deny => Some(ApprovalVerdict::Deny),
+        Decision::Ask | Decision::None => None,
+    };
+    if let Some(verdict) = verdict {
+        agent.append(EventData::ApprovalDecision {
+            turn,
+            step,
+            call_id: exec.call_id.clone(),
+            decision: verdict,
+            by: ApprovalSource::Hook,
+            reason: asked.reason.clone(),
+            scope: ApprovalScope::Once,
+            client: None,
+            handlers: asked.decided_by.clone(),
+        });
+        tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), handlers = ?asked.decided_by, "a PermissionRequest hook answered");
+        return Some(match verdict {
+            ApprovalVerdict::Allow => Ok(()),
+            ApprovalVerdict::Deny => Err(format!(
+                "Error: a PermissionRequest hook denied this call: {}",
+                asked.reason.as_deref().unwrap_or("denied")
+            )),
+        });
+    }
+    // Only Claude Code has Notification; the engine runs nothing for Codex.
+    run_hooks(
+        agent,
+        services,
+        exec.turn,
+        &exec.cancel,
+        HookEvent::Notification {
+            kind: NotificationKind::PermissionPrompt,
+            message: format!(
+                "dsh needs your permission to use {}",
+                hook_tool_name(&rule.tool)
+            ),
+            title: "Permission needed".to_owned(),
+        },
+    )
+    .await;
+    None
+}
+
+/// The tool as a Claude Code user knows it (`Bash` for dsh's `bash`).
+fn hook_tool_name(tool: &str) -> &str {
+    if tool == BASH { "Bash" } else { tool }
 }
 
 #[cfg(test)]

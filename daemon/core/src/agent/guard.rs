@@ -8,7 +8,7 @@ use super::live::Agent;
 use super::services::AgentServices;
 use super::turn::{run_hooks, stop_text};
 use crate::call::{ToolExecution, ToolOutput};
-use crate::hooks::{Decision, EventName, HookEvent};
+use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
 use crate::session::{ApprovalPolicy, EventData};
 use crate::tools::ToolSet;
 
@@ -114,20 +114,7 @@ pub(super) async fn guarded_call(
             stop: None,
         };
     }
-    let post = run_hooks(
-        agent,
-        services,
-        exec.turn,
-        &exec.cancel,
-        HookEvent::PostToolUse {
-            tool_name: exec.tool_name.clone(),
-            tool_input: arguments,
-            tool_use_id: exec.call_id.clone(),
-            tool_response: output.clone(),
-        },
-    )
-    .await
-    .outcome;
+    let post = after_call(agent, services, exec, arguments, &output).await;
     if let Some(replacement) = post.replacement {
         output.content = replacement;
     }
@@ -149,6 +136,53 @@ pub(super) async fn guarded_call(
         messages,
         stop,
     }
+}
+
+/// The hooks after a call that ran: PostToolUse (Codex for every call, Claude Code for one that
+/// succeeded) and, for a failed call (non-zero exit, timeout, interrupt, an error result),
+/// Claude Code's PostToolUseFailure with the error the model is shown. Their outcomes are merged:
+/// only one of the two has Claude Code handlers.
+async fn after_call(
+    agent: &Agent,
+    services: &AgentServices,
+    exec: &ToolExecution,
+    arguments: Value,
+    output: &ToolOutput,
+) -> MergedOutcome {
+    let failure = output.is_error.then(|| HookEvent::PostToolUseFailure {
+        tool_name: exec.tool_name.clone(),
+        tool_input: arguments.clone(),
+        tool_use_id: exec.call_id.clone(),
+        error: output.content.clone(),
+        is_interrupt: exec.cancel.is_cancelled(),
+    });
+    let mut post = run_hooks(
+        agent,
+        services,
+        exec.turn,
+        &exec.cancel,
+        HookEvent::PostToolUse {
+            tool_name: exec.tool_name.clone(),
+            tool_input: arguments,
+            tool_use_id: exec.call_id.clone(),
+            tool_response: output.clone(),
+        },
+    )
+    .await
+    .outcome;
+    if let Some(failure) = failure {
+        let failed = run_hooks(agent, services, exec.turn, &exec.cancel, failure)
+            .await
+            .outcome;
+        post.additional_context.extend(failed.additional_context);
+        post.feedback.extend(failed.feedback);
+        post.system_messages.extend(failed.system_messages);
+        if failed.stop && !post.stop {
+            post.stop = true;
+            post.stop_reason = failed.stop_reason;
+        }
+    }
+    post
 }
 
 /// Runs one call; arguments that are not a JSON object get an error result without running.

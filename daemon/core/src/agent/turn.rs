@@ -26,7 +26,8 @@ use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, Model
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
 use crate::hooks::{
-    Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, SubagentOf,
+    Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, StopFailureKind,
+    SubagentOf,
 };
 use crate::session::ToolCallRequest;
 use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
@@ -64,11 +65,15 @@ pub(crate) async fn run(
         services,
         turn,
         cancel,
+        failure: StopFailureKind::Unknown,
     };
     async move {
         tracing::info!("turn started");
         let started = std::time::Instant::now();
         let reason = run.steps(prompt).await;
+        if let TurnEndReason::Error { message } = &reason {
+            run.stop_failure(message).await;
+        }
         let outcome = run.finish(reason).await;
         tracing::info!(
             reason = outcome.reason.kind(),
@@ -104,6 +109,25 @@ struct TurnRun {
     services: Arc<AgentServices>,
     turn: u32,
     cancel: CancellationToken,
+    /// What kind of error the model request that ended the turn failed with (StopFailure's
+    /// `error`); `unknown` for every other error.
+    failure: StopFailureKind,
+}
+
+/// StopFailure's `error` for a model error, in Claude Code's vocabulary.
+fn failure_kind(error: &ModelError) -> StopFailureKind {
+    match error {
+        ModelError::RateLimited { .. } => StopFailureKind::RateLimit,
+        ModelError::MissingKey { .. } | ModelError::Unauthorized { .. } => {
+            StopFailureKind::AuthenticationFailed
+        }
+        ModelError::Http { status, .. } if *status >= 500 => StopFailureKind::ServerError,
+        ModelError::Http { .. } => StopFailureKind::InvalidRequest,
+        ModelError::Transport(_) | ModelError::IdleTimeout { .. } | ModelError::Malformed(_) => {
+            StopFailureKind::ServerError
+        }
+        ModelError::ScriptExhausted { .. } | ModelError::Cancelled => StopFailureKind::Unknown,
+    }
 }
 
 /// Runs `event`'s hooks for `agent` and appends their records to its log.
@@ -179,6 +203,22 @@ impl TurnRun {
         .await
     }
 
+    /// Claude Code's StopFailure: the turn ends in an error. Its hooks only observe (their output
+    /// and exit codes change nothing) and run before `turn/end`, so their records are the turn's.
+    async fn stop_failure(&self, message: &str) {
+        let cwd = &self.agent.header().cwd;
+        if !self.services.hooks.handles(EventName::StopFailure, cwd).await {
+            return;
+        }
+        let answer = self.agent.turn_answer(self.turn);
+        self.hooks(HookEvent::StopFailure {
+            kind: self.failure,
+            details: message.to_owned(),
+            last_assistant_message: (!answer.is_empty()).then_some(answer),
+        })
+        .await;
+    }
+
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
         let turn = self.turn;
         self.log(EventData::TurnStart { turn });
@@ -247,6 +287,7 @@ impl TurnRun {
                 Ok(reply) => reply,
                 Err(error) => {
                     self.log(EventData::StepEnd { turn, step });
+                    self.failure = failure_kind(&error);
                     return match error {
                         ModelError::Cancelled => self.aborted(),
                         other => TurnEndReason::Error {

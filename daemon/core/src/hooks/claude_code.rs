@@ -65,6 +65,44 @@ pub(super) fn payload(
             .str("tool_name", tools::payload_name(DIALECT, tool_name))
             .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
             .str("tool_use_id", tool_use_id),
+        HookEvent::PermissionRequest {
+            tool_name,
+            tool_input,
+            ..
+        } => p
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input)),
+        HookEvent::PostToolUseFailure {
+            tool_name,
+            tool_input,
+            tool_use_id,
+            error,
+            is_interrupt,
+        } => p
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .str("tool_use_id", tool_use_id)
+            .str("error", error)
+            .bool("is_interrupt", *is_interrupt),
+        HookEvent::Notification {
+            kind,
+            message,
+            title,
+        } => p
+            .str("message", message)
+            .str("title", title)
+            .str("notification_type", kind.as_str()),
+        HookEvent::StopFailure {
+            kind,
+            details,
+            last_assistant_message,
+        } => p
+            .str("error", kind.as_str())
+            .str("error_details", details)
+            .str(
+                "last_assistant_message",
+                last_assistant_message.as_deref().unwrap_or_default(),
+            ),
         HookEvent::PostToolUse {
             tool_name,
             tool_input,
@@ -109,12 +147,15 @@ pub(super) fn payload(
     p.finish(true)
 }
 
-/// The variables a Claude Code hook gets on top of the executor's environment.
-pub(super) fn env(cwd: &Path, plugin_root: &Path) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (PROJECT_DIR.to_owned(), path_text(cwd)),
-        (PLUGIN_ROOT.to_owned(), path_text(plugin_root)),
-    ])
+/// The variables a Claude Code hook gets on top of the executor's environment:
+/// `CLAUDE_PROJECT_DIR`, and `CLAUDE_PLUGIN_ROOT` only for a plugin's hooks file (Claude Code
+/// leaves it unset for settings files).
+pub(super) fn env(cwd: &Path, plugin_root: Option<&Path>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::from([(PROJECT_DIR.to_owned(), path_text(cwd))]);
+    if let Some(root) = plugin_root {
+        env.insert(PLUGIN_ROOT.to_owned(), path_text(root));
+    }
+    env
 }
 
 /// Expands `${CLAUDE_PROJECT_DIR}` and `${CLAUDE_PLUGIN_ROOT}` in `command`.
@@ -123,9 +164,11 @@ pub(super) fn env(cwd: &Path, plugin_root: &Path) -> BTreeMap<String, String> {
 /// also works inside single quotes, as upstream's substitution does). Any other value is left for
 /// bash to expand from the exported variable of the same name: pasting a directory named
 /// `$(rm -rf ~)` into a command line would run it.
-pub(super) fn expand_command(command: &str, cwd: &Path, plugin_root: &Path) -> String {
+pub(super) fn expand_command(command: &str, cwd: &Path, plugin_root: Option<&Path>) -> String {
     let mut out = command.to_owned();
-    for (name, value) in [(PROJECT_DIR, cwd), (PLUGIN_ROOT, plugin_root)] {
+    for (name, value) in [(PROJECT_DIR, Some(cwd)), (PLUGIN_ROOT, plugin_root)] {
+        // Without a plugin root the variable is unset, and bash expands it to nothing.
+        let Some(value) = value else { continue };
         let token = format!("${{{name}}}");
         let value = path_text(value);
         if out.contains(&token) && shell_inert(&value) {
@@ -150,11 +193,11 @@ mod tests {
     fn expansion_is_textual_only_for_inert_values() {
         let cmd = "'${CLAUDE_PROJECT_DIR}'/x ${CLAUDE_PLUGIN_ROOT}/y ${CLAUDE_PROJECT_DIR}";
         assert_eq!(
-            expand_command(cmd, Path::new("/p/q-1"), Path::new("/r")),
+            expand_command(cmd, Path::new("/p/q-1"), Some(Path::new("/r"))),
             "'/p/q-1'/x /r/y /p/q-1"
         );
         assert_eq!(
-            expand_command(cmd, Path::new("/p/$(boom)"), Path::new("/r s")),
+            expand_command(cmd, Path::new("/p/$(boom)"), Some(Path::new("/r s"))),
             cmd,
             "unsafe values are left to the shell's own expansion"
         );
@@ -162,7 +205,7 @@ mod tests {
             expand_command(
                 "${OTHER} $CLAUDE_PROJECT_DIR",
                 Path::new("/p"),
-                Path::new("/r")
+                Some(Path::new("/r"))
             ),
             "${OTHER} $CLAUDE_PROJECT_DIR"
         );

@@ -11,7 +11,11 @@
 //! `Bash` with `{command}` and responds with its output as a string. Inside a child agent
 //! `session_id` is the parent's ("Subagent hooks use the parent session id") and
 //! `transcript_path` the child's own. No trailing newline (upstream writes none; scripts use
-//! `cat`/`jq`, not `read`). dsh fires no Codex subagent events (see CONFIG.md).
+//! `cat`/`jq`, not `read`). SubagentStart/SubagentStop carry the parent's session and transcript,
+//! `turn_id`, then `agent_id`, `agent_type` (and on SubagentStop `stop_hook_active`,
+//! `agent_transcript_path`, `last_assistant_message`), as codex-rs's subagent command inputs;
+//! PermissionRequest carries `tool_name` and `tool_input` (its command input has no
+//! `tool_use_id`).
 
 use super::payload::{Payload, path_text, transcript};
 use super::tools;
@@ -34,8 +38,11 @@ pub(super) fn payload(
         name,
         EventName::UserPromptSubmit
             | EventName::PreToolUse
+            | EventName::PermissionRequest
             | EventName::PostToolUse
             | EventName::Stop
+            | EventName::SubagentStart
+            | EventName::SubagentStop
     ) {
         p = p.str("turn_id", &ctx.turn.unwrap_or(0).to_string());
     }
@@ -86,8 +93,34 @@ pub(super) fn payload(
             .bool("stop_hook_active", *stop_hook_active)
             .opt_str("last_assistant_message", last_assistant_message.as_deref()),
         HookEvent::SessionEnd { reason } => p.str("reason", reason.as_str()),
-        // Not fired for Codex; the engine never asks. An empty tail keeps this total.
-        HookEvent::SubagentStart { .. } | HookEvent::SubagentStop { .. } => p,
+        HookEvent::PermissionRequest {
+            tool_name,
+            tool_input,
+            ..
+        } => p
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input)),
+        HookEvent::SubagentStart { child, agent_type } => p
+            .str("agent_id", child.id.as_str())
+            .str("agent_type", agent_type),
+        HookEvent::SubagentStop {
+            child,
+            agent_type,
+            last_assistant_message,
+        } => p
+            .bool("stop_hook_active", false)
+            .str("agent_id", child.id.as_str())
+            .str("agent_type", agent_type)
+            .opt_str(
+                "agent_transcript_path",
+                transcript(persistence, child).as_deref(),
+            )
+            .opt_str("last_assistant_message", last_assistant_message.as_deref()),
+        // Not fired for Codex (no such event upstream); the engine never asks. An empty tail keeps
+        // this total.
+        HookEvent::PostToolUseFailure { .. }
+        | HookEvent::Notification { .. }
+        | HookEvent::StopFailure { .. } => p,
     };
     p.finish(false)
 }

@@ -182,9 +182,10 @@ pub(super) struct HookFile {
     pub error: Option<String>,
     pub warnings: Vec<String>,
     pub handlers: Vec<Handler>,
-    /// What `${CLAUDE_PLUGIN_ROOT}` stands for: the file's directory, or the plugin directory for
-    /// the plugin layout `<plugin>/hooks/hooks.json`.
-    pub plugin_root: PathBuf,
+    /// What `${CLAUDE_PLUGIN_ROOT}` stands for: the plugin directory of a file in the plugin layout
+    /// `<plugin>/hooks/hooks.json`; `None` for any other file (Claude Code sets the variable only
+    /// for plugin hooks).
+    pub plugin_root: Option<PathBuf>,
 }
 
 /// The project file of `dialect` in `cwd`.
@@ -195,15 +196,14 @@ pub(super) fn project_file(dialect: Dialect, cwd: &Path) -> PathBuf {
     }
 }
 
-fn plugin_root(path: &Path) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("/"));
+fn plugin_root(path: &Path) -> Option<PathBuf> {
+    let dir = path.parent()?;
     if path.file_name().is_some_and(|n| n == "hooks.json")
         && dir.file_name().is_some_and(|n| n == "hooks")
-        && let Some(plugin) = dir.parent()
     {
-        return plugin.to_path_buf();
+        return dir.parent().map(Path::to_path_buf);
     }
-    dir.to_path_buf()
+    None
 }
 
 /// Hook files are small; anything larger is not one (and is not read into memory).

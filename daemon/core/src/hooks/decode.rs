@@ -2,11 +2,15 @@
 //! hook's own dialect.
 //!
 //! Both dialects: anything but exit 0 or 2 (other codes, signals, timeouts, cancellation, failure
-//! to start) is a non-blocking error; exit 2 ignores stdout; on exit 0 stdout starting with `{` or
-//! `[` must be a JSON object (dsh records anything else as an error: a hook that meant to decide
-//! and failed is worth a record; both harnesses ignore or fail such output, never act on it);
-//! other plain text on stdout of SessionStart and UserPromptSubmit is context for the model (both
-//! references: "stdout is added as context").
+//! to start) is a non-blocking error; exit 2 ignores stdout; on exit 0 stdout that looks like JSON
+//! must be a JSON object (dsh records anything else as an error: a hook that meant to decide and
+//! failed is worth a record; both harnesses ignore or fail such output, never act on it); other
+//! plain text on stdout of SessionStart and UserPromptSubmit is context for the model (both
+//! references: "stdout is added as context"). What looks like JSON differs: Claude Code parses
+//! stdout as JSON only when it starts with `{` (its debug log says "Hook output does not start
+//! with {, treating as plain text", anthropics/claude-code#10463), so a validator printing
+//! `[12:00] ✓ Prompt validated` adds that line as context; Codex also treats `[` as JSON
+//! (`looks_like_json` in codex-rs's output parser), so the same line fails a Codex hook.
 //!
 //! **Claude Code** (its hooks reference, "Exit code output", "JSON output", "Decision control"):
 //! exit 2 blocks with stderr as the reason (an empty stderr still blocks); JSON fields are read
@@ -120,6 +124,9 @@ pub(super) fn decode(end: &RunEnd, event: EventName, dialect: Dialect) -> HookOu
     if let Some(failure) = &end.failure {
         return HookOutput::error(failure.clone());
     }
+    if event == EventName::PermissionRequest {
+        return permission::decode(end, dialect);
+    }
     match (dialect, end.exit_code) {
         (_, None) => HookOutput::error("no exit status"),
         (Dialect::ClaudeCode, Some(2)) => {
@@ -141,8 +148,14 @@ fn json_object(stdout: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
-fn looks_like_json(stdout: &str) -> bool {
+/// Codex's rule (`looks_like_json` of codex-rs's output parser): `{` or `[` after trimming.
+fn codex_looks_like_json(stdout: &str) -> bool {
     stdout.starts_with('{') || stdout.starts_with('[')
+}
+
+/// Claude Code's rule: JSON only when the trimmed stdout starts with `{`.
+fn claude_code_looks_like_json(stdout: &str) -> bool {
+    stdout.starts_with('{')
 }
 
 /// Plain text that both dialects add as context (SessionStart and UserPromptSubmit).
@@ -166,7 +179,7 @@ fn claude_code_stdout(stdout: &str, event: EventName) -> HookOutput {
     if stdout.is_empty() {
         return HookOutput::with(Verdict::Pass);
     }
-    if !looks_like_json(stdout) {
+    if !claude_code_looks_like_json(stdout) {
         let mut out = HookOutput::with(Verdict::Pass);
         if plain_text_is_context(event) {
             out.additional_context = Some(stdout.to_owned());
@@ -187,6 +200,7 @@ fn claude_code_takes_context(event: EventName) -> bool {
             | EventName::UserPromptSubmit
             | EventName::PreToolUse
             | EventName::PostToolUse
+            | EventName::PostToolUseFailure
             | EventName::SubagentStart
     )
 }
@@ -258,6 +272,7 @@ fn codex_exit_two(stderr: &str, event: EventName) -> HookOutput {
             EventName::PreToolUse
             | EventName::UserPromptSubmit
             | EventName::Stop
+            | EventName::SubagentStop
             | EventName::PostToolUse,
             Some(reason),
         ) => HookOutput::blocked(Verdict::Block, Some(reason)),
@@ -270,7 +285,7 @@ fn codex_exit_two(stderr: &str, event: EventName) -> HookOutput {
             )),
             ..HookOutput::blocked(Verdict::Block, None)
         },
-        (EventName::Stop, None) => HookOutput::error(
+        (EventName::Stop | EventName::SubagentStop, None) => HookOutput::error(
             "Stop hook exited with code 2 but did not write a continuation prompt to stderr",
         ),
         (EventName::PostToolUse, None) => HookOutput::error(
@@ -284,13 +299,16 @@ fn codex_stdout(stdout: &str, event: EventName) -> HookOutput {
     if stdout.is_empty() {
         return HookOutput::with(Verdict::Pass);
     }
-    if !looks_like_json(stdout) {
+    if !codex_looks_like_json(stdout) {
         let mut out = HookOutput::with(Verdict::Pass);
         if plain_text_is_context(event) {
             out.additional_context = Some(stdout.to_owned());
         } else if event == EventName::Stop {
             // "Stop expects JSON on stdout when it exits 0. Plain text output is invalid."
             return HookOutput::error("hook returned invalid stop hook JSON output");
+        } else if matches!(event, EventName::SubagentStart | EventName::SubagentStop) {
+            // Upstream parses these outputs as JSON whatever they start with.
+            return HookOutput::error(codex_invalid_name(event));
         }
         return out;
     }
@@ -303,8 +321,8 @@ fn codex_stdout(stdout: &str, event: EventName) -> HookOutput {
             EventName::PreToolUse => codex_pre_tool_use(&wire),
             EventName::PostToolUse => codex_post_tool_use(&wire),
             EventName::UserPromptSubmit => codex_user_prompt_submit(&wire),
-            EventName::Stop => codex_stop(&wire),
-            EventName::SessionStart => codex_session_start(&wire),
+            EventName::Stop | EventName::SubagentStop => codex_stop(&wire),
+            EventName::SessionStart | EventName::SubagentStart => codex_session_start(&wire),
             _ => HookOutput {
                 system_message: wire.system_message.clone(),
                 ..HookOutput::with(Verdict::Pass)
@@ -318,15 +336,7 @@ fn codex_stdout(stdout: &str, event: EventName) -> HookOutput {
 /// On PreToolUse and UserPromptSubmit dsh looks at what it asked for anyway, and blocks when it
 /// asked to block, deny, ask or stop.
 fn codex_invalid(map: &Map<String, Value>, event: EventName, why: &str) -> HookOutput {
-    let name = match event {
-        EventName::PreToolUse => "pre-tool-use",
-        EventName::PostToolUse => "post-tool-use",
-        EventName::UserPromptSubmit => "user prompt submit",
-        EventName::Stop => "stop hook",
-        EventName::SessionStart => "session start",
-        _ => "hook",
-    };
-    let note = format!("hook returned invalid {name} JSON output ({why})");
+    let note = format!("{} ({why})", codex_invalid_name(event));
     if !matches!(event, EventName::PreToolUse | EventName::UserPromptSubmit) {
         return HookOutput::error(note);
     }
@@ -357,6 +367,21 @@ fn codex_invalid(map: &Map<String, Value>, event: EventName, why: &str) -> HookO
     out
 }
 
+/// Upstream's complaint about an output that does not parse for `event`.
+fn codex_invalid_name(event: EventName) -> String {
+    let name = match event {
+        EventName::PreToolUse => "pre-tool-use",
+        EventName::PostToolUse => "post-tool-use",
+        EventName::UserPromptSubmit => "user prompt submit",
+        EventName::Stop => "stop hook",
+        EventName::SessionStart => "session start",
+        EventName::SubagentStart => "subagent start",
+        EventName::SubagentStop => "subagent stop",
+        _ => "hook",
+    };
+    format!("hook returned invalid {name} JSON output")
+}
+
 /// An output that fits a Codex event's output schema (upstream deserialises it with
 /// `deny_unknown_fields`; absent and `null` optional fields are the same).
 #[derive(Debug, Default)]
@@ -377,8 +402,8 @@ impl CodexWire {
         let (decisions, has_specific): (&[&str], bool) = match event {
             EventName::PreToolUse => (&["approve", "block"], true),
             EventName::PostToolUse | EventName::UserPromptSubmit => (&["block"], true),
-            EventName::Stop => (&["block"], false),
-            EventName::SessionStart => (&[], true),
+            EventName::Stop | EventName::SubagentStop => (&["block"], false),
+            EventName::SessionStart | EventName::SubagentStart => (&[], true),
             _ => (&[], false),
         };
         let mut wire = Self {
@@ -712,6 +737,8 @@ fn codex_session_start(wire: &CodexWire) -> HookOutput {
     }
     out
 }
+
+mod permission;
 
 #[cfg(test)]
 mod tests;

@@ -46,13 +46,21 @@ pub enum EventName {
     UserPromptSubmit,
     /// A tool call is about to run.
     PreToolUse,
-    /// A tool call finished.
+    /// A tool call waits for a person's approval; a hook may answer instead.
+    PermissionRequest,
+    /// A tool call finished (Claude Code: only one that succeeded).
     PostToolUse,
+    /// A tool call failed: non-zero exit, timeout, interrupt (Claude Code only).
+    PostToolUseFailure,
+    /// Someone is asked for something: dsh sends `permission_prompt` (Claude Code only).
+    Notification,
     /// The model answered without tool calls; the turn is about to end.
     Stop,
-    /// A child agent was spawned (Claude Code only).
+    /// The turn ended in an error (Claude Code only).
+    StopFailure,
+    /// A child agent was spawned.
     SubagentStart,
-    /// A child agent finished (Claude Code only).
+    /// A child agent finished.
     SubagentStop,
     /// A top-level agent was closed: its session ended.
     SessionEnd,
@@ -60,12 +68,16 @@ pub enum EventName {
 
 impl EventName {
     /// Every event, in the order config files are read.
-    pub const ALL: [EventName; 8] = [
+    pub const ALL: [EventName; 12] = [
         EventName::SessionStart,
         EventName::UserPromptSubmit,
         EventName::PreToolUse,
+        EventName::PermissionRequest,
         EventName::PostToolUse,
+        EventName::PostToolUseFailure,
+        EventName::Notification,
         EventName::Stop,
+        EventName::StopFailure,
         EventName::SubagentStart,
         EventName::SubagentStop,
         EventName::SessionEnd,
@@ -77,30 +89,44 @@ impl EventName {
             Self::SessionStart => "SessionStart",
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::PreToolUse => "PreToolUse",
+            Self::PermissionRequest => "PermissionRequest",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::Notification => "Notification",
             Self::Stop => "Stop",
+            Self::StopFailure => "StopFailure",
             Self::SubagentStart => "SubagentStart",
             Self::SubagentStop => "SubagentStop",
             Self::SessionEnd => "SessionEnd",
         }
     }
 
-    /// Whether `dialect` has this event. Codex's reference lists subagent events too, but dsh
-    /// fires them for Claude Code only (see CONFIG.md); both dialects have SessionEnd.
+    /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
+    /// failed calls too) and no Notification; dsh fires StopFailure for Claude Code only.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
-            Dialect::Codex => !matches!(self, Self::SubagentStart | Self::SubagentStop),
+            Dialect::Codex => !matches!(
+                self,
+                Self::PostToolUseFailure | Self::Notification | Self::StopFailure
+            ),
         }
     }
 
-    /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart
-    /// and SessionEnd only observe, and PostToolUse comes after the tool ran: both references list
-    /// them as unable to block (a PostToolUse block is feedback, see `merge.rs`).
+    /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart,
+    /// Notification, StopFailure and SessionEnd only observe, and PostToolUse(Failure) comes after
+    /// the tool ran: the references list them as unable to block (a PostToolUse block is
+    /// feedback, see `merge.rs`). PermissionRequest decides allow or deny.
     pub fn can_block(self) -> bool {
         !matches!(
             self,
-            Self::SessionStart | Self::SubagentStart | Self::SessionEnd | Self::PostToolUse
+            Self::SessionStart
+                | Self::SubagentStart
+                | Self::SessionEnd
+                | Self::PostToolUse
+                | Self::PostToolUseFailure
+                | Self::Notification
+                | Self::StopFailure
         )
     }
 
@@ -143,6 +169,51 @@ impl SessionEndReason {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Other => "other",
+        }
+    }
+}
+
+/// Why a person is notified: the Notification `notification_type` and its matcher subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotificationKind {
+    /// A tool call waits for a person's approval.
+    PermissionPrompt,
+}
+
+impl NotificationKind {
+    /// `permission_prompt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PermissionPrompt => "permission_prompt",
+        }
+    }
+}
+
+/// What kind of error ended a turn: StopFailure's `error` and its matcher subject (Claude Code's
+/// values; dsh errors that are no API error are `unknown`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopFailureKind {
+    /// The API kept rate limiting.
+    RateLimit,
+    /// The API refused the key.
+    AuthenticationFailed,
+    /// The API refused the request.
+    InvalidRequest,
+    /// The API failed or could not be reached.
+    ServerError,
+    /// Anything else (the step limit, a failed checkpoint, an exhausted script, ...).
+    Unknown,
+}
+
+impl StopFailureKind {
+    /// `rate_limit`, `authentication_failed`, `invalid_request`, `server_error` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RateLimit => "rate_limit",
+            Self::AuthenticationFailed => "authentication_failed",
+            Self::InvalidRequest => "invalid_request",
+            Self::ServerError => "server_error",
+            Self::Unknown => "unknown",
         }
     }
 }
@@ -196,7 +267,16 @@ pub enum HookEvent {
         /// The call id.
         tool_use_id: String,
     },
-    /// A tool call finished.
+    /// A tool call waits for a person's approval.
+    PermissionRequest {
+        /// The daemon's tool name.
+        tool_name: String,
+        /// The arguments the call would run with.
+        tool_input: serde_json::Value,
+        /// The call id (recorded; neither harness sends it on this event).
+        tool_use_id: String,
+    },
+    /// A tool call finished (for Claude Code: one that succeeded).
     PostToolUse {
         /// The daemon's tool name.
         tool_name: String,
@@ -207,6 +287,37 @@ pub enum HookEvent {
         /// What the tool returned.
         tool_response: ToolOutput,
     },
+    /// A tool call failed. Claude Code only.
+    PostToolUseFailure {
+        /// The daemon's tool name.
+        tool_name: String,
+        /// The arguments the call ran with.
+        tool_input: serde_json::Value,
+        /// The call id.
+        tool_use_id: String,
+        /// The error the model is shown (the failed call's result text).
+        error: String,
+        /// True when the call failed because the turn was interrupted.
+        is_interrupt: bool,
+    },
+    /// A person is notified. Claude Code only.
+    Notification {
+        /// Why.
+        kind: NotificationKind,
+        /// What the notification says.
+        message: String,
+        /// Its title.
+        title: String,
+    },
+    /// The turn ended in an error. Claude Code only.
+    StopFailure {
+        /// The kind of error (matcher subject).
+        kind: StopFailureKind,
+        /// The error message.
+        details: String,
+        /// The model's last answer in the turn, when there is one.
+        last_assistant_message: Option<String>,
+    },
     /// The turn is about to end.
     Stop {
         /// True when this turn already continued because of a Stop hook (scripts' loop guard).
@@ -214,14 +325,14 @@ pub enum HookEvent {
         /// The model's last answer, when there is one.
         last_assistant_message: Option<String>,
     },
-    /// A child agent was spawned; the context is the parent's. Claude Code only.
+    /// A child agent was spawned; the context is the parent's.
     SubagentStart {
         /// The child's header.
         child: Arc<SessionHeader>,
         /// The child's kind (matcher subject), e.g. `general-purpose`.
         agent_type: String,
     },
-    /// A child agent finished; the context is the parent's. Claude Code only.
+    /// A child agent finished; the context is the parent's.
     SubagentStop {
         /// The child's header.
         child: Arc<SessionHeader>,
@@ -244,8 +355,12 @@ impl HookEvent {
             Self::SessionStart { .. } => EventName::SessionStart,
             Self::UserPromptSubmit { .. } => EventName::UserPromptSubmit,
             Self::PreToolUse { .. } => EventName::PreToolUse,
+            Self::PermissionRequest { .. } => EventName::PermissionRequest,
             Self::PostToolUse { .. } => EventName::PostToolUse,
+            Self::PostToolUseFailure { .. } => EventName::PostToolUseFailure,
+            Self::Notification { .. } => EventName::Notification,
             Self::Stop { .. } => EventName::Stop,
+            Self::StopFailure { .. } => EventName::StopFailure,
             Self::SubagentStart { .. } => EventName::SubagentStart,
             Self::SubagentStop { .. } => EventName::SubagentStop,
             Self::SessionEnd { .. } => EventName::SessionEnd,
@@ -258,13 +373,30 @@ impl HookEvent {
         match self {
             Self::SessionStart { source } => vec![source.as_str()],
             Self::SessionEnd { reason } => vec![reason.as_str()],
-            Self::PreToolUse { tool_name, .. } | Self::PostToolUse { tool_name, .. } => {
+            Self::PreToolUse { tool_name, .. }
+            | Self::PermissionRequest { tool_name, .. }
+            | Self::PostToolUse { tool_name, .. }
+            | Self::PostToolUseFailure { tool_name, .. } => {
                 super::tools::matcher_names(dialect, tool_name)
             }
+            Self::Notification { kind, .. } => vec![kind.as_str()],
+            Self::StopFailure { kind, .. } => vec![kind.as_str()],
             Self::SubagentStart { agent_type, .. } | Self::SubagentStop { agent_type, .. } => {
                 vec![agent_type.as_str()]
             }
             Self::UserPromptSubmit { .. } | Self::Stop { .. } => Vec::new(),
+        }
+    }
+
+    /// Whether `dialect`'s handlers hear this event. Claude Code runs PostToolUse only for a call
+    /// that succeeded (a failed one is its PostToolUseFailure); Codex runs it for every call that
+    /// ran.
+    pub(super) fn fires_for(&self, dialect: Dialect) -> bool {
+        match self {
+            Self::PostToolUse { tool_response, .. } => {
+                dialect == Dialect::Codex || !tool_response.is_error
+            }
+            _ => self.name().supported_by(dialect),
         }
     }
 
@@ -276,7 +408,17 @@ impl HookEvent {
                 tool_input,
                 ..
             }
+            | Self::PermissionRequest {
+                tool_name,
+                tool_input,
+                ..
+            }
             | Self::PostToolUse {
+                tool_name,
+                tool_input,
+                ..
+            }
+            | Self::PostToolUseFailure {
                 tool_name,
                 tool_input,
                 ..
@@ -287,9 +429,10 @@ impl HookEvent {
 
     pub(super) fn tool_use_id(&self) -> Option<&str> {
         match self {
-            Self::PreToolUse { tool_use_id, .. } | Self::PostToolUse { tool_use_id, .. } => {
-                Some(tool_use_id)
-            }
+            Self::PreToolUse { tool_use_id, .. }
+            | Self::PermissionRequest { tool_use_id, .. }
+            | Self::PostToolUse { tool_use_id, .. }
+            | Self::PostToolUseFailure { tool_use_id, .. } => Some(tool_use_id),
             _ => None,
         }
     }

@@ -39,8 +39,14 @@ fn stops_turn(event: EventName, dialect: Dialect) -> bool {
         | EventName::UserPromptSubmit
         | EventName::PreToolUse
         | EventName::Stop => true,
-        EventName::PostToolUse => dialect == Dialect::ClaudeCode,
-        EventName::SubagentStart | EventName::SubagentStop | EventName::SessionEnd => false,
+        EventName::PostToolUse | EventName::PostToolUseFailure | EventName::PermissionRequest => {
+            dialect == Dialect::ClaudeCode
+        }
+        EventName::SubagentStart
+        | EventName::SubagentStop
+        | EventName::SessionEnd
+        | EventName::Notification
+        | EventName::StopFailure => false,
     }
 }
 
@@ -49,6 +55,8 @@ fn stops_turn(event: EventName, dialect: Dialect) -> bool {
 #[derive(Debug, Clone)]
 pub(super) struct Decoded {
     pub dialect: Dialect,
+    /// The handler's id, for the record of who decided.
+    pub handler: String,
     pub output: HookOutput,
     /// The rewritten dsh arguments of a PreToolUse `updatedInput` that dsh can run.
     pub arguments: Option<Value>,
@@ -76,6 +84,13 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
             reasons.join("\n\n")
         });
     }
+    if merged.decision != Decision::None {
+        merged.decided_by = outputs
+            .iter()
+            .filter(|d| rank(d.output.verdict) == merged.decision)
+            .map(|d| d.handler.clone())
+            .collect();
+    }
     let mut replacement = Vec::new();
     for Decoded {
         dialect, output, ..
@@ -90,7 +105,9 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
             merged.stop = true;
             merged.stop_reason = output.stop_reason.clone();
         }
-        if event == EventName::PostToolUse && output.verdict == Verdict::Block {
+        if matches!(event, EventName::PostToolUse | EventName::PostToolUseFailure)
+            && output.verdict == Verdict::Block
+        {
             match dialect {
                 Dialect::ClaudeCode => merged.feedback.push((
                     dialect.plugin_name(),
@@ -177,6 +194,7 @@ mod tests {
     fn cc(output: HookOutput) -> Decoded {
         Decoded {
             dialect: Dialect::ClaudeCode,
+            handler: "h".to_owned(),
             output,
             arguments: None,
         }
@@ -244,6 +262,9 @@ mod tests {
             EventName::SubagentStart,
             EventName::SessionEnd,
             EventName::PostToolUse,
+            EventName::PostToolUseFailure,
+            EventName::Notification,
+            EventName::StopFailure,
         ] {
             let m = merge(event, &[cc(out(Verdict::Block, Some("no")))]);
             assert_eq!((m.decision, m.reason), (Decision::None, None), "{event:?}");

@@ -51,7 +51,8 @@ use std::time::{Duration, SystemTime};
 
 pub use config::{HookConfigError, HookSettings, HookSettingsError};
 pub use event::{
-    Dialect, EventName, HookContext, HookEvent, SessionEndReason, SessionSource, SubagentOf,
+    Dialect, EventName, HookContext, HookEvent, NotificationKind, SessionEndReason, SessionSource,
+    StopFailureKind, SubagentOf,
 };
 
 use config::HookFile;
@@ -103,6 +104,9 @@ pub struct MergedOutcome {
     /// PostToolUse: the text that replaces the tool's output for the model (Codex's block, exit 2
     /// and `continue: false`).
     pub replacement: Option<String>,
+    /// The ids of the handlers whose answer is the decision (for Allow and Deny: who answered a
+    /// PermissionRequest), in configured order; empty when nothing was decided.
+    pub decided_by: Vec<String>,
 }
 
 /// The result of [`Hooks::run`].
@@ -319,6 +323,7 @@ impl Hooks {
             });
             outputs.push(Decoded {
                 dialect: job.dialect,
+                handler: job.handler_id.clone(),
                 output,
                 arguments,
             });
@@ -353,7 +358,7 @@ impl Hooks {
     ) -> Vec<(Arc<HookFile>, usize)> {
         let mut selected = Vec::new();
         for dialect in Dialect::ALL {
-            if !name.supported_by(dialect) {
+            if !name.supported_by(dialect) || event.is_some_and(|e| !e.fires_for(dialect)) {
                 continue;
             }
             let subjects = event.map(|event| event.matcher_subjects(dialect));
@@ -448,8 +453,12 @@ impl Hooks {
     ) -> Job {
         let (command, env) = match file.dialect {
             Dialect::ClaudeCode => (
-                claude_code::expand_command(&handler.command, &ctx.header.cwd, &file.plugin_root),
-                claude_code::env(&ctx.header.cwd, &file.plugin_root),
+                claude_code::expand_command(
+                    &handler.command,
+                    &ctx.header.cwd,
+                    file.plugin_root.as_deref(),
+                ),
+                claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref()),
             ),
             Dialect::Codex => (handler.command.clone(), Default::default()),
         };

@@ -339,8 +339,9 @@ event_vocabulary! {
         step: u32,
         call_id: String,
         decision: ApprovalVerdict,
-        /// Who decided: a client, or the timeout, the absence of watchers, a cancellation, or
-        /// a rule a client made earlier (then no `approval/request` precedes it).
+        /// Who decided: a client, or the timeout, the absence of watchers, a cancellation, a
+        /// rule a client made earlier, or a PermissionRequest hook (then no `approval/request`
+        /// precedes it).
         by: ApprovalSource,
         /// The client's reason, if it gave one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,6 +354,10 @@ event_vocabulary! {
         /// written before dshd recorded it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client: Option<ApprovalClient>,
+        /// The PermissionRequest hook handlers that answered (`by: hook`), by id; absent
+        /// otherwise.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        handlers: Vec<String>,
     },
 }
 

@@ -81,6 +81,8 @@ pub enum ApprovalSource {
     /// A rule a client made earlier in the session ("allow for this session") allowed the call;
     /// nobody was asked.
     Rule,
+    /// A PermissionRequest hook answered (its handler is recorded); nobody was asked.
+    Hook,
 }
 
 /// The client that answered an approval request, as dshd saw it: a process outside every command
@@ -135,6 +137,7 @@ impl ApprovalSource {
             Self::Unwatched => "unwatched",
             Self::Cancelled => "cancelled",
             Self::Rule => "rule",
+            Self::Hook => "hook",
         }
     }
 }

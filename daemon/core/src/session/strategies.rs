@@ -237,6 +237,7 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                 ApprovalSource::Unwatched,
                 ApprovalSource::Cancelled,
                 ApprovalSource::Rule,
+                ApprovalSource::Hook,
             ]),
             prop::option::of(text()),
             prop::sample::select(vec![ApprovalScope::Once, ApprovalScope::Session]),
@@ -259,6 +260,11 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
                         uid: step,
                         terminal: Some(allow),
                     }),
+                    handlers: if by == ApprovalSource::Hook {
+                        vec![format!("/h.json#PermissionRequest[0][{step}]")]
+                    } else {
+                        Vec::new()
+                    },
                 }
             }),
     ]

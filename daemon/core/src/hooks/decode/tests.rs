@@ -143,11 +143,33 @@ fn plain_stdout_is_context_on_session_start_and_prompt_submit_only() {
 #[test]
 fn json_that_is_not_an_object_is_an_error() {
     for dialect in Dialect::ALL {
-        for stdout in ["{not json", "[1,2]", "{\"decision\": "] {
+        for stdout in ["{not json", "{\"decision\": "] {
             let o = decode(&end(Some(0), stdout, ""), EventName::PreToolUse, dialect);
             assert_eq!(o.verdict, Verdict::Error, "{dialect:?} {stdout}");
         }
     }
+    // Codex reads `[` as JSON too; Claude Code only `{`.
+    assert_eq!(
+        codex(EventName::PreToolUse, 0, "[1,2]", "").verdict,
+        Verdict::Error
+    );
+    check("cc [1,2]", &cc(EventName::PreToolUse, 0, "[1,2]", ""), &PASS);
+}
+
+#[test]
+fn claude_code_reads_json_only_from_a_leading_brace() {
+    // "[12:00] ✓ Prompt validated" is plain text to Claude Code: context on UserPromptSubmit.
+    let line = "[12:00] ✓ Prompt validated";
+    check(
+        "cc",
+        &cc(EventName::UserPromptSubmit, 0, &format!("  {line}\n"), ""),
+        &Row {
+            context: Some(line),
+            ..PASS
+        },
+    );
+    let o = codex(EventName::UserPromptSubmit, 0, line, "");
+    assert_eq!(o.verdict, Verdict::Error, "Codex parses `[` as JSON");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,12 +180,17 @@ fn claude_code_exit_two_blocks_with_stderr_and_ignores_stdout() {
     // "Exit 2 means a blocking error. Claude Code ignores stdout and any JSON in it."
     for event in EventName::ALL {
         let o = cc(event, 2, r#"{"decision":"approve"}"#, "  no way \n");
+        // PermissionRequest: "Denies the permission".
+        let decision = match event {
+            EventName::PermissionRequest => "deny",
+            _ => "block",
+        };
         check(
             event.as_str(),
             &o,
             &Row {
                 reason: Some("no way"),
-                ..row("block")
+                ..row(decision)
             },
         );
     }
@@ -974,11 +1001,17 @@ mod properties {
                     if dialect == Dialect::Codex
                         && match event {
                             EventName::PreToolUse | EventName::UserPromptSubmit => false,
-                            EventName::Stop | EventName::PostToolUse => err.trim().is_empty(),
+                            EventName::Stop | EventName::SubagentStop | EventName::PostToolUse => {
+                                err.trim().is_empty()
+                            }
+                            EventName::PermissionRequest => err.trim().is_empty(),
                             _ => true,
                         } =>
                 {
                     prop_assert_eq!(decoded.verdict, Verdict::Error);
+                }
+                (None, Some(2)) if event == EventName::PermissionRequest => {
+                    prop_assert_eq!(decoded.verdict, Verdict::Deny);
                 }
                 (None, Some(2)) => {
                     prop_assert_eq!(decoded.verdict, Verdict::Block);
@@ -993,4 +1026,63 @@ mod properties {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PermissionRequest
+
+#[test]
+fn permission_request_answers_like_a_person_or_leaves_it_to_people() {
+    let pr = EventName::PermissionRequest;
+    let allow = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+    let deny = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"not here"}}}"#;
+    for dialect in Dialect::ALL {
+        let o = decode(&end(Some(0), allow, ""), pr, dialect);
+        check(&format!("{dialect:?} allow"), &o, &row("allow"));
+        let o = decode(&end(Some(0), deny, ""), pr, dialect);
+        check(
+            &format!("{dialect:?} deny"),
+            &o,
+            &Row {
+                reason: Some("not here"),
+                ..row("deny")
+            },
+        );
+        // No decision, plain text or nothing: people decide.
+        for stdout in ["", "looks fine", r#"{"systemMessage":"seen"}"#] {
+            let o = decode(&end(Some(0), stdout, ""), pr, dialect);
+            assert_eq!(o.verdict, Verdict::Pass, "{dialect:?} {stdout}");
+        }
+    }
+    // Claude Code: `interrupt: true` beside a deny also stops the turn.
+    let o = cc(
+        pr,
+        0,
+        r#"{"hookSpecificOutput":{"decision":{"behavior":"deny","interrupt":true}}}"#,
+        "",
+    );
+    assert_eq!((o.verdict, o.stop), (Verdict::Deny, true));
+    // Codex: what its schema calls unsupported fails the hook, which decides nothing.
+    for stdout in [
+        r#"{"continue":false}"#,
+        r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{}}}}"#,
+        r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","interrupt":true}}}"#,
+        r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","decision":{"behavior":"allow"}}}"#,
+        r#"{"decision":"approve"}"#,
+    ] {
+        let o = codex(pr, 0, stdout, "");
+        assert_eq!(o.verdict, Verdict::Error, "{stdout}");
+    }
+    let o = codex(pr, 2, "", "");
+    assert_eq!(o.verdict, Verdict::Error, "exit 2 without a reason");
+    let o = codex(
+        pr,
+        0,
+        r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny"}}}"#,
+        "",
+    );
+    assert_eq!(
+        o.reason.as_deref(),
+        Some("PermissionRequest hook denied approval")
+    );
 }

@@ -206,22 +206,22 @@ fn unsupported_events_are_ignored_before_their_matchers_are_read() {
     let root = json!({
         "Setup": [{"matcher": "(", "hooks": [{"command": "x"}]}],
         "Notification": [{"hooks": [{"command": "y"}]}],
-        "SubagentStop": [{"matcher": "(", "hooks": [{"command": "z"}]}],
+        "PostToolUseFailure": [{"matcher": "(", "hooks": [{"command": "z"}]}],
         "UserPromptSubmit": [{"hooks": [{"command": "kept"}]}]
     });
     let codex = parsed(Dialect::Codex, &root);
-    assert_eq!(summary(&codex).len(), 1, "Codex has no SubagentStop");
+    assert_eq!(summary(&codex).len(), 1, "Codex has no PostToolUseFailure");
     assert!(
         codex
             .warnings
             .iter()
-            .any(|w| w.contains("\"SubagentStop\""))
+            .any(|w| w.contains("\"PostToolUseFailure\""))
     );
-    // Claude Code has SubagentStop, so its invalid matcher rejects the file.
+    // Claude Code has PostToolUseFailure, so its invalid matcher rejects the file.
     let err = parse(Dialect::ClaudeCode, Path::new("/c/f.json"), &root).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid claude-code regex matcher \"(\" on event \"SubagentStop\": unclosed group"
+        "invalid claude-code regex matcher \"(\" on event \"PostToolUseFailure\": unclosed group"
     );
 }
 

@@ -217,14 +217,26 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
         })
         .collect();
     seen.sort();
-    let mut expected: Vec<(bool, String)> = EventName::ALL
+    // The sample configs register these events: all eight fired for Claude Code, and Codex's
+    // file has no subagent entries.
+    let fired = [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "SubagentStart",
+        "SubagentStop",
+        "Stop",
+        "SessionEnd",
+    ];
+    let mut expected: Vec<(bool, String)> = fired
         .iter()
-        .map(|e| (false, e.as_str().to_owned()))
+        .map(|e| (false, (*e).to_owned()))
         .chain(
-            EventName::ALL
+            fired
                 .iter()
-                .filter(|e| e.supported_by(Dialect::Codex))
-                .map(|e| (true, e.as_str().to_owned())),
+                .filter(|e| !e.starts_with("Subagent"))
+                .map(|e| (true, (*e).to_owned())),
         )
         .collect();
     expected.sort();

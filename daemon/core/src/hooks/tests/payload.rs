@@ -180,7 +180,7 @@ async fn the_bash_tool_is_claude_codes_bash() {
     let (name, input, response) = tool_view(
         &fx,
         Dialect::ClaudeCode,
-        post_tool("bash", args, bash_output("PASS 12\n", "warning: slow\n", 1)),
+        post_tool("bash", args, bash_output("PASS 12\n", "warning: slow\n", 0)),
     )
     .await;
     assert_eq!(name, "Bash");
@@ -263,7 +263,7 @@ async fn codex_payload_keys_in_order_without_a_trailing_newline() {
     let fx = Fx::new();
     // The field order of the command input structs in codex-rs's hooks crate.
     let common = ["transcript_path", "cwd", "hook_event_name", "model"];
-    let expected: [(&[&str], &[&str]); 6] = [
+    let expected: [(&[&str], &[&str]); 8] = [
         (&["session_id"], &["permission_mode", "source"]),
         (&["session_id", "turn_id"], &["permission_mode", "prompt"]),
         (
@@ -285,6 +285,21 @@ async fn codex_payload_keys_in_order_without_a_trailing_newline() {
             &[
                 "permission_mode",
                 "stop_hook_active",
+                "last_assistant_message",
+            ],
+        ),
+        (
+            &["session_id", "turn_id"],
+            &["permission_mode", "agent_id", "agent_type"],
+        ),
+        (
+            &["session_id", "turn_id"],
+            &[
+                "permission_mode",
+                "stop_hook_active",
+                "agent_id",
+                "agent_type",
+                "agent_transcript_path",
                 "last_assistant_message",
             ],
         ),
@@ -484,4 +499,75 @@ async fn both_dialects_run_for_one_event_each_with_its_own_shape() {
     assert!(fx.read("codex-in").ends_with('}'));
     assert!(fx.read("codex-in").contains("\"turn_id\":\"3\""));
     assert!(!fx.read("cc-in").contains("turn_id"));
+}
+
+#[tokio::test]
+async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
+    let fx = Fx::new();
+    let base = [
+        "session_id",
+        "transcript_path",
+        "cwd",
+        "permission_mode",
+        "hook_event_name",
+    ];
+    let failed = HookEvent::PostToolUseFailure {
+        tool_name: "bash".into(),
+        tool_input: json!({"command": "false"}),
+        tool_use_id: "c1".into(),
+        error: "exit code 1".into(),
+        is_interrupt: false,
+    };
+    let asked = HookEvent::PermissionRequest {
+        tool_name: "bash".into(),
+        tool_input: json!({"command": "rm -rf x"}),
+        tool_use_id: "c2".into(),
+    };
+    let notified = HookEvent::Notification {
+        kind: crate::hooks::NotificationKind::PermissionPrompt,
+        message: "dsh needs your permission to use Bash".into(),
+        title: "Permission needed".into(),
+    };
+    let broke = HookEvent::StopFailure {
+        kind: crate::hooks::StopFailureKind::RateLimit,
+        details: "HTTP 429".into(),
+        last_assistant_message: None,
+    };
+    let cases: [(HookEvent, &[&str]); 4] = [
+        (
+            failed,
+            &["tool_name", "tool_input", "tool_use_id", "error", "is_interrupt"],
+        ),
+        (asked.clone(), &["tool_name", "tool_input"]),
+        (notified, &["message", "title", "notification_type"]),
+        (
+            broke,
+            &["error", "error_details", "last_assistant_message"],
+        ),
+    ];
+    for (event, tail) in cases {
+        let name = event.name().as_str();
+        let bytes = received(&fx, Dialect::ClaudeCode, event).await;
+        let expected: Vec<&str> = base.iter().copied().chain(tail.iter().copied()).collect();
+        assert_eq!(keys(&bytes), expected, "{name}");
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["hook_event_name"], name);
+    }
+    let bytes = received(&fx, Dialect::Codex, asked).await;
+    assert_eq!(
+        keys(&bytes),
+        [
+            "session_id",
+            "turn_id",
+            "transcript_path",
+            "cwd",
+            "hook_event_name",
+            "model",
+            "permission_mode",
+            "tool_name",
+            "tool_input"
+        ]
+    );
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["tool_input"], json!({"command": "rm -rf x"}));
 }
