@@ -374,6 +374,11 @@ fn indent(text: &str) -> String {
 /// whether it had a terminal), e.g. `client pid 4242, uid 1000, at a terminal`.
 fn answered_by(data: &serde_json::Value) -> String {
     let by = data["by"].as_str().unwrap_or_default();
+    // A PermissionRequest hook's answer names the hooks that gave it.
+    if let Some(handlers) = data["handlers"].as_array().filter(|h| !h.is_empty()) {
+        let ids: Vec<&str> = handlers.iter().filter_map(|h| h.as_str()).collect();
+        return format!("{by} {}", ids.join(", "));
+    }
     let client = &data["client"];
     if !client.is_object() {
         return by.to_owned();
@@ -451,6 +456,12 @@ mod tests {
                 serde_json::json!({"by": "client", "client": {"uid": 0, "terminal": false}})
             )),
             "client uid 0, no terminal"
+        );
+        assert_eq!(
+            answered_by(&json(
+                serde_json::json!({"by": "hook", "handlers": ["/h/settings.json#PermissionRequest[0][0]"]})
+            )),
+            "hook /h/settings.json#PermissionRequest[0][0]"
         );
     }
 

@@ -207,7 +207,12 @@ impl TurnRun {
     /// and exit codes change nothing) and run before `turn/end`, so their records are the turn's.
     async fn stop_failure(&self, message: &str) {
         let cwd = &self.agent.header().cwd;
-        if !self.services.hooks.handles(EventName::StopFailure, cwd).await {
+        if !self
+            .services
+            .hooks
+            .handles(EventName::StopFailure, cwd)
+            .await
+        {
             return;
         }
         let answer = self.agent.turn_answer(self.turn);

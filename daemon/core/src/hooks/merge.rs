@@ -105,8 +105,10 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
             merged.stop = true;
             merged.stop_reason = output.stop_reason.clone();
         }
-        if matches!(event, EventName::PostToolUse | EventName::PostToolUseFailure)
-            && output.verdict == Verdict::Block
+        if matches!(
+            event,
+            EventName::PostToolUse | EventName::PostToolUseFailure
+        ) && output.verdict == Verdict::Block
         {
             match dialect {
                 Dialect::ClaudeCode => merged.feedback.push((

@@ -405,7 +405,9 @@ fn post_tool_use_tracker_reads_the_real_stdout() {
                    printf 'https://github.com/acme/app/pull/42\\n'; }; gh pr create --fill";
     let agent = w.agent(&json!({"replies": [
         calls("opening the PR", &[("pr", fake_gh)]),
-        calls("checking", &[("two", "printf 'line one\\nline two\\n'; echo oops >&2; exit 3")]),
+        // Claude Code runs PostToolUse only for a call that succeeded (a failed one is its
+        // PostToolUseFailure, see `upstream.rs`).
+        calls("checking", &[("two", "printf 'line one\\nline two\\n'; echo oops >&2")]),
         {"text": "done"},
     ]}));
     assert_eq!(w.prompt(&agent, "open a PR").kind(), "completed");

@@ -85,7 +85,9 @@ fn claude_code(map: &Map<String, Value>) -> HookOutput {
         Some("allow") => {
             out.verdict = Verdict::Allow;
             if decision.get("updatedInput").is_some_and(|v| !v.is_null())
-                || decision.get("updatedPermissions").is_some_and(|v| !v.is_null())
+                || decision
+                    .get("updatedPermissions")
+                    .is_some_and(|v| !v.is_null())
             {
                 out.note = Some(
                     "updatedInput and updatedPermissions are not applied: the call runs as the request showed it".to_owned(),
@@ -97,9 +99,8 @@ fn claude_code(map: &Map<String, Value>) -> HookOutput {
             out.reason = Some(text(decision, "message").unwrap_or_else(|| DENIED.to_owned()));
             if decision.get("interrupt").and_then(Value::as_bool) == Some(true) {
                 out.stop = true;
-                out.stop_reason.get_or_insert_with(|| {
-                    out.reason.clone().unwrap_or_else(|| DENIED.to_owned())
-                });
+                out.stop_reason
+                    .get_or_insert_with(|| out.reason.clone().unwrap_or_else(|| DENIED.to_owned()));
             }
         }
         _ => {}
@@ -190,7 +191,9 @@ fn codex(map: &Map<String, Value>) -> Result<HookOutput, String> {
                 return Err("PermissionRequest hook returned unsupported updatedInput".into());
             }
             ("updatedPermissions", _) => {
-                return Err("PermissionRequest hook returned unsupported updatedPermissions".into());
+                return Err(
+                    "PermissionRequest hook returned unsupported updatedPermissions".into(),
+                );
             }
             ("interrupt", Value::Bool(false)) => {}
             ("interrupt", Value::Bool(true)) => {

@@ -153,7 +153,11 @@ fn json_that_is_not_an_object_is_an_error() {
         codex(EventName::PreToolUse, 0, "[1,2]", "").verdict,
         Verdict::Error
     );
-    check("cc [1,2]", &cc(EventName::PreToolUse, 0, "[1,2]", ""), &PASS);
+    check(
+        "cc [1,2]",
+        &cc(EventName::PreToolUse, 0, "[1,2]", ""),
+        &PASS,
+    );
 }
 
 #[test]

@@ -536,14 +536,17 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
     let cases: [(HookEvent, &[&str]); 4] = [
         (
             failed,
-            &["tool_name", "tool_input", "tool_use_id", "error", "is_interrupt"],
+            &[
+                "tool_name",
+                "tool_input",
+                "tool_use_id",
+                "error",
+                "is_interrupt",
+            ],
         ),
         (asked.clone(), &["tool_name", "tool_input"]),
         (notified, &["message", "title", "notification_type"]),
-        (
-            broke,
-            &["error", "error_details", "last_assistant_message"],
-        ),
+        (broke, &["error", "error_details", "last_assistant_message"]),
     ];
     for (event, tail) in cases {
         let name = event.name().as_str();
