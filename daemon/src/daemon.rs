@@ -118,8 +118,14 @@ impl Daemon {
         let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
         let builtin =
             shell_env::register_builtins(&shell_env, persistence.clone(), socket.clone())?;
+        // Claude Code transcript projections are derived files like spills: private, and gone
+        // with their agent (and whatever an earlier dshd left is removed when hooks load).
+        let hook_settings = dsh_core::hooks::HookSettings {
+            transcript_dir: Some(config.exec.spill_dir.join("claude-transcripts")),
+            ..config.hooks.clone()
+        };
         let hooks = Arc::new(Hooks::new(
-            config.hooks.clone(),
+            hook_settings,
             executor.clone(),
             persistence.clone(),
         ));

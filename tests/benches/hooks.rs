@@ -96,6 +96,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
         turn: Some(1),
         model: "bench".into(),
         cancel: CancellationToken::new(),
+        events: None,
     };
 
     // One real hook run captures the exact stdin and environment a hook gets.

@@ -17,6 +17,12 @@ pub fn require_python3() {
     require_tool("python3", "sudo apt-get install -y python3");
 }
 
+/// Fails the calling test, saying how to install it, unless `perl` runs (Anthropic's
+/// `ralph-wiggum` Stop hook matches its completion promise with perl).
+pub fn require_perl() {
+    require_tool("perl", "sudo apt-get install -y perl");
+}
+
 /// Checks once per process and tool that `tool --version` succeeds.
 fn require_tool(tool: &'static str, install: &'static str) {
     static CHECKED: Mutex<Vec<(&'static str, bool)>> = Mutex::new(Vec::new());

@@ -357,6 +357,7 @@ mod properties {
         ("hooks", "default_timeout_ms"),
         ("hooks", "stop_continuation_cap"),
         ("hooks", "stderr_summary_chars"),
+        ("hooks", "claude_code_transcript"),
     ];
 
     /// Values of every TOML type, biased to the edges and to words the keys accept.
@@ -376,6 +377,8 @@ mod properties {
             "http://127.0.0.1:1/v1",
             "not a url",
             "(",
+            "session",
+            "claude",
         ]);
         let scalar = prop_oneof![
             prop::sample::select(vec![0, 1, -1, i64::MAX, i64::MIN, 1 << 32, 1 << 53])

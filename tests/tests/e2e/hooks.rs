@@ -85,6 +85,9 @@ struct World {
 struct Setup {
     /// Claude Code hook files (their JSON), in order.
     claude_code: Vec<Value>,
+    /// Claude Code hook files used where they are (e.g. a plugin's `hooks/hooks.json`), after
+    /// those of `claude_code`.
+    claude_code_files: Vec<PathBuf>,
     /// Codex hook files, in order.
     codex: Vec<Value>,
     /// More lines for the `[hooks]` table, e.g. `stop_continuation_cap = 2`; later tables may
@@ -152,7 +155,13 @@ impl World {
                 })
                 .collect()
         };
-        let claude_code = write("claude-code", &setup.claude_code);
+        let mut claude_code = write("claude-code", &setup.claude_code);
+        claude_code.extend(
+            setup
+                .claude_code_files
+                .iter()
+                .map(|p| p.display().to_string()),
+        );
         let codex = write("codex", &setup.codex);
         let config = dir.path("config.toml");
         std::fs::write(

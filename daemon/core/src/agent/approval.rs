@@ -6,7 +6,7 @@
 //! directory) again without asking, logging each such decision as made `by` the rule.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -137,7 +137,7 @@ fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
 /// Asks for approval of `exec` with `arguments`, because of `reason`, and waits for the answer.
 /// `Ok` when allowed; otherwise the text the model is given instead of the call's result.
 pub(crate) async fn ask(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: &Value,
@@ -272,7 +272,7 @@ pub(crate) async fn ask(
 /// (`permission_prompt`). Both are bounded by their hook timeouts and run before the request is
 /// logged, so watchers are shown only requests that wait for them. `Some` is the hooks' answer.
 async fn ask_hooks(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: &Value,

@@ -42,6 +42,7 @@ impl ChildAgents for AgentRegistry {
                 turn: exec.turn,
                 model: provider.model().to_owned(),
                 cancel: exec.cancel.clone(),
+                events: Some(parent.clone()),
             };
             let start = hooks
                 .run(

@@ -1,6 +1,8 @@
 //! One tool call of a turn, between its PreToolUse and PostToolUse hooks and, when the agent's
 //! approval policy or a hook's `ask` wants it, after a person's approval.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::approval;
@@ -24,7 +26,7 @@ pub(super) struct CallEnd {
 
 /// One call between its PreToolUse and PostToolUse hooks.
 pub(super) async fn guarded_call(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     services: &AgentServices,
     tools: &ToolSet,
     exec: &ToolExecution,
@@ -143,7 +145,7 @@ pub(super) async fn guarded_call(
 /// Claude Code's PostToolUseFailure with the error the model is shown. Their outcomes are merged:
 /// only one of the two has Claude Code handlers.
 async fn after_call(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: Value,

@@ -479,3 +479,10 @@ impl Agent {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// The hook engine reads an agent's log for the Claude Code transcript projection.
+impl crate::hooks::SessionEvents for Agent {
+    fn events_from(&self, seq: u64) -> Vec<Event> {
+        Agent::events_from(self, seq)
+    }
+}

@@ -384,6 +384,9 @@ impl AgentRegistry {
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());
         turn::session_end(&agent, &self.services).await;
+        // The Claude Code transcript projection is derived from the live log: it goes with the
+        // agent, like its spill files (the session itself stays stored).
+        self.services.hooks.forget_transcript(agent.id());
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();
             return Err(error.into());

@@ -132,7 +132,7 @@ fn failure_kind(error: &ModelError) -> StopFailureKind {
 
 /// Runs `event`'s hooks for `agent` and appends their records to its log.
 pub(super) async fn run_hooks(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     services: &AgentServices,
     turn: Option<u32>,
     cancel: &CancellationToken,
@@ -147,6 +147,7 @@ pub(super) async fn run_hooks(
         turn,
         model: agent.provider().model().to_owned(),
         cancel: cancel.clone(),
+        events: Some(agent.clone()),
     };
     let run = services.hooks.run(&ctx, event).await;
     for record in &run.records {
@@ -171,7 +172,7 @@ pub(super) fn stop_text(stop_reason: Option<String>, event: EventName) -> String
 /// final checkpoint (so their records are saved with it; the transcript they are pointed at holds
 /// everything up to the last turn). Children are skipped: neither harness runs SessionEnd for a
 /// subagent, whose end is its SubagentStop. Nothing a SessionEnd hook says changes the close.
-pub(crate) async fn session_end(agent: &Agent, services: &AgentServices) {
+pub(crate) async fn session_end(agent: &Arc<Agent>, services: &AgentServices) {
     if agent.parent().is_some() {
         return;
     }

@@ -31,19 +31,21 @@ pub(super) const PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
 const DIALECT: Dialect = Dialect::ClaudeCode;
 
 /// The stdin bytes for `event`.
+/// `projection`: the Claude-Code-format transcript to name instead of the session's own file
+/// (`hooks.claude_code_transcript = "claude"`).
 pub(super) fn payload(
     persistence: &PersistenceHandle,
     ctx: &HookContext,
     event: &HookEvent,
+    projection: Option<String>,
 ) -> Vec<u8> {
     let header = &ctx.header;
     let session = ctx.subagent.as_ref().map_or(header, |s| &s.parent);
+    let transcript_path =
+        projection.unwrap_or_else(|| transcript(persistence, session).unwrap_or_default());
     let mut p = Payload::new()
         .str("session_id", session.id.as_str())
-        .str(
-            "transcript_path",
-            &transcript(persistence, session).unwrap_or_default(),
-        )
+        .str("transcript_path", &transcript_path)
         .str("cwd", &path_text(&header.cwd))
         .str("permission_mode", "default")
         .str("hook_event_name", event.name().as_str());

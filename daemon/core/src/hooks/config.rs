@@ -43,6 +43,13 @@ pub struct HookSettings {
     /// Characters of stderr kept in `hook/result` records (then `…`).
     #[serde(deserialize_with = "positive_usize")]
     pub stderr_summary_chars: usize,
+    /// What Claude Code hooks get as `transcript_path`: the session's own file (`session`) or a
+    /// Claude-Code-format projection (`claude`).
+    pub claude_code_transcript: super::TranscriptMode,
+    /// Where the projections are written (not a config key: dshd sets it under its home's run
+    /// directory). `None`: a directory under the system's temporary directory.
+    #[serde(skip)]
+    pub transcript_dir: Option<PathBuf>,
 }
 
 /// Default for [`HookSettings::default_timeout`].
@@ -58,6 +65,8 @@ impl Default for HookSettings {
             claude_code: Vec::new(),
             codex: Vec::new(),
             project_hooks: false,
+            claude_code_transcript: super::TranscriptMode::Session,
+            transcript_dir: None,
             default_timeout: DEFAULT_TIMEOUT,
             stop_continuation_cap: DEFAULT_STOP_CONTINUATION_CAP,
             stderr_summary_chars: DEFAULT_STDERR_SUMMARY_CHARS,

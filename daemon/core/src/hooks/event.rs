@@ -230,7 +230,7 @@ pub struct SubagentOf {
 }
 
 /// Who fires an event: the session whose hooks run, and how to stop them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HookContext {
     /// The session (for SubagentStart/SubagentStop: the parent's; for events fired inside a child
     /// agent: the child's, with [`Self::subagent`] naming the parent).
@@ -243,6 +243,20 @@ pub struct HookContext {
     pub model: String,
     /// Cancelling it kills every running hook of this call (e.g. the turn was cancelled).
     pub cancel: CancellationToken,
+    /// The log of [`Self::header`]'s session, for `hooks.claude_code_transcript = "claude"`
+    /// (`None`: no projection is written; hooks get the path as it is).
+    pub events: Option<std::sync::Arc<dyn super::SessionEvents>>,
+}
+
+impl std::fmt::Debug for HookContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookContext")
+            .field("session", &self.header.id)
+            .field("subagent", &self.subagent)
+            .field("turn", &self.turn)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One interception point, with what its payload says.

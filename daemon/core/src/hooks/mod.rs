@@ -40,6 +40,7 @@ mod merge;
 mod payload;
 mod runner;
 mod tools;
+mod transcript;
 
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,7 @@ pub use event::{
     Dialect, EventName, HookContext, HookEvent, NotificationKind, SessionEndReason, SessionSource,
     StopFailureKind, SubagentOf,
 };
+pub use transcript::{SessionEvents, TranscriptMode};
 
 use config::HookFile;
 use decode::{HookOutput, Verdict};
@@ -175,6 +177,8 @@ pub struct Hooks {
     persistence: Arc<PersistenceHandle>,
     files: RwLock<Arc<Vec<Arc<HookFile>>>>,
     project: Mutex<HashMap<PathBuf, (Stamp, Arc<HookFile>)>>,
+    /// The Claude Code transcript projections, when `claude_code_transcript = "claude"`.
+    transcripts: Option<transcript::Transcripts>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -196,12 +200,18 @@ impl Hooks {
     ) -> Self {
         let settings = settings.sanitized();
         let files = load_configured(&settings);
+        let transcripts = (settings.claude_code_transcript == TranscriptMode::Claude).then(|| {
+            transcript::Transcripts::new(settings.transcript_dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("dsh-transcripts-{}", std::process::id()))
+            }))
+        });
         Self {
             settings,
             executor,
             persistence,
             files: RwLock::new(Arc::new(files)),
             project: Mutex::new(HashMap::new()),
+            transcripts,
         }
     }
 
@@ -263,6 +273,31 @@ impl Hooks {
             .await
     }
 
+    /// Removes `session`'s Claude Code transcript projection (its agent was closed).
+    pub fn forget_transcript(&self, session: &crate::session::SessionId) {
+        if let Some(transcripts) = &self.transcripts {
+            transcripts.forget(session);
+        }
+    }
+
+    /// Brings the Claude Code transcript projection of the firing session up to date, when one
+    /// is kept and a Claude Code handler is about to read it. Events fired inside a child agent
+    /// name the parent's transcript (as Claude Code does), which is brought up to date by the
+    /// parent's own hooks.
+    fn sync_transcript(&self, ctx: &HookContext, selected: &[(Arc<HookFile>, usize)]) {
+        let (Some(transcripts), Some(events), None) =
+            (&self.transcripts, &ctx.events, &ctx.subagent)
+        else {
+            return;
+        };
+        if selected
+            .iter()
+            .any(|(f, _)| f.dialect == Dialect::ClaudeCode)
+        {
+            transcripts.sync(&ctx.header, &ctx.model, events.as_ref());
+        }
+    }
+
     /// Runs the `selected` handlers of `event` and merges what they said.
     async fn run_selected(
         &self,
@@ -271,6 +306,7 @@ impl Hooks {
         selected: &[(Arc<HookFile>, usize)],
     ) -> HookRun {
         let name = event.name();
+        self.sync_transcript(ctx, selected);
         let mut payloads: HashMap<Dialect, Arc<Vec<u8>>> = HashMap::new();
         let mut jobs = Vec::with_capacity(selected.len());
         for (file, i) in selected {
@@ -438,7 +474,13 @@ impl Hooks {
 
     fn payload(&self, dialect: Dialect, ctx: &HookContext, event: &HookEvent) -> Vec<u8> {
         match dialect {
-            Dialect::ClaudeCode => claude_code::payload(&self.persistence, ctx, event),
+            Dialect::ClaudeCode => {
+                let projection = self.transcripts.as_ref().map(|t| {
+                    let session = ctx.subagent.as_ref().map_or(&ctx.header, |s| &s.parent);
+                    payload::path_text(&t.path(&session.id))
+                });
+                claude_code::payload(&self.persistence, ctx, event, projection)
+            }
             Dialect::Codex => codex::payload(&self.persistence, ctx, event),
         }
     }

@@ -67,6 +67,7 @@ async fn session_start_plain_text_is_in_the_first_model_request() {
                 "[model]\nprovider = \"openai\"\nbase_url = \"{base_url}\"\nretries = 0\n"
             ),
             env: vec![("DEEPSEEK_API_KEY".into(), "sk-test-hooks".into())],
+            ..Setup::default()
         }
     });
     let git = |args: &[&str]| {

@@ -171,6 +171,7 @@ impl Fx {
             turn: Some(3),
             model: "test-model".into(),
             cancel: CancellationToken::new(),
+            events: None,
         }
     }
 

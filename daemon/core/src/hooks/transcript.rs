@@ -1,0 +1,374 @@
+//! `hooks.claude_code_transcript = "claude"`: a Claude-Code-format projection of a session for
+//! the Claude Code hooks that parse `transcript_path` (Anthropic's `ralph-wiggum` Stop hook greps
+//! it for `"role":"assistant"` lines and reads `.message.content[].text`).
+//!
+//! The projection is JSONL as Claude Code writes its transcripts: one record per user prompt,
+//! assistant message and tool result, each `{"type": "user"|"assistant", "uuid", "parentUuid",
+//! "sessionId", "cwd", "timestamp", "isSidechain", "userType", "version", "message": {...}}`;
+//! assistant messages carry `content` blocks (`text`, `tool_use` with the tool as Claude Code
+//! names it), tool results a user message with a `tool_result` block. Hook context and Stop
+//! continuations (plugin messages) are user records marked `isMeta`, as Claude Code marks the
+//! messages it injects.
+//!
+//! The file is appended to, never rewritten: the session log only grows, so before each Claude
+//! Code hook runs the events appended since the last sync are projected and written (the cost is
+//! one small append per hook run that has new events; none when the setting is `session`, the
+//! default). Files are private (0600, in a 0700 directory) and removed when the agent is closed,
+//! with its other derived files; the directory is emptied when dshd starts.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Dialect;
+use super::tools;
+use crate::session::{Event, EventData, MessageSource, SessionHeader, SessionId};
+
+/// What `transcript_path` names for Claude Code hooks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TranscriptMode {
+    /// The session's own file, as the persistence backend locates it (the design's default).
+    #[default]
+    Session,
+    /// A Claude-Code-format projection kept up to date before each hook runs.
+    Claude,
+}
+
+/// The events of a session, read for its projection.
+pub trait SessionEvents: Send + Sync {
+    /// The events from `seq` on, in order.
+    fn events_from(&self, seq: u64) -> Vec<Event>;
+}
+
+/// One session's projection: where it is and how far it got.
+#[derive(Debug)]
+struct Projection {
+    path: PathBuf,
+    /// The next log seq to project.
+    next_seq: u64,
+    /// The uuid of the last record written (the next one's `parentUuid`).
+    last_uuid: Option<String>,
+}
+
+/// The projections of the live sessions, by session.
+#[derive(Debug)]
+pub(super) struct Transcripts {
+    dir: PathBuf,
+    sessions: Mutex<HashMap<SessionId, Projection>>,
+}
+
+impl Transcripts {
+    /// Projections under `dir`; anything an earlier dshd left there is removed.
+    pub(super) fn new(dir: PathBuf) -> Self {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_file()) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        Self {
+            dir,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The projection file of `id` (whether or not it was written yet).
+    pub(super) fn path(&self, id: &SessionId) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", id.as_str()))
+    }
+
+    /// Appends what `events` logged since the last sync of `header`'s session to its projection.
+    /// A failure is logged and leaves the file as it was (the hook still runs, reading what is
+    /// there).
+    pub(super) fn sync(&self, header: &SessionHeader, model: &str, events: &dyn SessionEvents) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let projection = sessions
+            .entry(header.id.clone())
+            .or_insert_with(|| Projection {
+                path: self.path(&header.id),
+                next_seq: 0,
+                last_uuid: None,
+            });
+        let new = events.events_from(projection.next_seq);
+        let Some(last) = new.last() else {
+            return;
+        };
+        let next_seq = last.seq + 1;
+        let mut last_uuid = projection.last_uuid.clone();
+        let mut text = String::new();
+        for event in &new {
+            if let Some(record) = record(header, model, event, last_uuid.as_deref()) {
+                last_uuid = record["uuid"].as_str().map(str::to_owned);
+                text.push_str(&record.to_string());
+                text.push('\n');
+            }
+        }
+        match self.append(&projection.path, text.as_bytes()) {
+            Ok(()) => {
+                projection.next_seq = next_seq;
+                projection.last_uuid = last_uuid;
+            }
+            Err(error) => tracing::warn!(
+                session = %header.id,
+                path = %projection.path.display(),
+                %error,
+                "cannot write the Claude Code transcript projection"
+            ),
+        }
+    }
+
+    fn append(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        file.write_all(bytes)
+    }
+
+    /// Removes `id`'s projection (its agent was closed).
+    pub(super) fn forget(&self, id: &SessionId) {
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        let path = removed.map_or_else(|| self.path(id), |p| p.path);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot remove a transcript projection");
+            }
+        }
+    }
+}
+
+/// The Claude Code record of `event`, when it has one.
+fn record(
+    header: &SessionHeader,
+    model: &str,
+    event: &Event,
+    parent: Option<&str>,
+) -> Option<Value> {
+    let (kind, message, meta) = match &event.data {
+        EventData::UserMessage { message } => (
+            "user",
+            json!({"role": "user", "content": message.text}),
+            !matches!(message.source, MessageSource::User),
+        ),
+        EventData::AssistantMessage { message, .. } => {
+            let mut content = Vec::new();
+            if !message.text.is_empty() {
+                content.push(json!({"type": "text", "text": message.text}));
+            }
+            for call in &message.tool_calls {
+                content.push(json!({
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": tools::payload_name(Dialect::ClaudeCode, &call.name),
+                    "input": tools::input(Dialect::ClaudeCode, &call.name, &call.arguments),
+                }));
+            }
+            let stop = if message.tool_calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            (
+                "assistant",
+                json!({
+                    "id": format!("msg_{}_{}", header.id.as_str(), event.seq),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": null,
+                }),
+                false,
+            )
+        }
+        EventData::ToolResult {
+            call_id,
+            content,
+            is_error,
+            ..
+        } => (
+            "user",
+            json!({"role": "user", "content": [{
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": content,
+                "is_error": is_error,
+            }]}),
+            false,
+        ),
+        _ => return None,
+    };
+    let mut record = json!({
+        "parentUuid": parent,
+        "isSidechain": header.parent_session.is_some(),
+        "userType": "external",
+        "cwd": header.cwd.to_string_lossy(),
+        "sessionId": header.id.as_str(),
+        "version": concat!("dsh-", env!("CARGO_PKG_VERSION")),
+        "type": kind,
+        "message": message,
+        "uuid": format!("{}-{}", header.id.as_str(), event.seq),
+        "timestamp": timestamp(event.time),
+    });
+    if meta {
+        record["isMeta"] = Value::Bool(true);
+    }
+    Some(record)
+}
+
+/// Unix milliseconds as RFC 3339 UTC with milliseconds, as Claude Code writes them.
+fn timestamp(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{AssistantMessage, ToolCallRequest, UserMessage};
+
+    struct Log(Vec<Event>);
+
+    impl SessionEvents for Log {
+        fn events_from(&self, seq: u64) -> Vec<Event> {
+            self.0.iter().filter(|e| e.seq >= seq).cloned().collect()
+        }
+    }
+
+    fn event(seq: u64, data: EventData) -> Event {
+        Event {
+            seq,
+            time: 1_764_680_400_123,
+            data,
+        }
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(1_764_680_400_123), "2025-12-02T13:00:00.123Z");
+        assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn the_projection_is_claude_codes_records_appended_as_the_log_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = SessionHeader::new(SessionId::parse("s-1").unwrap(), PathBuf::from("/p"), 2);
+        let transcripts = Transcripts::new(dir.path().join("t"));
+        let mut log = Log(vec![
+            event(0, EventData::TurnStart { turn: 1 }),
+            event(
+                1,
+                EventData::UserMessage {
+                    message: UserMessage {
+                        text: "fix it".into(),
+                        source: MessageSource::User,
+                    },
+                },
+            ),
+            event(
+                2,
+                EventData::AssistantMessage {
+                    turn: 1,
+                    step: 1,
+                    message: AssistantMessage {
+                        text: "looking".into(),
+                        tool_calls: vec![ToolCallRequest {
+                            id: "c1".into(),
+                            name: "bash".into(),
+                            arguments: json!({"command": "ls", "timeout_ms": 5}),
+                        }],
+                    },
+                    usage: None,
+                },
+            ),
+        ]);
+        transcripts.sync(&header, "m", &log);
+        let path = transcripts.path(&header.id);
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        log.0.push(event(
+            3,
+            EventData::ToolResult {
+                turn: 1,
+                step: 1,
+                call_id: "c1".into(),
+                content: "a\nb\n".into(),
+                is_error: false,
+                code: None,
+            },
+        ));
+        transcripts.sync(&header, "m", &log);
+        transcripts.sync(&header, "m", &log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["type"], "user");
+        assert_eq!(lines[0]["message"]["content"], "fix it");
+        assert_eq!(lines[0]["parentUuid"], Value::Null);
+        assert_eq!(lines[1]["parentUuid"], lines[0]["uuid"]);
+        assert_eq!(lines[2]["parentUuid"], lines[1]["uuid"]);
+        assert!(
+            text.contains("\"role\":\"assistant\""),
+            "what scripts grep for"
+        );
+        assert_eq!(
+            lines[1]["message"]["content"],
+            json!([{"type": "text", "text": "looking"},
+                   {"type": "tool_use", "id": "c1", "name": "Bash",
+                    "input": {"command": "ls", "timeout": 5}}])
+        );
+        assert_eq!(lines[2]["message"]["content"][0]["tool_use_id"], "c1");
+        assert_eq!(lines[0]["timestamp"], "2025-12-02T13:00:00.123Z");
+        transcripts.forget(&header.id);
+        assert!(!path.exists());
+    }
+}
