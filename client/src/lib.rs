@@ -23,12 +23,15 @@ pub const SOCKET_ENV: &str = "DSH_SOCKET";
 pub enum ConnectError {
     /// Nothing accepts connections on the path.
     #[error(
-        "no dshd is listening on {}; start it with 'dshd' or 'systemctl --user start dshd'",
+        "no dshd is listening on {}{looked}; start it with 'dshd' or 'systemctl --user start dshd'",
         path.display()
     )]
     NotListening {
         /// The socket path.
         path: PathBuf,
+        /// Where the path came from and the other places looked at ([`places_looked`]), or
+        /// empty.
+        looked: String,
     },
     /// The socket exists but we may not use it.
     #[error("permission denied on {}: the socket belongs to another user", path.display())]
@@ -79,6 +82,41 @@ pub fn resolve_socket(
         &home.path,
         ambient.runtime_dir.as_deref(),
     ))
+}
+
+/// Where [`resolve_socket`] found `socket`, and, when it was the default under
+/// `$XDG_RUNTIME_DIR`, whether a dshd answers at the other default, `<home>/run/dshd.sock` (where
+/// dshd serves when started without `XDG_RUNTIME_DIR`, e.g. from cron or ssh): appended to "no
+/// dshd is listening on ...", so the message lists every place looked at.
+pub async fn places_looked(
+    socket: &Path,
+    explicit: Option<&OsString>,
+    ambient: &Ambient,
+) -> String {
+    if explicit.is_some() {
+        return " (--socket)".to_owned();
+    }
+    if std::env::var_os(SOCKET_ENV).is_some_and(|v| !v.is_empty()) {
+        return " ($DSH_SOCKET)".to_owned();
+    }
+    let Ok(home) = home::resolve(None, None, ambient) else {
+        return String::new();
+    };
+    let in_home = dsh_paths::default_socket_path(&home.path, None);
+    if in_home == socket {
+        return " (<home>/run/dshd.sock)".to_owned();
+    }
+    let there = match Client::connect(&in_home).await {
+        Ok(_) => format!(
+            "a dshd is listening there: dshctl --socket {0}, or export DSH_SOCKET={0}",
+            in_home.display()
+        ),
+        Err(_) => "nothing there".to_owned(),
+    };
+    format!(
+        " ($XDG_RUNTIME_DIR/dsh/dshd.sock); also looked at {} (<home>/run/dshd.sock, where dshd serves without $XDG_RUNTIME_DIR): {there}",
+        in_home.display()
+    )
 }
 
 /// The largest message the `Agents` and `Persistence` clients accept. A message carries one logged
@@ -241,7 +279,10 @@ fn connect_error(socket: &Path, error: &tonic::transport::Error) -> ConnectError
     }
     match kind {
         Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
-            ConnectError::NotListening { path }
+            ConnectError::NotListening {
+                path,
+                looked: String::new(),
+            }
         }
         Some(std::io::ErrorKind::PermissionDenied) => ConnectError::PermissionDenied { path },
         _ => ConnectError::Other {

@@ -23,14 +23,15 @@ Examples:
   dshd                                  run on the defaults (home ~/.dsh, JSONL sessions)
   dshd --dsh-home ~/work/.dsh           another harness home
   dshd --persistence sqlite             keep sessions in <home>/sessions.sqlite3
+  dshd --check-config ~/.dsh/config.toml  is this config valid? (starts nothing)
   RUST_LOG=debug dshd --log-format json  verbose, machine-readable logs
   systemctl --user start dshd           as a systemd user service (see deploy/README.md)
 
 Talk to it with dshctl (dshctl status, dshctl agent new, dshctl prompt ...).
 
 Exit status:
-  0  stopped cleanly (SIGTERM, SIGINT or dshctl shutdown) with every session saved
-  1  could not start (bad config, socket or home in use, ...) or a session could not be saved at
+  0  stopped cleanly (or, with --check-config, the config is valid) (SIGTERM, SIGINT or dshctl shutdown) with every session saved
+  1  could not start (bad config; with --check-config: the config is invalid, socket or home in use, ...) or a session could not be saved at
      shutdown; stderr says which and what to do";
 
 #[derive(Debug, Parser)]
@@ -57,6 +58,11 @@ struct Args {
     /// Persistence backend at start (swappable later with `dshctl persistence use`).
     #[arg(long, value_enum, value_name = "BACKEND")]
     persistence: Option<BackendArg>,
+    /// Check a config file and exit, starting nothing: FILE, else the one dshd would read
+    /// (--config, else <home>/config.toml). Exit 0 when it is valid, 1 with the key or line at
+    /// fault.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    check_config: Option<Option<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -107,10 +113,47 @@ fn main() -> ExitCode {
         eprintln!("dshd: error: cannot make dshd non-dumpable (PR_SET_DUMPABLE): {error}");
         return ExitCode::FAILURE;
     }
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(file) = args.check_config.take() {
+        return check_config(args, file);
+    }
     let allocator = tune_allocator();
     match run(args, allocator) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("dshd: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `dshd --check-config [FILE]`: loads the config as a start would (the same checks, the same
+/// messages) and says what it found, without binding, locking or creating anything.
+fn check_config(args: Args, file: Option<PathBuf>) -> ExitCode {
+    let flags = Flags {
+        config: file.or(args.config),
+        dsh_home: args.dsh_home,
+        socket: args.socket,
+        log_format: args.log_format.map(LogFormat::from),
+        persistence: args.persistence.map(BackendName::from),
+    };
+    match Config::load(&flags, &Ambient::from_process()) {
+        Ok(config) => {
+            let what = match &config.file {
+                Some(file) => format!("{}: valid", file.display()),
+                None => format!(
+                    "no config file ({} does not exist): every key at its default",
+                    config.home.path.join("config.toml").display()
+                ),
+            };
+            println!(
+                "dshd: {what} (home {}, socket {}, model provider {})",
+                config.home.path.display(),
+                config.socket.display(),
+                config.default_provider
+            );
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("dshd: error: {error:#}");
             ExitCode::FAILURE

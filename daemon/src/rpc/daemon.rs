@@ -57,6 +57,7 @@ impl daemon_server::Daemon for DaemonService {
             landlock: d.executor.landlock().to_string(),
             connections: count(self.connections.open()),
             max_connections: count(self.connections.max()),
+            default_provider: d.config.default_provider.clone(),
         }))
     }
 

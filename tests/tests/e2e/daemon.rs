@@ -240,7 +240,7 @@ fn dshctl_without_a_daemon_says_how_to_start_one() {
     let out = dshctl_at(&socket, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let want = format!(
-        "no dshd is listening on {}; start it with 'dshd' or 'systemctl --user start dshd'",
+        "no dshd is listening on {} (--socket); start it with 'dshd' or 'systemctl --user start dshd'",
         socket.display()
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains(&want));

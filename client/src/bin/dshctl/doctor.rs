@@ -15,6 +15,9 @@ Checks, in order: the socket (found, private to you, served by your own uid), th
 same protocol), its home, the persistence backend (readable), the model API key (as dshd sees
 it), the config file and the hook files. ✓ passed, ✗ failed (with the fix), ! works but limited
 (e.g. no model key: only the keyless scripted model), · not checked (needs a running dshd).
+A check fails when something will fail: no key while the configured provider (model.provider) is
+openai, a config file that cannot be read or changed (or appeared) since dshd read it (check it
+with dshd --check-config FILE). Without a daemon, the socket line lists the places looked at.
 
 Examples:
   dshctl doctor
@@ -101,8 +104,8 @@ impl Check {
 }
 
 /// Runs every check and prints them; exit 0 when none failed.
-pub async fn run(socket: &Path, out: Output) -> anyhow::Result<ExitCode> {
-    let checks = checks(socket).await;
+pub async fn run(socket: &Path, looked: &str, out: Output) -> anyhow::Result<ExitCode> {
+    let checks = checks(socket, looked).await;
     let healthy = checks.iter().all(|c| c.level != Level::Fail);
     let doc = json!({
         "healthy": healthy,
@@ -137,9 +140,9 @@ pub async fn run(socket: &Path, out: Output) -> anyhow::Result<ExitCode> {
 
 const AFTER_DAEMON: [&str; 5] = ["home", "persistence", "model key", "config", "hooks"];
 
-async fn checks(socket: &Path) -> Vec<Check> {
+async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
     let mut checks = Vec::new();
-    if let Some(problem) = socket_problem(socket) {
+    if let Some(problem) = socket_problem(socket, looked) {
         checks.push(problem);
         checks.push(Check::skipped("daemon"));
         checks.extend(AFTER_DAEMON.map(Check::skipped));
@@ -158,6 +161,13 @@ async fn checks(socket: &Path) -> Vec<Check> {
                 "restart it: systemctl --user restart dshd (or stop it and run dshd)",
             )),
         },
+        Err(dsh_client::ConnectError::NotListening { path, .. }) => {
+            let e = dsh_client::ConnectError::NotListening {
+                path,
+                looked: looked.to_owned(),
+            };
+            Err(Check::fail("socket", e.to_string(), connect_fix(&e)))
+        }
         Err(e) => Err(Check::fail("socket", e.to_string(), connect_fix(&e))),
     };
     let (client, status) = match status {
@@ -187,7 +197,7 @@ async fn checks(socket: &Path) -> Vec<Check> {
 
 /// Problems visible before connecting: the socket is missing, not a socket, not ours, or in a
 /// directory others could replace it in.
-fn socket_problem(socket: &Path) -> Option<Check> {
+fn socket_problem(socket: &Path, looked: &str) -> Option<Check> {
     let me = rustix::process::geteuid().as_raw();
     let start = "start dshd: dshd, or systemctl --user start dshd";
     let meta = match std::fs::symlink_metadata(socket) {
@@ -196,7 +206,7 @@ fn socket_problem(socket: &Path) -> Option<Check> {
             return Some(Check::fail(
                 "socket",
                 format!(
-                    "no dshd is listening on {}: the socket does not exist",
+                    "no dshd is listening on {}: the socket does not exist{looked}",
                     socket.display()
                 ),
                 format!("{start} (or point --socket/$DSH_SOCKET at the right one)"),
@@ -369,29 +379,63 @@ async fn persistence(client: &Client) -> Vec<Check> {
 }
 
 fn model_key(s: &v1::StatusResponse) -> Check {
+    let set_key = format!(
+        "set {} (or the variable [model] api_key_env names, or model.api_key_file) for dshd, e.g. systemctl --user edit dshd, then restart it",
+        if s.model_key_env.is_empty() {
+            "DEEPSEEK_API_KEY"
+        } else {
+            &s.model_key_env
+        }
+    );
     if s.model_key_configured {
         Check::ok("model key", "configured: --model openai can be used")
+    } else if s.default_provider == "openai" {
+        // Not a limitation but a failure: every agent created without --model/--script asks for
+        // the openai provider, and dshd refuses it without a key.
+        Check::fail(
+            "model key",
+            "not set, and the configured provider (model.provider) is openai: every `dshctl agent new` without --script fails",
+            format!("{set_key}; or set model.provider = \"scripted\" in the config"),
+        )
     } else {
         Check::warn(
             "model key",
             "not set in dshd's environment: only the keyless scripted model works",
-            "set DEEPSEEK_API_KEY (or the variable [model] api_key_env names) for dshd, e.g. systemctl --user edit dshd, then restart it",
+            set_key,
         )
     }
 }
 
 fn config(s: &v1::StatusResponse) -> Check {
     if s.config_file.is_empty() {
+        let candidate = Path::new(&s.dsh_home).join("config.toml");
+        if candidate.exists() {
+            // Written since dshd started: the next start reads it, and refuses it if it is bad.
+            return Check::fail(
+                "config",
+                format!(
+                    "{} appeared after dshd started: the running daemon uses the defaults, and the file is not checked",
+                    candidate.display()
+                ),
+                format!(
+                    "check it with dshd --check-config {}, then restart dshd: systemctl --user restart dshd",
+                    candidate.display()
+                ),
+            );
+        }
         return Check::ok(
             "config",
             format!(
-                "no config file: every key at its default ({}/config.toml would be read)",
-                s.dsh_home
+                "no config file: every key at its default ({} would be read)",
+                candidate.display()
             ),
         );
     }
     let path = Path::new(&s.config_file);
-    let restart = "restart dshd to check and apply it: systemctl --user restart dshd (it refuses an invalid file and names the line)";
+    let restart = format!(
+        "check it with dshd --check-config {}, then restart dshd to apply it: systemctl --user restart dshd",
+        path.display()
+    );
     match std::fs::metadata(path).and_then(|m| m.modified()) {
         Ok(modified) => {
             let modified_ms = modified

@@ -285,16 +285,28 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
             .map_err(|e| format!("cannot find the dshd socket: {e}"));
         return acp::run(socket, args).await;
     }
-    let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())?;
+    let ambient = Ambient::from_process();
+    let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &ambient)?;
+    let looked = || dsh_client::places_looked(&socket, cli.socket.as_ref(), &ambient);
     if let Command::Doctor = cli.command {
-        return doctor::run(&socket, out).await;
+        return doctor::run(&socket, &looked().await, out).await;
     }
     // Read before connecting: a prompt piped in is not held up by, or lost to, a refused connection.
     let prompt_text = match &cli.command {
         Command::Prompt { text, .. } => Some(prompt::text(text)?),
         _ => None,
     };
-    let client = Client::connect(&socket).await?;
+    let client = match Client::connect(&socket).await {
+        Ok(client) => client,
+        Err(ConnectError::NotListening { path, .. }) => {
+            return Err(ConnectError::NotListening {
+                path,
+                looked: looked().await,
+            }
+            .into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     match cli.command {
         Command::Status => daemon::status(&client, out).await?,
         Command::Shutdown => daemon::shutdown(&client, out).await?,

@@ -148,7 +148,13 @@ fn broken_hook_files_a_changed_config_and_a_shared_socket_directory_fail_with_th
         config.starts_with("✗ config") && config.contains("changed after dshd started"),
         "{config}"
     );
-    assert!(config.contains("fix: restart dshd"), "{config}");
+    assert!(
+        config.contains(&format!(
+            "fix: check it with dshd --check-config {}",
+            daemon.dir.path().join("config.toml").display()
+        )) && config.contains("then restart dshd"),
+        "{config}"
+    );
 
     // A socket directory others may write: someone could replace the socket.
     let run = daemon.socket.parent().unwrap();
@@ -178,4 +184,127 @@ fn without_a_daemon_the_socket_fails_and_the_rest_is_not_checked() {
     for line in &lines[1..] {
         assert!(line.starts_with("· "), "{stdout}");
     }
+}
+
+#[test]
+fn no_model_key_fails_when_the_configured_provider_needs_one() {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some("[model]\nprovider = \"openai\"\n".into()),
+        ..DaemonSpec::default()
+    });
+    let (code, doc) = doctor_json(&daemon);
+    assert_eq!(code, Some(1), "{doc}");
+    let key = check(&doc, "model key");
+    assert_eq!(key["status"], "error", "{doc}");
+    assert!(
+        key["detail"].as_str().unwrap().contains("model.provider"),
+        "{doc}"
+    );
+    // What doctor predicts: an agent created on the defaults is refused.
+    let created = daemon.dshctl(&["agent", "new", "--cwd", "/"]);
+    assert_eq!(created.status.code(), Some(1), "{created:?}");
+}
+
+#[test]
+fn a_config_file_written_after_start_fails_until_checked_and_applied() {
+    let daemon = TestDaemon::start();
+    assert_eq!(doctor_json(&daemon).0, Some(0));
+    let file = daemon.home.join("config.toml");
+    std::fs::write(&file, "[agent]\nmax_depth = \"deep\"\n").unwrap();
+    let (code, doc) = doctor_json(&daemon);
+    assert_eq!(code, Some(1), "{doc}");
+    let config = check(&doc, "config");
+    assert_eq!(config["status"], "error", "{doc}");
+    let fix = config["fix"].as_str().unwrap();
+    assert!(fix.contains("dshd --check-config"), "{doc}");
+
+    // The check it names: the bad key, exit 1; fixed, exit 0; starts nothing either way.
+    let check_config = |args: &[&std::ffi::OsStr]| {
+        dsh_tests::daemon_command(&daemon.dir)
+            .arg("--check-config")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = check_config(&[file.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("agent.max_depth"), "{out:?}");
+    std::fs::write(&file, "[agent]\nmax_depth = 2\n").unwrap();
+    let out = check_config(&[file.as_os_str()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text(&out.stdout).contains(&format!("{}: valid", file.display())),
+        "{out:?}"
+    );
+    // Without FILE: the one dshd would read, <home>/config.toml.
+    let out = check_config(&["--dsh-home".as_ref(), daemon.home.as_os_str()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text(&out.stdout).contains(&format!("{}: valid", file.display())),
+        "{out:?}"
+    );
+    // The running daemon was not disturbed.
+    let status = daemon.dshctl_json(&["status"]);
+    assert!(status["config_file"].is_null(), "{status}");
+}
+
+#[test]
+fn no_dshd_listening_lists_the_places_looked_at_and_the_one_serving() {
+    // dshd started without XDG_RUNTIME_DIR serves <home>/run/dshd.sock.
+    let daemon = TestDaemon::spawn(
+        DaemonSpec {
+            no_socket_flag: true,
+            ..DaemonSpec::default()
+        },
+        private_dir(),
+    );
+    let in_home = daemon.home.join("run/dshd.sock");
+    let ready = eventually(Duration::from_secs(20), || {
+        dsh_tests::dshctl_at(&in_home, &["status"]).status.success()
+    });
+    assert!(
+        ready,
+        "dshd did not serve {}: {}",
+        in_home.display(),
+        daemon.log_text()
+    );
+    // A client whose session has XDG_RUNTIME_DIR looks there first.
+    let xdg = daemon.dir.path().join("xdg");
+    std::fs::create_dir_all(&xdg).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(dshctl_bin())
+            .args(args)
+            .env_remove("DSH_SOCKET")
+            .env("DSH_HOME", &daemon.home)
+            .env("XDG_RUNTIME_DIR", &xdg)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["status"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = text(&out.stderr);
+    let xdg_socket = xdg.join("dsh/dshd.sock");
+    assert!(
+        said.contains(&format!(
+            "no dshd is listening on {} ($XDG_RUNTIME_DIR/dsh/dshd.sock); also looked at {} (<home>/run/dshd.sock",
+            xdg_socket.display(),
+            in_home.display()
+        )) && said.contains(&format!("a dshd is listening there: dshctl --socket {}", in_home.display())),
+        "{said}"
+    );
+    let out = run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stdout).contains("a dshd is listening there"),
+        "{out:?}"
+    );
+    // Named explicitly, only that place is looked at.
+    let out = run(&["--socket", xdg_socket.to_str().unwrap(), "status"]);
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "no dshd is listening on {} (--socket);",
+            xdg_socket.display()
+        )),
+        "{out:?}"
+    );
 }
