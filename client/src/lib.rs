@@ -119,6 +119,22 @@ pub async fn places_looked(
     )
 }
 
+/// [`Client::connect`] to the socket [`resolve_socket`] gave for `explicit`, with the places
+/// looked at ([`places_looked`]) in a "no dshd is listening" error.
+pub async fn connect_resolved(
+    socket: &Path,
+    explicit: Option<&OsString>,
+    ambient: &Ambient,
+) -> Result<Client, ConnectError> {
+    match Client::connect(socket).await {
+        Err(ConnectError::NotListening { path, .. }) => Err(ConnectError::NotListening {
+            looked: places_looked(&path, explicit, ambient).await,
+            path,
+        }),
+        other => other,
+    }
+}
+
 /// The largest message the `Agents` and `Persistence` clients accept. A message carries one logged
 /// event, and an event is as large as the model's reply or a tool's captured output, which may well
 /// pass tonic's default of 4 MiB; the server is our own uid's dshd (checked on every connection), so

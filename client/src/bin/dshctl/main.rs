@@ -27,8 +27,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use dsh_client::ConnectError;
 use dsh_client::ids::{IdKind, ResolveError};
-use dsh_client::{Client, ConnectError};
 use dsh_paths::home::Ambient;
 use output::Output;
 use serde_json::json;
@@ -283,7 +283,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         // Serves even without a daemon: `initialize` reports why it cannot go on.
         let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &Ambient::from_process())
             .map_err(|e| format!("cannot find the dshd socket: {e}"));
-        return acp::run(socket, args).await;
+        return acp::run(socket, cli.socket, args).await;
     }
     let ambient = Ambient::from_process();
     let socket = dsh_client::resolve_socket(cli.socket.as_ref(), &ambient)?;
@@ -296,17 +296,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Prompt { text, .. } => Some(prompt::text(text)?),
         _ => None,
     };
-    let client = match Client::connect(&socket).await {
-        Ok(client) => client,
-        Err(ConnectError::NotListening { path, .. }) => {
-            return Err(ConnectError::NotListening {
-                path,
-                looked: looked().await,
-            }
-            .into());
-        }
-        Err(error) => return Err(error.into()),
-    };
+    let client = dsh_client::connect_resolved(&socket, cli.socket.as_ref(), &ambient).await?;
     match cli.command {
         Command::Status => daemon::status(&client, out).await?,
         Command::Shutdown => daemon::shutdown(&client, out).await?,

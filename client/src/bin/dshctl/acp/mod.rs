@@ -51,11 +51,16 @@ pub struct AcpArgs {
 /// Serves ACP on stdin/stdout until stdin ends; then closes the agents it made live and exits 0.
 /// `socket` is where dshd is expected (or why that could not be worked out, which `initialize`
 /// reports).
-pub async fn run(socket: Result<PathBuf, String>, args: AcpArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    socket: Result<PathBuf, String>,
+    explicit: Option<std::ffi::OsString>,
+    args: AcpArgs,
+) -> anyhow::Result<ExitCode> {
     let (peer, outgoing) = Peer::new();
     let writer = tokio::spawn(jsonrpc::write_out(outgoing, tokio::io::stdout()));
     let bridge = Arc::new(Bridge {
         socket,
+        explicit,
         client: tokio::sync::Mutex::new(None),
         peer: peer.clone(),
         model: args.model.spec()?,
@@ -128,6 +133,8 @@ pub async fn run(socket: Result<PathBuf, String>, args: AcpArgs) -> anyhow::Resu
 /// The bridge's connection to dshd and what it was started with.
 struct Bridge {
     socket: Result<PathBuf, String>,
+    /// `--socket` as given, for the places looked at when nothing listens.
+    explicit: Option<std::ffi::OsString>,
     /// Connected at the first request that needs the daemon (normally `initialize`).
     client: tokio::sync::Mutex<Option<Client>>,
     peer: Peer,
@@ -180,7 +187,8 @@ impl Bridge {
             .socket
             .as_ref()
             .map_err(|e| RpcError::internal(e.clone()))?;
-        let client = Client::connect(socket)
+        let ambient = dsh_paths::home::Ambient::from_process();
+        let client = dsh_client::connect_resolved(socket, self.explicit.as_ref(), &ambient)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?;
         *slot = Some(client.clone());
