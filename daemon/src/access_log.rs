@@ -1,6 +1,6 @@
 //! The RPC access log: a span per call (so everything the call logs carries its method) and a
-//! warning for each call refused with an error status, naming the method, the code and the
-//! message the client got. Streams that fail after they started report in their own spans.
+//! line for each call refused with an error status, with the code and the message the client got:
+//! INFO for the caller's mistakes, WARN for the rest. Streams that fail after they started report in their own spans.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,14 +40,13 @@ where
     }
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        let method = request.uri().path().to_owned();
-        let span = tracing::info_span!("rpc", method = %method);
+        let span = tracing::info_span!("rpc", method = %request.uri().path());
         let call = self.inner.call(request);
         Box::pin(
             async move {
                 let result = call.await;
                 if let Ok(response) = &result {
-                    log_refusal(&method, response.headers());
+                    log_refusal(response.headers());
                 }
                 result
             }
@@ -58,22 +57,43 @@ where
 
 /// A handler's error comes back as a response whose headers carry `grpc-status` (a
 /// "trailers-only" response); 0 is OK.
-fn log_refusal(method: &str, headers: &http::HeaderMap) {
+fn log_refusal(headers: &http::HeaderMap) {
     let Some(code) = headers.get("grpc-status").and_then(|v| v.to_str().ok()) else {
         return;
     };
     if code == "0" {
         return;
     }
-    let code = code.parse::<i32>().map_or_else(
-        |_| code.to_owned(),
-        |c| format!("{:?}", tonic::Code::from(c)),
-    );
+    let parsed = code.parse::<i32>().ok().map(tonic::Code::from);
+    let code = parsed.map_or_else(|| code.to_owned(), |c| format!("{c:?}"));
     let message = headers
         .get("grpc-message")
         .map(|v| percent_decode(v.as_bytes()))
         .unwrap_or_default();
-    tracing::warn!(method, code, reason = message, "refused a call");
+    // The method is the `rpc` span's field: the line carries it once.
+    if parsed.is_some_and(is_the_callers_mistake) {
+        tracing::info!(code, reason = message, "refused a call");
+    } else {
+        tracing::warn!(code, reason = message, "refused a call");
+    }
+}
+
+/// Refusals that are the caller's own doing (a typo, an unknown id, a busy agent, an unknown
+/// method) are ordinary events of a working daemon: INFO. What an operator should look at stays
+/// WARN: dshd's own failures (internal, unavailable, data loss, unknown), a limit reached
+/// (resource exhausted, deadline), and permission refusals, which may be an attack.
+fn is_the_callers_mistake(code: tonic::Code) -> bool {
+    use tonic::Code;
+    matches!(
+        code,
+        Code::InvalidArgument
+            | Code::NotFound
+            | Code::AlreadyExists
+            | Code::FailedPrecondition
+            | Code::OutOfRange
+            | Code::Unimplemented
+            | Code::Cancelled
+    )
 }
 
 /// `grpc-message` is percent-encoded (gRPC over HTTP/2).

@@ -229,9 +229,15 @@ fn init_logging(format: LogFormat) {
         .with_env_filter(filter())
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => builder.with_ansi(color_allowed()).init(),
         LogFormat::Json => builder.json().with_ansi(false).init(),
     }
+}
+
+/// Colour in text logs only on a terminal, and never with `NO_COLOR` set to anything but the
+/// empty string (<https://no-color.org>).
+fn color_allowed() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// True when stderr is the journal stream systemd connected: `JOURNAL_STREAM` names its device

@@ -182,6 +182,7 @@ pub async fn run(
         tokio::spawn(report_status(daemon.clone(), token.clone()));
     }
     tracing::info!(
+        version = %env!("CARGO_PKG_VERSION"),
         socket = %path.display(),
         home = %daemon.home.display(),
         pid = std::process::id(),

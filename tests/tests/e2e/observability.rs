@@ -1,6 +1,7 @@
-//! What an operator sees in dshd's log (`RUST_LOG=info`, the default): a prompt of the README's
-//! facts script names the agent, the turn's start and end, and the tool call with its session id
-//! and call id; a refused call is a warning naming the method and code.
+//! What an operator sees in dshd's log (`RUST_LOG=info`, the default): the startup line with the
+//! version; a prompt of the README's facts script names the agent, the turn's start and end, and
+//! the tool call with its session id and call id, each once; a user's refused call is INFO naming
+//! the method and code; colour only on a terminal and without `NO_COLOR`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -16,7 +17,7 @@ fn lines_with<'a>(log: &'a str, needles: &[&str]) -> Vec<&'a str> {
 }
 
 #[test]
-fn a_prompt_logs_its_agent_turn_and_tool_call_and_a_refusal_logs_a_warning() {
+fn a_prompt_logs_its_agent_turn_and_tool_call_each_id_once_and_a_users_mistake_at_info() {
     let mut daemon = TestDaemon::start();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripts/facts.json");
     let created = daemon.dshctl_json(&[
@@ -67,12 +68,61 @@ fn a_prompt_logs_its_agent_turn_and_tool_call_and_a_refusal_logs_a_warning() {
         ],
     );
     assert_eq!(call.len(), 1, "{}", show());
+    // Each id once: the turn span names the session, the tool_call span inside it the call.
+    assert_eq!(call[0].matches(&agent).count(), 1, "{}", call[0]);
+    assert_eq!(call[0].matches("call_id=facts").count(), 1, "{}", call[0]);
+    let waits = lines_with(&log, &["INFO", "dshd is serving"]);
+    assert_eq!(waits.len(), 1, "{}", show());
+    assert!(
+        waits[0].contains(&format!("version={}", env!("CARGO_PKG_VERSION"))),
+        "the startup line names the version: {}",
+        waits[0]
+    );
     let command = lines_with(&log, &["INFO", "command ended", &session, "exit_code=0"]);
     assert_eq!(command.len(), 1, "{}", show());
-    // The refusal: a warning with the method, the code and what the client was told.
-    let warned = lines_with(
-        &log,
-        &["WARN", "/dsh.v1.Persistence/Locate", "NotFound", missing],
+    // The refusal, a user's mistake: INFO, with the method (once, the span's), the code and
+    // what the client was told.
+    let refused = lines_with(&log, &["/dsh.v1.Persistence/Locate", "NotFound", missing]);
+    assert_eq!(refused.len(), 1, "{}", show());
+    assert!(refused[0].contains(" INFO "), "{}", refused[0]);
+    assert_eq!(
+        refused[0].matches("/dsh.v1.Persistence/Locate").count(),
+        1,
+        "{}",
+        refused[0]
     );
-    assert_eq!(warned.len(), 1, "{}", show());
+}
+
+/// dshd on a terminal, until it says it is serving; then Ctrl-C stops it. What it printed.
+fn dshd_on_a_terminal(env: &[(&str, &str)]) -> String {
+    let dir = dsh_tests::private_dir();
+    let home = dir.path().join("home");
+    let socket = dir.path().join("dshd.sock");
+    let mut pty = dsh_tests::pty::Pty::spawn(
+        dsh_tests::dshd_bin(),
+        &[
+            "--dsh-home",
+            home.to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+        env,
+    );
+    pty.wait_for("dshd is serving", std::time::Duration::from_secs(60), |s| {
+        s.contains("dshd is serving")
+    });
+    pty.type_in(b"\x03");
+    pty.read_to_end(std::time::Duration::from_secs(60));
+    let screen = pty.screen().to_owned();
+    assert_eq!(pty.wait().code(), Some(0), "{screen}");
+    screen
+}
+
+#[test]
+fn dshd_colours_its_log_on_a_terminal_unless_no_color_is_set() {
+    let coloured = dshd_on_a_terminal(&[("RUST_LOG", "info")]);
+    assert!(coloured.contains("\x1b["), "{coloured}");
+    let plain = dshd_on_a_terminal(&[("RUST_LOG", "info"), ("NO_COLOR", "1")]);
+    assert!(!plain.contains('\x1b'), "{plain}");
+    assert!(plain.contains("dshd is serving"), "{plain}");
 }

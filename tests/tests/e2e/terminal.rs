@@ -177,3 +177,82 @@ fn ctrl_c_at_the_approval_question_cancels_the_turn() {
     let shown = daemon.dshctl_json(&["agent", "show", &agent]);
     assert_eq!(shown["state"], "idle", "{shown}");
 }
+
+/// The lines of `screen` without the terminal's escape sequences.
+fn visible_lines(screen: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = screen.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            // CSI: parameters up to the final letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain.lines().map(str::to_owned).collect()
+}
+
+/// Whether `text` holds a run of 13 digits: a Unix time in milliseconds.
+fn has_raw_millis(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_digit())
+        .any(|run| run.len() >= 13)
+}
+
+#[test]
+fn tables_fit_an_80_column_terminal_and_times_read_as_ages() {
+    let daemon = TestDaemon::start();
+    let cwd = workdir(&daemon, &"a-rather-long-directory-name/".repeat(3));
+    let parent = new_agent(
+        &daemon,
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [{"name": "spawn_agent", "arguments": {"prompt": "hi"},
+                             "child_script": {"replies": [{"text": "child"}]}}]},
+            {"text": "Done."},
+        ]}),
+    );
+    let prompted = daemon.dshctl(&["prompt", "--agent", &parent, "go"]);
+    assert!(prompted.status.success(), "{prompted:?}");
+    let job = daemon.dshctl(&[
+        "run",
+        "--background",
+        "--",
+        "sleep 60 # and a long comment that makes this command much wider than the terminal is",
+    ]);
+    assert!(job.status.success(), "{job:?}");
+
+    for args in [
+        &["env", "list"][..],
+        &["session", "list"],
+        &["agent", "list"],
+        &["job", "list"],
+    ] {
+        let mut pty = on_terminal(&daemon, args);
+        pty.read_to_end(PATIENCE);
+        let lines = visible_lines(pty.screen());
+        assert!(lines.len() > 1, "{args:?}: {}", pty.screen());
+        for line in &lines {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: a line of {} columns:\n{}",
+                line.chars().count(),
+                lines.join("\n")
+            );
+        }
+        // Times are ages, never raw milliseconds; the whole of every id is on one line.
+        let screen = lines.join("\n");
+        assert!(!has_raw_millis(&screen), "{args:?}:\n{screen}");
+        if args[0] == "session" {
+            assert!(
+                screen.contains(&parent) && screen.contains(" ago "),
+                "{screen}"
+            );
+        }
+        assert!(pty.wait().success());
+    }
+}

@@ -241,7 +241,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                         wire::state_name(a.state).to_owned(),
                         a.turns.to_string(),
                         a.provider.clone(),
-                        a.parent_agent_id.clone().unwrap_or_default(),
+                        crate::output::short_id(&a.parent_agent_id.clone().unwrap_or_default()),
                         a.header.as_ref().map(|h| h.cwd.clone()).unwrap_or_default(),
                     ]);
                 }

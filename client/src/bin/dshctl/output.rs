@@ -47,14 +47,51 @@ pub fn color() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
 }
 
-/// A table with a header row, for human output.
+/// Columns of free text: on a terminal, these wrap so that a table fits its width. Every other
+/// column (ids, states, counts, times) keeps its whole width: an id split over two lines cannot be
+/// copied.
+const WRAPPED: [&str; 4] = ["CWD", "DESCRIPTION", "COMMAND", "PATH"];
+
+/// A table with a header row, for human output. On a terminal it fits the width (comfy-table's
+/// dynamic arrangement: the [`WRAPPED`] columns wrap); piped, rows stay whole. `--json` always
+/// carries the full values.
 pub fn table<const N: usize>(header: [&str; N]) -> comfy_table::Table {
     let mut table = comfy_table::Table::new();
     table
         .load_preset(comfy_table::presets::NOTHING)
-        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(header);
+    for (at, name) in header.iter().enumerate() {
+        if !WRAPPED.contains(name)
+            && let Some(column) = table.column_mut(at)
+        {
+            column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+        }
+    }
     table
+}
+
+/// An id in a table's secondary column, or a line's marker: its last 8 characters (`…0000beef`),
+/// which every id argument accepts. The first characters of a UUIDv7 are its creation time, the
+/// same for ids made together.
+pub fn short_id(id: &str) -> String {
+    if id.is_empty() {
+        return String::new();
+    }
+    let tail = id
+        .char_indices()
+        .rev()
+        .nth(7)
+        .map_or(id, |(at, _)| &id[at..]);
+    format!("…{tail}")
+}
+
+/// A past moment (Unix milliseconds) as a person reads it on screen: `3m ago`.
+pub fn ago(at_ms: i64) -> String {
+    let age = std::time::Duration::from_millis(
+        u64::try_from(crate::daemon::now_ms() - at_ms).unwrap_or(0),
+    );
+    format!("{} ago", crate::daemon::human_duration(age))
 }
 
 /// Turns a broken pipe into a quiet, successful exit: the reader has seen all it wanted.

@@ -212,13 +212,7 @@ impl Screen {
         if self.main.as_deref() == Some(e.session_id.as_str()) {
             return String::new();
         }
-        let id = &e.session_id;
-        let tail = id
-            .char_indices()
-            .rev()
-            .nth(7)
-            .map_or(id.as_str(), |(at, _)| &id[at..]);
-        format!("[…{tail}] ")
+        format!("[{}] ", crate::output::short_id(&e.session_id))
     }
 
     fn line(&mut self, w: &mut dyn Write, e: &v1::Event, text: String) -> std::io::Result<()> {

@@ -255,7 +255,6 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
                 "signal": j.signal,
                 "killed": j.killed,
             })).collect::<Vec<_>>() });
-            let now = crate::daemon::now_ms();
             out.emit(&doc, |w| {
                 if jobs.is_empty() {
                     return writeln!(w, "no background jobs");
@@ -263,14 +262,11 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
                 let mut table =
                     crate::output::table(["JOB", "AGENT", "STATE", "STARTED", "COMMAND"]);
                 for j in &jobs {
-                    let age = std::time::Duration::from_millis(
-                        u64::try_from(now - j.started_at_ms).unwrap_or(0),
-                    );
                     table.add_row([
                         j.job_id.clone(),
-                        j.agent_id.clone(),
+                        crate::output::short_id(&j.agent_id),
                         state(j),
-                        format!("{} ago", crate::daemon::human_duration(age)),
+                        crate::output::ago(j.started_at_ms),
                         one_line(&j.command),
                     ]);
                 }

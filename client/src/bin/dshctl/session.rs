@@ -219,9 +219,9 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                         };
                         table.add_row([
                             h.id,
-                            h.created_at_ms.to_string(),
+                            crate::output::ago(h.created_at_ms),
                             if s.live { "yes" } else { "" }.to_owned(),
-                            h.parent_session.unwrap_or_default(),
+                            crate::output::short_id(&h.parent_session.unwrap_or_default()),
                             h.cwd,
                             title,
                         ]);

@@ -163,7 +163,7 @@ pub(crate) async fn ask(
             client: None,
             handlers: Vec::new(),
         });
-        tracing::info!(call_id = %exec.call_id, "allowed by a rule of this session");
+        tracing::info!("allowed by a rule of this session");
         return Ok(());
     }
     if let Some(answered) = ask_hooks(agent, services, exec, arguments, &rule).await {
@@ -182,7 +182,7 @@ pub(crate) async fn ask(
         reason: reason.clone(),
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
     });
-    tracing::info!(call_id = %exec.call_id, %reason, "a tool call waits for approval");
+    tracing::info!(%reason, "a tool call waits for approval");
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let once = ApprovalScope::Once;
@@ -243,7 +243,11 @@ pub(crate) async fn ask(
         client,
         handlers: Vec::new(),
     });
-    tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), by = by.as_str(), "approval decided");
+    tracing::info!(
+        decision = verdict.as_str(),
+        by = by.as_str(),
+        "approval decided"
+    );
     match (verdict, by) {
         (ApprovalVerdict::Allow, _) => Ok(()),
         (ApprovalVerdict::Deny, ApprovalSource::Client) => Err(match client_reason {

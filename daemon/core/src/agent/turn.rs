@@ -444,10 +444,10 @@ impl TurnRun {
             let (agent, services, tools) =
                 (self.agent.clone(), self.services.clone(), tools.clone());
             let arguments = call.arguments;
+            // A child of the `turn` span, which names the session and the turn: the line
+            // carries each id once.
             let span = tracing::info_span!(
                 "tool_call",
-                session = %self.agent.id(),
-                turn,
                 step,
                 call_id = %call.id,
                 tool = %call.name

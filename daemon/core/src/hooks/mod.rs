@@ -260,14 +260,26 @@ impl Hooks {
         if selected.is_empty() {
             return HookRun::default();
         }
+        // The ids the enclosing span already names (a `turn` names the session and turn, a
+        // `tool_call` the call too) are left out: a line carries each id once.
+        let within = tracing::Span::current().metadata().map(|m| m.name());
         let span = tracing::info_span!(
             "hook_run",
             event = name.as_str(),
-            session = %ctx.header.id,
-            turn = ctx.turn,
-            call_id = event.tool_use_id(),
+            session = tracing::field::Empty,
+            turn = tracing::field::Empty,
+            call_id = tracing::field::Empty,
             handlers = selected.len(),
         );
+        if !matches!(within, Some("turn" | "tool_call")) {
+            span.record("session", tracing::field::display(&ctx.header.id));
+            span.record("turn", ctx.turn);
+        }
+        if within != Some("tool_call")
+            && let Some(call) = event.tool_use_id()
+        {
+            span.record("call_id", call);
+        }
         self.run_selected(ctx, &event, &selected)
             .instrument(span)
             .await
