@@ -50,7 +50,7 @@ pub fn color() -> bool {
 /// Columns of free text: on a terminal, these wrap so that a table fits its width. Every other
 /// column (ids, states, counts, times) keeps its whole width: an id split over two lines cannot be
 /// copied.
-const WRAPPED: [&str; 4] = ["CWD", "DESCRIPTION", "COMMAND", "PATH"];
+const WRAPPED: [&str; 5] = ["CWD", "DESCRIPTION", "COMMAND", "PATH", "TITLE"];
 
 /// A table with a header row, for human output. On a terminal it fits the width (comfy-table's
 /// dynamic arrangement: the [`WRAPPED`] columns wrap); piped, rows stay whole. `--json` always
