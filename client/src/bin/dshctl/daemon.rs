@@ -91,6 +91,17 @@ pub async fn shutdown(client: &Client, out: Output) -> anyhow::Result<()> {
     out.emit(&doc, |w| writeln!(w, "dshd (pid {pid}) has shut down"))
 }
 
+/// `shutdown` with no daemon listening: nothing to do, said on stderr (the places looked at, as
+/// an error would name them, in case the daemon meant is elsewhere); `--json`: `stopped: false`.
+pub fn not_running(out: Output, socket: &std::path::Path, looked: &str) -> anyhow::Result<()> {
+    let doc = json!({ "stopped": false, "running": false, "socket": socket });
+    eprintln!(
+        "dshctl: no dshd is listening on {}{looked}; nothing to shut down",
+        socket.display()
+    );
+    out.emit(&doc, |_| Ok(()))
+}
+
 async fn wait_for_exit(pid: u32, limit: Duration) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()

@@ -71,8 +71,8 @@ struct Cli {
     /// <home>/run/dshd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<OsString>,
-    /// Print exactly one JSON document on stdout; streams (prompt, session events) print one JSON
-    /// object per line. Errors are a JSON document too: `{"error": {"kind", "message"}}`.
+    /// Print exactly one JSON document on stdout; streams (prompt, watch, session events) print
+    /// one JSON object per line. Errors are a JSON document too: `{"error": {"kind", "message"}}`.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -87,7 +87,8 @@ enum Command {
     /// files. One line per check, with the fix when it fails.
     #[command(after_help = doctor::AFTER_HELP)]
     Doctor,
-    /// Ask the daemon to shut down gracefully and wait until it has exited.
+    /// Ask the daemon to shut down gracefully and wait until it has exited (exit 0, saying so,
+    /// when none is running: what was asked for is already the case).
     Shutdown,
     /// Create and manage live agents.
     Agent {
@@ -296,7 +297,16 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Prompt { text, .. } => Some(prompt::text(text)?),
         _ => None,
     };
-    let client = dsh_client::connect_resolved(&socket, cli.socket.as_ref(), &ambient).await?;
+    let client = match dsh_client::connect_resolved(&socket, cli.socket.as_ref(), &ambient).await {
+        Ok(client) => client,
+        // Nothing to stop: the daemon is down, as asked.
+        Err(ConnectError::NotListening { path, looked })
+            if matches!(cli.command, Command::Shutdown) =>
+        {
+            return daemon::not_running(out, &path, &looked).map(|()| ExitCode::SUCCESS);
+        }
+        Err(error) => return Err(error.into()),
+    };
     match cli.command {
         Command::Status => daemon::status(&client, out).await?,
         Command::Shutdown => daemon::shutdown(&client, out).await?,

@@ -176,3 +176,34 @@ fn help_says_what_each_command_is_with_examples_and_exit_codes() {
         }
     }
 }
+
+#[test]
+fn shutdown_without_a_daemon_is_already_done_and_approve_names_both_decisions() {
+    let dir = dsh_tests::private_dir();
+    let socket = dir.path().join("none.sock");
+    let out = dsh_tests::dshctl_at(&socket, &["shutdown"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("nothing to shut down"),
+        "{out:?}"
+    );
+    let out = dsh_tests::dshctl_at(&socket, &["--json", "shutdown"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["stopped"], false, "{doc}");
+    assert_eq!(doc["running"], false, "{doc}");
+
+    // A missing decision names both flags; --always only goes with --allow.
+    let out = dsh_tests::dshctl_at(&socket, &["approve", "a", "c1"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("<--allow|--deny>"), "{out:?}");
+    let out = dsh_tests::dshctl_at(&socket, &["approve", "a", "c1", "--deny", "--always"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // --json's help names every stream.
+    let help = text(&dsh_tests::dshctl_at(&socket, &["--help"]).stdout);
+    assert!(
+        help.contains("streams (prompt, watch, session events)"),
+        "{help}"
+    );
+}
