@@ -17,6 +17,8 @@ mod config;
 mod decisions;
 #[path = "hooks/examples.rs"]
 mod examples;
+#[path = "hooks/http.rs"]
+mod http;
 #[path = "hooks/lifecycle.rs"]
 mod lifecycle;
 #[path = "hooks/patterns.rs"]
@@ -27,6 +29,8 @@ mod payload;
 mod process;
 #[path = "hooks/semantics.rs"]
 mod semantics;
+#[path = "hooks/transcripts.rs"]
+mod transcripts;
 #[path = "hooks/upstream.rs"]
 mod upstream;
 

@@ -8,7 +8,9 @@
 //!   groups are looked at, so a junk matcher on an unsupported event is harmless;
 //! - malformed pieces (an event that is not an array, a group without a `hooks` array, a hook that
 //!   is not an object or has no string command) are skipped with a warning, keeping their siblings;
-//! - a missing `type` means `command`; other types, and `async: true`, are skipped with a warning;
+//! - a missing `type` means `command`; Claude Code files may also have `type: "http"` hooks (a
+//!   `url`, optional `headers` and `allowedEnvVars`); other types, and `async: true`, are skipped
+//!   with a warning;
 //! - `timeout` is in seconds (a positive number); Codex also reads the alias `timeoutSec`;
 //! - matchers on UserPromptSubmit and Stop are discarded before validation; every other matcher is
 //!   compiled, and one invalid regex rejects the **whole file**: a half-loaded policy is worse than
@@ -176,9 +178,22 @@ pub(super) struct Handler {
     /// The matcher as written, when it is honoured.
     pub matcher_text: Option<String>,
     pub matcher: Matcher,
+    /// The command as written; for an HTTP hook, its URL.
     pub command: String,
+    /// Set for a Claude Code `type: "http"` hook: the payload is POSTed to `command`.
+    pub http: Option<HttpHook>,
     /// The file's timeout, when it gives a valid one.
     pub timeout: Option<Duration>,
+}
+
+/// A Claude Code `type: "http"` hook's request settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HttpHook {
+    /// Extra request headers, values as written (`$VAR`/`${VAR}` expanded at run time from the
+    /// variables in `allowed_env` only).
+    pub headers: Vec<(String, String)>,
+    /// `allowedEnvVars`: the daemon environment variables header values may name.
+    pub allowed_env: Vec<String>,
 }
 
 /// One hook file and what loading it gave.
@@ -443,15 +458,25 @@ fn parse_group(
             out.warnings.push(format!("{at}: not an object; skipped"));
             continue;
         };
+        let mut http = None;
         match hook.get("type") {
             None => {}
             Some(Value::String(t)) if t == "command" => {}
+            Some(Value::String(t)) if t == "http" && dialect == Dialect::ClaudeCode => {
+                match http_hook(hook, &at) {
+                    Ok(spec) => http = Some(spec),
+                    Err(warning) => {
+                        out.warnings.push(warning);
+                        continue;
+                    }
+                }
+            }
             Some(other) => {
                 let t = other
                     .as_str()
                     .map_or_else(|| other.to_string(), str::to_owned);
                 let only = match dialect {
-                    Dialect::ClaudeCode => "only command hooks run",
+                    Dialect::ClaudeCode => "only command and http hooks run",
                     Dialect::Codex => "only sync command hooks run",
                 };
                 out.warnings.push(format!(
@@ -466,9 +491,10 @@ fn parse_group(
             ));
             continue;
         }
-        let Some(command) = hook.get("command").and_then(Value::as_str) else {
+        let key = if http.is_some() { "url" } else { "command" };
+        let Some(command) = hook.get(key).and_then(Value::as_str) else {
             out.warnings
-                .push(format!("{at}: no string \"command\"; skipped"));
+                .push(format!("{at}: no string \"{key}\"; skipped"));
             continue;
         };
         if command.trim().is_empty() {
@@ -481,10 +507,61 @@ fn parse_group(
             matcher_text: matcher_text.clone(),
             matcher: matcher.clone(),
             command: command.to_owned(),
+            http,
             timeout: timeout(dialect, hook, &at, &mut out.warnings),
         });
     }
     Ok(())
+}
+
+/// A Claude Code `type: "http"` hook's `url` (http or https), `headers` (an object of strings)
+/// and `allowedEnvVars` (strings); `Err` is the warning that skips it.
+fn http_hook(hook: &Map<String, Value>, at: &str) -> Result<HttpHook, String> {
+    let url = hook
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{at}: http hook without a string \"url\"; skipped"))?;
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+        Ok(u) => {
+            return Err(format!(
+                "{at}: http hook url scheme {:?} is not http or https; skipped",
+                u.scheme()
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{at}: http hook url {url:?} is invalid ({e}); skipped"
+            ));
+        }
+    }
+    let headers = match hook.get("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v.as_str() {
+                Some(v) => Ok((k.clone(), v.to_owned())),
+                None => Err(format!("{at}: header {k:?} is not a string; skipped")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(format!("{at}: \"headers\" is not an object; skipped")),
+    };
+    let allowed_env = match hook.get("allowedEnvVars") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| {
+                n.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("{at}: \"allowedEnvVars\" holds a non-string; skipped"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(format!("{at}: \"allowedEnvVars\" is not an array; skipped")),
+    };
+    Ok(HttpHook {
+        headers,
+        allowed_env,
+    })
 }
 
 /// The hook's timeout in seconds: `timeout`, and for Codex the alias `timeoutSec`.

@@ -6,6 +6,11 @@
 //! read (`config.rs`) and what they write on the hook's stdin (`claude_code.rs`, `codex.rs`).
 //! `event.rs` holds the event vocabulary the loop fires with.
 //!
+//! Claude Code `type: "http"` hooks are the same jobs with a POST instead of a process
+//! (`http.rs`); `transcript.rs` keeps the optional Claude-Code-format transcript projection. The
+//! loop fires PermissionRequest and Notification from its approval path, PostToolUseFailure after
+//! a failed call, and StopFailure when a turn ends in an error.
+//!
 //! Each dialect sees dsh through its own harness's eyes (`tools.rs`: the `bash` tool is `Bash`, with
 //! that harness's `tool_input` and `tool_response`) and is decoded by its own harness's rules
 //! (`decode.rs`), so a script written for Claude Code or for Codex does here what it does there.
@@ -35,6 +40,7 @@ mod codex;
 mod config;
 mod decode;
 mod event;
+mod http;
 mod matcher;
 mod merge;
 mod payload;
@@ -506,6 +512,8 @@ impl Hooks {
         stdin: Arc<Vec<u8>>,
     ) -> Job {
         let (command, env) = match file.dialect {
+            // An HTTP hook's URL is used as written; it gets no environment.
+            _ if handler.http.is_some() => (handler.command.clone(), Default::default()),
             Dialect::ClaudeCode => (
                 claude_code::expand_command(
                     &handler.command,
@@ -530,6 +538,7 @@ impl Hooks {
                 self.settings.default_timeout,
             ),
             cancel: ctx.cancel.clone(),
+            http: handler.http.clone(),
         }
     }
 }

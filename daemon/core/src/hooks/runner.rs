@@ -31,6 +31,8 @@ pub(super) struct Job {
     pub stdin: Arc<Vec<u8>>,
     pub timeout: Duration,
     pub cancel: CancellationToken,
+    /// Set for an HTTP hook: `command` is the URL the payload is POSTed to.
+    pub http: Option<super::config::HttpHook>,
 }
 
 /// How one hook ended.
@@ -47,6 +49,9 @@ pub(super) struct RunEnd {
 
 /// Runs one hook; never fails (a hook that cannot start ends with a `failure`).
 pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
+    if job.http.is_some() {
+        return super::http::run(job).await;
+    }
     let started = Instant::now();
     let spec = CommandSpec {
         command: job.command,

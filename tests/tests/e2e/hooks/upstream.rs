@@ -2,13 +2,13 @@
 //! and commit are in `tests/fixtures/hooks/SOURCES.md`), run by the real daemon the way their
 //! authors configured them. Each test checks something the script's own harness does that dsh
 //! did not do before: Claude Code's `{`-only JSON rule, PostToolUseFailure, PermissionRequest and
-//! Notification while a call waits for a person, Codex's subagent events, StopFailure, and a
-//! Claude-Code-format transcript for scripts that parse one.
+//! Notification while a call waits for a person, Codex's subagent events and StopFailure (the
+//! Claude-Code-format transcript is `transcripts.rs`, HTTP hooks `http.rs`).
 
 use super::*;
 
 /// `tests/fixtures/hooks/<rel>`.
-fn fixture(rel: &str) -> PathBuf {
+pub(super) fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/hooks")
         .join(rel)
@@ -26,7 +26,7 @@ fn run_fixture(rel: &str, args: &str) -> String {
 }
 
 /// The `hook/result` records of `event` in `events`, as `(dialect, decision, summary)`.
-fn results_of(events: &[Value], event: &str) -> Vec<(String, String, String)> {
+pub(super) fn results_of(events: &[Value], event: &str) -> Vec<(String, String, String)> {
     of_type(events, "hook/result")
         .into_iter()
         .filter(|e| e["data"]["event"] == event)
@@ -441,126 +441,4 @@ fn a_turn_that_ends_in_an_error_fires_stop_failure() {
         .find(|e| e["data"]["event"] == "StopFailure")
         .unwrap();
     assert!(seq(result) < seq(of_type(&events, "turn/end")[0]));
-}
-
-/// A world running Anthropic's `ralph-wiggum` plugin as installed (its `hooks/hooks.json` names
-/// `${CLAUDE_PLUGIN_ROOT}/hooks/stop-hook.sh`), with `transcript` as `claude_code_transcript`,
-/// and a loop set up by the plugin's own `/ralph-loop` script in the session's project.
-fn ralph_world(transcript: &str) -> World {
-    dsh_core::test_support::require_jq();
-    dsh_core::test_support::require_perl();
-    let w = World::new(|_| Setup {
-        claude_code_files: vec![fixture("claude-code-ralph-wiggum/hooks/hooks.json")],
-        hooks_toml: format!("claude_code_transcript = \"{transcript}\""),
-        ..Setup::default()
-    });
-    let setup = Command::new("bash")
-        .arg(fixture(
-            "claude-code-ralph-wiggum/scripts/setup-ralph-loop.sh",
-        ))
-        .args(["Make", "the", "greeting", "friendly"])
-        .args(["--completion-promise", "DONE", "--max-iterations", "10"])
-        .current_dir(&w.cwd)
-        .output()
-        .unwrap();
-    assert!(setup.status.success(), "{setup:?}");
-    assert!(w.cwd.join(".claude/ralph-loop.local.md").exists());
-    w
-}
-
-/// The model's three answers: two without the promise, then the promise.
-fn ralph_script() -> Value {
-    json!({"replies": [
-        {"text": "I changed the greeting."},
-        {"text": "I checked it again; it reads well."},
-        {"text": "All done. <promise>DONE</promise>"},
-    ]})
-}
-
-/// With `claude_code_transcript = "claude"`, the ralph-wiggum Stop hook loops as in Claude Code:
-/// it finds the last assistant message in the transcript, feeds the same prompt back until the
-/// model outputs the completion promise, then lets the turn end and removes its state file.
-#[test]
-fn ralph_wiggum_loops_until_its_completion_promise_with_a_claude_code_transcript() {
-    let w = ralph_world("claude");
-    let agent = w.agent(&ralph_script());
-    let turn = w.prompt(&agent, "Make the greeting friendly");
-    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
-    assert_eq!(turn.text(), "All done. <promise>DONE</promise>");
-    assert!(
-        !w.cwd.join(".claude/ralph-loop.local.md").exists(),
-        "the hook removes its state when the promise is seen"
-    );
-    let events = w.events(&agent);
-    let stops: Vec<String> = results_of(&events, "Stop")
-        .into_iter()
-        .map(|(_, decision, _)| decision)
-        .collect();
-    assert_eq!(
-        stops,
-        ["block", "block", "pass"],
-        "{:?}",
-        w.daemon.log_text()
-    );
-    // Each continuation is the loop's prompt, fed back as Claude Code feeds a Stop reason.
-    let continuations: Vec<&str> = plugin_messages(&events)
-        .iter()
-        .filter(|e| e["data"]["message"]["source"]["plugin"] == "hooks")
-        .filter_map(|e| e["data"]["message"]["text"].as_str())
-        .collect();
-    assert_eq!(
-        continuations,
-        ["Make the greeting friendly", "Make the greeting friendly"]
-    );
-    let messages: Vec<&str> = of_type(&events, "hook/result")
-        .iter()
-        .filter_map(|e| e["data"]["systemMessage"].as_str())
-        .collect();
-    assert!(
-        messages[0].starts_with("🔄 Ralph iteration 2 | To stop: output <promise>DONE</promise>"),
-        "{messages:?}"
-    );
-    // The projection the hook read is private, in Claude Code's records, and goes when the
-    // agent is closed; the session itself stays dsh's.
-    let projection = w
-        .daemon
-        .home
-        .join(format!("run/spill/claude-transcripts/{agent}.jsonl"));
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = std::fs::metadata(&projection).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
-    let records = parse_lines(&std::fs::read_to_string(&projection).unwrap());
-    let assistant: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["type"] == "assistant")
-        .collect();
-    assert_eq!(assistant.len(), 3, "{records:?}");
-    assert_eq!(
-        assistant[2]["message"]["content"][0]["text"],
-        "All done. <promise>DONE</promise>"
-    );
-    assert_ne!(w.locate(&agent).as_deref(), projection.to_str());
-    w.daemon.dshctl_json(&["agent", "close", &agent]);
-    assert!(!projection.exists(), "the projection outlived its agent");
-}
-
-/// The default (`session`) keeps the design: `transcript_path` is dsh's own log, in which the
-/// ralph-wiggum hook finds no Claude Code assistant messages, so it stops the loop at once.
-#[test]
-fn with_the_session_transcript_ralph_wiggum_stops_at_once() {
-    let w = ralph_world("session");
-    let agent = w.agent(&ralph_script());
-    let turn = w.prompt(&agent, "Make the greeting friendly");
-    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
-    assert_eq!(turn.text(), "I changed the greeting.");
-    let events = w.events(&agent);
-    let stops = results_of(&events, "Stop");
-    assert_eq!(stops.len(), 1, "{stops:?}");
-    assert!(
-        stops[0]
-            .2
-            .contains("Ralph loop: No assistant messages found in transcript")
-            || stops[0].2.contains("Ralph loop: Transcript file not found"),
-        "{stops:?}"
-    );
 }

@@ -84,7 +84,7 @@ fn a_settings_wrapper_and_a_bare_map_parse_identically() {
 fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
     let root = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
         {"type": "prompt", "prompt": "is this ok?"},
-        {"type": "http", "url": "http://x"},
+        {"type": "http", "url": "ftp://x"},
         {"type": "command", "command": "bg", "async": true},
         "not an object",
         {"type": "command", "command": 7},
@@ -101,7 +101,7 @@ fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
         assert_eq!(p.handlers[0].matcher_text, None, "`*` matches everything");
         let all = p.warnings.join("\n");
         let only = match dialect {
-            Dialect::ClaudeCode => "only command hooks run",
+            Dialect::ClaudeCode => "only command and http hooks run",
             Dialect::Codex => "only sync command hooks run",
         };
         assert!(
@@ -110,7 +110,14 @@ fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
             )),
             "{all}"
         );
-        assert!(all.contains("skipping unsupported \"http\" hook"), "{all}");
+        match dialect {
+            // Claude Code runs http hooks, but only to http(s) URLs.
+            Dialect::ClaudeCode => assert!(
+                all.contains("PreToolUse[0][1]: http hook url scheme \"ftp\" is not http or https"),
+                "{all}"
+            ),
+            Dialect::Codex => assert!(all.contains("skipping unsupported \"http\" hook"), "{all}"),
+        }
         assert!(all.contains("skipping async hook on PreToolUse"), "{all}");
         assert!(all.contains("PreToolUse[0][3]: not an object"), "{all}");
         assert!(
@@ -496,5 +503,35 @@ async fn handles_says_whether_any_file_the_session_would_use_has_the_event() {
     assert!(
         !on.handles(EventName::UserPromptSubmit, &fx.path("elsewhere"))
             .await
+    );
+}
+
+#[test]
+fn claude_code_http_hooks_are_read_with_their_headers() {
+    let root = json!({"Stop": [{"hooks": [
+        {"type": "http", "url": "https://hooks.example/stop", "timeout": 5,
+         "headers": {"Authorization": "Bearer $T"}, "allowedEnvVars": ["T"]},
+        {"type": "http"},
+        {"type": "http", "url": "http://x", "headers": {"A": 1}},
+    ]}]});
+    let p = parsed(Dialect::ClaudeCode, &root);
+    assert_eq!(p.handlers.len(), 1, "{:?}", p.warnings);
+    let h = &p.handlers[0];
+    assert_eq!(h.command, "https://hooks.example/stop");
+    assert_eq!(h.timeout, Some(Duration::from_secs(5)));
+    let http = h.http.as_ref().unwrap();
+    assert_eq!(
+        http.headers,
+        [("Authorization".to_owned(), "Bearer $T".to_owned())]
+    );
+    assert_eq!(http.allowed_env, ["T"]);
+    let all = p.warnings.join("\n");
+    assert!(
+        all.contains("Stop[0][1]: http hook without a string \"url\""),
+        "{all}"
+    );
+    assert!(
+        all.contains("Stop[0][2]: header \"A\" is not a string"),
+        "{all}"
     );
 }
