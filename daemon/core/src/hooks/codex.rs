@@ -41,6 +41,7 @@ pub(super) fn payload(
             | EventName::PermissionRequest
             | EventName::PostToolUse
             | EventName::Stop
+            | EventName::StopFailure
             | EventName::SubagentStart
             | EventName::SubagentStop
     ) {
@@ -116,11 +117,17 @@ pub(super) fn payload(
                 transcript(persistence, child).as_deref(),
             )
             .opt_str("last_assistant_message", last_assistant_message.as_deref()),
+        HookEvent::StopFailure {
+            kind,
+            details,
+            last_assistant_message,
+        } => p
+            .str("error", kind.as_str())
+            .opt_str("error_details", Some(details))
+            .opt_str("last_assistant_message", last_assistant_message.as_deref()),
         // Not fired for Codex (no such event upstream); the engine never asks. An empty tail keeps
         // this total.
-        HookEvent::PostToolUseFailure { .. }
-        | HookEvent::Notification { .. }
-        | HookEvent::StopFailure { .. } => p,
+        HookEvent::PostToolUseFailure { .. } | HookEvent::Notification { .. } => p,
     };
     p.finish(false)
 }

@@ -56,7 +56,7 @@ pub enum EventName {
     Notification,
     /// The model answered without tool calls; the turn is about to end.
     Stop,
-    /// The turn ended in an error (Claude Code only).
+    /// The turn ended in an error.
     StopFailure,
     /// A child agent was spawned.
     SubagentStart,
@@ -102,14 +102,11 @@ impl EventName {
     }
 
     /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
-    /// failed calls too) and no Notification; dsh fires StopFailure for Claude Code only.
+    /// failed calls too) and no Notification.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
-            Dialect::Codex => !matches!(
-                self,
-                Self::PostToolUseFailure | Self::Notification | Self::StopFailure
-            ),
+            Dialect::Codex => !matches!(self, Self::PostToolUseFailure | Self::Notification),
         }
     }
 
@@ -189,8 +186,8 @@ impl NotificationKind {
     }
 }
 
-/// What kind of error ended a turn: StopFailure's `error` and its matcher subject (Claude Code's
-/// values; dsh errors that are no API error are `unknown`).
+/// What kind of error ended a turn: StopFailure's `error` and its matcher subject (values both
+/// Claude Code and Codex use; dsh errors that are no API error are `unknown`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopFailureKind {
     /// The API kept rate limiting.
@@ -323,7 +320,7 @@ pub enum HookEvent {
         /// Its title.
         title: String,
     },
-    /// The turn ended in an error. Claude Code only.
+    /// The turn ended in an error.
     StopFailure {
         /// The kind of error (matcher subject).
         kind: StopFailureKind,

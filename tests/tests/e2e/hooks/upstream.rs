@@ -403,17 +403,27 @@ fn codex_hears_a_child_agent_start_and_stop() {
     );
 }
 
-/// Claude Code fires StopFailure when a turn ends in an error, with the error's kind (its
-/// matcher subject) and details; its output changes nothing.
+/// Both harnesses fire StopFailure when a turn ends in an error, with the error's kind (its
+/// matcher subject) and details; its output changes nothing. Codex's payload adds `turn_id` and
+/// `model` (codex-rs's stop-failure input).
 #[test]
 fn a_turn_that_ends_in_an_error_fires_stop_failure() {
     dsh_core::test_support::require_python3();
     let w = World::new(|_| {
-        Setup::claude_code(hook_file(&[(
-            "StopFailure",
-            Some("unknown"),
-            &run_fixture("openai-codex/dump_payload.py", "stop-failure.jsonl"),
-        )]))
+        let dump = |rel: &str| run_fixture("openai-codex/dump_payload.py", rel);
+        Setup {
+            claude_code: vec![hook_file(&[(
+                "StopFailure",
+                Some("unknown"),
+                &dump("stop-failure.jsonl"),
+            )])],
+            codex: vec![hook_file(&[(
+                "StopFailure",
+                None,
+                &dump("codex-stop-failure.jsonl"),
+            )])],
+            ..Setup::default()
+        }
     });
     // The script runs out before the model answers the call's result: the turn fails.
     let agent = w.agent(&json!({"replies": [
@@ -434,6 +444,28 @@ fn a_turn_that_ends_in_an_error_fires_stop_failure() {
         "{p}"
     );
     assert_eq!(p["last_assistant_message"], "one call");
+    let raw = w.read("proj/codex-stop-failure.jsonl");
+    assert_eq!(
+        dsh_core::test_support::keys(raw.trim()),
+        [
+            "session_id",
+            "turn_id",
+            "transcript_path",
+            "cwd",
+            "hook_event_name",
+            "model",
+            "permission_mode",
+            "error",
+            "error_details",
+            "last_assistant_message"
+        ]
+    );
+    let c = parse(&raw);
+    assert_eq!(
+        (c["turn_id"].clone(), c["error"].clone()),
+        (json!("1"), json!("unknown"))
+    );
+    assert_eq!(c["error_details"], p["error_details"]);
     // Its records are the turn's: before turn/end.
     let events = w.events(&agent);
     let result = of_type(&events, "hook/result")
