@@ -2,7 +2,8 @@
 //! `${CLAUDE_PROJECT_DIR}` / `${CLAUDE_PLUGIN_ROOT}` expansion in commands.
 //!
 //! Payload (Claude Code's hooks reference, "Common input fields" and each event's input): the
-//! common `session_id`, `transcript_path` (always a string, `""` when the backend has no
+//! common `session_id`, `prompt_id` (`<session>-prompt-<turn>`; not on SessionStart, before any
+//! prompt, nor inside a child agent), `transcript_path` (always a string, `""` when the backend has no
 //! per-session file), `cwd`, `permission_mode` (dsh has no permission modes: `default`) and
 //! `hook_event_name`, in the reference's order, then the event's fields, compact, followed by a
 //! newline (so `read -r` works). Tools appear as Claude Code's (`tools.rs`): the bash tool is
@@ -43,8 +44,17 @@ pub(super) fn payload(
     let session = ctx.subagent.as_ref().map_or(header, |s| &s.parent);
     let transcript_path =
         projection.unwrap_or_else(|| transcript(persistence, session).unwrap_or_default());
-    let mut p = Payload::new()
-        .str("session_id", session.id.as_str())
+    let mut p = Payload::new().str("session_id", session.id.as_str());
+    // Claude Code sends the prompt's id after `session_id`, absent before the first prompt
+    // (SessionStart) and, here, inside a child agent (whose turn is not the parent's prompt).
+    if let (Some(turn), None, false) = (
+        ctx.turn,
+        &ctx.subagent,
+        event.name() == super::EventName::SessionStart,
+    ) {
+        p = p.str("prompt_id", &prompt_id(session, turn));
+    }
+    let mut p = p
         .str("transcript_path", &transcript_path)
         .str("cwd", &path_text(&header.cwd))
         .str("permission_mode", "default")
@@ -147,6 +157,11 @@ pub(super) fn payload(
         HookEvent::SessionEnd { reason } => p.str("reason", reason.as_str()),
     };
     p.finish(true)
+}
+
+/// Claude Code's `prompt_id`: one per prompt; dsh's prompts are its turns.
+fn prompt_id(session: &crate::session::SessionHeader, turn: u32) -> String {
+    format!("{}-prompt-{turn}", session.id.as_str())
 }
 
 /// The variables a Claude Code hook gets on top of the executor's environment:

@@ -3,8 +3,9 @@
 
 use super::*;
 
-const CC_KEYS: [&str; 8] = [
+const CC_KEYS: [&str; 9] = [
     "session_id",
+    "prompt_id",
     "transcript_path",
     "cwd",
     "permission_mode",
@@ -113,6 +114,7 @@ fn payload_keys_come_in_each_dialects_upstream_order() {
     );
     let cc = parse(&cc_text);
     assert_eq!(cc["session_id"], agent.as_str());
+    assert_eq!(cc["prompt_id"], format!("{agent}-prompt-1"));
     assert_eq!(cc["transcript_path"], located.as_str());
     assert_eq!(cc["cwd"], w.cwd.to_str().unwrap());
     assert_eq!(cc["hook_event_name"], "PreToolUse");

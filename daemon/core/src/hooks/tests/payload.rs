@@ -92,7 +92,11 @@ async fn claude_code_payload_keys_in_order_with_a_trailing_newline() {
         let bytes = received(&fx, Dialect::ClaudeCode, event).await;
         assert_eq!(bytes.last(), Some(&b'\n'), "{name}");
         assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 1, "{name}");
-        let expected: Vec<&str> = base.iter().chain(tail).copied().collect();
+        // `prompt_id` follows `session_id` once there is a prompt (not on SessionStart).
+        let mut expected: Vec<&str> = base.iter().chain(tail).copied().collect();
+        if name != "SessionStart" {
+            expected.insert(1, "prompt_id");
+        }
         assert_eq!(keys(&bytes), expected, "{name}");
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
@@ -146,7 +150,7 @@ async fn claude_code_pre_tool_use_bytes_exactly() {
     )
     .await;
     let expected = format!(
-        "{{\"session_id\":\"s-1\",\"transcript_path\":{},\"cwd\":{},\"permission_mode\":\"default\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"command\":\"echo \\\"HELLO\\\"\"}},\"tool_use_id\":\"call-1\"}}\n",
+        "{{\"session_id\":\"s-1\",\"prompt_id\":\"s-1-prompt-3\",\"transcript_path\":{},\"cwd\":{},\"permission_mode\":\"default\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"command\":\"echo \\\"HELLO\\\"\"}},\"tool_use_id\":\"call-1\"}}\n",
         json!(fx.transcript_of(&fx.header).to_str().unwrap()),
         json!(fx.cwd.to_str().unwrap()),
     );
@@ -551,7 +555,8 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
     for (event, tail) in cases {
         let name = event.name().as_str();
         let bytes = received(&fx, Dialect::ClaudeCode, event).await;
-        let expected: Vec<&str> = base.iter().copied().chain(tail.iter().copied()).collect();
+        let mut expected: Vec<&str> = base.iter().copied().chain(tail.iter().copied()).collect();
+        expected.insert(1, "prompt_id");
         assert_eq!(keys(&bytes), expected, "{name}");
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["hook_event_name"], name);
