@@ -53,6 +53,7 @@ impl Backends {
         match kind {
             BackendKind::Jsonl => self.jsonl_root.clone(),
             BackendKind::Sqlite => self.sqlite_path.clone(),
+            BackendKind::Postgres => PathBuf::new(),
         }
     }
 
@@ -90,6 +91,7 @@ impl Backends {
                 limit: 1,
                 order: persistence::Order::NewestFirst,
                 cwd: None,
+                host: None,
             })?;
             Ok((backend, true))
         })
@@ -263,6 +265,7 @@ fn backend_path(config: &Config, kind: BackendKind) -> PathBuf {
     match kind {
         BackendKind::Jsonl => config.jsonl_root.clone(),
         BackendKind::Sqlite => config.sqlite_path.clone(),
+        BackendKind::Postgres => PathBuf::new(),
     }
 }
 

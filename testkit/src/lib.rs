@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test support: a broken mock should fail loudly.
 
 pub mod bench;
+pub mod postgres;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -35,6 +35,7 @@ pub fn location(l: SessionLocation) -> v1::SessionLocation {
     v1::SessionLocation {
         kind: l.kind.to_owned(),
         path: l.path.to_string_lossy().into_owned(),
+        database: l.database.unwrap_or_default(),
     }
 }
 
@@ -128,13 +129,16 @@ pub fn persistence_status(error: PersistenceError) -> Status {
         | PersistenceError::Config(_)
         | PersistenceError::BadLocation { .. }
         | PersistenceError::NotWritable { .. }
-        | PersistenceError::NewerFormat { .. }) => Status::failed_precondition(e.to_string()),
+        | PersistenceError::NewerFormat { .. }
+        | PersistenceError::Leased { .. }) => Status::failed_precondition(e.to_string()),
+        e @ PersistenceError::Unavailable { .. } => Status::unavailable(e.to_string()),
         e @ PersistenceError::NoSpace { .. } => Status::resource_exhausted(e.to_string()),
         e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
             Status::aborted(e.to_string())
         }
         e @ (PersistenceError::Io { .. }
         | PersistenceError::Sqlite { .. }
+        | PersistenceError::Postgres { .. }
         | PersistenceError::Task { .. }) => Status::internal(e.to_string()),
     }
 }

@@ -68,6 +68,7 @@ pub fn query(request: &v1::ListSessionsRequest) -> Result<PageQuery, Status> {
         limit,
         order,
         cwd,
+        host: None,
     })
 }
 
@@ -338,6 +339,7 @@ mod tests {
             limit: 3,
             order: Order::NewestFirst,
             cwd: None,
+            host: None,
         };
         let stored = Page {
             headers: vec![h("s5", 5), h("s3", 3), h("s1", 1)],

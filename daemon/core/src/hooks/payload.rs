@@ -68,8 +68,10 @@ pub(super) fn transcript(
     persistence: &PersistenceHandle,
     header: &SessionHeader,
 ) -> Option<String> {
+    // A database backend has no file to name (`path` is empty): no transcript path.
     persistence
         .locate(header)
+        .filter(|l| l.database.is_none())
         .map(|l| l.path.to_string_lossy().into_owned())
 }
 

@@ -11,6 +11,7 @@ mod contract_tests;
 pub mod handle;
 pub mod jsonl;
 pub mod page;
+pub mod postgres;
 pub mod sqlite;
 
 use std::io::ErrorKind;
@@ -28,8 +29,10 @@ use crate::session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
 pub struct SessionLocation {
     /// The backend kind, e.g. `"jsonl"`.
     pub kind: &'static str,
-    /// Absolute path.
+    /// Absolute path; empty for a backend with no per-session file (`postgres`).
     pub path: PathBuf,
+    /// The database holding the session, credentials removed (`postgres`); `None` for a file.
+    pub database: Option<String>,
 }
 
 /// Which backend, as named in config and on the wire.
@@ -39,6 +42,8 @@ pub enum BackendKind {
     Jsonl,
     /// One SQLite database for all sessions.
     Sqlite,
+    /// One PostgreSQL database for the sessions of many machines.
+    Postgres,
 }
 
 impl BackendKind {
@@ -47,6 +52,7 @@ impl BackendKind {
         match self {
             Self::Jsonl => "jsonl",
             Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
         }
     }
 }
@@ -168,6 +174,38 @@ pub enum PersistenceError {
         /// The error.
         source: rusqlite::Error,
     },
+    /// PostgreSQL answered with an error (the statement failed; the connection is fine).
+    #[error("postgres {database}: {message}")]
+    Postgres {
+        /// The database, credentials removed.
+        database: String,
+        /// What the server said.
+        message: String,
+    },
+    /// The database cannot be reached (down, refusing connections, the connection lost): nothing
+    /// was written; the same call may succeed later.
+    #[error("the session database {database} is unavailable: {reason}")]
+    Unavailable {
+        /// The database, credentials removed.
+        database: String,
+        /// Why, as the client saw it.
+        reason: String,
+    },
+    /// Another daemon has the session live and holds its lease: this one may not write it.
+    #[error(
+        "session {id} is live in another dshd (host {host}, pid {pid}), which holds its lease; close it there, or, if that dshd is gone, retry once its lease expires (in {}s at most)",
+        expires_in.as_secs().max(1)
+    )]
+    Leased {
+        /// The session.
+        id: SessionId,
+        /// The holder's host name.
+        host: String,
+        /// The holder's process id.
+        pid: u32,
+        /// How long until the lease expires unless renewed.
+        expires_in: std::time::Duration,
+    },
     /// The blocking task that did the work failed (it panicked or was cancelled): a bug or a
     /// runtime shutting down, never the caller's input.
     #[error("the {what} task failed: {message}")]
@@ -265,7 +303,8 @@ pub(crate) fn write_error(
     }
 }
 
-/// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`], [`sqlite::SqliteBackend`].
+/// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`],
+/// [`sqlite::SqliteBackend`], [`postgres::PostgresBackend`].
 ///
 /// Contract (checked by one suite against every backend):
 /// - creation is lazy: nothing is written for a session before its first [`append`](Self::append);
@@ -392,6 +431,13 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// open file), because no agent writes it any more. The session stays stored; a later call
     /// reads it again. The caller guarantees that no append of this session is in flight.
     fn release(&self, _id: &SessionId) {}
+
+    /// Why the backend's store cannot be reached right now, if it cannot (a database server that
+    /// is down); `None` when it can, or when the backend has no server (files). No I/O: the
+    /// answer of the last attempt.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Appends one metadata event to the stored session `id`, after its last event.
@@ -418,12 +464,25 @@ fn append_meta<P: Persistence + ?Sized>(
 }
 
 /// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file). Like the
-/// backends' own constructors, this touches nothing on disk.
+/// backends' own constructors, this touches nothing on disk. PostgreSQL has no path: open it
+/// with [`open_postgres`].
 pub fn open(kind: BackendKind, path: PathBuf) -> Result<Arc<dyn Persistence>, PersistenceError> {
     Ok(match kind {
         BackendKind::Jsonl => Arc::new(jsonl::JsonlBackend::new(path)?),
         BackendKind::Sqlite => Arc::new(sqlite::SqliteBackend::open(path)?),
+        BackendKind::Postgres => {
+            return Err(PersistenceError::Config(
+                "the postgres backend is opened with a connection string, not a path".to_owned(),
+            ));
+        }
     })
+}
+
+/// Opens the PostgreSQL backend of `options`. Connects to nothing yet.
+pub fn open_postgres(
+    options: postgres::PostgresOptions,
+) -> Result<Arc<dyn Persistence>, PersistenceError> {
+    Ok(Arc::new(postgres::PostgresBackend::open(options)?))
 }
 
 /// Whether two backend locations name the same file or directory: equal once links, `.` and `..`

@@ -73,12 +73,25 @@ pub struct PageQuery {
     pub order: Order,
     /// Only sessions whose header's `cwd` is exactly this path.
     pub cwd: Option<PathBuf>,
+    /// Only sessions created on this host (by its host name). Only the PostgreSQL backend records
+    /// hosts; the file backends hold this machine's sessions alone, which [`PageQuery::admits`]
+    /// compares with this machine's host name.
+    pub host: Option<String>,
 }
 
 impl PageQuery {
+    /// Whether the query asks for another machine's sessions only: a file backend, which holds
+    /// this machine's sessions alone, answers an empty page.
+    pub fn elsewhere(&self) -> bool {
+        self.host
+            .as_ref()
+            .is_some_and(|host| *host != super::postgres::lease::host_name())
+    }
+
     /// Whether `header` passes the query's filter and lies after its cursor.
     pub fn admits(&self, header: &SessionHeader) -> bool {
         self.cwd.as_ref().is_none_or(|cwd| *cwd == header.cwd)
+            && !self.elsewhere()
             && ListKey::of(header).follows(self.after.as_ref(), self.order)
     }
 }
@@ -130,6 +143,7 @@ mod tests {
                     limit: 4,
                     order,
                     cwd: None,
+                    host: None,
                 };
                 let page = page_of(all.clone(), &query);
                 seen.extend(page.headers.iter().cloned());
@@ -153,6 +167,7 @@ mod tests {
             limit: 10,
             order: Order::NewestFirst,
             cwd: Some("/w/1".into()),
+            host: None,
         };
         let page = page_of(all, &query);
         let ids: Vec<_> = page.headers.iter().map(|h| h.id.as_str()).collect();

@@ -57,6 +57,7 @@ impl Persistence for Locator {
         self.answers.then(|| SessionLocation {
             kind: "jsonl",
             path: self.root.join(header.id.as_str()).join("session.jsonl"),
+            database: None,
         })
     }
     fn stored_len(&self, _: &SessionId) -> Result<Option<u64>, PersistenceError> {

@@ -52,10 +52,19 @@ trait Fixture {
     fn tear(dir: &Path, header: &SessionHeader) -> Option<Vec<u8>>;
     /// Damages the stored event `seq`; returns the path and line the corruption error must name.
     fn damage(dir: &Path, header: &SessionHeader, seq: u64) -> (PathBuf, usize);
+    /// What the store holds, to tell whether anything was written: the files under `dir`, or
+    /// a database's rows.
+    fn footprint(dir: &Path) -> Vec<String> {
+        listing(dir)
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
 }
 
 struct Jsonl;
 struct Sqlite;
+struct Postgres;
 
 fn jsonl_root(dir: &Path) -> PathBuf {
     dir.join("home").join("sessions")
@@ -120,6 +129,73 @@ impl Fixture for Sqlite {
             .unwrap();
         assert_eq!(changed, 1);
         (sqlite_db(dir), usize::try_from(seq).unwrap() + 1)
+    }
+}
+
+/// The database of the store kept in `dir`: a fresh one of the shared test server, created on
+/// first use and named in a file beside `dir` (not in it: the suite compares `dir`'s listings).
+fn postgres_db(dir: &Path) -> String {
+    let marker = dir.parent().unwrap().join("postgres-db");
+    if let Ok(name) = fs::read_to_string(&marker) {
+        return name;
+    }
+    let name = dsh_testkit::postgres::shared().fresh_database();
+    fs::write(&marker, &name).unwrap();
+    name
+}
+
+fn postgres_url(dir: &Path) -> String {
+    dsh_testkit::postgres::shared().url(&postgres_db(dir))
+}
+
+impl Fixture for Postgres {
+    fn footprint(dir: &Path) -> Vec<String> {
+        let server = dsh_testkit::postgres::shared();
+        let db = postgres_db(dir);
+        if server
+            .sql(&db, "SELECT to_regclass('sessions') IS NULL")
+            .trim()
+            == "t"
+        {
+            return Vec::new();
+        }
+        server
+            .sql(
+                &db,
+                "SELECT 'session ' || id FROM sessions UNION ALL \
+                 SELECT 'event ' || session_id || ' ' || seq FROM events UNION ALL \
+                 SELECT 'lease ' || session_id FROM leases ORDER BY 1",
+            )
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn open(dir: &Path) -> Arc<dyn Persistence> {
+        let options = super::postgres::PostgresOptions::new(&postgres_url(dir)).unwrap();
+        crate::persistence::open_postgres(options).unwrap()
+    }
+
+    /// Each append is one transaction, as in SQLite.
+    fn tear(_dir: &Path, _header: &SessionHeader) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn damage(dir: &Path, header: &SessionHeader, seq: u64) -> (PathBuf, usize) {
+        let server = dsh_testkit::postgres::shared();
+        let changed = server.sql(
+            &postgres_db(dir),
+            &format!(
+                "UPDATE events SET data = '{{not json' WHERE session_id = '{}' AND seq = {seq} RETURNING 1",
+                header.id.as_str().replace('\'', "''")
+            ),
+        );
+        assert_eq!(changed.trim(), "1");
+        let shown = super::postgres::Target::parse(&postgres_url(dir)).unwrap();
+        (
+            PathBuf::from(shown.shown()),
+            usize::try_from(seq).unwrap() + 1,
+        )
     }
 }
 

@@ -13,6 +13,9 @@ macro_rules! contract {
         mod sqlite_pages {
             $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
         }
+        mod postgres_pages {
+            $( #[test] fn $test() { super::$test::<super::Postgres>(); } )*
+        }
     };
 }
 
@@ -30,6 +33,7 @@ fn query(after: Option<ListKey>, limit: usize, order: Order, cwd: Option<&str>) 
         limit,
         order,
         cwd: cwd.map(PathBuf::from),
+        host: None,
     }
 }
 

@@ -10,6 +10,9 @@ macro_rules! contract {
         mod sqlite_contract {
             $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
         }
+        mod postgres_contract {
+            $( #[test] fn $test() { super::$test::<super::Postgres>(); } )*
+        }
     };
 }
 
@@ -31,7 +34,7 @@ contract!(
 
 fn creation_is_lazy<F: Fixture>() {
     let s = scratch();
-    let before = listing(&s.dir);
+    let before = F::footprint(&s.dir);
     let backend = F::open(&s.dir);
     let h = header("s1");
     let _ = backend.locate(&h);
@@ -47,16 +50,16 @@ fn creation_is_lazy<F: Fixture>() {
     ));
     backend.append(&h, &[]).unwrap();
     assert_eq!(
-        listing(&s.dir),
+        F::footprint(&s.dir),
         before,
         "nothing may exist before the first append"
     );
 
     backend.append(&h, &turn(0, 1)).unwrap();
-    assert_ne!(listing(&s.dir), before);
+    assert_ne!(F::footprint(&s.dir), before);
     assert_eq!(backend.stored_len(&h.id).unwrap(), Some(8));
     assert_eq!(backend.list().unwrap(), vec![h.clone()]);
-    if let Some(location) = backend.locate(&h) {
+    if let Some(location) = backend.locate(&h).filter(|l| l.database.is_none()) {
         assert!(
             location.path.is_file(),
             "the first append creates the located file"
@@ -173,6 +176,12 @@ fn locate_is_pure_and_follows_identity<F: Fixture>() {
     for h in [&fork, &spawn, &header("never-written")] {
         let other = backend.locate(h);
         match (&here, &other) {
+            (Some(a), Some(b)) if a.database.is_some() => {
+                // A database: the same one for every session (the session is the header's id).
+                assert_eq!(a, b, "{}", h.id);
+                assert_eq!(b.kind, backend.kind().as_str());
+                assert_eq!(b.database.as_deref(), backend.path().to_str());
+            }
             (Some(a), Some(b)) => {
                 assert_ne!(a.path, b.path, "{} gets its own location", h.id);
                 assert_eq!(b.kind, "jsonl");
@@ -432,7 +441,7 @@ fn hostile_ids_stay_inside_and_round_trip<F: Fixture>() {
         let mut h = header(raw);
         h.created_at += i64::try_from(n).unwrap();
         backend.append(&h, &turn(0, 1)).unwrap();
-        if let Some(location) = backend.locate(&h) {
+        if let Some(location) = backend.locate(&h).filter(|l| l.database.is_none()) {
             assert!(location.path.starts_with(&store), "{raw:?} -> {location:?}");
             assert_eq!(
                 location.path.components().count(),

@@ -389,6 +389,7 @@ mod tests {
             limit: 100,
             order: Order::OldestFirst,
             cwd: None,
+            host: None,
         };
         let page = backend.list_page(&query).unwrap();
         page.headers

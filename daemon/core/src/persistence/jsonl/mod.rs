@@ -235,6 +235,7 @@ impl Persistence for JsonlBackend {
         Some(SessionLocation {
             kind: BackendKind::Jsonl.as_str(),
             path: log_path(&self.root, header),
+            database: None,
         })
     }
 
@@ -573,6 +574,9 @@ impl Persistence for JsonlBackend {
     }
 
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        if query.elsewhere() {
+            return Ok(Page::default());
+        }
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         index.refresh(&self.root)?;
         Ok(index::page(&mut index, &self.root, query))

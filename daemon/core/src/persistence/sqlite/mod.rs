@@ -381,6 +381,9 @@ impl Persistence for SqliteBackend {
     }
 
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        if query.elsewhere() {
+            return Ok(Page::default());
+        }
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         match self.connection(&mut slot, Access::Read)? {
             Some(conn) => self.page(&conn, query),

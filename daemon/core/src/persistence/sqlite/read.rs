@@ -245,6 +245,7 @@ mod tests {
                         limit: 50,
                         order,
                         cwd: cwd.clone(),
+                        host: None,
                     };
                     let (sql, params) = page_statement(&query).unwrap();
                     let plan: Vec<String> = conn

@@ -60,6 +60,7 @@ impl Persistence for Locator {
         self.kind.map(|kind| SessionLocation {
             kind,
             path: self.root.join(header.id.as_str()).join("session.jsonl"),
+            database: None,
         })
     }
 

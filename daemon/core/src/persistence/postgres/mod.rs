@@ -1,0 +1,588 @@
+//! PostgreSQL backend (CONTRACTS §4.7): one database for the sessions of every machine, with one
+//! writer per session enforced by a lease row (see [`lease`]).
+//!
+//! The [`Persistence`] trait is synchronous and its callers run it on the blocking pool. The
+//! client (`tokio-postgres`, pooled by `deadpool-postgres`) is async, so the backend owns a
+//! one-worker runtime that drives its connections and the lease heartbeat; each call is sent
+//! there and its answer awaited on a plain channel, which works from any thread, inside another
+//! runtime or not.
+//!
+//! Every append and every repair is one transaction that first takes (or keeps) the session's
+//! lease, which locks the lease row: appends to one session are serialised across machines, the
+//! tail check and the inserts see the same log, and an append of a daemon that lost the lease
+//! writes nothing. Nothing is written before a session's first append, and the database is not
+//! even connected to before the first call: a database that is down when dshd starts does not
+//! stop dshd from starting.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
+
+use super::{
+    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, SessionLocation,
+    StoredSession, batch_start,
+};
+use crate::session::repair::close_open_turn;
+use crate::session::{Event, EventData, SessionHeader, SessionId};
+
+pub mod lease;
+mod read;
+pub mod schema;
+pub mod target;
+
+pub use lease::Holder;
+pub use target::Target;
+
+/// How long a lease lasts without renewal unless configured (`postgres.lease_seconds`): a
+/// crashed daemon's sessions can be resumed elsewhere this long after its last renewal.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The most connections one backend opens.
+const POOL_SIZE: usize = 16;
+
+/// How to reach the database and how this daemon holds sessions in it.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// The database.
+    pub target: Target,
+    /// Who this daemon is, as leases name it.
+    pub holder: Holder,
+    /// How long a lease lasts without renewal; renewed every third of it.
+    pub lease: Duration,
+}
+
+impl PostgresOptions {
+    /// Options for `url`, held by this process, with the default lease.
+    pub fn new(url: &str) -> Result<Self, PersistenceError> {
+        Ok(Self {
+            target: Target::parse(url)?,
+            holder: Holder::this_process(),
+            lease: DEFAULT_LEASE,
+        })
+    }
+}
+
+/// The PostgreSQL backend.
+#[derive(Debug)]
+pub struct PostgresBackend {
+    inner: Arc<Inner>,
+    /// Drives the connections and the heartbeat. `Option` only so that `Drop` can shut it down
+    /// without blocking (a runtime dropped inside another runtime's worker would panic).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    target: Target,
+    pool: Pool,
+    holder: Holder,
+    lease: Duration,
+    /// Sessions whose lease this backend holds (and renews).
+    held: Mutex<HashSet<SessionId>>,
+    /// Set once the schema is known to be current.
+    migrated: tokio::sync::OnceCell<()>,
+    /// Why the database could not be reached the last time it was tried; `None` after a success.
+    unavailable: Mutex<Option<String>>,
+}
+
+impl PostgresBackend {
+    /// A backend over the database of `options`. Connects to nothing: the first call does.
+    pub fn open(options: PostgresOptions) -> Result<Self, PersistenceError> {
+        if options.lease < Duration::from_millis(300) {
+            return Err(PersistenceError::Config(
+                "postgres.lease_seconds must be at least 0.3".to_owned(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("dsh-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                PersistenceError::Config(format!("cannot start the PostgreSQL runtime: {e}"))
+            })?;
+        let manager = Manager::from_config(
+            options.target.config().clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let connect = options
+            .target
+            .config()
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(target::CONNECT_TIMEOUT);
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(connect))
+            .wait_timeout(Some(connect.saturating_mul(2)))
+            .build()
+            .map_err(|e| PersistenceError::Config(format!("postgres: {e}")))?;
+        let inner = Arc::new(Inner {
+            target: options.target,
+            pool,
+            holder: options.holder,
+            lease: options.lease,
+            held: Mutex::new(HashSet::new()),
+            migrated: tokio::sync::OnceCell::new(),
+            unavailable: Mutex::new(None),
+        });
+        runtime.spawn(lease::heartbeat(Arc::downgrade(&inner)));
+        Ok(Self {
+            inner,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The database, credentials removed.
+    pub fn shown(&self) -> &str {
+        self.inner.target.shown()
+    }
+
+    /// Who this backend's leases name.
+    pub fn holder(&self) -> &Holder {
+        &self.inner.holder
+    }
+
+    /// Runs `work` on the backend's runtime and waits for it, from any thread.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, PersistenceError>> + Send + 'static,
+    ) -> Result<T, PersistenceError> {
+        let Some(runtime) = &self.runtime else {
+            return Err(self.inner.down("the backend is shut down".to_owned()));
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(PersistenceError::Task {
+                what: "postgres",
+                message: "the PostgreSQL runtime stopped".to_owned(),
+            })
+        })
+    }
+
+    /// Stops renewing the leases of this backend's sessions, as a daemon killed with -9 would:
+    /// for tests of what another daemon sees.
+    #[doc(hidden)]
+    pub fn freeze_for_tests(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Inner {
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(self.target.shown())
+    }
+
+    /// A connection, with the schema migrated (once per backend).
+    async fn client(&self) -> Result<deadpool_postgres::Object, PersistenceError> {
+        let mut client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
+        self.clear_down();
+        if self.migrated.get().is_none() {
+            let pg: &mut tokio_postgres::Client = &mut client;
+            self.migrated
+                .get_or_try_init(|| async {
+                    match schema::migrate(pg).await {
+                        Ok(schema::Outcome::Current) => Ok(()),
+                        Ok(schema::Outcome::Newer(version)) => Err(PersistenceError::Config(format!(
+                            "{} has dsh schema version {version}, newer than this dshd's ({}): use that dsh",
+                            self.target.shown(),
+                            schema::SCHEMA_VERSION
+                        ))),
+                        Err(e) => Err(self.pg(e)),
+                    }
+                })
+                .await?;
+        }
+        Ok(client)
+    }
+
+    fn clear_down(&self) {
+        let mut down = self
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if down.is_some() {
+            tracing::info!(database = %self.target.shown(), "PostgreSQL is reachable again");
+            *down = None;
+        }
+    }
+
+    /// Records that the database is unreachable, and the error saying so.
+    fn down(&self, reason: String) -> PersistenceError {
+        let mut down = self
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if down.is_none() {
+            tracing::warn!(database = %self.target.shown(), %reason, "PostgreSQL is unreachable");
+        }
+        *down = Some(reason.clone());
+        PersistenceError::Unavailable {
+            database: self.target.shown().to_owned(),
+            reason,
+        }
+    }
+
+    fn pool_error(&self, error: PoolError) -> PersistenceError {
+        match error {
+            PoolError::Backend(e) => self.pg(e),
+            PoolError::Timeout(_) => self.down("timed out connecting".to_owned()),
+            other => self.down(other.to_string()),
+        }
+    }
+
+    /// Maps a client error: a lost or refused connection is [`PersistenceError::Unavailable`],
+    /// anything the server answered is [`PersistenceError::Postgres`].
+    fn pg(&self, error: tokio_postgres::Error) -> PersistenceError {
+        if let Some(db) = error.as_db_error() {
+            let code = db.code();
+            let lost = code.code().starts_with("08")
+                || [
+                    SqlState::ADMIN_SHUTDOWN,
+                    SqlState::CRASH_SHUTDOWN,
+                    SqlState::CANNOT_CONNECT_NOW,
+                    SqlState::TOO_MANY_CONNECTIONS,
+                ]
+                .contains(code);
+            let message = format!("{}: {}", db.severity(), db.message());
+            return if lost {
+                self.down(message)
+            } else {
+                PersistenceError::Postgres {
+                    database: self.target.shown().to_owned(),
+                    message,
+                }
+            };
+        }
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        self.down(message)
+    }
+
+    fn corrupt(&self, line: usize, message: String) -> PersistenceError {
+        PersistenceError::Corrupt {
+            path: self.path(),
+            line,
+            message,
+        }
+    }
+}
+
+/// The rows of an append batch, serialised on the caller's thread.
+struct Rows {
+    seqs: Vec<i64>,
+    types: Vec<String>,
+    times: Vec<i64>,
+    datas: Vec<String>,
+}
+
+impl Rows {
+    fn of(events: &[Event]) -> Self {
+        Self {
+            seqs: events
+                .iter()
+                .map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX))
+                .collect(),
+            types: events
+                .iter()
+                .map(|e| e.data.type_name().to_owned())
+                .collect(),
+            times: events.iter().map(|e| e.time).collect(),
+            datas: events.iter().map(Event::data_json).collect(),
+        }
+    }
+}
+
+impl Inner {
+    /// Inserts `rows` after the stored tail and records the new length, inside `tx`.
+    async fn insert(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        id: &SessionId,
+        rows: &Rows,
+        len: i64,
+    ) -> Result<(), PersistenceError> {
+        let insert = tx
+            .prepare_cached(
+                "INSERT INTO events (session_id, seq, type, time, data) \
+                 SELECT $1, * FROM UNNEST($2::int8[], $3::text[], $4::int8[], $5::text[])",
+            )
+            .await
+            .map_err(|e| self.pg(e))?;
+        tx.execute(
+            &insert,
+            &[
+                &id.as_str(),
+                &rows.seqs,
+                &rows.types,
+                &rows.times,
+                &rows.datas,
+            ],
+        )
+        .await
+        .map_err(|e| self.pg(e))?;
+        let update = tx
+            .prepare_cached("UPDATE sessions SET events = $2 WHERE id = $1")
+            .await
+            .map_err(|e| self.pg(e))?;
+        tx.execute(&update, &[&id.as_str(), &len])
+            .await
+            .map_err(|e| self.pg(e))?;
+        Ok(())
+    }
+
+    async fn append(
+        &self,
+        header: SessionHeader,
+        header_json: String,
+        first: u64,
+        rows: Rows,
+    ) -> Result<(), PersistenceError> {
+        let id = &header.id;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.pg(e))?;
+        lease::take(self, &tx, id).await?;
+        let select = tx
+            .prepare_cached("SELECT header, events FROM sessions WHERE id = $1")
+            .await
+            .map_err(|e| self.pg(e))?;
+        let stored = tx
+            .query_opt(&select, &[&id.as_str()])
+            .await
+            .map_err(|e| self.pg(e))?;
+        let expected = match &stored {
+            None => 0,
+            Some(row) => {
+                if read::parse_header(row.get(0)).ok().as_ref() != Some(&header) {
+                    return Err(PersistenceError::Config(format!(
+                        "session {id} is stored in {} with a different header",
+                        self.target.shown()
+                    )));
+                }
+                u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)
+            }
+        };
+        if first != expected {
+            return Err(PersistenceError::SeqMismatch {
+                id: id.clone(),
+                expected,
+                got: first,
+            });
+        }
+        if stored.is_none() {
+            let create = tx
+                .prepare_cached(
+                    "INSERT INTO sessions (id, header, created_at, cwd, host, daemon) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .await
+                .map_err(|e| self.pg(e))?;
+            let cwd = header.cwd.to_string_lossy();
+            tx.execute(
+                &create,
+                &[
+                    &id.as_str(),
+                    &header_json,
+                    &header.created_at,
+                    &cwd.as_ref(),
+                    &self.holder.host,
+                    &self.holder.daemon,
+                ],
+            )
+            .await
+            .map_err(|e| self.pg(e))?;
+        }
+        let len = i64::try_from(first).unwrap_or(i64::MAX) + rows.seqs.len() as i64;
+        self.insert(&tx, id, &rows, len).await?;
+        tx.commit().await.map_err(|e| self.pg(e))?;
+        self.lock_held().insert(id.clone());
+        Ok(())
+    }
+
+    async fn load(&self, id: SessionId) -> Result<StoredSession, PersistenceError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.pg(e))?;
+        lease::take(self, &tx, &id).await?;
+        let (header, mut events) = self.read(&tx, &id).await?;
+        let mut repairs = Vec::new();
+        let closers = close_open_turn(&events);
+        if let Some(Event {
+            data: EventData::TurnEnd { turn, .. },
+            ..
+        }) = closers.last()
+        {
+            let len = (events.len() + closers.len()) as i64;
+            self.insert(&tx, &id, &Rows::of(&closers), len).await?;
+            repairs.push(Repair::ClosedOpenTurn {
+                turn: *turn,
+                events: closers.len(),
+            });
+            events.extend(closers);
+        }
+        tx.commit().await.map_err(|e| self.pg(e))?;
+        self.lock_held().insert(id);
+        Ok(StoredSession {
+            header,
+            events,
+            repairs,
+        })
+    }
+
+    async fn inspect(&self, id: SessionId) -> Result<StoredSession, PersistenceError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(|e| self.pg(e))?;
+        let (header, events) = self.read(&tx, &id).await?;
+        tx.commit().await.map_err(|e| self.pg(e))?;
+        Ok(StoredSession {
+            header,
+            events,
+            repairs: Vec::new(),
+        })
+    }
+
+    async fn stored_len(&self, id: SessionId) -> Result<Option<u64>, PersistenceError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached("SELECT events FROM sessions WHERE id = $1")
+            .await
+            .map_err(|e| self.pg(e))?;
+        let row = client
+            .query_opt(&stmt, &[&id.as_str()])
+            .await
+            .map_err(|e| self.pg(e))?;
+        Ok(row.map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)))
+    }
+
+    async fn header(&self, id: SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        let client = self.client().await?;
+        self.header_in(&**client, &id).await
+    }
+}
+
+impl Persistence for PostgresBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Postgres
+    }
+
+    /// The database as shown (credentials removed): not a file.
+    fn path(&self) -> PathBuf {
+        self.inner.path()
+    }
+
+    /// The database (credentials removed); the session is the header's id. No per-session
+    /// file: `path` is empty.
+    fn locate(&self, _header: &SessionHeader) -> Option<SessionLocation> {
+        Some(SessionLocation {
+            kind: BackendKind::Postgres.as_str(),
+            path: PathBuf::new(),
+            database: Some(self.inner.target.shown().to_owned()),
+        })
+    }
+
+    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
+        let inner = self.inner.clone();
+        let id = id.clone();
+        self.run(async move { inner.stored_len(id).await })
+    }
+
+    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError> {
+        let id = &header.id;
+        if events.is_empty() {
+            return Ok(());
+        }
+        let first = batch_start(id, events)?;
+        header
+            .validate()
+            .map_err(|e| PersistenceError::Config(format!("session {id}: invalid header: {e}")))?;
+        let header_json = serde_json::to_string(header)
+            .map_err(|e| PersistenceError::Config(format!("session {id}: {e}")))?;
+        let rows = Rows::of(events);
+        let inner = self.inner.clone();
+        let header = header.clone();
+        self.run(async move { inner.append(header, header_json, first, rows).await })
+    }
+
+    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        let inner = self.inner.clone();
+        let id = id.clone();
+        self.run(async move { inner.load(id).await })
+    }
+
+    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        let inner = self.inner.clone();
+        let id = id.clone();
+        self.run(async move { inner.inspect(id).await })
+    }
+
+    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+        let inner = self.inner.clone();
+        self.run(async move { inner.list().await })
+    }
+
+    fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        let inner = self.inner.clone();
+        let id = id.clone();
+        self.run(async move { inner.header(id).await })
+    }
+
+    fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        let inner = self.inner.clone();
+        let query = query.clone();
+        self.run(async move { inner.page(query).await })
+    }
+
+    fn release(&self, id: &SessionId) {
+        self.inner.lock_held().remove(id);
+        let inner = self.inner.clone();
+        let wanted = id.clone();
+        if let Err(error) = self.run(async move { lease::drop_lease(&inner, &wanted).await }) {
+            tracing::warn!(session = %id, %error, "cannot release the session's lease; it expires on its own");
+        }
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        self.inner
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
