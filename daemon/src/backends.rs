@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{Config, ValueSource};
+use crate::config::{Config, PostgresConfig, PostgresUrl, ValueSource};
 use dsh_core::persistence::choice::{self, BackendChoice, ChoiceError};
+use dsh_core::persistence::postgres::{Holder, PostgresOptions, SecretUrl, Target};
 use dsh_core::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
 use dsh_core::session::SessionId;
 
@@ -22,6 +23,8 @@ pub struct Backends {
     jsonl_root: PathBuf,
     /// The configured SQLite database (`sqlite.path`).
     sqlite_path: PathBuf,
+    /// The configured PostgreSQL database (`[postgres]`).
+    postgres: PostgresConfig,
     /// The backend choice saved under the home (read at start, written by
     /// [`use_backend`](Self::use_backend)). Held for the whole of a `use_backend`, so concurrent
     /// swaps are serialised and the saved choice is always the one made last.
@@ -40,6 +43,7 @@ impl Backends {
             home: config.home.path.clone(),
             jsonl_root: config.jsonl_root.clone(),
             sqlite_path: config.sqlite_path.clone(),
+            postgres: config.postgres.clone(),
             saved_choice: tokio::sync::Mutex::new(saved),
         }
     }
@@ -71,6 +75,9 @@ impl Backends {
         kind: BackendKind,
         path: Option<PathBuf>,
     ) -> Result<Selected, UseError> {
+        if kind == BackendKind::Postgres {
+            return self.use_postgres(None).await;
+        }
         // A location from the request must be usable as it is; the configured one may lie in a
         // directory dshd creates itself (the home, which need not exist yet), as at start.
         let explicit = path.is_some();
@@ -99,7 +106,53 @@ impl Backends {
         let chosen = BackendChoice {
             kind,
             path: backend.path(),
+            url: None,
         };
+        self.settle(&mut saved, chosen, backend, changed).await
+    }
+
+    /// Makes the PostgreSQL database at `url` (the configured one when `None`) the active
+    /// backend, like [`use_backend`](Self::use_backend): the database must answer (a first page
+    /// is read from it) before anything changes; the same database selected again changes
+    /// nothing.
+    pub async fn use_postgres(&self, url: Option<SecretUrl>) -> Result<Selected, UseError> {
+        let options = postgres_options(&self.postgres, url.as_ref())?;
+        let mut saved = self.saved_choice.lock().await;
+        let active = self.persistence.backend();
+        let (backend, changed) = blocking(move || {
+            if active.kind() == BackendKind::Postgres
+                && active.path() == std::path::Path::new(options.target.shown())
+            {
+                return Ok((active, false));
+            }
+            let backend = persistence::open_postgres(options)?;
+            backend.list_page(&persistence::PageQuery {
+                after: None,
+                limit: 1,
+                order: persistence::Order::NewestFirst,
+                cwd: None,
+                host: None,
+            })?;
+            Ok((backend, true))
+        })
+        .await?;
+        let chosen = BackendChoice {
+            kind: BackendKind::Postgres,
+            path: PathBuf::new(),
+            url,
+        };
+        self.settle(&mut saved, chosen, backend, changed).await
+    }
+
+    /// Saves `chosen` (if it is not the saved choice already), then swaps `backend` in if it
+    /// `changed`.
+    async fn settle(
+        &self,
+        saved: &mut Option<BackendChoice>,
+        chosen: BackendChoice,
+        backend: Arc<dyn Persistence>,
+        changed: bool,
+    ) -> Result<Selected, UseError> {
         if saved.as_ref() != Some(&chosen) {
             let home = self.home.clone();
             let record = chosen.clone();
@@ -125,7 +178,15 @@ impl Backends {
             (BackendKind::Jsonl, self.jsonl_root.clone()),
             (BackendKind::Sqlite, self.sqlite_path.clone()),
         ];
-        if let Some(saved) = self.saved_choice.lock().await.clone() {
+        // A PostgreSQL database is not counted: reading every header of a shared database on
+        // every first page would cost more than the listing itself.
+        if let Some(saved) = self
+            .saved_choice
+            .lock()
+            .await
+            .clone()
+            .filter(|saved| saved.kind != BackendKind::Postgres)
+        {
             candidates.push((saved.kind, saved.path));
         }
         let active = self.persistence.backend();
@@ -235,6 +296,7 @@ pub fn startup_backend(
     let configured = BackendChoice {
         kind: config.persistence,
         path: backend_path(config, config.persistence),
+        url: None,
     };
     match (config.persistence_source, saved) {
         (ValueSource::Flag, _) => (configured, StartSource::Flag),
@@ -242,6 +304,50 @@ pub fn startup_backend(
         (ValueSource::Default, Some(saved)) => (saved.clone(), StartSource::Saved),
         (ValueSource::Default, None) => (configured, StartSource::Default),
     }
+}
+
+/// Opens the backend of `choice` (nothing is read or connected to yet).
+pub fn open_choice(
+    config: &Config,
+    choice: &BackendChoice,
+) -> Result<Arc<dyn Persistence>, PersistenceError> {
+    match choice.kind {
+        BackendKind::Postgres => {
+            persistence::open_postgres(postgres_options(&config.postgres, choice.url.as_ref())?)
+        }
+        kind => persistence::open(kind, choice.path.clone()),
+    }
+}
+
+/// The options of the PostgreSQL database at `url`, or the configured one: `postgres.url`, or
+/// the contents of `postgres.url_file` (read now). Errors name the field and never the URL.
+fn postgres_options(
+    config: &PostgresConfig,
+    url: Option<&SecretUrl>,
+) -> Result<PostgresOptions, PersistenceError> {
+    let text = match (url, &config.url) {
+        (Some(url), _) => url.expose().to_owned(),
+        (None, Some(PostgresUrl::Inline(url))) => url.expose().to_owned(),
+        (None, Some(PostgresUrl::File(path))) => std::fs::read_to_string(path)
+            .map_err(|e| {
+                PersistenceError::Config(format!(
+                    "postgres.url_file: cannot read {}: {e}",
+                    path.display()
+                ))
+            })?
+            .trim()
+            .to_owned(),
+        (None, None) => {
+            return Err(PersistenceError::Config(
+                "no PostgreSQL database is configured: give its URL (dshctl persistence use postgres --url URL) or set postgres.url".to_owned(),
+            ));
+        }
+    };
+    Ok(PostgresOptions {
+        target: Target::parse(&text)?,
+        holder: Holder::this_process(),
+        lease: config.lease,
+    })
 }
 
 /// Runs blocking persistence work on the blocking pool.
@@ -314,6 +420,7 @@ mod tests {
         let saved = BackendChoice {
             kind: BackendKind::Sqlite,
             path: PathBuf::from("/elsewhere/chosen.sqlite3"),
+            url: None,
         };
         let default = config(&home, None, None);
         assert_eq!(
@@ -326,6 +433,7 @@ mod tests {
                 BackendChoice {
                     kind: BackendKind::Jsonl,
                     path: home.join("sessions"),
+                    url: None,
                 },
                 StartSource::Default
             )
@@ -337,6 +445,7 @@ mod tests {
                 BackendChoice {
                     kind: BackendKind::Jsonl,
                     path: home.join("sessions"),
+                    url: None,
                 },
                 StartSource::Flag
             )
@@ -349,6 +458,7 @@ mod tests {
                 BackendChoice {
                     kind: BackendKind::Sqlite,
                     path: home.join("sessions.sqlite3"),
+                    url: None,
                 },
                 StartSource::ConfigFile
             )
@@ -416,6 +526,7 @@ mod tests {
             Some(BackendChoice {
                 kind: BackendKind::Sqlite,
                 path: db.clone(),
+                url: None,
             })
         );
         drop(first);

@@ -13,7 +13,7 @@ use dsh_core::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
 use dsh_core::exec::{ExecConfig, ExecError, Executor};
 use dsh_core::hooks::Hooks;
 use dsh_core::persistence::choice::{self, ChoiceError};
-use dsh_core::persistence::{self, PersistenceError, PersistenceHandle};
+use dsh_core::persistence::{PersistenceError, PersistenceHandle};
 use dsh_core::shell::Shell;
 use dsh_core::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
 use dsh_core::skills::Skills;
@@ -92,13 +92,15 @@ impl Daemon {
                 "not using the backend saved by `dshctl persistence use`"
             );
         }
+        // Opened first, so the log names the location as the backend shows it (a database without
+        // its credentials).
+        let backend = crate::backends::open_choice(config, &start)?;
         tracing::info!(
             backend = start.kind.as_str(),
-            path = %start.path.display(),
+            path = %backend.path().display(),
             from = source.describe(),
             "persistence backend"
         );
-        let backend = persistence::open(start.kind, start.path)?;
         let persistence = Arc::new(PersistenceHandle::new(backend));
         let executor = Arc::new(Executor::new(ExecConfig {
             owner_scope: home.to_string_lossy().into_owned(),

@@ -69,6 +69,7 @@ struct Args {
 enum BackendArg {
     Jsonl,
     Sqlite,
+    Postgres,
 }
 
 impl From<BackendArg> for BackendName {
@@ -76,6 +77,7 @@ impl From<BackendArg> for BackendName {
         match arg {
             BackendArg::Jsonl => Self::Jsonl,
             BackendArg::Sqlite => Self::Sqlite,
+            BackendArg::Postgres => Self::Postgres,
         }
     }
 }

@@ -37,6 +37,8 @@ pub struct PgServer {
     bin: PathBuf,
     /// Whether the server runs as `nobody` (the tests run as root).
     as_nobody: bool,
+    /// Whether commits are fsynced (benchmarks); tests run without.
+    durable: bool,
 }
 
 /// The server shared by every test of this binary, started on first use.
@@ -49,7 +51,7 @@ pub fn shared() -> &'static PgServer {
         std::thread::Builder::new()
             .name("postgres-keeper".into())
             .spawn(move || {
-                let server = PgServer::start_inner(true);
+                let server = PgServer::start_inner(false);
                 tx.send(server).unwrap();
                 loop {
                     std::thread::park();
@@ -61,12 +63,19 @@ pub fn shared() -> &'static PgServer {
 }
 
 impl PgServer {
-    /// A new cluster, started; stopped and removed on drop.
+    /// A new cluster, started; stopped and removed on drop. Commits are not fsynced (a test
+    /// server: a crash of the machine loses nothing anyone needs).
     pub fn start() -> Self {
         Self::start_inner(false)
     }
 
-    fn start_inner(for_life: bool) -> Self {
+    /// [`start`](Self::start) with PostgreSQL's durable defaults (`fsync=on`,
+    /// `synchronous_commit=on`): what a benchmark compares with SQLite's `synchronous=FULL`.
+    pub fn start_durable() -> Self {
+        Self::start_inner(true)
+    }
+
+    fn start_inner(durable: bool) -> Self {
         let bin = bin_dir();
         let as_nobody = rustix::process::geteuid().is_root();
         let base = tempfile::Builder::new()
@@ -95,13 +104,13 @@ impl PgServer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let _ = for_life;
         let mut server = Self {
             dir,
             port: 5432,
             child: None,
             bin,
             as_nobody,
+            durable,
         };
         server.run();
         server
@@ -116,7 +125,7 @@ impl PgServer {
         // as a fast shutdown; when the server has gone, it removes the cluster unless told that
         // the server is only being stopped (the `keep` file).
         let script = r#"
-"$1" -D "$2/data" -k "$2" -p "$3" -c listen_addresses= -c fsync=off -c max_connections=300 -c log_min_messages=warning &
+"$1" -D "$2/data" -k "$2" -p "$3" -c listen_addresses= -c fsync="$4" -c max_connections=300 -c log_min_messages=warning &
 pid=$!
 trap 'kill -INT $pid' TERM INT
 wait $pid; wait $pid
@@ -134,6 +143,7 @@ wait $pid; wait $pid
             .arg(&postgres)
             .arg(&self.dir)
             .arg(self.port.to_string())
+            .arg(if self.durable { "on" } else { "off" })
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

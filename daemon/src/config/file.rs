@@ -25,6 +25,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub sqlite: SqliteSection,
     #[serde(default)]
+    pub postgres: PostgresSection,
+    #[serde(default)]
     pub model: ModelSection,
     #[serde(default)]
     pub agent: AgentSection,
@@ -81,7 +83,7 @@ impl WatchSection {
     }
 }
 
-/// `persistence = "jsonl" | "sqlite"`.
+/// `persistence = "jsonl" | "sqlite" | "postgres"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendName {
@@ -89,6 +91,8 @@ pub enum BackendName {
     Jsonl,
     /// One SQLite database.
     Sqlite,
+    /// One PostgreSQL database, shared by many machines.
+    Postgres,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -101,6 +105,26 @@ pub(super) struct JsonlSection {
 #[serde(deny_unknown_fields)]
 pub(super) struct SqliteSection {
     pub path: Option<String>,
+}
+
+/// `[postgres]`. No `Debug` of the URL: it may hold a password.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PostgresSection {
+    pub url: Option<String>,
+    pub url_file: Option<String>,
+    // NonZero: a 0 is refused while parsing, so the error names its line and key.
+    pub lease_ms: Option<std::num::NonZeroU64>,
+}
+
+impl std::fmt::Debug for PostgresSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSection")
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("url_file", &self.url_file)
+            .field("lease_ms", &self.lease_ms)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -73,8 +73,26 @@ pub struct Flags {
     pub socket: Option<OsString>,
     /// `--log-format text|json`.
     pub log_format: Option<LogFormat>,
-    /// `--persistence jsonl|sqlite`.
+    /// `--persistence jsonl|sqlite|postgres`.
     pub persistence: Option<BackendName>,
+}
+
+/// Where the PostgreSQL connection string comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostgresUrl {
+    /// `postgres.url`.
+    Inline(dsh_core::persistence::postgres::SecretUrl),
+    /// `postgres.url_file`: a private file holding it (read when the backend is opened).
+    File(PathBuf),
+}
+
+/// `[postgres]`.
+#[derive(Debug, Clone)]
+pub struct PostgresConfig {
+    /// The connection string, if configured.
+    pub url: Option<PostgresUrl>,
+    /// `postgres.lease_ms`: how long a crashed daemon's sessions stay leased.
+    pub lease: Duration,
 }
 
 /// The validated configuration the daemon runs with.
@@ -109,6 +127,8 @@ pub struct Config {
     pub jsonl_root: PathBuf,
     /// SQLite database (`sqlite.path`, default `<home>/sessions.sqlite3`).
     pub sqlite_path: PathBuf,
+    /// The PostgreSQL database (`[postgres]`).
+    pub postgres: PostgresConfig,
     /// When agents checkpoint.
     pub checkpoint: CheckpointPolicy,
     /// Provider for agents created without one (`model.provider`, default `scripted`).
@@ -271,6 +291,56 @@ impl Builder<'_> {
         }
     }
 
+    /// `[postgres]`: one of `url` and `url_file` (neither is read here: the file is read each
+    /// time the backend is opened, so a rotated password is picked up), required when
+    /// `persistence` is `postgres`; `lease_ms`.
+    fn postgres(
+        &self,
+        section: &file::PostgresSection,
+        persistence: BackendKind,
+    ) -> Result<PostgresConfig, ConfigError> {
+        let url = match (&section.url, &section.url_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Value {
+                    origin: self.origin("postgres.url_file"),
+                    message: "give postgres.url or postgres.url_file, not both".into(),
+                });
+            }
+            (Some(url), None) => {
+                // Checked now, so a typo is reported at start; the error never repeats the URL.
+                dsh_core::persistence::postgres::Target::parse(url).map_err(|e| {
+                    ConfigError::Value {
+                        origin: self.origin("postgres.url"),
+                        message: e.to_string(),
+                    }
+                })?;
+                Some(PostgresUrl::Inline(
+                    dsh_core::persistence::postgres::SecretUrl::new(url.clone()),
+                ))
+            }
+            (None, Some(file)) => Some(PostgresUrl::File(self.path(
+                Some(file),
+                "postgres.url_file",
+                PathBuf::new(),
+            )?)),
+            (None, None) => None,
+        };
+        if url.is_none() && persistence == BackendKind::Postgres {
+            return Err(ConfigError::Value {
+                origin: self.origin("postgres.url"),
+                message: "persistence is postgres: set postgres.url or postgres.url_file".into(),
+            });
+        }
+        Ok(PostgresConfig {
+            url,
+            lease: section
+                .lease_ms
+                .map_or(dsh_core::persistence::postgres::DEFAULT_LEASE, |ms| {
+                    Duration::from_millis(ms.get())
+                }),
+        })
+    }
+
     fn positive_ms(
         &self,
         value: Option<u64>,
@@ -303,6 +373,7 @@ impl Builder<'_> {
         };
         let persistence = match flags.persistence.or(parsed.persistence) {
             Some(BackendName::Sqlite) => BackendKind::Sqlite,
+            Some(BackendName::Postgres) => BackendKind::Postgres,
             Some(BackendName::Jsonl) | None => BackendKind::Jsonl,
         };
         let persistence_source = match (flags.persistence, parsed.persistence) {
@@ -310,6 +381,7 @@ impl Builder<'_> {
             (None, Some(_)) => ValueSource::File,
             (None, None) => ValueSource::Default,
         };
+        let postgres = self.postgres(&parsed.postgres, persistence)?;
         let default_script = parsed
             .model
             .script
@@ -406,6 +478,7 @@ impl Builder<'_> {
                 "sqlite.path",
                 self.home.join("sessions.sqlite3"),
             )?,
+            postgres,
             checkpoint: parsed.checkpoint.unwrap_or_default(),
             default_provider,
             default_script,

@@ -42,6 +42,12 @@ impl daemon_server::Daemon for DaemonService {
             socket: d.socket.to_string_lossy().into_owned(),
             started_at_ms: d.started_at_ms,
             persistence: d.persistence_name().to_owned(),
+            persistence_unavailable: d
+                .backends
+                .handle()
+                .backend()
+                .unavailable()
+                .unwrap_or_default(),
             agents: count(d.live_agents()),
             running_turns: count(d.agents.running_turns()),
             jobs: count(d.running_jobs()),

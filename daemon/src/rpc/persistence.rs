@@ -71,6 +71,10 @@ fn use_status(field: &str, error: UseError) -> Status {
             | PersistenceError::Sqlite { .. }
             | PersistenceError::BadLocation { .. }),
         ) => Status::invalid_argument(format!("{field}: {e}")),
+        // A connection string that does not parse (the message never repeats it).
+        UseError::Persistence(e @ PersistenceError::Config(_)) if field == "postgres.url" => {
+            Status::invalid_argument(e.to_string())
+        }
         UseError::Persistence(other) => persistence_status(other),
         UseError::Choice(error) => {
             let status = choice_status(error);
@@ -119,6 +123,7 @@ impl persistence_server::Persistence for PersistenceService {
         &self,
         request: Request<v1::UseBackendRequest>,
     ) -> Reply<v1::BackendDescription> {
+        let mut url = None;
         let (kind, field, path) = match request.into_inner().backend {
             Some(v1::use_backend_request::Backend::Jsonl(j)) => (
                 BackendKind::Jsonl,
@@ -130,13 +135,22 @@ impl persistence_server::Persistence for PersistenceService {
                 "sqlite.path",
                 absolute("sqlite.path", s.path)?,
             ),
-            None => return Err(Status::invalid_argument("backend: give jsonl or sqlite")),
+            Some(v1::use_backend_request::Backend::Postgres(p)) => {
+                url = (!p.url.is_empty())
+                    .then(|| dsh_core::persistence::postgres::SecretUrl::new(p.url));
+                (BackendKind::Postgres, "postgres.url", None)
+            }
+            None => {
+                return Err(Status::invalid_argument(
+                    "backend: give jsonl, sqlite or postgres",
+                ));
+            }
         };
-        let selected = self
-            .backends
-            .use_backend(kind, path)
-            .await
-            .map_err(|error| use_status(field, error))?;
+        let selected = match kind {
+            BackendKind::Postgres => self.backends.use_postgres(url).await,
+            _ => self.backends.use_backend(kind, path).await,
+        }
+        .map_err(|error| use_status(field, error))?;
         let description = describe(selected.backend.as_ref());
         if selected.changed {
             tracing::info!(backend = %description.name, path = %description.path, "persistence backend swapped");

@@ -58,17 +58,19 @@ pub fn query(request: &v1::ListSessionsRequest) -> Result<PageQuery, Status> {
         }
         Some(dsh_core::home::normalize(path))
     };
+    let host = (!request.host.is_empty()).then(|| request.host.clone());
     let after = if request.page_token.is_empty() {
         None
     } else {
-        Some(decode(&request.page_token, order, cwd.as_deref())?)
+        let filter = filter_key(cwd.as_deref(), host.as_deref());
+        Some(decode(&request.page_token, order, filter.as_deref())?)
     };
     Ok(PageQuery {
         after,
         limit,
         order,
         cwd,
-        host: None,
+        host,
     })
 }
 
@@ -120,6 +122,21 @@ pub fn stored_page(
     }
 }
 
+/// What a token's fingerprint covers: the cwd filter, and the host filter when there is one
+/// (joined by a NUL, which no path or host name holds).
+fn filter_key(cwd: Option<&Path>, host: Option<&str>) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let Some(host) = host else {
+        return cwd.map(Path::to_path_buf);
+    };
+    let mut bytes = cwd
+        .map(|c| c.as_os_str().to_owned().into_vec())
+        .unwrap_or_default();
+    bytes.extend_from_slice(b"\0host=");
+    bytes.extend_from_slice(host.as_bytes());
+    Some(std::ffi::OsString::from_vec(bytes).into())
+}
+
 /// One page of the listing: the backend's page merged with the live agents that belong on it
 /// (a new agent is listed before its first checkpoint stores it), each listed once, and the
 /// token of the next page (empty after the last).
@@ -140,7 +157,11 @@ pub fn merge(
     let more = stored.more || headers.len() > query.limit;
     headers.truncate(query.limit);
     let token = match headers.last() {
-        Some(last) if more => encode(&ListKey::of(last), query.order, query.cwd.as_deref()),
+        Some(last) if more => encode(
+            &ListKey::of(last),
+            query.order,
+            filter_key(query.cwd.as_deref(), query.host.as_deref()).as_deref(),
+        ),
         _ => String::new(),
     };
     let page = headers

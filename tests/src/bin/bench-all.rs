@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 15] = [
+const BENCHES: [(&str, &str); 16] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
@@ -29,6 +29,7 @@ const BENCHES: [(&str, &str); 15] = [
     ("dsh-tests", "resume"),
     ("dsh-tests", "stream"),
     ("dsh-tests", "sandbox"),
+    ("dsh-tests", "postgres"),
 ];
 
 /// One figure of the table.

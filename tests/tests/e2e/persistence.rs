@@ -294,6 +294,8 @@ mod lifecycle;
 mod metadata;
 #[path = "persistence/pages.rs"]
 mod pages;
+#[path = "persistence/postgres.rs"]
+mod postgres;
 #[path = "persistence/read_only.rs"]
 mod read_only;
 #[path = "persistence/refusals.rs"]

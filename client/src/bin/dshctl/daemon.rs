@@ -25,6 +25,7 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "socket": s.socket,
         "started_at_ms": s.started_at_ms,
         "persistence": s.persistence,
+        "persistence_unavailable": (!s.persistence_unavailable.is_empty()).then_some(&s.persistence_unavailable),
         "agents": s.agents,
         "running_turns": s.running_turns,
         "jobs": s.jobs,
@@ -45,7 +46,15 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         writeln!(w, "home         {}", s.dsh_home)?;
         writeln!(w, "socket       {}", s.socket)?;
         writeln!(w, "uptime       {}", human_duration(uptime))?;
-        writeln!(w, "persistence  {}", s.persistence)?;
+        if s.persistence_unavailable.is_empty() {
+            writeln!(w, "persistence  {}", s.persistence)?;
+        } else {
+            writeln!(
+                w,
+                "persistence  {} (unavailable: {})",
+                s.persistence, s.persistence_unavailable
+            )?;
+        }
         writeln!(
             w,
             "agents       {} ({} running a turn)",

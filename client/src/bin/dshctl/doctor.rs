@@ -344,7 +344,7 @@ async fn persistence(client: &Client) -> Vec<Check> {
             return vec![Check::fail(
                 "persistence",
                 format!("the active backend cannot be read: {}", e.message()),
-                "fix what the message names, or switch: dshctl persistence use jsonl|sqlite",
+                "fix what the message names (start the database server, if it names one), or switch: dshctl persistence use jsonl|sqlite|postgres",
             )];
         }
     };

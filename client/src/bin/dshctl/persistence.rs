@@ -35,6 +35,20 @@ pub enum Backend {
         #[arg(long, value_name = "FILE")]
         path: Option<PathBuf>,
     },
+    /// One PostgreSQL database, shared by the daemons of many machines.
+    Postgres {
+        /// Connection string, a URL (postgresql://user:password@host/db) or key=value pairs
+        /// (default: the configured postgres.url or postgres.url_file). Read from the
+        /// environment variable DSH_POSTGRES_URL when set, which keeps a password out of the
+        /// shell history and `ps`.
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "DSH_POSTGRES_URL",
+            hide_env_values = true
+        )]
+        url: Option<String>,
+    },
 }
 
 fn absolute(path: Option<PathBuf>) -> anyhow::Result<String> {
@@ -61,6 +75,11 @@ pub async fn run(client: &Client, out: Output, command: PersistenceCommand) -> a
                 Backend::Sqlite { path } => {
                     v1::use_backend_request::Backend::Sqlite(v1::SqliteBackend {
                         path: absolute(path)?,
+                    })
+                }
+                Backend::Postgres { url } => {
+                    v1::use_backend_request::Backend::Postgres(v1::PostgresBackend {
+                        url: url.unwrap_or_default(),
                     })
                 }
             };

@@ -51,6 +51,10 @@ pub enum SessionCommand {
         /// List archived sessions too.
         #[arg(long)]
         archived: bool,
+        /// Only sessions created on this host (its host name); a shared PostgreSQL database
+        /// holds the sessions of many machines.
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
     },
     /// Names a session (live or stored); the name is kept in its own log. Without one, a
     /// session's title is its first prompt's first line.
@@ -136,6 +140,9 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             out.emit(
                 &json!({ "location": wire::location(location.as_ref()) }),
                 |w| match &location {
+                    Some(l) if !l.database.is_empty() => {
+                        writeln!(w, "{} {} session {id}", l.kind, l.database)
+                    }
                     Some(l) => writeln!(w, "{} {}", l.kind, l.path),
                     None => writeln!(
                         w,
@@ -151,6 +158,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             oldest_first,
             cwd,
             archived,
+            host,
         } => {
             let cwd = match cwd {
                 Some(dir) => std::path::absolute(&dir)?.to_string_lossy().into_owned(),
@@ -167,6 +175,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 order: order as i32,
                 cwd,
                 include_archived: archived,
+                host: host.unwrap_or_default(),
             };
             let mut listed = persistence
                 .list_sessions(request.clone())
@@ -231,8 +240,8 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 if !listed.next_page_token.is_empty() {
                     writeln!(
                         w,
-                        "more: dshctl session list --page-token {} (with the same --cwd and \
-                         --oldest-first), or --all",
+                        "more: dshctl session list --page-token {} (with the same --cwd, \
+                         --host and --oldest-first), or --all",
                         listed.next_page_token
                     )?;
                 }

@@ -84,6 +84,7 @@ pub fn approval_name(policy: i32) -> &'static str {
 /// A location, or `null`.
 pub fn location(l: Option<&v1::SessionLocation>) -> Value {
     match l {
+        Some(l) if !l.database.is_empty() => json!({ "kind": l.kind, "database": l.database }),
         Some(l) => json!({ "kind": l.kind, "path": l.path }),
         None => Value::Null,
     }

@@ -3,7 +3,12 @@
 //!
 //! ```json
 //! {"backend":"sqlite","path":"/home/ada/.dsh/sessions.sqlite3"}
+//! {"backend":"postgres","url":"postgresql://ada:secret@db/dsh"}
+//! {"backend":"postgres"}
 //! ```
+//!
+//! A PostgreSQL choice keeps the connection string given to `Persistence.Use` (the file is 0600
+//! in a 0700 directory, like a credentials file), or none when the configured one was chosen.
 //!
 //! The file is replaced atomically (a temporary file in the same directory, fsynced, renamed over
 //! the old one, then the directory fsynced), so a crash leaves the old choice or the new one,
@@ -18,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::BackendKind;
+use super::postgres::SecretUrl;
 
 /// The directory under the home that holds daemon state (not configuration, not sessions).
 pub const STATE_DIR: &str = "state";
@@ -33,8 +39,11 @@ const MAX_LEN: u64 = 64 * 1024;
 pub struct BackendChoice {
     /// Which backend.
     pub kind: BackendKind,
-    /// Its sessions root (JSONL) or database file (SQLite); absolute.
+    /// Its sessions root (JSONL) or database file (SQLite); absolute. Empty for PostgreSQL.
     pub path: PathBuf,
+    /// The connection string given for PostgreSQL; `None`: the configured one (and always
+    /// `None` for the file backends).
+    pub url: Option<SecretUrl>,
 }
 
 /// Why the saved choice could not be read or written.
@@ -78,7 +87,10 @@ pub enum ChoiceError {
 #[serde(deny_unknown_fields)]
 struct Saved {
     backend: String,
-    path: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
 }
 
 /// Where the choice of the daemon of `home` is kept.
@@ -118,21 +130,30 @@ pub fn load(home: &Path) -> Result<Option<BackendChoice>, ChoiceError> {
     let kind = match saved.backend.as_str() {
         "jsonl" => BackendKind::Jsonl,
         "sqlite" => BackendKind::Sqlite,
+        "postgres" => BackendKind::Postgres,
         other => {
             return Err(invalid(format!(
-                "unknown backend {other:?}; expected \"jsonl\" or \"sqlite\""
+                "unknown backend {other:?}; expected \"jsonl\", \"sqlite\" or \"postgres\""
             )));
         }
     };
-    if !saved.path.is_absolute() {
-        return Err(invalid(format!(
-            "path {} is not absolute",
-            saved.path.display()
-        )));
+    if kind == BackendKind::Postgres {
+        return Ok(Some(BackendChoice {
+            kind,
+            path: PathBuf::new(),
+            url: saved.url.map(SecretUrl::new),
+        }));
+    }
+    let Some(path) = saved.path else {
+        return Err(invalid("no path".to_owned()));
+    };
+    if !path.is_absolute() {
+        return Err(invalid(format!("path {} is not absolute", path.display())));
     }
     Ok(Some(BackendChoice {
         kind,
-        path: saved.path,
+        path,
+        url: None,
     }))
 }
 
@@ -140,9 +161,11 @@ pub fn load(home: &Path) -> Result<Option<BackendChoice>, ChoiceError> {
 pub fn save(home: &Path, choice: &BackendChoice) -> Result<(), ChoiceError> {
     let path = state_file(home);
     let dir = home.join(STATE_DIR);
+    let postgres = choice.kind == BackendKind::Postgres;
     let mut text = serde_json::to_vec(&Saved {
         backend: choice.kind.as_str().to_owned(),
-        path: choice.path.clone(),
+        path: (!postgres).then(|| choice.path.clone()),
+        url: choice.url.as_ref().map(|u| u.expose().to_owned()),
     })
     .map_err(|e| ChoiceError::Invalid {
         path: path.clone(),
@@ -209,15 +232,26 @@ mod tests {
         let first = BackendChoice {
             kind: BackendKind::Sqlite,
             path: PathBuf::from("/data/s.sqlite3"),
+            url: None,
         };
         save(&home, &first).unwrap();
         assert_eq!(load(&home).unwrap(), Some(first));
         let second = BackendChoice {
             kind: BackendKind::Jsonl,
             path: PathBuf::from("/data/sessions dir"),
+            url: None,
         };
         save(&home, &second).unwrap();
         assert_eq!(load(&home).unwrap(), Some(second));
+        for url in [Some(SecretUrl::new("postgresql://u:pw@db/x")), None] {
+            let third = BackendChoice {
+                kind: BackendKind::Postgres,
+                path: PathBuf::new(),
+                url,
+            };
+            save(&home, &third).unwrap();
+            assert_eq!(load(&home).unwrap(), Some(third));
+        }
 
         let dir = home.join(STATE_DIR);
         let names: Vec<_> = fs::read_dir(&dir)

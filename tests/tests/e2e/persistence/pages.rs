@@ -85,6 +85,7 @@ async fn page(
             order: order as i32,
             cwd: String::new(),
             include_archived: false,
+            host: String::new(),
         })
         .await
         .map(tonic::Response::into_inner)
@@ -285,6 +286,7 @@ async fn bad_pages_are_refused_naming_the_field() {
             order,
             cwd,
             include_archived: false,
+            host: String::new(),
         })
         .await
         .unwrap_err();

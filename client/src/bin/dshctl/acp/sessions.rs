@@ -223,6 +223,7 @@ impl Bridge {
                 order: v1::SessionOrder::NewestFirst as i32,
                 cwd: p.cwd.unwrap_or_default(),
                 include_archived: false,
+                host: String::new(),
             })
             .await
             .map_err(|s| match status_error(&s) {

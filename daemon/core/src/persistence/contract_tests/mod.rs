@@ -25,6 +25,7 @@ use crate::session::{
 mod backends;
 mod meta;
 mod pages;
+mod postgres;
 mod suite;
 
 // ---------------------------------------------------------------------------------------------

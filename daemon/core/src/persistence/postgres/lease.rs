@@ -132,18 +132,35 @@ pub(super) async fn heartbeat(inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
+        if inner.paused.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
         let held: Vec<String> = inner
             .lock_held()
             .iter()
             .map(|id| id.as_str().to_owned())
             .collect();
         if held.is_empty() {
+            // Nothing to renew: still try the database, so that `unavailable` (Status, doctor)
+            // says within one beat that it went away or came back.
+            if let Err(error) = probe(&inner).await {
+                tracing::debug!(%error, "PostgreSQL probe failed");
+            }
             continue;
         }
         if let Err(error) = renew(&inner, &held).await {
             tracing::warn!(%error, sessions = held.len(), "cannot renew the sessions' leases; retrying");
         }
     }
+}
+
+async fn probe(inner: &Inner) -> Result<(), PersistenceError> {
+    let client = inner.client().await?;
+    client
+        .simple_query("SELECT 1")
+        .await
+        .map_err(|e| inner.pg(e))?;
+    Ok(())
 }
 
 async fn renew(inner: &Inner, held: &[String]) -> Result<(), PersistenceError> {

@@ -37,7 +37,7 @@ pub mod schema;
 pub mod target;
 
 pub use lease::Holder;
-pub use target::Target;
+pub use target::{SecretUrl, Target};
 
 /// How long a lease lasts without renewal unless configured (`postgres.lease_seconds`): a
 /// crashed daemon's sessions can be resumed elsewhere this long after its last renewal.
@@ -85,6 +85,8 @@ struct Inner {
     lease: Duration,
     /// Sessions whose lease this backend holds (and renews).
     held: Mutex<HashSet<SessionId>>,
+    /// Tests only: while set, the heartbeat renews nothing (a daemon cut off from the database).
+    paused: std::sync::atomic::AtomicBool,
     /// Set once the schema is known to be current.
     migrated: tokio::sync::OnceCell<()>,
     /// Why the database could not be reached the last time it was tried; `None` after a success.
@@ -133,6 +135,7 @@ impl PostgresBackend {
             holder: options.holder,
             lease: options.lease,
             held: Mutex::new(HashSet::new()),
+            paused: std::sync::atomic::AtomicBool::new(false),
             migrated: tokio::sync::OnceCell::new(),
             unavailable: Mutex::new(None),
         });
@@ -173,13 +176,13 @@ impl PostgresBackend {
         })
     }
 
-    /// Stops renewing the leases of this backend's sessions, as a daemon killed with -9 would:
-    /// for tests of what another daemon sees.
+    /// Stops (or resumes) renewing this backend's leases while it keeps working, as a daemon
+    /// cut off from the database for a while would be: for tests of what another daemon sees.
     #[doc(hidden)]
-    pub fn freeze_for_tests(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
+    pub fn pause_heartbeat_for_tests(&self, paused: bool) {
+        self.inner
+            .paused
+            .store(paused, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

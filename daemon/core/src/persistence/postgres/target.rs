@@ -12,6 +12,29 @@ use crate::persistence::PersistenceError;
 /// connection string says otherwise (`connect_timeout`).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A connection string as given (it may hold a password): shown as `<redacted>` by `Debug`, so
+/// no log line or error carries it by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Wraps `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The string itself, for connecting and for the private state file only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretUrl(<redacted>)")
+    }
+}
+
 /// A database to connect to. `Debug` shows the redacted form only.
 #[derive(Clone)]
 pub struct Target {

@@ -1,0 +1,306 @@
+//! The PostgreSQL backend (issue 31), release builds, one run each, against a throwaway durable
+//! server (`fsync=on`, the production default) on a Unix socket:
+//!
+//! - `Persistence.Locate` of a stored session in a database holding 100,000 sessions, against
+//!   `Daemon.Status`, calls interleaved one for one (target: p50 ≤ 1.25× Status p50); and of
+//!   [`FIRST_TIMES`] other stored sessions, each asked once (each reads its header from the
+//!   database), against the Status calls interleaved with them (same target);
+//! - append per step: one step's events (`step/start`, the assistant's tool call, `tool/call`,
+//!   `tool/result`, `step/end`) per append, the PostgreSQL backend against the SQLite backend
+//!   (`synchronous=FULL`) on the same machine and file system, rounds alternating (target: median
+//!   ≤ 2× SQLite's).
+//!
+//! Run: `cargo bench -p dsh-tests --bench postgres`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use dsh_core::persistence::Persistence;
+use dsh_core::persistence::postgres::{PostgresBackend, PostgresOptions};
+use dsh_core::persistence::sqlite::SqliteBackend;
+use dsh_core::session::{
+    AssistantMessage, Event, EventData, SessionHeader, SessionId, ToolCallRequest,
+};
+use dsh_proto::v1;
+use dsh_testkit::postgres::PgServer;
+use serde_json::json;
+
+const SESSIONS: usize = 100_000;
+const WARMUP: usize = 500;
+const CALLS: usize = 10_000;
+/// Stored sessions located once each.
+const FIRST_TIMES: usize = 1_000;
+/// Timed appends per round, and rounds per backend.
+const STEPS: usize = 200;
+const ROUNDS: usize = 5;
+
+fn main() {
+    let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
+    let server = PgServer::start_durable();
+    let db = server.fresh_database();
+    let url = server.url(&db);
+    let dir = dsh_tests::private_dir();
+
+    // One session through the backend (which migrates the schema), then the rest in bulk.
+    let stored = SessionHeader::new(SessionId::new_v7(), "/work".into(), 1_800_000_000_000);
+    {
+        let backend = PostgresBackend::open(PostgresOptions::new(&url).unwrap()).unwrap();
+        backend
+            .append(
+                &stored,
+                &dsh_tests::seed::short_turn(0, 1, 1_800_000_000_000),
+            )
+            .unwrap();
+        backend.release(&stored.id);
+    }
+    server.sql(
+        &db,
+        &format!(
+            "INSERT INTO sessions (id, header, created_at, cwd, host, daemon, events) \
+             SELECT 'seed-' || n, json_build_object('version', 0, 'id', 'seed-' || n, \
+                 'createdAt', 1700000000000 + n, 'cwd', '/work', 'delegationDepth', 0)::text, \
+                 1700000000000 + n, '/work', 'bench', 'bench', 0 \
+             FROM generate_series(1, {SESSIONS}) AS n; ANALYZE sessions"
+        ),
+    );
+    let count = server.sql(&db, "SELECT count(*) FROM sessions");
+    println!(
+        "PostgreSQL backend (release dshd; a durable throwaway server; {} sessions stored)",
+        count.trim()
+    );
+
+    locate_vs_status(&dshd, dir.path(), &url, &stored);
+    appends(dir.path(), &server);
+}
+
+fn locate_vs_status(dshd: &Path, dir: &Path, url: &str, stored: &SessionHeader) {
+    let socket = dir.join("d.sock");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "persistence = \"postgres\"\n[postgres]\nurl = {}\n",
+            serde_json::Value::String(url.to_owned())
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(dshd)
+        .env("RUST_LOG", "warn")
+        .arg("--config")
+        .arg(&config)
+        .arg("--dsh-home")
+        .arg(dir.join("home"))
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while UnixStream::connect(&socket).is_err() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let mut daemon = client.daemon();
+        let mut persistence = client.persistence();
+        let request = v1::LocateRequest {
+            session_id: stored.id.to_string(),
+        };
+        let answer = persistence
+            .locate(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.location.unwrap().kind, "postgres");
+        let (mut status, mut locate) = (Vec::new(), Vec::new());
+        for i in 0..WARMUP + CALLS {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            let s = t.elapsed();
+            let t = Instant::now();
+            persistence.locate(request.clone()).await.unwrap();
+            let l = t.elapsed();
+            if i >= WARMUP {
+                status.push(s);
+                locate.push(l);
+            }
+        }
+        status.sort_unstable();
+        locate.sort_unstable();
+        compare(
+            &format!(
+                "Locate of a stored session among {SESSIONS} in PostgreSQL vs Status ({CALLS} calls each, interleaved)"
+            ),
+            ("Locate stored", &locate),
+            ("Status (floor)", &status),
+            1.25,
+            "PostgreSQL: Locate of a stored session (100k sessions) / Status",
+        );
+        let (mut first, mut first_status) = (Vec::new(), Vec::new());
+        for n in 0..FIRST_TIMES {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            first_status.push(t.elapsed());
+            let t = Instant::now();
+            persistence
+                .locate(v1::LocateRequest {
+                    session_id: format!("seed-{}", n * 97 + 1),
+                })
+                .await
+                .unwrap();
+            first.push(t.elapsed());
+        }
+        first.sort_unstable();
+        first_status.sort_unstable();
+        compare(
+            &format!(
+                "Locate of {FIRST_TIMES} other stored sessions among {SESSIONS}, once each (header read from PostgreSQL), vs Status"
+            ),
+            ("Locate 1st time", &first),
+            ("Status (floor)", &first_status),
+            1.25,
+            "PostgreSQL: Locate of a stored session, first time (header read) / Status",
+        );
+    });
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+/// The events of step `step` of turn 1, from seq `start`.
+fn step_events(start: u64, step: u32) -> Vec<Event> {
+    let call = format!("call-{step}");
+    let data = vec![
+        EventData::StepStart { turn: 1, step },
+        EventData::AssistantMessage {
+            turn: 1,
+            step,
+            message: AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![ToolCallRequest {
+                    id: call.clone(),
+                    name: "bash".into(),
+                    arguments: json!({"command": "ls -la src"}),
+                }],
+            },
+            usage: None,
+        },
+        EventData::ToolCall {
+            turn: 1,
+            step,
+            call_id: call.clone(),
+            name: "bash".into(),
+            arguments: json!({"command": "ls -la src"}),
+        },
+        EventData::ToolResult {
+            turn: 1,
+            step,
+            call_id: call,
+            content: "total 8\ndrwxr-xr-x 2 ada ada 4096 main.rs\n".repeat(8),
+            is_error: false,
+            code: None,
+        },
+        EventData::StepEnd { turn: 1, step },
+    ];
+    (start..)
+        .zip(data)
+        .map(|(seq, data)| Event {
+            seq,
+            time: 1_800_000_000_000,
+            data,
+        })
+        .collect()
+}
+
+fn appends(dir: &Path, server: &PgServer) {
+    let db = server.fresh_database();
+    let postgres = PostgresBackend::open(PostgresOptions::new(&server.url(&db)).unwrap()).unwrap();
+    let sqlite = SqliteBackend::open(dir.join("bench.sqlite3")).unwrap();
+    let backends: [(&str, &dyn Persistence); 2] = [("postgres", &postgres), ("sqlite", &sqlite)];
+    let mut samples = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        for (n, (_, backend)) in backends.iter().enumerate() {
+            // A session per round, created (with its first event) before timing starts.
+            let header = SessionHeader::new(
+                SessionId::parse(format!("steps-{round}")).unwrap(),
+                "/work".into(),
+                1_800_000_000_000,
+            );
+            backend
+                .append(
+                    &header,
+                    &[Event {
+                        seq: 0,
+                        time: 1_800_000_000_000,
+                        data: EventData::TurnStart { turn: 1 },
+                    }],
+                )
+                .unwrap();
+            let mut seq = 1;
+            for step in 1..=STEPS {
+                let events = step_events(seq, u32::try_from(step).unwrap());
+                let t = Instant::now();
+                backend.append(&header, &events).unwrap();
+                samples[n].push(t.elapsed());
+                seq += events.len() as u64;
+            }
+        }
+    }
+    let [mut pg, mut sq] = samples;
+    pg.sort_unstable();
+    sq.sort_unstable();
+    compare(
+        &format!(
+            "append per step (5 events), PostgreSQL vs SQLite, {} appends each in {ROUNDS} alternating rounds",
+            ROUNDS * STEPS
+        ),
+        ("PostgreSQL", &pg),
+        ("SQLite (floor)", &sq),
+        2.0,
+        "PostgreSQL append per step / SQLite's",
+    );
+}
+
+/// Prints both sides' percentiles (sorted samples) and the ratio of their p50s against `target`,
+/// and the figure's line for the table (`name`).
+fn compare(
+    title: &str,
+    measured: (&str, &[Duration]),
+    floor: (&str, &[Duration]),
+    target: f64,
+    name: &str,
+) {
+    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("{title}");
+    for (name, v) in [measured, floor] {
+        println!(
+            "  {name:<16} p50 {:>8.1} us   p90 {:>8.1} us   p99 {:>8.1} us",
+            us(p(v, 0.5)),
+            us(p(v, 0.9)),
+            us(p(v, 0.99))
+        );
+    }
+    let ratio = p(measured.1, 0.5).as_secs_f64() / p(floor.1, 0.5).as_secs_f64();
+    println!(
+        "  ratio of p50s: {ratio:.2} (target <= {target}: {})",
+        if ratio <= target { "met" } else { "MISSED" }
+    );
+    dsh_testkit::bench::ratio(
+        name,
+        &format!("p50 {:.1} us", us(p(measured.1, 0.5))),
+        &format!("p50 {:.1} us", us(p(floor.1, 0.5))),
+        ratio,
+        dsh_testkit::bench::Target::AtMost(target),
+    );
+}
