@@ -12,6 +12,9 @@ macro_rules! contract {
         mod sqlite_meta {
             $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
         }
+        mod postgres_meta {
+            $( #[test] fn $test() { super::$test::<super::Postgres>(); } )*
+        }
     };
 }
 
@@ -28,6 +31,7 @@ fn listed_ids(backend: &dyn Persistence) -> Vec<String> {
             limit: 100,
             order: Order::OldestFirst,
             cwd: None,
+            host: None,
         })
         .unwrap();
     page.headers
