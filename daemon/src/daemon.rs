@@ -147,6 +147,7 @@ impl Daemon {
             limits: config.agent_limits,
             approval: config.approvals,
             watch_max_pending: config.watch_max_pending,
+            tool_output: config.watch_tool_output,
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),

@@ -57,6 +57,7 @@ pub(super) struct ApprovalsSection {
 #[serde(deny_unknown_fields)]
 pub(super) struct WatchSection {
     pub max_pending: Option<std::num::NonZeroUsize>,
+    pub tool_output: Option<bool>,
 }
 
 impl ApprovalsSection {

@@ -161,6 +161,9 @@ pub struct Config {
     pub approvals: ApprovalSettings,
     /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
     pub watch_max_pending: usize,
+    /// Running commands' output goes to Prompt and Watch clients as `tool/output` previews
+    /// (`watch.tool_output`, default true).
+    pub watch_tool_output: bool,
 }
 
 /// Why the configuration could not be built.
@@ -511,6 +514,7 @@ impl Builder<'_> {
             hooks: self.hooks(parsed.hooks)?,
             approvals: parsed.approvals.settings(),
             watch_max_pending: parsed.watch.max_pending(),
+            watch_tool_output: parsed.watch.tool_output.unwrap_or(true),
             home,
             file,
             sandbox,

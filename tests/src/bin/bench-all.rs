@@ -28,6 +28,7 @@ const BENCHES: [(&str, &str); 16] = [
     ("dsh-tests", "sessions"),
     ("dsh-tests", "resume"),
     ("dsh-tests", "stream"),
+    ("dsh-tests", "live_output"),
     ("dsh-tests", "sandbox"),
     ("dsh-tests", "postgres"),
 ];

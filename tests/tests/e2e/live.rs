@@ -407,3 +407,32 @@ async fn bad_watch_and_approve_requests_name_their_field_and_unknown_ones_are_no
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().starts_with("approval: "), "{status:?}");
 }
+
+#[test]
+fn with_watch_tool_output_off_a_calls_output_arrives_only_in_its_result() {
+    let turn = |config: Option<&str>| {
+        let daemon = TestDaemon::start_with(DaemonSpec {
+            config: config.map(str::to_owned),
+            ..DaemonSpec::default()
+        });
+        let agent = daemon.new_agent(
+            &daemon.workdir("w"),
+            &json!({"replies": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "echo live"}}]},
+                {"text": "done"},
+            ]}),
+        );
+        let prompted = daemon.prompt(&agent, "go");
+        prompted.assert_completed();
+        (
+            count(&prompted.lines, "tool/output"),
+            prompted.tool_results()[0]["content"].clone(),
+        )
+    };
+    let (previews, result) = turn(None);
+    assert!(previews >= 1, "the default streams previews");
+    assert_eq!(result, "live\n");
+    let (previews, result) = turn(Some("[watch]\ntool_output = false\n"));
+    assert_eq!(previews, 0);
+    assert_eq!(result, "live\n", "the result is the same");
+}

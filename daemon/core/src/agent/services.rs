@@ -104,6 +104,10 @@ pub struct AgentServices {
     pub approval: ApprovalSettings,
     /// Entries one watcher may have waiting before it is lagged (`watch.max_pending`).
     pub watch_max_pending: usize,
+    /// Whether running commands' output is published as `tool/output` previews
+    /// (`watch.tool_output`; [`Self::new`]: true). Off, a call's output reaches clients only in
+    /// its `tool/result`.
+    pub tool_output: bool,
 }
 
 impl AgentServices {
@@ -128,6 +132,7 @@ impl AgentServices {
             tools,
             approval: ApprovalSettings::default(),
             watch_max_pending: DEFAULT_WATCH_MAX_PENDING,
+            tool_output: true,
         }
     }
 

@@ -439,7 +439,10 @@ impl TurnRun {
                 step: Some(step),
                 cwd: self.agent.header().cwd.clone(),
                 cancel: self.cancel.child_token(),
-                output: Some(self.agent.output_tap(turn, step, &call.id)),
+                output: self
+                    .services
+                    .tool_output
+                    .then(|| self.agent.output_tap(turn, step, &call.id)),
             };
             let (agent, services, tools) =
                 (self.agent.clone(), self.services.clone(), tools.clone());
