@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 16] = [
+const BENCHES: [(&str, &str); 17] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
