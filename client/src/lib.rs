@@ -61,7 +61,7 @@ pub enum ConnectError {
         message: String,
     },
     /// The socket could not be determined.
-    #[error("cannot find the dshd socket: {0}")]
+    #[error("cannot find the dshd socket")]
     NoSocket(#[from] home::HomeError),
 }
 

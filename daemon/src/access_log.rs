@@ -56,25 +56,20 @@ where
 }
 
 /// A handler's error comes back as a response whose headers carry `grpc-status` (a
-/// "trailers-only" response); 0 is OK.
+/// "trailers-only" response); tonic reads them back (code, and the percent-decoded message).
 fn log_refusal(headers: &http::HeaderMap) {
-    let Some(code) = headers.get("grpc-status").and_then(|v| v.to_str().ok()) else {
+    let Some(status) = tonic::Status::from_header_map(headers) else {
         return;
     };
-    if code == "0" {
+    let code = status.code();
+    if code == tonic::Code::Ok {
         return;
     }
-    let parsed = code.parse::<i32>().ok().map(tonic::Code::from);
-    let code = parsed.map_or_else(|| code.to_owned(), |c| format!("{c:?}"));
-    let message = headers
-        .get("grpc-message")
-        .map(|v| percent_decode(v.as_bytes()))
-        .unwrap_or_default();
     // The method is the `rpc` span's field: the line carries it once.
-    if parsed.is_some_and(is_the_callers_mistake) {
-        tracing::info!(code, reason = message, "refused a call");
+    if is_the_callers_mistake(code) {
+        tracing::info!(?code, reason = status.message(), "refused a call");
     } else {
-        tracing::warn!(code, reason = message, "refused a call");
+        tracing::warn!(?code, reason = status.message(), "refused a call");
     }
 }
 
@@ -94,42 +89,4 @@ fn is_the_callers_mistake(code: tonic::Code) -> bool {
             | Code::Unimplemented
             | Code::Cancelled
     )
-}
-
-/// `grpc-message` is percent-encoded (gRPC over HTTP/2).
-fn percent_decode(bytes: &[u8]) -> String {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied(),
-            bytes.get(i + 2).copied(),
-        ) {
-            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
-                let value = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
-                out.push(u8::try_from(value).unwrap_or(b'?'));
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_messages_are_percent_decoded() {
-        assert_eq!(percent_decode(b"no%20session%20x"), "no session x");
-        assert_eq!(percent_decode(b"100%"), "100%");
-        assert_eq!(percent_decode(b"%zz%41"), "%zzA");
-        assert_eq!(percent_decode("é%C3%A9".as_bytes()), "éé");
-    }
 }

@@ -244,7 +244,7 @@ pub enum UseError {
     #[error(transparent)]
     Persistence(#[from] PersistenceError),
     /// The choice could not be saved for the next start.
-    #[error("the backend was not changed: {0}")]
+    #[error("the backend was not changed")]
     Choice(#[from] ChoiceError),
 }
 

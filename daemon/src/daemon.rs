@@ -19,26 +19,27 @@ use dsh_core::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
 use dsh_core::skills::Skills;
 use dsh_core::tools::ToolSet;
 
-/// Why the daemon's core could not be assembled.
+/// Why the daemon's core could not be assembled. Each variant says which part failed and keeps
+/// the part's error as its `source()` (printed once, by the chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The configured persistence backend is unusable.
-    #[error("persistence: {0}")]
+    #[error("persistence")]
     Persistence(#[from] PersistenceError),
     /// The backend choice saved by `Persistence.Use` cannot be read.
-    #[error("persistence: {0}")]
+    #[error("persistence")]
     SavedChoice(#[from] ChoiceError),
     /// The executor could not be set up.
-    #[error("executor: {0}")]
+    #[error("executor")]
     Exec(#[from] ExecError),
     /// The model provider's settings are unusable.
-    #[error("model: {0}")]
+    #[error("model")]
     Model(#[from] OpenAiSetupError),
     /// The model's API key could not be read from its file or credential.
-    #[error("{0}")]
+    #[error(transparent)]
     ModelKey(#[from] crate::model_key::KeyError),
     /// A shipped contributor was refused (a bug, reported rather than panicking).
-    #[error("managed environment: {0}")]
+    #[error("managed environment")]
     ShellEnv(#[from] RegisterError),
 }
 

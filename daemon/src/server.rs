@@ -6,13 +6,15 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::connection::{self, Admission, Occupancy, Tracked};
@@ -59,14 +61,17 @@ impl Listener {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The listener could not be handed to tokio.
-    #[error("cannot use the listening socket: {0}")]
+    #[error("cannot use the listening socket")]
     Listener(#[source] std::io::Error),
     /// The gRPC server failed.
-    #[error("gRPC server failed: {0}")]
+    #[error("gRPC server failed")]
     Transport(#[from] tonic::transport::Error),
     /// The daemon's core could not be assembled.
     #[error(transparent)]
     Start(#[from] crate::daemon::StartError),
+    /// The task winding the core down failed (a bug): sessions may not have been saved.
+    #[error("winding down the core failed; sessions may not have been saved")]
+    WindDown(#[source] tokio::task::JoinError),
     /// Shutdown could not save every session to its backend.
     #[error("{}", describe_unsaved(.0))]
     Unsaved(Vec<dsh_core::agent::Unsaved>),
@@ -114,14 +119,26 @@ pub async fn run(
 
     let token = CancellationToken::new();
     let daemon = Arc::new(Daemon::new(&config, path.clone(), token.clone())?);
+    // The daemon's own background tasks, waited for (within the deadline) before `run` returns.
+    let tasks = TaskTracker::new();
+    // One deadline for the whole stop (the drain of in-flight calls and the core's wind-down
+    // together), counted from the moment shutdown is first seen.
+    let deadline = config.shutdown_timeout;
+    let stop_by = Arc::new(OnceLock::new());
+    let stop_by_now = {
+        let stop_by = stop_by.clone();
+        move || *stop_by.get_or_init(|| Instant::now() + deadline)
+    };
 
     // Turns and child processes wind down as soon as shutdown begins, so streaming calls (a
     // running Prompt) end and tonic's drain can finish.
     let wind_down = {
         let daemon = daemon.clone();
         let token = token.clone();
-        tokio::spawn(async move {
+        let stop_by_now = stop_by_now.clone();
+        tasks.spawn(async move {
             token.cancelled().await;
+            stop_by_now();
             // Said here, not in tonic's shutdown future: tonic may stop on the end of the
             // incoming stream (the accept loop also watches the token) without ever polling it.
             notify_systemd(sd_notify::NotifyState::Stopping);
@@ -132,7 +149,7 @@ pub async fn run(
 
     // Whatever ends the daemon (signal or RPC) cancels the one token.
     let external = token.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         tokio::select! {
             () = shutdown => external.cancel(),
             () = external.cancelled() => {}
@@ -168,7 +185,7 @@ pub async fn run(
     let command_share = connection::command_share(config.max_command_connections, max_connections);
     let admission = Admission::new(occupancy, config.connection_idle_timeout, token.clone())
         .with_command_share(command_share);
-    let incoming = accept_own_user(listener, admission, token.clone());
+    let incoming = accept_own_user(listener, admission, token.clone(), &tasks);
     let server = tonic::transport::Server::builder()
         .layer(connection::TrackRequestsLayer)
         .layer(crate::access_log::AccessLogLayer)
@@ -179,7 +196,7 @@ pub async fn run(
 
     notify_systemd(sd_notify::NotifyState::Ready);
     if std::env::var_os("NOTIFY_SOCKET").is_some() {
-        tokio::spawn(report_status(daemon.clone(), token.clone()));
+        tasks.spawn(report_status(daemon.clone(), token.clone()));
     }
     tracing::info!(
         version = %env!("CARGO_PKG_VERSION"),
@@ -193,14 +210,13 @@ pub async fn run(
     );
 
     let drain = token.clone();
-    let deadline = config.shutdown_timeout;
     let serve = router.serve_with_incoming_shutdown(incoming, async move {
         drain.cancelled().await;
     });
     tokio::pin!(serve);
     let result = tokio::select! {
         result = &mut serve => result,
-        () = async { token.cancelled().await; tokio::time::sleep(deadline).await } => {
+        () = async { token.cancelled().await; tokio::time::sleep_until(stop_by_now()).await } => {
             tracing::warn!(deadline_ms = deadline.as_millis(), "in-flight calls did not finish before the shutdown deadline; abandoning them");
             Ok(())
         }
@@ -208,21 +224,19 @@ pub async fn run(
     health
         .set_not_serving::<dsh_proto::v1::daemon_server::DaemonServer<rpc::DaemonService>>()
         .await;
-    // The core's wind-down normally finished during the drain; never wait past the deadline.
+    // The core's wind-down began with the shutdown, beside the drain. It is awaited to its end
+    // even past the deadline: it is what saves the sessions, and it ends (turns are cancelled,
+    // processes killed), so only how long the disk takes is left to wait for.
     token.cancel();
-    let unsaved = match tokio::time::timeout(deadline, wind_down).await {
-        Ok(Ok(unsaved)) => unsaved,
-        Ok(Err(join)) => {
-            tracing::error!(error = %join, "winding down the core failed");
-            Vec::new()
-        }
-        Err(_) => {
-            tracing::warn!(
-                "winding down agents and processes took longer than the shutdown deadline"
-            );
-            Vec::new()
-        }
-    };
+    let unsaved = wind_down.await.map_err(ServeError::WindDown)?;
+    if Instant::now() > stop_by_now() {
+        tracing::warn!(
+            deadline_ms = deadline.as_millis(),
+            "saving sessions and stopping processes ran past the shutdown deadline"
+        );
+    }
+    tasks.close();
+    tasks.wait().await;
     drop(guard);
     if !unsaved.is_empty() {
         return Err(ServeError::Unsaved(unsaved));
@@ -238,10 +252,11 @@ fn accept_own_user(
     listener: UnixListener,
     mut admission: Admission,
     token: CancellationToken,
+    tasks: &TaskTracker,
 ) -> ReceiverStream<Result<Tracked<UnixStream>, std::io::Error>> {
     let (tx, rx) = mpsc::channel(16);
     let own_uid = rustix::process::geteuid().as_raw();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         loop {
             let accepted = tokio::select! {
                 () = token.cancelled() => break,

@@ -136,14 +136,14 @@ pub enum SocketError {
         reason: String,
     },
     /// An I/O step failed.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// What was being done, e.g. "create directory".
         action: &'static str,
         /// On what.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -177,7 +177,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
     move |source| SocketError::Io {
         action,
         path,
-        source,
+        error: source,
     }
 }
 
@@ -413,7 +413,7 @@ pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, SocketError> {
     let path = home.join(HOME_LOCK_NAME);
     let mut lock = match open_lock(&dir, OsStr::new(HOME_LOCK_NAME), &path) {
         Ok(lock) => lock,
-        Err(SocketError::Io { source, .. })
+        Err(SocketError::Io { error: source, .. })
             if source.raw_os_error() == Some(Errno::ROFS.raw_os_error()) =>
         {
             return lock_read_only_home(&dir, home, &path);

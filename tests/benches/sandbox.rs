@@ -1,12 +1,11 @@
 //! What the Landlock sandbox costs a command: `Shell.Run` of `true` with `workspace-write`
 //! against the same call with `off`, on one release `dshd`, samples interleaved so a neighbour's
-//! load hits both alike. Target: p50 ratio ≤ 1.10×. Two figures:
+//! load hits both alike. Target: p50 ratio ≤ 1.5×. Both calls start the command through the
+//! launcher (a new session, then `exec`); the confined one also drops privileges and builds its
+//! Landlock domain and seccomp filter in the command's own process. Two figures:
 //!
-//! - **on behalf of an agent** (`agent_id` set, as a model's bash call runs): the agent's confined
-//!   thread is kept across its calls, so a call pays for the plan's checks and a hand-off to that
-//!   thread; the spawn is the same `posix_spawn` as the unconfined call's;
-//! - **of no agent**: the call pays for everything a sandbox needs once: its private temporary
-//!   directory made and removed, and a thread that opens the roots and restricts itself.
+//! - **on behalf of an agent** (`agent_id` set, as a model's bash call runs);
+//! - **of no agent**: the call also makes and removes the sandbox's private temporary directory.
 //!
 //! Run: `cargo bench -p dsh-tests --bench sandbox`
 
@@ -85,7 +84,7 @@ async fn compare(
         &format!("Shell.Run {label}, sandbox workspace-write / off"),
         ("off", &mut off),
         ("workspace-write", &mut confined),
-        1.10,
+        1.5,
     );
 }
 

@@ -59,10 +59,18 @@ pub enum Ran {
 pub enum RunError {
     /// The managed environment could not be collected.
     #[error("the managed environment could not be collected, so nothing was run: {0}")]
-    ManagedEnv(#[from] CollectError),
+    ManagedEnv(CollectError),
     /// The executor refused the command (bad input, limits, shutdown) or could not start it.
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+/// By hand rather than `#[from]`: the cause is in the message (the model and clients see it), so
+/// it is not also a `source()` that a chain would print again.
+impl From<CollectError> for RunError {
+    fn from(error: CollectError) -> Self {
+        Self::ManagedEnv(error)
+    }
 }
 
 /// Runs commands with a fresh managed snapshot each.

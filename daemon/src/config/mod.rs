@@ -170,12 +170,12 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The config file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
+    #[error("cannot read config file {}: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not valid TOML, has an unknown key, or a value of the wrong type.
     #[error("{}:{line}: {}: {message}", path.display(), key_label(key))]
@@ -702,7 +702,7 @@ fn check_implicit_home(
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     file::parse(&text).map_err(|e| ConfigError::Invalid {
         path: path.to_owned(),

@@ -238,9 +238,9 @@ pub fn exec_status(error: ExecError) -> Status {
         e @ (ExecError::ShuttingDown | ExecError::Cancelled) => Status::unavailable(e.to_string()),
         // The size checks run first, so E2BIG here means a limit they do not model; it is still
         // the request that is too large, not the daemon that failed.
-        ExecError::Spawn { ref source, .. }
-            if source.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) =>
-        {
+        ExecError::Spawn {
+            error: ref source, ..
+        } if source.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) => {
             Status::invalid_argument(format!("command and env: {error}"))
         }
         e @ (ExecError::Spawn { .. } | ExecError::InvalidConfig { .. } | ExecError::NoRuntime) => {
@@ -270,7 +270,7 @@ mod tests {
     fn e2big_from_the_kernel_is_the_callers_error_other_spawn_failures_are_ours() {
         let spawn = |errno: rustix::io::Errno| ExecError::Spawn {
             shell: PathBuf::from("/bin/bash"),
-            source: std::io::Error::from_raw_os_error(errno.raw_os_error()),
+            error: std::io::Error::from_raw_os_error(errno.raw_os_error()),
         };
         let status = exec_status(spawn(rustix::io::Errno::TOOBIG));
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");

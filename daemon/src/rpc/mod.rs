@@ -13,6 +13,7 @@ mod shell_env;
 mod skills;
 
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use dsh_proto::v1;
 use tonic::transport::Server;
@@ -122,6 +123,7 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(body(tx));
+    // In the call's span, so what the stream's task logs names the call it serves.
+    tokio::spawn(body(tx).in_current_span());
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }

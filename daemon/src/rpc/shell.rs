@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use std::pin::Pin;
 
@@ -238,10 +239,12 @@ impl shell_server::Shell for ShellService {
         // The command runs in a task of its own, so a client that reads slowly never keeps its
         // pipes from being read; the task is aborted (and the command killed, as for `Run`)
         // when the client goes away.
-        let run = AbortOnDrop(tokio::spawn(async move { shell.run(&exec, command).await }));
+        let run = AbortOnDrop(tokio::spawn(
+            async move { shell.run(&exec, command).await }.in_current_span(),
+        ));
         // Two messages wait at most: the rest of the backlog is the feed's, bounded.
         let (tx, rx) = tokio::sync::mpsc::channel(2);
-        tokio::spawn(forward(run, feed, tx));
+        tokio::spawn(forward(run, feed, tx).in_current_span());
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

@@ -2,6 +2,7 @@
 //! external contributors on a bidirectional stream.
 
 use std::pin::Pin;
+use tracing::Instrument as _;
 
 use dsh_proto::v1::{self, shell_env_server};
 use tokio_stream::{Stream, StreamExt};
@@ -161,7 +162,7 @@ impl shell_env_server::ShellEnv for ShellEnvService {
             drop(registration);
             remote.close();
             tracing::info!(contributor = %declare.name, "external contributor gone");
-        });
+        }.in_current_span());
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

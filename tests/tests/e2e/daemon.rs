@@ -600,3 +600,38 @@ fn which(program: &str) -> std::path::PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("{program} is needed by this test and is not on PATH"))
 }
+
+#[test]
+fn a_startup_failure_names_each_cause_once() {
+    let dir = private_dir();
+    // A directory where the config file should be: reading it fails with an OS error.
+    let config = dir.path().join("config.toml");
+    std::fs::create_dir(&config).unwrap();
+    let mut child = Command::new(dsh_tests::dshd_bin())
+        .arg("--dsh-home")
+        .arg(dir.path().join("home"))
+        .arg("--socket")
+        .arg(dir.path().join("dshd.sock"))
+        .arg("--config")
+        .arg(&config)
+        .env_remove("DSH_HOME")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = dsh_tests::wait_child(&mut child, Duration::from_secs(30))
+        .expect("dshd did not exit on an unreadable config");
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("dshd: error: "))
+        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!(line.contains(&config.display().to_string()), "{line}");
+    assert_eq!(
+        line.matches("os error").count(),
+        1,
+        "the cause is printed more than once: {line}"
+    );
+}

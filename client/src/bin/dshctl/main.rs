@@ -237,7 +237,8 @@ fn describe(error: &anyhow::Error) -> (String, String) {
             ConnectError::ForeignServer { .. } => "foreign_server",
             _ => "connect",
         };
-        return (kind.to_owned(), e.to_string());
+        // The chain: `NoSocket` keeps its cause as its source.
+        return (kind.to_owned(), format!("{error:#}"));
     }
     if let Some(status) = error.downcast_ref::<tonic::Status>() {
         return status_kind(status);

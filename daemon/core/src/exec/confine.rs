@@ -145,7 +145,7 @@ impl TmpDirs {
         let dir = self.root(settings)?.join(owner.to_string());
         ensure_private_dir(&dir).map_err(|source| SandboxError::Tmp {
             path: dir.clone(),
-            source,
+            error: source,
         })?;
         lock(&self.agents).insert(owner.clone(), dir.clone());
         Ok(dir)
@@ -162,7 +162,7 @@ impl TmpDirs {
             .create(&dir)
             .map_err(|source| SandboxError::Tmp {
                 path: dir.clone(),
-                source,
+                error: source,
             })?;
         Ok(dir)
     }
@@ -193,7 +193,10 @@ impl TmpDirs {
                 ),
             )
         });
-        Err(SandboxError::Tmp { path, source })
+        Err(SandboxError::Tmp {
+            path,
+            error: source,
+        })
     }
 
     /// Removes agent `owner`'s directory (it closed).

@@ -306,20 +306,20 @@ pub enum ExecError {
     #[error("command contains a NUL byte")]
     NulInCommand,
     /// The working directory is missing or not a directory.
-    #[error("working directory {} is not usable: {source}", path.display())]
+    #[error("working directory {} is not usable: {error}", path.display())]
     BadCwd {
         /// The directory asked for.
         path: PathBuf,
         /// Why it is unusable.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The shell could not be started.
-    #[error("cannot start {}: {source}", shell.display())]
+    #[error("cannot start {}: {error}", shell.display())]
     Spawn {
         /// The shell program.
         shell: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// No such job (never existed, or finished long ago and forgotten).
     #[error("no background job {0}")]

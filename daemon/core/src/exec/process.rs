@@ -183,7 +183,7 @@ pub(crate) fn lock(m: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
 pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     let spawn_error = |source| ExecError::Spawn {
         shell: launch.shell.to_path_buf(),
-        source,
+        error: source,
     };
     // The launcher would fail to run it, after the spawn: refused here, before anything starts.
     rustix::fs::access(launch.shell, rustix::fs::Access::EXEC_OK)
@@ -247,7 +247,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     let gate = SpawnGate::enter();
     let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
         shell: launch.launcher.program.clone(),
-        source,
+        error: source,
     })?;
     let Some(pgid) = child
         .id()
@@ -257,7 +257,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
         return Err(ExecError::Spawn {
             shell: launch.launcher.program.clone(),
-            source: io::Error::other("spawned shell has no pid"),
+            error: io::Error::other("spawned shell has no pid"),
         });
     };
     let record = gate.register(
@@ -292,7 +292,7 @@ const TMPDIR_VAR: &str = "TMPDIR";
 fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
     let bad = |source| ExecError::BadCwd {
         path: PathBuf::from(cwd),
-        source,
+        error: source,
     };
     match std::fs::metadata(cwd) {
         Ok(meta) if meta.is_dir() => Ok(()),

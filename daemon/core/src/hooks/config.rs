@@ -139,20 +139,20 @@ fn positive_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
 #[derive(Debug, thiserror::Error)]
 pub enum HookConfigError {
     /// The file exists but could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not JSON.
-    #[error("{} is not valid JSON: {source}", path.display())]
+    #[error("{} is not valid JSON: {error}", path.display())]
     Json {
         /// The file.
         path: PathBuf,
         /// The parse error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A matcher is neither a literal nor a valid regex.
     #[error("invalid {dialect} regex matcher {pattern:?} on event {event:?}: {message}")]
@@ -284,12 +284,12 @@ impl HookFile {
             }
             Err(source) => Err(HookConfigError::Read {
                 path: file.path.clone(),
-                source,
+                error: source,
             }),
             Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
                 .map_err(|source| HookConfigError::Json {
                     path: file.path.clone(),
-                    source,
+                    error: source,
                 })
                 .and_then(|root| parse(dialect, &file.path, &root)),
         };

@@ -61,24 +61,24 @@ pub enum ChoiceError {
         message: String,
     },
     /// The home cannot be written (a read-only file system, or no permission).
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     NotWritable {
         /// What was being done.
         action: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Any other file-system failure.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// What was being done.
         action: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -104,7 +104,7 @@ pub fn load(home: &Path) -> Result<Option<BackendChoice>, ChoiceError> {
     let io = |action, source| ChoiceError::Io {
         action,
         path: path.clone(),
-        source,
+        error: source,
     };
     let invalid = |message: String| ChoiceError::Invalid {
         path: path.clone(),
@@ -208,12 +208,12 @@ fn failed(action: &'static str, path: &Path, source: std::io::Error) -> ChoiceEr
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => ChoiceError::NotWritable {
             action,
             path,
-            source,
+            error: source,
         },
         _ => ChoiceError::Io {
             action,
             path,
-            source,
+            error: source,
         },
     }
 }

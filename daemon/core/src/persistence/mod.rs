@@ -157,22 +157,22 @@ pub enum PersistenceError {
         reason: String,
     },
     /// A file-system operation failed.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// What was being done.
         action: &'static str,
         /// On what.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// SQLite failed.
-    #[error("sqlite {}: {source}", path.display())]
+    #[error("sqlite {}: {error}", path.display())]
     Sqlite {
         /// The database.
         path: PathBuf,
         /// The error.
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     /// PostgreSQL answered with an error (the statement failed; the connection is fine).
     #[error("postgres {database}: {message}")]
@@ -298,7 +298,7 @@ pub(crate) fn write_error(
         _ => PersistenceError::Io {
             action,
             path: path.to_owned(),
-            source,
+            error: source,
         },
     }
 }

@@ -367,20 +367,20 @@ pub enum SandboxError {
         relation: &'static str,
     },
     /// The workspace cannot be opened.
-    #[error("sandbox workspace {}: {source}; nothing was run", path.display())]
+    #[error("sandbox workspace {}: {error}; nothing was run", path.display())]
     Workspace {
         /// The agent's cwd.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The private temporary directory cannot be made.
-    #[error("sandbox temporary directory {}: {source}; nothing was run", path.display())]
+    #[error("sandbox temporary directory {}: {error}; nothing was run", path.display())]
     Tmp {
         /// The directory.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 

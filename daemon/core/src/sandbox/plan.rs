@@ -80,7 +80,7 @@ pub(crate) fn new(
     if policy.mode == SandboxMode::WorkspaceWrite {
         let root = canonical(workspace).map_err(|source| SandboxError::Workspace {
             path: workspace.to_owned(),
-            source,
+            error: source,
         })?;
         plan.writable.push(root);
         // A configured root that does not exist (yet) grants nothing: skipped.
@@ -94,7 +94,7 @@ pub(crate) fn new(
     if let Some(tmp) = tmp {
         plan.tmp = Some(canonical(tmp).map_err(|source| SandboxError::Tmp {
             path: tmp.to_owned(),
-            source,
+            error: source,
         })?);
     }
     plan.protected = settings

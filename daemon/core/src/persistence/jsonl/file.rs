@@ -13,7 +13,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Pers
     move |source| PersistenceError::Io {
         action,
         path,
-        source,
+        error: source,
     }
 }
 
@@ -36,7 +36,7 @@ pub(super) fn create_private_dirs(dir: &Path) -> Result<(), PersistenceError> {
                 return Err(PersistenceError::Io {
                     action: "create directory",
                     path: path.to_owned(),
-                    source: io::Error::from(ErrorKind::NotADirectory),
+                    error: io::Error::from(ErrorKind::NotADirectory),
                 });
             }
             Err(e) if e.kind() == ErrorKind::NotFound => missing.push(path),
@@ -69,7 +69,7 @@ pub(super) fn check_private_dir(dir: &Path) -> Result<(), PersistenceError> {
         return Err(PersistenceError::Io {
             action: "use",
             path: dir.to_owned(),
-            source: io::Error::new(
+            error: io::Error::new(
                 ErrorKind::PermissionDenied,
                 "not a private directory of ours (owner, mode or a link)",
             ),
@@ -179,7 +179,7 @@ fn exists(path: &Path) -> PersistenceError {
     PersistenceError::Io {
         action: "create",
         path: path.to_owned(),
-        source: io::Error::new(
+        error: io::Error::new(
             ErrorKind::AlreadyExists,
             "a session log already exists there; it is never overwritten",
         ),
@@ -291,7 +291,7 @@ pub(super) fn set_aside(
         match create_new_log(&aside, |out| out.write_all(&tail)) {
             Ok(_) => break aside,
             // Two set-asides in one millisecond: the next name.
-            Err(PersistenceError::Io { source, .. })
+            Err(PersistenceError::Io { error: source, .. })
                 if source.kind() == ErrorKind::AlreadyExists && attempt < 100 =>
             {
                 attempt += 1;
@@ -329,7 +329,7 @@ mod tests {
         create_new_log(&path, bytes(b"first\n")).unwrap();
         let err = create_new_log(&path, bytes(b"second\n")).unwrap_err();
         assert!(
-            matches!(&err, PersistenceError::Io { source, .. } if source.kind() == ErrorKind::AlreadyExists),
+            matches!(&err, PersistenceError::Io { error: source, .. } if source.kind() == ErrorKind::AlreadyExists),
             "{err}"
         );
         assert_eq!(fs::read(&path).unwrap(), b"first\n");

@@ -218,7 +218,7 @@ fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceE
     PersistenceError::Io {
         action,
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 

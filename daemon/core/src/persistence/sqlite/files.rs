@@ -84,7 +84,7 @@ impl SqliteBackend {
             Err(source) => Err(PersistenceError::Io {
                 action: "inspect",
                 path: self.path.clone(),
-                source,
+                error: source,
             }),
         }
     }
@@ -97,7 +97,7 @@ impl SqliteBackend {
             move |source| PersistenceError::Io {
                 action,
                 path,
-                source,
+                error: source,
             }
         };
         let parent = self.path.parent().unwrap_or(Path::new("/"));

@@ -130,7 +130,7 @@ impl SqliteBackend {
             },
             _ => PersistenceError::Sqlite {
                 path: self.path.clone(),
-                source,
+                error: source,
             },
         }
     }
