@@ -26,7 +26,7 @@ pub enum AgentError {
     NotRunning(SessionId),
     /// A title a person gave is unusable.
     #[error("title: {0}")]
-    InvalidTitle(#[from] crate::session::TitleError),
+    InvalidTitle(crate::session::TitleError),
     /// A fork point that is not the end of a completed step or turn.
     #[error(
         "at_seq: {seq} is not the end of a completed step or turn of session {session}; {}",
@@ -140,5 +140,13 @@ impl From<UnusableModel> for AgentError {
             UnusableModel::Invalid(invalid) => Self::InvalidModel(invalid),
             UnusableModel::NoKey { variable } => Self::NoModelKey { variable },
         }
+    }
+}
+
+/// By hand rather than `#[from]`: the cause is in the message, so it is not also a `source()`
+/// that a chain would print again.
+impl From<crate::session::TitleError> for AgentError {
+    fn from(error: crate::session::TitleError) -> Self {
+        Self::InvalidTitle(error)
     }
 }
