@@ -166,6 +166,7 @@ mod tests {
         "/dsh.v1.Persistence/SetTitle",
         "/dsh.v1.Persistence/SetArchived",
         "/dsh.v1.Persistence/Delete",
+        "/dsh.v1.Agents/Steer",
     ];
 
     #[test]

@@ -46,6 +46,7 @@ pub fn short_turn(start: u64, turn: u32, time: i64) -> Vec<Event> {
             turn,
             reason: TurnEndReason::Completed,
             answer_seq: None,
+            usage: None,
         },
     ];
     (start..)
@@ -191,6 +192,7 @@ pub fn long_session(bytes: usize) -> Vec<Event> {
                 turn,
                 reason: TurnEndReason::Completed,
                 answer_seq: None,
+                usage: None,
             },
         ];
         for data in data {

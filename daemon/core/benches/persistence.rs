@@ -238,6 +238,7 @@ fn batch_data(batch: usize) -> Vec<EventData> {
         turn,
         reason: TurnEndReason::Completed,
         answer_seq: None,
+        usage: None,
     });
     data
 }

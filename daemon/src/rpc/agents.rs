@@ -14,7 +14,7 @@ use super::convert::{
     agent_info, agent_status, approval_policy, model_choice, sandbox_policy, session_id,
     stream_event,
 };
-use dsh_core::agent::{AgentRegistry, ApprovalAnswer, WatchScope, Watcher};
+use dsh_core::agent::{AgentRegistry, ApprovalAnswer, EventFilter, WatchScope, Watcher};
 use dsh_core::sandbox::SandboxPolicy;
 use dsh_core::session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
 
@@ -84,7 +84,7 @@ impl agents_server::Agents for AgentsService {
         let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .fork(&id, &model_choice(req.model), sandbox, approval)
+            .fork_at(&id, req.at_seq, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
@@ -157,9 +157,11 @@ impl agents_server::Agents for AgentsService {
                 WatchScope::Agent(id)
             }
         };
+        let filter =
+            EventFilter::parse(&req.types).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let watcher = self
             .agents
-            .watch(scope, req.from_seq)
+            .watch_types(scope, req.from_seq, filter)
             .map_err(agent_status)?;
         Ok(Response::new(event_stream(watcher, true)))
     }
@@ -224,6 +226,18 @@ impl agents_server::Agents for AgentsService {
             .approve(&id, &req.call_id, answer)
             .map_err(agent_status)?;
         Ok(Response::new(v1::ApproveResponse {}))
+    }
+
+    async fn steer(&self, request: Request<v1::SteerRequest>) -> Reply<v1::SteerResponse> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        if req.text.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "text: empty; give the message to send",
+            ));
+        }
+        let turn = self.agents.steer(&id, req.text).map_err(agent_status)?;
+        Ok(Response::new(v1::SteerResponse { turn }))
     }
 
     async fn cancel(

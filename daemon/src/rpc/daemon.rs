@@ -34,6 +34,7 @@ impl daemon_server::Daemon for DaemonService {
         let d = &self.daemon;
         let (key_env, has_key) = d.agents.model_key();
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let usage = d.agents.usage_totals();
         Ok(Response::new(v1::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             protocol_version: dsh_proto::PROTOCOL_VERSION,
@@ -64,6 +65,10 @@ impl daemon_server::Daemon for DaemonService {
             connections: count(self.connections.open()),
             max_connections: count(self.connections.max()),
             default_provider: d.config.default_provider.clone(),
+            usage_input_tokens: usage.input_tokens,
+            usage_output_tokens: usage.output_tokens,
+            usage_cache_read_tokens: usage.cache_read_tokens.unwrap_or(0),
+            usage_reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
         }))
     }
 

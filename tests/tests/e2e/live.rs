@@ -241,6 +241,7 @@ async fn a_watcher_that_stops_reading_is_lagged_and_the_turn_is_not_slowed() {
             agent_id: id.clone(),
             descendants: false,
             from_seq: None,
+            types: Vec::new(),
         })
         .await
         .unwrap()
@@ -351,6 +352,7 @@ async fn bad_watch_and_approve_requests_name_their_field_and_unknown_ones_are_no
         agent_id: agent_id.to_owned(),
         descendants: false,
         from_seq,
+        types: Vec::new(),
     };
     let status = agents.watch(watch("", Some(0))).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
@@ -435,4 +437,55 @@ fn with_watch_tool_output_off_a_calls_output_arrives_only_in_its_result() {
     let (previews, result) = turn(Some("[watch]\ntool_output = false\n"));
     assert_eq!(previews, 0);
     assert_eq!(result, "live\n", "the result is the same");
+}
+
+/// A Watch that names event types (a status bar: turns and results only) is sent those types and
+/// nothing else, no streamed text included; a malformed pattern names its place in the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_with_a_type_filter_receives_only_those_types() {
+    let daemon = TestDaemon::start();
+    let script = json!({"replies": [
+        {"text": "running it", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "done"},
+    ]});
+    let id = daemon.new_agent(&daemon.workdir("filter"), &script);
+    let mut agents = daemon.client().await.agents();
+    let mut filtered = agents
+        .watch(v1::WatchRequest {
+            agent_id: id.clone(),
+            descendants: false,
+            from_seq: None,
+            types: vec!["turn/*".to_owned(), "tool/result".to_owned()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let prompted = daemon.prompt(&id, "go");
+    prompted.assert_completed();
+    assert!(
+        prompted.own("text/delta").len() + prompted.own("assistant/message").len() > 0,
+        "the unfiltered stream has other types"
+    );
+    let mut seen = Vec::new();
+    while let Some(event) = tokio_stream::StreamExt::next(&mut filtered).await {
+        let event = event.unwrap();
+        let end = event.r#type == "turn/end";
+        seen.push(event.r#type);
+        if end {
+            break;
+        }
+    }
+    assert_eq!(seen, ["turn/start", "tool/result", "turn/end"]);
+
+    let status = agents
+        .watch(v1::WatchRequest {
+            agent_id: id.clone(),
+            descendants: false,
+            from_seq: None,
+            types: vec!["turn/*".to_owned(), "turn".to_owned()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("types[1]: "), "{status:?}");
 }

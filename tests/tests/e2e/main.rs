@@ -20,3 +20,4 @@ mod shell;
 mod slow_client;
 mod socket;
 mod terminal;
+mod turns;

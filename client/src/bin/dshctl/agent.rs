@@ -39,6 +39,11 @@ pub enum AgentCommand {
     Fork {
         /// The session to fork (a unique id prefix will do).
         session_id: String,
+        /// Fork from the log up to and including this event: a `step/end` or `turn/end` seq
+        /// (`dshctl session events` marks them); default: the last completed turn. Rolling back
+        /// is forking at an earlier point: the original is never rewritten.
+        #[arg(long = "at", value_name = "SEQ")]
+        at_seq: Option<u64>,
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
@@ -190,6 +195,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
         }
         AgentCommand::Fork {
             session_id,
+            at_seq,
             model,
             sandbox,
         } => {
@@ -200,6 +206,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
+                    at_seq,
                 })
                 .await?
         }

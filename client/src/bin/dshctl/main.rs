@@ -104,6 +104,14 @@ enum Command {
         /// The prompt; `-` reads it from stdin.
         text: String,
     },
+    /// Send a message into an agent's running turn; the model gets it at the next step
+    /// boundary (after the commands running now finish). Without a running turn, use prompt.
+    Steer {
+        /// The agent (a unique id prefix will do).
+        agent: String,
+        /// The message.
+        text: String,
+    },
     /// Follow agents live: one, one and its children (--children), or all of them.
     Watch(watch::WatchArgs),
     /// Answer a tool call's approval request (--allow or --deny).
@@ -317,6 +325,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
             let text = prompt_text.unwrap_or_default();
             return prompt::run(&client, out, agent, text).await;
         }
+        Command::Steer { agent, text } => prompt::steer(&client, out, &agent, text).await?,
         Command::Watch(args) => watch::watch(&client, out, args).await?,
         Command::Approve(args) => watch::approve(&client, out, args).await?,
         Command::Session {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use dsh_client::Client;
+use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_stream::StreamExt;
@@ -259,4 +260,27 @@ async fn answer_request(client: &Client, request: Request, allow: bool) -> anyho
         Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
         Err(status) => Err(status.into()),
     }
+}
+
+/// `dshctl steer AGENT TEXT`: the message joins the running turn.
+pub async fn steer(client: &Client, out: Output, agent: &str, text: String) -> anyhow::Result<()> {
+    let agent = client.resolve(IdKind::Agent, agent).await?;
+    let joined = client
+        .agents()
+        .steer(v1::SteerRequest {
+            agent_id: agent.clone(),
+            text,
+        })
+        .await?
+        .into_inner();
+    out.emit(
+        &serde_json::json!({ "agent_id": agent, "turn": joined.turn }),
+        |w| {
+            writeln!(
+                w,
+                "sent into turn {} of {agent}; the model gets it at its next step",
+                joined.turn
+            )
+        },
+    )
 }

@@ -130,6 +130,10 @@ impl Screen {
                 let said = data["message"]["text"].as_str().unwrap_or_default();
                 self.line(w, e, format!("› {}", indent(said)))
             }
+            "user/message" if data["message"]["source"]["kind"] == "steer" => {
+                let said = data["message"]["text"].as_str().unwrap_or_default();
+                self.line(w, e, format!("↪ steered: {}", indent(said)))
+            }
             "text/delta" => self.delta(w, e, &data),
             "tool/output" => self.output(w, e, &data),
             "model/retry" => {
@@ -192,7 +196,8 @@ impl Screen {
                 let kind = reason["kind"].as_str().unwrap_or_default();
                 let detail = reason_detail(reason);
                 let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
-                self.line(w, e, format!("── turn {} {kind}{detail}", num("turn")))
+                let usage = usage_text(&data["usage"]);
+                self.line(w, e, format!("── turn {} {kind}{detail}{usage}", num("turn")))
             }
             "watch/lagged" => self.line(
                 w,
@@ -390,6 +395,23 @@ fn answered_by(data: &serde_json::Value) -> String {
         None => {}
     }
     format!("{by} {}", parts.join(", "))
+}
+
+/// A turn's usage for its end line, e.g. ` · 1,200 tokens in (800 cached), 35 out`; empty when
+/// the turn has none (the provider reported nothing: never shown as zero).
+fn usage_text(usage: &serde_json::Value) -> String {
+    if !usage.is_object() {
+        return String::new();
+    }
+    let n = |key: &str| usage[key].as_u64();
+    let input = n("inputTokens").unwrap_or(0);
+    let cached = n("cacheReadTokens");
+    let prompt = input + cached.unwrap_or(0);
+    let cached = cached.map(|c| format!(" ({c} cached)")).unwrap_or_default();
+    format!(
+        " · tokens: {prompt} in{cached}, {} out",
+        n("outputTokens").unwrap_or(0)
+    )
 }
 
 #[cfg(test)]

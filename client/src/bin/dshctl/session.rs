@@ -252,7 +252,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             let id = client.resolve(IdKind::Session, &id).await?;
             let mut stream = persistence
                 .read_events(v1::ReadEventsRequest {
-                    session_id: id,
+                    session_id: id.clone(),
                     from_seq: from,
                     follow,
                 })
@@ -260,17 +260,34 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                 .into_inner();
             // A stream: one line per event as it arrives, JSON lines with --json (the same line
             // `prompt` and `watch` print for the same event).
+            // The ends of steps and turns are where `agent fork --at` may start a fork.
+            let mut fork_points = Vec::new();
             while let Some(event) = stream.next().await {
                 let event = event?;
                 if out.json {
                     out.raw_line(&wire::event_line(&event))?;
                 } else {
                     let seq = event.seq.map_or_else(String::new, |s| s.to_string());
-                    let line = format!("{seq:>5}  {:<18} {}", event.r#type, event.data_json);
+                    let point = matches!(event.r#type.as_str(), "step/end" | "turn/end");
+                    if point {
+                        fork_points.extend(event.seq);
+                    }
+                    let mark = if point { "  [fork point]" } else { "" };
+                    let line = format!("{seq:>5}  {:<18} {}{mark}", event.r#type, event.data_json);
                     let stdout = std::io::stdout();
                     let mut w = stdout.lock();
                     crate::output::finish(writeln!(w, "{line}"))?;
                 }
+            }
+            if !out.json && !fork_points.is_empty() {
+                let seqs: Vec<String> = fork_points.iter().map(u64::to_string).collect();
+                let stdout = std::io::stdout();
+                let mut w = stdout.lock();
+                crate::output::finish(writeln!(
+                    w,
+                    "fork points (dshctl agent fork {id} --at SEQ): {}",
+                    seqs.join(" ")
+                ))?;
             }
             Ok(())
         }

@@ -24,6 +24,9 @@ pub struct WatchArgs {
     /// Replay the agent's log from this seq before following it live (0: its whole history).
     #[arg(long, value_name = "SEQ", requires = "agent")]
     from: Option<u64>,
+    /// Only events of this type (`tool/result`) or family (`turn/*`); repeat for more.
+    #[arg(long = "type", value_name = "TYPE")]
+    types: Vec<String>,
 }
 
 /// Follows until interrupted (or the daemon shuts down).
@@ -37,6 +40,7 @@ pub async fn watch(client: &Client, out: Output, mut args: WatchArgs) -> anyhow:
             agent_id: args.agent.clone().unwrap_or_default(),
             descendants: args.children,
             from_seq: args.from,
+            types: args.types.clone(),
         })
         .await?
         .into_inner();
@@ -135,6 +139,7 @@ async fn asked(client: &Client, agent: &str, call: &str) -> anyhow::Result<Strin
             agent_id: agent.to_owned(),
             descendants: false,
             from_seq: Some(0),
+            types: vec!["approval/request".to_owned()],
         })
         .await?
         .into_inner();

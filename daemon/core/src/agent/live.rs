@@ -47,6 +47,10 @@ struct RunningTurn {
     cancel: CancellationToken,
     /// Who cancelled, read by the loop to write `turn/end {aborted{cause}}`.
     cause: Option<AbortCause>,
+    /// Steering messages waiting for the next step boundary, oldest first.
+    steers: Vec<String>,
+    /// The loop has taken the last steers it will deliver: later ones are refused.
+    closing: bool,
 }
 
 /// What a new live agent is made of.
@@ -407,6 +411,8 @@ impl Agent {
             turn,
             cancel: cancel.clone(),
             cause: None,
+            steers: Vec::new(),
+            closing: false,
         });
         self.busy.send_replace(true);
         Some((turn, next_seq, cancel))
@@ -438,6 +444,29 @@ impl Agent {
             .as_ref()
             .and_then(|r| r.cause)
             .unwrap_or(AbortCause::Parent)
+    }
+
+    /// Queues `text` for the running turn's next step boundary; returns the turn. `None` when
+    /// no turn runs, or the running one has taken its last steers (it is ending).
+    pub(crate) fn steer(&self, text: String) -> Option<u32> {
+        let mut state = self.lock_state();
+        let running = state.running.as_mut().filter(|r| !r.closing)?;
+        running.steers.push(text);
+        Some(running.turn)
+    }
+
+    /// The steers queued since the last call, oldest first. With `last`, and none queued, the
+    /// turn takes no more: later steers are refused (so none is accepted and then lost).
+    pub(crate) fn take_steers(&self, last: bool) -> Vec<String> {
+        let mut state = self.lock_state();
+        let Some(running) = state.running.as_mut() else {
+            return Vec::new();
+        };
+        let steers = std::mem::take(&mut running.steers);
+        if last && steers.is_empty() {
+            running.closing = true;
+        }
+        steers
     }
 
     /// Cancels the running turn; returns false when none was running.

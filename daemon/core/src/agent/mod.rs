@@ -26,4 +26,4 @@ pub use services::{
     DEFAULT_APPROVAL_TIMEOUT, DEFAULT_WATCH_MAX_PENDING,
 };
 pub use turn::TurnOutcome;
-pub use watch::{PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};
+pub use watch::{EventFilter, FilterError, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};

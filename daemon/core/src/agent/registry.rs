@@ -21,7 +21,7 @@ use crate::persistence::{PersistenceError, StoredSession};
 use crate::sandbox::SandboxPolicy;
 use crate::session::{
     AbortCause, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader, SessionId,
-    SessionLog, recorded_settings,
+    SessionLog, Usage, recorded_settings,
 };
 use crate::tools::ChildAgents;
 
@@ -51,6 +51,8 @@ pub struct AgentRegistry {
     pending_closes: Mutex<Vec<SessionId>>,
     /// Set at shutdown: no agent may be added or prompted after it.
     shutting_down: AtomicBool,
+    /// Token usage of every turn that ended since the daemon started.
+    usage: Arc<Mutex<Usage>>,
 }
 
 impl AgentRegistry {
@@ -71,6 +73,7 @@ impl AgentRegistry {
                 hub,
                 pending_closes: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
+                usage: Arc::default(),
             }
         })
     }
@@ -240,6 +243,22 @@ impl AgentRegistry {
         sandbox: SandboxPolicy,
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
+        self.fork_at(source, None, choice, sandbox, approval).await
+    }
+
+    /// [`fork`](Self::fork), from the log up to and including event `at_seq` when given: the end
+    /// of a completed step or turn ([`fork_points`](crate::session::fork_points)), otherwise
+    /// [`AgentError::InvalidForkPoint`] naming the nearest valid ones. A fork at a step's end in
+    /// the middle of a turn closes that turn in the fork (`turn/end {interrupted}`). The source is
+    /// never written: rolling back is forking at an earlier point.
+    pub async fn fork_at(
+        &self,
+        source: &SessionId,
+        at_seq: Option<u64>,
+        choice: &ModelChoice,
+        sandbox: SandboxPolicy,
+        approval: Option<ApprovalPolicy>,
+    ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let (source_header, mut events) = match self.get(source) {
             Ok(live) => (
@@ -257,8 +276,22 @@ impl AgentRegistry {
         let approval = approval
             .or(recorded.as_ref().map(|r| r.approval))
             .unwrap_or(self.services.approval.policy);
-        let seed = crate::session::completed_prefix_len(&events);
+        let seed = match at_seq {
+            None => crate::session::completed_prefix_len(&events),
+            Some(seq) => {
+                let points = crate::session::fork_points(&events);
+                if points.binary_search(&seq).is_err() {
+                    return Err(AgentError::InvalidForkPoint {
+                        session: source.clone(),
+                        seq,
+                        valid: crate::session::nearest(&points, seq),
+                    });
+                }
+                seq + 1
+            }
+        };
         events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
+        let closers = crate::session::repair::close_open_turn(&events);
         let header = SessionHeader {
             parent_session: Some(source_header.id.clone()),
             seed_length: Some(seed),
@@ -274,6 +307,9 @@ impl AgentRegistry {
         let mut log = SessionLog::from_parts(header, events).map_err(|e| {
             AgentError::Persistence(PersistenceError::Config(format!("fork of {source}: {e}")))
         })?;
+        for closer in closers {
+            log.append(closer.data);
+        }
         log.append(EventData::EndSeed {});
         let root = log.header().id.clone();
         let agent = self.live(NewAgent {
@@ -293,6 +329,11 @@ impl AgentRegistry {
             return Err(error.into());
         }
         Ok(agent)
+    }
+
+    /// The token usage of every turn that ended since the daemon started (children's included).
+    pub fn usage_totals(&self) -> Usage {
+        *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The live agent `id`.
@@ -346,8 +387,15 @@ impl AgentRegistry {
         updates.start_at(id.clone(), first_seq);
         let updates = updates.until_turn_end(id.clone(), turn);
         let services = self.services.clone();
+        let totals = self.usage.clone();
         let outcome = tokio::spawn(async move {
             let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
+            if let Some(usage) = &outcome.usage {
+                totals
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .add(usage);
+            }
             agent.end_turn();
             outcome
         });
@@ -356,6 +404,15 @@ impl AgentRegistry {
             updates,
             outcome,
         })
+    }
+
+    /// Sends `text` into agent `id`'s running turn: logged as a user message (`source: steer`)
+    /// at the next step boundary, after the calls running now finish. Returns the turn.
+    pub fn steer(&self, id: &SessionId, text: String) -> Result<u32, AgentError> {
+        let agent = self.get(id)?;
+        agent
+            .steer(text)
+            .ok_or_else(|| AgentError::NotRunning(id.clone()))
     }
 
     /// Cancels agent `id`'s running turn; false when none was running.

@@ -4,7 +4,7 @@
 use super::AgentStatus;
 use super::approval::ApprovalAnswer;
 use super::registry::{AgentError, AgentRegistry};
-use super::watch::{WatchScope, Watcher};
+use super::watch::{EventFilter, WatchScope, Watcher};
 use crate::session::SessionId;
 
 impl AgentRegistry {
@@ -13,13 +13,25 @@ impl AgentRegistry {
     /// start) for a [`WatchScope::Tree`]; without it, every followed agent is followed from its
     /// next event. [`WatchScope::All`] takes no `from_seq` (the caller checks).
     pub fn watch(&self, scope: WatchScope, from_seq: Option<u64>) -> Result<Watcher, AgentError> {
+        self.watch_types(scope, from_seq, None)
+    }
+
+    /// [`watch`](Self::watch), handing out only the event types `filter` admits; previews
+    /// (streamed text, command output, retries) are not even queued when it admits none of them.
+    pub fn watch_types(
+        &self,
+        scope: WatchScope,
+        from_seq: Option<u64>,
+        filter: Option<EventFilter>,
+    ) -> Result<Watcher, AgentError> {
         let root = match &scope {
             WatchScope::Agent(id) | WatchScope::Tree(id) => Some(self.get(id)?),
             WatchScope::All => None,
         };
         // Registered before anything is read, so nothing published meanwhile is missed; what
         // is both replayed and published is handed out once (the watcher keeps cursors).
-        let mut watcher = self.watcher(scope.clone(), true);
+        let deltas = filter.as_ref().is_none_or(EventFilter::wants_previews);
+        let mut watcher = self.watcher(scope.clone(), deltas).filtered(filter);
         if let (Some(root), Some(from)) = (root, from_seq) {
             watcher.replay(root.clone(), from);
             if let WatchScope::Tree(id) = &scope {

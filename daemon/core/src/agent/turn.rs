@@ -30,7 +30,9 @@ use crate::hooks::{
     SubagentOf,
 };
 use crate::session::ToolCallRequest;
-use crate::session::{AssistantMessage, EventData, MessageSource, TurnEndReason, UserMessage};
+use crate::session::{
+    AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage,
+};
 use crate::tools::ToolSet;
 
 /// Plugin name of steering messages from blocking Stop hooks.
@@ -48,6 +50,8 @@ pub struct TurnOutcome {
     /// and a caller that needs it reads it with [`Agent::turn_answer`](super::Agent::turn_answer)
     /// (a second copy of a long reply is what a caller that drops the outcome should not pay).
     pub answer_seq: Option<u64>,
+    /// The turn's token usage (the sum of its steps'), when the provider reported any.
+    pub usage: Option<Usage>,
 }
 
 /// Runs turn `turn` of `agent` for `prompt`. The caller has claimed the agent
@@ -287,6 +291,8 @@ impl TurnRun {
                     ),
                 };
             }
+            // A step boundary: what was steered meanwhile reaches this request.
+            self.deliver_steers(false);
             step += 1;
             self.log(EventData::StepStart { turn, step });
             let reply = match self.ask_model(step, &tools).await {
@@ -356,6 +362,11 @@ impl TurnRun {
                 return stopped(stop.stop_reason, EventName::Stop);
             }
             if stop.decision < Decision::Ask {
+                // Steered while the model answered: the model answers the steer in another
+                // step instead of the turn ending over it.
+                if self.deliver_steers(true) {
+                    continue;
+                }
                 return TurnEndReason::Completed;
             }
             if continuations >= self.services.hooks.stop_continuation_cap() {
@@ -498,12 +509,37 @@ impl TurnRun {
         stop
     }
 
+    /// Logs the queued steers as user messages (`source: steer`), in the order they came;
+    /// whether there were any. With `last`, an empty queue closes it for this turn.
+    fn deliver_steers(&self, last: bool) -> bool {
+        let steers = self.agent.take_steers(last);
+        let any = !steers.is_empty();
+        for text in steers {
+            self.log(EventData::UserMessage {
+                message: UserMessage {
+                    text,
+                    source: MessageSource::Steer,
+                },
+            });
+        }
+        any
+    }
+
     async fn finish(self, reason: TurnEndReason) -> TurnOutcome {
-        let answer_seq = self.agent.read_log(|log| log.turn_answer_seq(self.turn));
+        // A turn that ends otherwise (cancelled, failed, stopped) keeps what was steered into
+        // it: logged before its end, so the next turn's model request has it.
+        self.deliver_steers(true);
+        let (answer_seq, usage) = self.agent.read_log(|log| {
+            (
+                log.turn_answer_seq(self.turn),
+                Usage::of_turn(log.events(), self.turn),
+            )
+        });
         self.log(EventData::TurnEnd {
             turn: self.turn,
             reason: reason.clone(),
             answer_seq,
+            usage,
         });
         if let Err(error) = self.agent.checkpoint(&self.services).await {
             // The events stay in memory; the next checkpoint (or shutdown) retries them.
@@ -513,6 +549,7 @@ impl TurnRun {
             turn: self.turn,
             reason,
             answer_seq,
+            usage,
         }
     }
 }

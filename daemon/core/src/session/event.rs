@@ -107,6 +107,8 @@ impl AbortCause {
 pub enum MessageSource {
     /// The user's prompt.
     User,
+    /// A user's message sent into a running turn (`Agents.Steer`), delivered at a step boundary.
+    Steer,
     /// Context injected by a plugin, e.g. a hook bridge (`hooks-claude-code`).
     Plugin {
         /// The plugin's name.
@@ -161,6 +163,40 @@ pub struct Usage {
     /// Reasoning tokens (part of the completion).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Adds `other`: counts summed, an optional count present when either has it.
+    pub fn add(&mut self, other: &Usage) {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            }
+        }
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = sum(self.cache_read_tokens, other.cache_read_tokens);
+        self.reasoning_tokens = sum(self.reasoning_tokens, other.reasoning_tokens);
+    }
+
+    /// The sum of the usage of turn `turn`'s `assistant/message`s in `events`; `None` when none
+    /// of them carries any.
+    pub fn of_turn(events: &[Event], turn: u32) -> Option<Usage> {
+        let mut total: Option<Usage> = None;
+        for event in events.iter().rev() {
+            match &event.data {
+                EventData::AssistantMessage {
+                    turn: t,
+                    usage: Some(usage),
+                    ..
+                } if *t == turn => total.get_or_insert_with(Usage::default).add(usage),
+                EventData::TurnStart { turn: t } if *t == turn => break,
+                _ => {}
+            }
+        }
+        total
+    }
 }
 
 macro_rules! event_vocabulary {
@@ -249,6 +285,10 @@ event_vocabulary! {
         /// non-empty assistant text); absent when the turn has none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer_seq: Option<u64>,
+        /// The sum of the turn's `assistant/message` usage; absent when the provider reported
+        /// none (never a zero it did not report).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// A step (one model request and its tool calls) began.
     StepStart = "step/start" { turn: u32, step: u32 },
@@ -615,6 +655,7 @@ mod tests {
                     cause: AbortCause::User,
                 },
                 answer_seq: Some(5),
+                usage: None,
             },
             EventData::ToolResult {
                 turn: 1,
@@ -671,6 +712,7 @@ mod tests {
                 cause: AbortCause::User,
             },
             answer_seq: None,
+            usage: None,
         });
         roundtrip(EventData::TurnEnd {
             turn: 2,
@@ -678,6 +720,7 @@ mod tests {
                 message: "boom".into(),
             },
             answer_seq: Some(3),
+            usage: None,
         });
         roundtrip(EventData::StepStart { turn: 1, step: 1 });
         roundtrip(EventData::StepEnd { turn: 1, step: 1 });
@@ -757,6 +800,7 @@ mod tests {
                 reason: "build is red".into(),
             },
             answer_seq: None,
+            usage: None,
         });
         assert!(
             json.contains(r#""reason":{"kind":"stopped","reason":"build is red"}"#),

@@ -144,6 +144,34 @@ pub fn completed_prefix_len(events: &[Event]) -> u64 {
         .map_or(0, |i| i as u64 + 1)
 }
 
+/// The seqs a session may be forked at: every `step/end` and `turn/end`, ascending.
+pub fn fork_points(events: &[Event]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.data,
+                EventData::StepEnd { .. } | EventData::TurnEnd { .. }
+            )
+        })
+        .map(|e| e.seq)
+        .collect()
+}
+
+/// The nearest of the ascending `points` below and above `seq` (one or two of them; none when
+/// `points` is empty).
+pub fn nearest(points: &[u64], seq: u64) -> Vec<u64> {
+    let after = points.partition_point(|&p| p < seq);
+    let mut out = Vec::with_capacity(2);
+    if after > 0 {
+        out.push(points[after - 1]);
+    }
+    if let Some(&next) = points.get(after) {
+        out.push(next);
+    }
+    out
+}
+
 /// Checks that every event's seq equals its index.
 pub fn check_contiguous(events: &[Event]) -> Result<(), LogError> {
     for (index, event) in events.iter().enumerate() {

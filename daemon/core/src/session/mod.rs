@@ -19,7 +19,7 @@ pub use event::{
 };
 pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
-pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len};
+pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};
 pub use meta::{
     MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title, title_of_prompt,
 };

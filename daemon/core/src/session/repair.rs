@@ -79,6 +79,7 @@ pub fn close_open_turn(events: &[Event]) -> Vec<Event> {
         turn,
         reason: TurnEndReason::Interrupted,
         answer_seq: None,
+        usage: super::Usage::of_turn(events, turn),
     });
     closers
 }
@@ -108,6 +109,7 @@ mod tests {
                 turn: 1,
                 reason: TurnEndReason::Completed,
                 answer_seq: None,
+                usage: None,
             },
         ]);
         assert!(close_open_turn(&events).is_empty());
@@ -166,6 +168,7 @@ mod tests {
                 turn: 2,
                 reason: TurnEndReason::Interrupted,
                 answer_seq: None,
+                usage: None,
             }
         );
     }

@@ -83,13 +83,18 @@ fn call_id() -> impl Strategy<Value = String> {
 pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
     prop_oneof![
         small().prop_map(|turn| EventData::TurnStart { turn }),
-        (small(), reason(), prop::option::of(any::<u64>())).prop_map(
-            |(turn, reason, answer_seq)| EventData::TurnEnd {
+        (
+            small(),
+            reason(),
+            prop::option::of(any::<u64>()),
+            prop::option::of(usage())
+        )
+            .prop_map(|(turn, reason, answer_seq, usage)| EventData::TurnEnd {
                 turn,
                 reason,
-                answer_seq
-            }
-        ),
+                answer_seq,
+                usage,
+            }),
         (small(), small()).prop_map(|(turn, step)| EventData::StepStart { turn, step }),
         (small(), small()).prop_map(|(turn, step)| EventData::StepEnd { turn, step }),
         (text(), prop::option::of(text())).prop_map(|(text, plugin)| EventData::UserMessage {

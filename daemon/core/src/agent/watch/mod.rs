@@ -9,6 +9,7 @@
 //! of the prompted agent and its descendants that ends with the turn; `Agents.Watch` and
 //! `Persistence.ReadEvents` in follow mode are watchers too.
 
+mod filter;
 pub(crate) mod hub;
 mod queue;
 mod watcher;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub use filter::{EventFilter, FilterError};
 pub use queue::PENDING_TEXT_BUDGET;
 pub use watcher::Watcher;
 

@@ -26,6 +26,8 @@ pub struct Watcher {
     /// For a turn's stream: the session and turn whose `turn/end` is the last event.
     end: Option<(SessionId, u32)>,
     done: bool,
+    /// The types handed out; `None`: every type.
+    filter: Option<super::EventFilter>,
 }
 
 impl std::fmt::Debug for Watcher {
@@ -73,6 +75,7 @@ impl Watcher {
             work: VecDeque::new(),
             end: None,
             done: false,
+            filter: None,
         }
     }
 
@@ -110,8 +113,24 @@ impl Watcher {
         self
     }
 
+    /// Hands out only events of the types `filter` admits (skipped ones still move the cursors).
+    pub fn filtered(mut self, filter: Option<super::EventFilter>) -> Self {
+        self.filter = filter;
+        self
+    }
+
     /// The next event; `None` once the stream is over (the turn ended, or the daemon shuts down).
     pub async fn recv(&mut self) -> Option<StreamEvent> {
+        loop {
+            let event = self.recv_any().await?;
+            if self.filter.as_ref().is_none_or(|f| f.admits(&event.kind)) {
+                return Some(event);
+            }
+        }
+    }
+
+    /// The next event of any type.
+    async fn recv_any(&mut self) -> Option<StreamEvent> {
         loop {
             if self.done {
                 return None;

@@ -261,6 +261,7 @@ fn turn_data(turn: u32) -> Vec<EventData> {
             turn,
             reason: TurnEndReason::Completed,
             answer_seq: None,
+            usage: None,
         },
     ]
 }

@@ -372,6 +372,7 @@ fn open_turn_is_closed<F: Fixture>() {
             turn: 2,
             reason: TurnEndReason::Interrupted,
             answer_seq: None,
+            usage: None,
         }
     );
     // The repair is durable: a fresh instance finds a closed log and repairs nothing.

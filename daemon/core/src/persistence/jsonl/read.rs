@@ -242,6 +242,7 @@ mod tests {
                     turn: n,
                     reason: TurnEndReason::Completed,
                     answer_seq: None,
+                    usage: None,
                 },
                 seq + 1,
             )
