@@ -47,8 +47,11 @@ function exited(child) {
 
 const updates = new Map(); // sessionId -> updates, in arrival order
 const seen = (sessionId) => updates.get(sessionId) ?? [];
+// A running command's output arrives as `tool_call_update`s with content and no status (the output
+// so far); how a short command's output is cut into them varies, so traces leave them out.
+const isLiveOutput = (u) => u.sessionUpdate === "tool_call_update" && u.status === undefined;
 const trace = (list) =>
-  list.map((u) =>
+  list.filter((u) => !isLiveOutput(u)).map((u) =>
     u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update"
       ? `${u.sessionUpdate} ${u.toolCallId} ${u.status ?? "-"}`
       : `${u.sessionUpdate} ${u.content?.text ?? ""}`,
@@ -120,6 +123,9 @@ await app.connectWith(main.stream(), async (ctx) => {
   assert.equal(call.title, "echo id=$DSH_SESSION_ID");
   const output = live.find((u) => u.status === "completed").content[0].content.text;
   assert.ok(output.includes(`id=${id}`), `DSH_SESSION_ID is not the ACP session id: ${output}`);
+  for (const u of live.filter(isLiveOutput)) {
+    assert.ok(output.startsWith(u.content[0].content.text), `live output is not the output so far: ${JSON.stringify(u)}`);
+  }
   assert.ok(!existsSync(marker), "the rejected command ran");
   const denied = live.find((u) => u.status === "failed").content[0].content.text;
   assert.ok(denied.includes("denied"), `the model is not told: ${denied}`);
