@@ -141,6 +141,15 @@ impl Acp {
         .1
     }
 
+    /// Initializes the bridge and makes a new session in `cwd`; its id.
+    fn ready_session(&mut self, cwd: &Path) -> String {
+        self.initialize();
+        self.new_session(cwd)["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// Ends stdin and waits for the bridge to exit.
     fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -393,11 +402,7 @@ fn a_cancel_during_a_long_command_ends_the_turn_cancelled() {
         {"text": "never"},
     ]});
     let mut acp = Acp::scripted(&daemon, &script, &[]);
-    acp.initialize();
-    let id = acp.new_session(daemon.dir.path())["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = acp.ready_session(daemon.dir.path());
     let turn = acp.send("session/prompt", prompt(&id, "wait"));
     loop {
         let message = acp.recv();
@@ -430,11 +435,7 @@ fn a_running_commands_output_shows_as_the_calls_content_before_it_ends() {
         {"text": "done"},
     ]});
     let mut acp = Acp::scripted(&daemon, &script, &[]);
-    acp.initialize();
-    let id = acp.new_session(daemon.dir.path())["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = acp.ready_session(daemon.dir.path());
     let turn = acp.send("session/prompt", prompt(&id, "run it"));
     let content = |u: &Value| {
         u["content"][0]["content"]["text"]
@@ -549,11 +550,7 @@ fn a_child_agents_calls_show_as_tool_calls_of_the_parent_session() {
         {"text": "parent done"},
     ]});
     let mut acp = Acp::scripted(&daemon, &script, &[]);
-    acp.initialize();
-    let id = acp.new_session(daemon.dir.path())["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = acp.ready_session(daemon.dir.path());
     let (before, answer) = acp.call("session/prompt", prompt(&id, "delegate"));
     assert_eq!(answer["stopReason"], "end_turn");
     assert!(
