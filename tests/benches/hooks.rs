@@ -26,7 +26,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::exec::{ExecConfig, Executor};
+use dsh_core::exec::{ExecConfig, Executor, Launcher};
 use dsh_core::hooks::{HookContext, HookEvent, HookSettings, Hooks};
 use dsh_core::persistence::PersistenceHandle;
 use dsh_core::persistence::jsonl::JsonlBackend;
@@ -66,6 +66,7 @@ fn hooks(dir: &Path, name: &str, command: &str) -> Hooks {
     };
     let executor = Executor::new(ExecConfig {
         spill_dir: dir.join("spill"),
+        launcher: launcher(),
         ..ExecConfig::default()
     })
     .unwrap();
@@ -75,6 +76,18 @@ fn hooks(dir: &Path, name: &str, command: &str) -> Hooks {
         Arc::new(executor),
         Arc::new(PersistenceHandle::new(Arc::new(backend))),
     )
+}
+
+/// The `dsh-launch` binary as the launcher. The default, this process's own binary, is dshd in the
+/// daemon; here it would be this bench, which would start itself again instead of the hook.
+fn launcher() -> Launcher {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    Launcher {
+        program: BIN
+            .get_or_init(|| dsh_tests::cargo_build("dsh-launch", "dsh-launch", true))
+            .clone(),
+        arg0: "dsh-launch".into(),
+    }
 }
 
 fn event() -> HookEvent {
