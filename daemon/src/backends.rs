@@ -92,14 +92,7 @@ impl Backends {
                 persistence::sqlite::check_location(&path)?;
             }
             let backend = persistence::open(kind, path)?;
-            // A first page reads the store (and builds the JSONL index the listings will use).
-            backend.list_page(&persistence::PageQuery {
-                after: None,
-                limit: 1,
-                order: persistence::Order::NewestFirst,
-                cwd: None,
-                host: None,
-            })?;
+            read_first_page(&*backend)?;
             Ok((backend, true))
         })
         .await?;
@@ -126,13 +119,7 @@ impl Backends {
                 return Ok((active, false));
             }
             let backend = persistence::open_postgres(options)?;
-            backend.list_page(&persistence::PageQuery {
-                after: None,
-                limit: 1,
-                order: persistence::Order::NewestFirst,
-                cwd: None,
-                host: None,
-            })?;
+            read_first_page(&*backend)?;
             Ok((backend, true))
         })
         .await?;
@@ -246,6 +233,19 @@ pub enum UseError {
     /// The choice could not be saved for the next start.
     #[error("the backend was not changed")]
     Choice(#[from] ChoiceError),
+}
+
+/// Reads a first page of `backend` before it is made active: the store answers (and a JSONL
+/// backend builds the index its listings will use).
+fn read_first_page(backend: &dyn persistence::Persistence) -> Result<(), PersistenceError> {
+    backend.list_page(&persistence::PageQuery {
+        after: None,
+        limit: 1,
+        order: persistence::Order::NewestFirst,
+        cwd: None,
+        host: None,
+    })?;
+    Ok(())
 }
 
 /// A configured backend that is not the active one.

@@ -518,3 +518,20 @@ fn batch_start(id: &SessionId, events: &[Event]) -> Result<u64, PersistenceError
     }
     Ok(first)
 }
+
+/// An event from a database row's columns (SQLite's and PostgreSQL's `events` tables), or what is
+/// wrong with them, worded the same for both backends.
+pub(crate) fn event_of_row(
+    seq: u64,
+    time: i64,
+    type_name: &str,
+    data: &str,
+) -> Result<crate::session::Event, String> {
+    crate::session::Event::from_columns(seq, time, type_name, data).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            format!("data is not JSON: {e}")
+        } else {
+            e.to_string()
+        }
+    })
+}

@@ -75,14 +75,7 @@ impl Preview {
         let offset = usize_of(&data["offset"]);
         let text = data["text"].as_str().unwrap_or_default();
         let taken = self.taken.entry(stream.to_owned()).or_insert(0);
-        // A repeat of what was taken is skipped; a gap (a slow reader's merged pieces) cannot
-        // be filled, the rest goes on.
-        let new = if offset >= *taken {
-            text
-        } else {
-            text.get(*taken - offset..).unwrap_or_default()
-        };
-        *taken = (*taken).max(offset.saturating_add(text.len()));
+        let new = unseen(taken, offset, text);
         if new.is_empty() {
             return false;
         }
@@ -129,16 +122,7 @@ impl Translator {
                 let offset = usize_of(&data["offset"]);
                 let text = data["text"].as_str().unwrap_or_default();
                 let shown = self.shown.entry(step).or_insert(0);
-                let end = offset.saturating_add(text.len());
-                // A repeat of text already sent is skipped; a gap (a slow reader's thinned
-                // deltas) cannot be filled, the rest goes on.
-                let new = if offset >= *shown {
-                    text
-                } else {
-                    text.get(*shown - offset..).unwrap_or_default()
-                };
-                *shown = (*shown).max(end);
-                chunk("agent_message_chunk", new)
+                chunk("agent_message_chunk", unseen(shown, offset, text))
             }
             "assistant/message" => {
                 let step = data["step"].as_u64().unwrap_or(0);
@@ -211,6 +195,19 @@ fn warn_unreadable(event: &v1::Event) {
         "dshctl acp: skipped a {} event of {} whose data is not JSON",
         event.r#type, event.session_id
     );
+}
+
+/// The part of `text` (at byte `offset` of its stream) past the `seen` bytes already taken, which
+/// then counts as seen. A repeat is skipped; a gap (a slow reader's merged or thinned pieces)
+/// cannot be filled, the rest goes on.
+fn unseen<'a>(seen: &mut usize, offset: usize, text: &'a str) -> &'a str {
+    let new = if offset >= *seen {
+        text
+    } else {
+        text.get(*seen - offset..).unwrap_or_default()
+    };
+    *seen = (*seen).max(offset.saturating_add(text.len()));
+    new
 }
 
 fn usize_of(value: &Value) -> usize {

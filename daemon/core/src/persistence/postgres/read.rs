@@ -43,13 +43,8 @@ impl Inner {
             let type_name: &str = row.get(1);
             let time: i64 = row.get(2);
             let data: &str = row.get(3);
-            let event = Event::from_columns(expected, time, type_name, data).map_err(|e| {
-                if e.is_syntax() || e.is_eof() {
-                    bad(format!("data is not JSON: {e}"))
-                } else {
-                    bad(e.to_string())
-                }
-            })?;
+            let event =
+                crate::persistence::event_of_row(expected, time, type_name, data).map_err(bad)?;
             events.push(event);
         }
         Ok((header, events))

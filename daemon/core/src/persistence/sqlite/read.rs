@@ -61,13 +61,8 @@ impl SqliteBackend {
                 .get_ref(3)
                 .and_then(|v| Ok(v.as_str()?))
                 .map_err(|e| bad(format!("bad data: {e}")))?;
-            let event = Event::from_columns(expected, time, type_name, data).map_err(|e| {
-                if e.is_syntax() || e.is_eof() {
-                    bad(format!("data is not JSON: {e}"))
-                } else {
-                    bad(e.to_string())
-                }
-            })?;
+            let event =
+                crate::persistence::event_of_row(expected, time, type_name, data).map_err(bad)?;
             events.push(event);
         }
         Ok((header, events))
