@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
@@ -119,31 +119,33 @@ pub async fn run(
 
     let token = CancellationToken::new();
     let daemon = Arc::new(Daemon::new(&config, path.clone(), token.clone())?);
-    // The daemon's own background tasks, waited for (within the deadline) before `run` returns.
+    // The daemon's own background tasks, waited for before `run` returns (each ends with the
+    // token).
     let tasks = TaskTracker::new();
-    // One deadline for the whole stop (the drain of in-flight calls and the core's wind-down
-    // together), counted from the moment shutdown is first seen.
+    // One deadline for the stop, counted from when shutdown begins: the drain of in-flight calls
+    // and the core's wind-down run beside each other within it.
     let deadline = config.shutdown_timeout;
-    let stop_by = Arc::new(OnceLock::new());
-    let stop_by_now = {
-        let stop_by = stop_by.clone();
-        move || *stop_by.get_or_init(|| Instant::now() + deadline)
-    };
 
     // Turns and child processes wind down as soon as shutdown begins, so streaming calls (a
     // running Prompt) end and tonic's drain can finish.
     let wind_down = {
         let daemon = daemon.clone();
         let token = token.clone();
-        let stop_by_now = stop_by_now.clone();
         tasks.spawn(async move {
             token.cancelled().await;
-            stop_by_now();
+            let began = Instant::now();
             // Said here, not in tonic's shutdown future: tonic may stop on the end of the
             // incoming stream (the accept loop also watches the token) without ever polling it.
             notify_systemd(sd_notify::NotifyState::Stopping);
             tracing::info!("shutting down: no new connections; letting in-flight calls finish");
-            daemon.wind_down().await
+            let unsaved = daemon.wind_down().await;
+            if began.elapsed() > deadline {
+                tracing::warn!(
+                    deadline_ms = deadline.as_millis(),
+                    "saving sessions and stopping processes ran past the shutdown deadline"
+                );
+            }
+            unsaved
         })
     };
 
@@ -216,7 +218,7 @@ pub async fn run(
     tokio::pin!(serve);
     let result = tokio::select! {
         result = &mut serve => result,
-        () = async { token.cancelled().await; tokio::time::sleep_until(stop_by_now()).await } => {
+        () = async { token.cancelled().await; tokio::time::sleep(deadline).await } => {
             tracing::warn!(deadline_ms = deadline.as_millis(), "in-flight calls did not finish before the shutdown deadline; abandoning them");
             Ok(())
         }
@@ -229,12 +231,6 @@ pub async fn run(
     // processes killed), so only how long the disk takes is left to wait for.
     token.cancel();
     let unsaved = wind_down.await.map_err(ServeError::WindDown)?;
-    if Instant::now() > stop_by_now() {
-        tracing::warn!(
-            deadline_ms = deadline.as_millis(),
-            "saving sessions and stopping processes ran past the shutdown deadline"
-        );
-    }
     tasks.close();
     tasks.wait().await;
     drop(guard);
