@@ -33,7 +33,8 @@ fn daemon(mock: &Mock, with_key: bool, extra: &str) -> TestDaemon {
     })
 }
 
-fn new_agent(daemon: &TestDaemon, cwd: &Path) -> String {
+/// A new agent of the `openai` provider in `cwd`; its id.
+pub(crate) fn new_agent(daemon: &TestDaemon, cwd: &Path) -> String {
     daemon.dshctl_json(&[
         "agent",
         "new",

@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
-use std::path::Path;
-
 use dsh_proto::v1;
 use dsh_testkit::{
     DONE, End, Mock, Reply, finish, ok_stream, text_delta, tool_call_stream, usage_event,
@@ -32,20 +30,6 @@ fn openai_daemon(mock: &Mock) -> TestDaemon {
         env: vec![("DEEPSEEK_API_KEY".into(), "sk-test-turns".into())],
         ..DaemonSpec::default()
     })
-}
-
-fn openai_agent(daemon: &TestDaemon, cwd: &Path) -> String {
-    daemon.dshctl_json(&[
-        "agent",
-        "new",
-        "--model",
-        "openai",
-        "--cwd",
-        cwd.to_str().unwrap(),
-    ])["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// `dshctl --json prompt` off the async runtime (the mock serves on it): its lines.
@@ -96,7 +80,7 @@ async fn a_turns_usage_is_the_sum_of_its_steps_and_absent_when_none_was_reported
     ])
     .await;
     let daemon = openai_daemon(&mock);
-    let agent = openai_agent(&daemon, daemon.dir.path());
+    let agent = crate::openai::new_agent(&daemon, daemon.dir.path());
 
     let lines = prompt(&daemon, &agent, "go").await;
     let mut sum = json!({"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0});
@@ -171,7 +155,7 @@ async fn steers_during_a_tool_call_reach_the_next_request_in_order() {
     call.push(DONE.into());
     let mock = Mock::start(vec![stream(call), ok_stream("steered answer")]).await;
     let daemon = openai_daemon(&mock);
-    let agent = openai_agent(&daemon, daemon.dir.path());
+    let agent = crate::openai::new_agent(&daemon, daemon.dir.path());
     let client = daemon.client().await;
     let mut watch = client
         .agents()
