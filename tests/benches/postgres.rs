@@ -134,7 +134,7 @@ fn locate_vs_status(dshd: &Path, dir: &Path, url: &str, stored: &SessionHeader) 
         }
         status.sort_unstable();
         locate.sort_unstable();
-        compare(
+        dsh_tests::bench::compare(
             &format!(
                 "Locate of a stored session among {SESSIONS} in PostgreSQL vs Status ({CALLS} calls each, interleaved)"
             ),
@@ -159,7 +159,7 @@ fn locate_vs_status(dshd: &Path, dir: &Path, url: &str, stored: &SessionHeader) 
         }
         first.sort_unstable();
         first_status.sort_unstable();
-        compare(
+        dsh_tests::bench::compare(
             &format!(
                 "Locate of {FIRST_TIMES} other stored sessions among {SESSIONS}, once each (header read from PostgreSQL), vs Status"
             ),
@@ -259,7 +259,7 @@ fn appends(dir: &Path, server: &PgServer) {
     let [mut pg, mut sq] = samples;
     pg.sort_unstable();
     sq.sort_unstable();
-    compare(
+    dsh_tests::bench::compare(
         &format!(
             "append per step (5 events), PostgreSQL vs SQLite, {} appends each in {ROUNDS} alternating rounds",
             ROUNDS * STEPS
@@ -268,39 +268,5 @@ fn appends(dir: &Path, server: &PgServer) {
         ("SQLite (floor)", &sq),
         2.0,
         "PostgreSQL append per step / SQLite's",
-    );
-}
-
-/// Prints both sides' percentiles (sorted samples) and the ratio of their p50s against `target`,
-/// and the figure's line for the table (`name`).
-fn compare(
-    title: &str,
-    measured: (&str, &[Duration]),
-    floor: (&str, &[Duration]),
-    target: f64,
-    name: &str,
-) {
-    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    println!("{title}");
-    for (name, v) in [measured, floor] {
-        println!(
-            "  {name:<16} p50 {:>8.1} us   p90 {:>8.1} us   p99 {:>8.1} us",
-            us(p(v, 0.5)),
-            us(p(v, 0.9)),
-            us(p(v, 0.99))
-        );
-    }
-    let ratio = p(measured.1, 0.5).as_secs_f64() / p(floor.1, 0.5).as_secs_f64();
-    println!(
-        "  ratio of p50s: {ratio:.2} (target <= {target}: {})",
-        if ratio <= target { "met" } else { "MISSED" }
-    );
-    dsh_testkit::bench::ratio(
-        name,
-        &format!("p50 {:.1} us", us(p(measured.1, 0.5))),
-        &format!("p50 {:.1} us", us(p(floor.1, 0.5))),
-        ratio,
-        dsh_testkit::bench::Target::AtMost(target),
     );
 }

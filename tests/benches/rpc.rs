@@ -162,7 +162,7 @@ fn main() {
         }
         first.sort_unstable();
         first_status.sort_unstable();
-        compare(
+        dsh_tests::bench::compare(
             &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
             ("Locate 1st time", &first),
             ("Status (floor)", &first_status),
@@ -182,7 +182,7 @@ fn main() {
     locate.sort_unstable();
     floor.sort_unstable();
     stored_locate.sort_unstable();
-    compare(
+    dsh_tests::bench::compare(
         &format!(
             "Locate vs Status over the Unix socket (release dshd, one client, live agent, {CALLS} calls each, interleaved)"
         ),
@@ -191,7 +191,7 @@ fn main() {
         1.25,
         "Locate of a live session / Status",
     );
-    compare(
+    dsh_tests::bench::compare(
         &format!(
             "Locate of a stored session whose JSONL log is {:.0} MB vs Status ({CALLS} calls each, interleaved)",
             log_bytes as f64 / 1e6
@@ -201,7 +201,7 @@ fn main() {
         1.25,
         "Locate of a stored session, 100 MB log / Status",
     );
-    compare(
+    dsh_tests::bench::compare(
         &format!(
             "Status vs a bare tonic server's Health/Check (same client kind, {CALLS} calls each)"
         ),
@@ -209,39 +209,6 @@ fn main() {
         ("bare tonic", &floor),
         1.5,
         "Status / bare tonic unary call",
-    );
-}
-
-/// Prints both sides' percentiles (sorted samples) and the ratio of their p50s against `target`,
-/// and the figure's line for the table (`name`).
-fn compare(
-    title: &str,
-    measured: (&str, &[Duration]),
-    floor: (&str, &[Duration]),
-    target: f64,
-    name: &str,
-) {
-    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
-    println!("{title}");
-    for (name, v) in [measured, floor] {
-        println!(
-            "  {name:<15} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
-            us(p(v, 0.5)),
-            us(p(v, 0.9)),
-            us(p(v, 0.99))
-        );
-    }
-    let ratio = p(measured.1, 0.5).as_secs_f64() / p(floor.1, 0.5).as_secs_f64();
-    println!(
-        "  ratio of p50s: {ratio:.2} (target <= {target}: {})",
-        if ratio <= target { "met" } else { "MISSED" }
-    );
-    dsh_testkit::bench::ratio(
-        name,
-        &format!("p50 {:.1} us", us(p(measured.1, 0.5))),
-        &format!("p50 {:.1} us", us(p(floor.1, 0.5))),
-        ratio,
-        dsh_testkit::bench::Target::AtMost(target),
     );
 }
 
@@ -266,8 +233,4 @@ fn start_bare_tonic_server(socket: &std::path::Path) {
                 .unwrap();
         });
     });
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }

@@ -151,3 +151,37 @@ pub fn p50_p90(samples: &mut [Duration]) -> (Duration, Duration) {
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
+
+/// Prints both sides' percentiles (sorted samples, p50/p90/p99) and the ratio of their p50s
+/// against `target`, and the figure's `RATIO` line for the table (`name`).
+pub fn compare(
+    title: &str,
+    measured: (&str, &[Duration]),
+    floor: (&str, &[Duration]),
+    target: f64,
+    name: &str,
+) {
+    let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("{title}");
+    for (name, v) in [measured, floor] {
+        println!(
+            "  {name:<16} p50 {:>8.1} us   p90 {:>8.1} us   p99 {:>8.1} us",
+            us(p(v, 0.5)),
+            us(p(v, 0.9)),
+            us(p(v, 0.99))
+        );
+    }
+    let ratio = p(measured.1, 0.5).as_secs_f64() / p(floor.1, 0.5).as_secs_f64();
+    println!(
+        "  ratio of p50s: {ratio:.2} (target <= {target}: {})",
+        if ratio <= target { "met" } else { "MISSED" }
+    );
+    dsh_testkit::bench::ratio(
+        name,
+        &format!("p50 {:.1} us", us(p(measured.1, 0.5))),
+        &format!("p50 {:.1} us", us(p(floor.1, 0.5))),
+        ratio,
+        dsh_testkit::bench::Target::AtMost(target),
+    );
+}
