@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end check of the Python example against a real dshd on a private temporary home: the
 # README's commands run as written (pinned grpcio in a throw-away venv, stubs generated from the
-# repository's protos, client.py finding the socket by the default rule), the other ways of naming
-# the socket, and a check that docs/PROTOCOL.md still quotes client.py and those commands.
+# repository's protos, client.py finding the socket by the default rule) and the other ways of
+# naming the socket.
 #
 #   examples/python-client/test.sh [DSHD] [DSHCTL]
 #
@@ -17,16 +17,6 @@ source "$here/../lib/dshd-harness.sh" python-client "$@"
 # The README's first ```sh block, verbatim.
 commands=$(awk '/^```sh$/ { inside = 1; next } inside && /^```$/ { exit } inside' "$here/README.md")
 [[ -n $commands ]] || fail "no \`\`\`sh block in examples/python-client/README.md"
-
-echo "==> the guide quotes client.py and the README's commands verbatim"
-quoted=$(python3 - "$here/client.py" "$repo/docs/PROTOCOL.md" "$commands" <<'PY'
-import sys
-script, guide = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
-commands = sys.argv[3]
-print("yes" if script in guide and commands in guide else "no")
-PY
-)
-[[ $quoted == yes ]] || fail "docs/PROTOCOL.md no longer quotes examples/python-client/client.py and its README's commands exactly"
 
 # A scratch copy of what the commands use, so nothing is written into the repository; the venv in
 # $tmp rather than /tmp/dsh-py, which may be someone else's or stale (the one substitution made).
