@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{Config, PostgresConfig, PostgresUrl, ValueSource};
-use dsh_core::persistence::choice::{self, BackendChoice, ChoiceError};
-use dsh_core::persistence::postgres::{Holder, PostgresOptions, SecretUrl, Target};
-use dsh_core::persistence::{self, BackendKind, Persistence, PersistenceError, PersistenceHandle};
-use dsh_core::session::SessionId;
+use dsh_core::{
+    BackendChoice, BackendKind, ChoiceError, LeaseHolder, Order, PageQuery, Persistence,
+    PersistenceError, PersistenceHandle, PostgresOptions, PostgresTarget, SecretUrl, SessionId,
+    check_sqlite_location, open_backend, open_postgres, same_location, save_backend_choice,
+};
 
 /// The active backend and the choices around it; what `Persistence.Use` and `ListSessions` need.
 #[derive(Debug)]
@@ -85,13 +86,13 @@ impl Backends {
         let mut saved = self.saved_choice.lock().await;
         let active = self.persistence.backend();
         let (backend, changed) = blocking(move || {
-            if active.kind() == kind && persistence::same_location(&active.path(), &path) {
+            if active.kind() == kind && same_location(&active.path(), &path) {
                 return Ok((active, false));
             }
             if explicit && kind == BackendKind::Sqlite {
-                persistence::sqlite::check_location(&path)?;
+                check_sqlite_location(&path)?;
             }
-            let backend = persistence::open(kind, path)?;
+            let backend = open_backend(kind, path)?;
             read_first_page(&*backend)?;
             Ok((backend, true))
         })
@@ -118,7 +119,7 @@ impl Backends {
             {
                 return Ok((active, false));
             }
-            let backend = persistence::open_postgres(options)?;
+            let backend = open_postgres(options)?;
             read_first_page(&*backend)?;
             Ok((backend, true))
         })
@@ -143,7 +144,7 @@ impl Backends {
         if saved.as_ref() != Some(&chosen) {
             let home = self.home.clone();
             let record = chosen.clone();
-            tokio::task::spawn_blocking(move || choice::save(&home, &record))
+            tokio::task::spawn_blocking(move || save_backend_choice(&home, &record))
                 .await
                 .map_err(|e| join_error(&e))??;
             *saved = Some(chosen);
@@ -183,12 +184,12 @@ impl Backends {
             for (kind, path) in candidates {
                 let known = seen
                     .iter()
-                    .any(|(k, p)| *k == kind && persistence::same_location(p, &path));
+                    .any(|(k, p)| *k == kind && same_location(p, &path));
                 if known {
                     continue;
                 }
                 seen.push((kind, path.clone()));
-                let unlisted = persistence::open(kind, path.clone())
+                let unlisted = open_backend(kind, path.clone())
                     .and_then(|backend| backend.list())
                     .and_then(|headers| {
                         let mut unlisted = 0;
@@ -237,11 +238,11 @@ pub enum UseError {
 
 /// Reads a first page of `backend` before it is made active: the store answers (and a JSONL
 /// backend builds the index its listings will use).
-fn read_first_page(backend: &dyn persistence::Persistence) -> Result<(), PersistenceError> {
-    backend.list_page(&persistence::PageQuery {
+fn read_first_page(backend: &dyn Persistence) -> Result<(), PersistenceError> {
+    backend.list_page(&PageQuery {
         after: None,
         limit: 1,
-        order: persistence::Order::NewestFirst,
+        order: Order::NewestFirst,
         cwd: None,
         host: None,
     })?;
@@ -313,9 +314,9 @@ pub fn open_choice(
 ) -> Result<Arc<dyn Persistence>, PersistenceError> {
     match choice.kind {
         BackendKind::Postgres => {
-            persistence::open_postgres(postgres_options(&config.postgres, choice.url.as_ref())?)
+            open_postgres(postgres_options(&config.postgres, choice.url.as_ref())?)
         }
-        kind => persistence::open(kind, choice.path.clone()),
+        kind => open_backend(kind, choice.path.clone()),
     }
 }
 
@@ -344,8 +345,8 @@ fn postgres_options(
         }
     };
     Ok(PostgresOptions {
-        target: Target::parse(&text)?,
-        holder: Holder::this_process(),
+        target: PostgresTarget::parse(&text)?,
+        holder: LeaseHolder::this_process(),
         lease: config.lease,
     })
 }
@@ -383,6 +384,7 @@ mod tests {
     use crate::config::{BackendName, Flags};
     use crate::daemon::Daemon;
     use dsh_core::home::Ambient;
+    use dsh_core::load_backend_choice;
     use tokio_util::sync::CancellationToken;
 
     fn ambient() -> Ambient {
@@ -522,7 +524,7 @@ mod tests {
         );
         assert_eq!(first.backends.handle().current().1, 1);
         assert_eq!(
-            choice::load(&home).unwrap(),
+            load_backend_choice(&home).unwrap(),
             Some(BackendChoice {
                 kind: BackendKind::Sqlite,
                 path: db.clone(),

@@ -5,7 +5,7 @@
 //! dshd for, a confined command could ask too: `Shell.Run` with `--sandbox off`, an agent without
 //! a sandbox, an answer to its own approval request, a contributor that puts values into every
 //! other agent's environment, shutting the daemon down. Each would undo the sandbox. So every
-//! connection is placed when it is accepted (`dsh_core::exec::provenance`), and a client inside a
+//! connection is placed when it is accepted (`dsh_core::provenance`), and a client inside a
 //! sandbox, or one that cannot be placed, gets the methods that only read: what a confined command
 //! may already read on disk (sessions, events), the daemon's status, the agents, jobs and
 //! variables. Everything else is PERMISSION_DENIED, naming the method and why.
@@ -200,8 +200,8 @@ mod tests {
     /// PERMISSION_DENIED; its reading calls and every call of an unconfined client go through.
     #[tokio::test]
     async fn confined_clients_reach_the_service_only_to_read() {
-        use dsh_core::exec::{CommandOrigin, Provenance, UnknownReason};
-        use dsh_core::sandbox::{Network, SandboxMode, SandboxPolicy};
+        use dsh_core::{CommandOrigin, Provenance, UnknownReason};
+        use dsh_core::{Network, SandboxMode, SandboxPolicy};
         use tower::{Layer, Service, ServiceExt};
         let command = |sandbox| {
             Provenance::Command(CommandOrigin {

@@ -724,10 +724,10 @@ mod tests {
     /// (served a few to hear why, then closed unheard) while the user's own clients are admitted.
     #[tokio::test]
     async fn commands_beyond_their_share_are_refused_and_the_user_keeps_slots() {
-        use dsh_core::exec::{CommandOrigin, Provenance};
+        use dsh_core::{CommandOrigin, Provenance};
         let command = || {
             Peer::at(Provenance::Command(CommandOrigin {
-                sandbox: dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                sandbox: dsh_core::SandboxPolicy::UNCONFINED,
                 agent: None,
             }))
         };

@@ -8,16 +8,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backends::{Backends, startup_backend};
 use crate::config::Config;
-use dsh_core::agent::openai::{OpenAiProvider, OpenAiSetupError};
-use dsh_core::agent::{AgentRegistry, AgentServices, ProviderFactory, Unsaved};
-use dsh_core::exec::{ExecConfig, ExecError, Executor};
-use dsh_core::hooks::Hooks;
-use dsh_core::persistence::choice::{self, ChoiceError};
-use dsh_core::persistence::{PersistenceError, PersistenceHandle};
-use dsh_core::shell::Shell;
-use dsh_core::shell_env::{self, RegisterError, Registration, ShellEnvRegistry};
-use dsh_core::skills::Skills;
-use dsh_core::tools::ToolSet;
+use dsh_core::{
+    AgentRegistry, AgentServices, ChoiceError, ExecConfig, ExecError, Executor, Hooks,
+    OpenAiProvider, OpenAiSetupError, PersistenceError, PersistenceHandle, ProviderFactory,
+    RegisterError, Registration, Shell, ShellEnvRegistry, Skills, ToolSet, Unsaved,
+    load_backend_choice, register_builtins,
+};
 
 /// Why the daemon's core could not be assembled. Each variant says which part failed and keeps
 /// the part's error as its `source()` (printed once, by the chain).
@@ -83,7 +79,7 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<Self, StartError> {
         let home = config.home.path.clone();
-        let saved = choice::load(&home)?;
+        let saved = load_backend_choice(&home)?;
         let (start, source) = startup_backend(config, saved.as_ref());
         if let Some(saved) = saved.as_ref().filter(|saved| **saved != start) {
             tracing::info!(
@@ -114,16 +110,15 @@ impl Daemon {
                 "killed processes an earlier dshd of this home left running"
             );
         }
-        let stale = dsh_core::exec::remove_stale_spills(&config.exec.spill_dir);
+        let stale = dsh_core::remove_stale_spills(&config.exec.spill_dir);
         if stale > 0 {
             tracing::info!(files = stale, dir = %config.exec.spill_dir.display(), "removed spill files of earlier runs");
         }
         let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
-        let builtin =
-            shell_env::register_builtins(&shell_env, persistence.clone(), socket.clone())?;
+        let builtin = register_builtins(&shell_env, persistence.clone(), socket.clone())?;
         // Claude Code transcript projections are derived files like spills: private, and gone
         // with their agent (and whatever an earlier dshd left is removed when hooks load).
-        let hook_settings = dsh_core::hooks::HookSettings {
+        let hook_settings = dsh_core::HookSettings {
             transcript_dir: Some(config.exec.spill_dir.join("claude-transcripts")),
             ..config.hooks.clone()
         };
@@ -215,7 +210,7 @@ impl Daemon {
         self.executor
             .list_jobs(None)
             .iter()
-            .filter(|j| matches!(j.state, dsh_core::exec::JobState::Running))
+            .filter(|j| matches!(j.state, dsh_core::JobState::Running))
             .count()
     }
 
@@ -235,4 +230,4 @@ impl Daemon {
     }
 }
 
-pub use dsh_core::session::now_ms;
+pub use dsh_core::now_ms;

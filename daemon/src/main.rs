@@ -178,7 +178,7 @@ fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<(
     }
     // Before the first child: processes that leave their group (`setsid`, a double fork) are
     // re-parented to dshd, which kills them when their owner ends (see exec::reaper).
-    dsh_core::exec::adopt_orphans().context("cannot become the subreaper of child processes")?;
+    dsh_core::adopt_orphans().context("cannot become the subreaper of child processes")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

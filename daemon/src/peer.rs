@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use dsh_core::exec::{Provenance, UnknownReason};
+use dsh_core::{Provenance, UnknownReason};
 
 use crate::connection::ConnectionInfo;
 
@@ -26,7 +26,7 @@ impl Peer {
     pub fn place(pid: Option<i32>, uid: u32) -> Self {
         let provenance = pid.map_or(
             Provenance::Unknown(UnknownReason::Vanished),
-            dsh_core::exec::provenance,
+            dsh_core::provenance,
         );
         Self {
             pid,

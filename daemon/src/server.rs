@@ -74,10 +74,10 @@ pub enum ServeError {
     WindDown(#[source] tokio::task::JoinError),
     /// Shutdown could not save every session to its backend.
     #[error("{}", describe_unsaved(.0))]
-    Unsaved(Vec<dsh_core::agent::Unsaved>),
+    Unsaved(Vec<dsh_core::Unsaved>),
 }
 
-fn describe_unsaved(unsaved: &[dsh_core::agent::Unsaved]) -> String {
+fn describe_unsaved(unsaved: &[dsh_core::Unsaved]) -> String {
     let mut text = format!(
         "{} session(s) could not be saved to the persistence backend at shutdown:",
         unsaved.len()

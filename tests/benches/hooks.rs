@@ -26,11 +26,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::exec::{ExecConfig, Executor, Launcher};
-use dsh_core::hooks::{HookContext, HookEvent, HookSettings, Hooks};
-use dsh_core::persistence::PersistenceHandle;
-use dsh_core::persistence::jsonl::JsonlBackend;
-use dsh_core::session::{EventData, SessionHeader, SessionId};
+use dsh_core::{
+    EventData, ExecConfig, Executor, HookContext, HookEvent, HookSettings, Hooks, JsonlBackend,
+    Launcher, PersistenceHandle, SessionHeader, SessionId,
+};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
@@ -218,7 +217,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
 }
 
 /// The run had one handler, which exited 0 without deciding anything.
-fn assert_passed(run: &dsh_core::hooks::HookRun) {
+fn assert_passed(run: &dsh_core::HookRun) {
     let decisions: Vec<(&str, Option<i32>)> = run
         .records
         .iter()

@@ -19,11 +19,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dsh_core::persistence::Persistence;
-use dsh_core::persistence::postgres::{PostgresBackend, PostgresOptions};
-use dsh_core::persistence::sqlite::SqliteBackend;
-use dsh_core::session::{
-    AssistantMessage, Event, EventData, SessionHeader, SessionId, ToolCallRequest,
+use dsh_core::{
+    AssistantMessage, Event, EventData, Persistence, PostgresBackend, PostgresOptions,
+    SessionHeader, SessionId, SqliteBackend, ToolCallRequest,
 };
 use dsh_proto::v1;
 use dsh_testkit::postgres::PgServer;

@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dsh_core::session::{Event, SessionHeader, SessionId};
+use dsh_core::{Event, SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
 use dsh_tests::bench::{ReleaseDaemon, rss_kib};
@@ -57,7 +57,7 @@ fn run(backend: &str, events: &[Event]) {
         }
     };
     drop(sessions);
-    let log = dsh_core::persistence::jsonl::log_path(&root, &header);
+    let log = dsh_core::jsonl_log_path(&root, &header);
     let bytes = match backend {
         "jsonl" => std::fs::metadata(&log).unwrap().len(),
         _ => std::fs::metadata(&db).unwrap().len(),

@@ -41,8 +41,8 @@ fn main() {
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
     // A stored session with a 100 MB log, written before dshd starts.
-    let stored = dsh_core::session::SessionHeader::new(
-        dsh_core::session::SessionId::new_v7(),
+    let stored = dsh_core::SessionHeader::new(
+        dsh_core::SessionId::new_v7(),
         work.clone(),
         1_700_000_000_000,
     );
@@ -51,8 +51,8 @@ fn main() {
     dsh_tests::seed::jsonl(&root, &[(stored.clone(), events)]);
     let others: Vec<_> = (0..FIRST_TIMES)
         .map(|n| {
-            let header = dsh_core::session::SessionHeader::new(
-                dsh_core::session::SessionId::new_v7(),
+            let header = dsh_core::SessionHeader::new(
+                dsh_core::SessionId::new_v7(),
                 work.clone(),
                 1_700_000_000_000 + n as i64,
             );
@@ -61,7 +61,7 @@ fn main() {
         })
         .collect();
     dsh_tests::seed::jsonl(&root, &others);
-    let log = dsh_core::persistence::jsonl::log_path(&root, &stored);
+    let log = dsh_core::jsonl_log_path(&root, &stored);
     let log_bytes = std::fs::metadata(&log).unwrap().len();
     let mut child = dsh_tests::daemon_command_for(&dshd, &dir)
         .env("RUST_LOG", "warn")

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use dsh_core::session::{Event, SessionHeader, SessionId};
+use dsh_core::{Event, SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
 use dsh_tests::bench::ReleaseDaemon;
@@ -39,7 +39,7 @@ fn run(backend: &str) {
         .enable_all()
         .build()
         .unwrap();
-    let base = dsh_core::session::now_ms() - 30 * 24 * 3600 * 1000;
+    let base = dsh_core::now_ms() - 30 * 24 * 3600 * 1000;
     // One home and one dshd per count, all running at once, so that calls to them can be
     // interleaved and the machine's drift hits every count alike.
     let mut homes = Vec::new();

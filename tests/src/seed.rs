@@ -10,11 +10,9 @@
 use std::fs;
 use std::path::Path;
 
-use dsh_core::persistence::Persistence;
-use dsh_core::persistence::jsonl::log_path;
-use dsh_core::persistence::sqlite::SqliteBackend;
-use dsh_core::session::{
-    AssistantMessage, Event, EventData, MessageSource, SessionHeader, TurnEndReason, UserMessage,
+use dsh_core::{
+    AssistantMessage, Event, EventData, MessageSource, Persistence, SessionHeader, SqliteBackend,
+    TurnEndReason, UserMessage, jsonl_log_path,
 };
 
 /// Line 1 of a JSONL log: the header tagged `"type":"session"`, newline included.
@@ -58,7 +56,7 @@ pub fn short_turn(start: u64, turn: u32, time: i64) -> Vec<Event> {
 /// Writes each session as a JSONL log under `root`, where the JSONL backend looks for it.
 pub fn jsonl(root: &Path, sessions: &[(SessionHeader, Vec<Event>)]) {
     for (header, events) in sessions {
-        let path = log_path(root, header);
+        let path = jsonl_log_path(root, header);
         let dir = path
             .parent()
             .unwrap_or_else(|| panic!("{}", path.display()));
@@ -126,7 +124,7 @@ pub fn sqlite(db: &Path, sessions: &[(SessionHeader, Vec<Event>)]) {
 /// and a non-ASCII character, so parsing has escapes to undo), and a short answer — until the
 /// serialized events reach `bytes`.
 pub fn long_session(bytes: usize) -> Vec<Event> {
-    use dsh_core::session::ToolCallRequest;
+    use dsh_core::ToolCallRequest;
     let line = "drwxr-xr-x 2 user user 4096 Dec  1 12:00 \"src\" \u{fc}ber\tmore\n";
     let output: String = line.repeat(8192 / line.len() + 1);
     let mut events = Vec::new();

@@ -27,10 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::agent::CheckpointPolicy;
-use dsh_core::persistence::Persistence;
-use dsh_core::persistence::jsonl::JsonlBackend;
-use dsh_core::session::TurnEndReason;
+use dsh_core::{CheckpointPolicy, JsonlBackend, Persistence, TurnEndReason};
 use serde_json::{Value, json};
 
 #[path = "common/mod.rs"]
@@ -173,7 +170,7 @@ async fn per_turn(
             .create(
                 cwd,
                 &common::scripted(&script),
-                dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                dsh_core::SandboxPolicy::UNCONFINED,
                 None,
             )
             .unwrap();

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use dsh_core::call::{AgentContext, ToolExecution};
-use dsh_core::persistence::{self, BackendKind, PersistenceHandle};
-use dsh_core::session::{Origin, SessionHeader, SessionId};
-use dsh_core::shell_env::{ManagedEnv, Registration, ShellEnvRegistry, register_builtins};
+use dsh_core::{
+    AgentContext, BackendKind, ManagedEnv, Origin, PersistenceHandle, Registration, SessionHeader,
+    SessionId, ShellEnvRegistry, ToolExecution, open_backend, register_builtins,
+};
 use tokio_util::sync::CancellationToken;
 
 const SAMPLES: usize = 2000;
@@ -85,7 +85,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let home = PathBuf::from("/home/bench/.dsh");
-    let backend = persistence::open(BackendKind::Jsonl, home.join("sessions")).unwrap();
+    let backend = open_backend(BackendKind::Jsonl, home.join("sessions")).unwrap();
     let handle = Arc::new(PersistenceHandle::new(backend));
     let registry = ShellEnvRegistry::new(home.clone(), Duration::from_secs(2));
     let guards = register_builtins(&registry, handle, home.join("run/dshd.sock")).unwrap();
@@ -102,7 +102,7 @@ fn setup() -> Setup {
         agent: Some(AgentContext {
             header: Arc::new(header),
             root,
-            sandbox: dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+            sandbox: dsh_core::SandboxPolicy::UNCONFINED,
         }),
         turn: Some(3),
         step: Some(2),

@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use dsh_core::agent::openai::{OpenAiConfig, OpenAiProvider};
-use dsh_core::agent::provider::{FinishReason, ModelProvider, ModelRequest};
-use dsh_core::session::history::HistoryMessage;
-use dsh_core::session::{MessageSource, SessionId};
+use dsh_core::{
+    FinishReason, HistoryMessage, MessageSource, ModelProvider, ModelRequest, OpenAiConfig,
+    OpenAiProvider, SessionId,
+};
 use dsh_testkit::{DONE, Mock, Reply, finish, text_delta, usage_event};
 use tokio_util::sync::CancellationToken;
 

@@ -2,7 +2,7 @@
 //!
 //! - `locate()` through `PersistenceHandle::locate` with the JSONL backend (target: median ≤ 1 µs),
 //!   beside the floor of joining the same three precomputed path components;
-//! - checkpoint throughput with 64-event checkpoints through `handle::checkpoint` (the path the
+//! - checkpoint throughput with 64-event checkpoints through `checkpoint` (the path the
 //!   agent loop takes), JSONL beside a raw `pwrite` + `fdatasync` of the same bytes, and SQLite
 //!   beside raw inserts of the same rows in one transaction per batch with the same pragmas
 //!   (targets: ratio ≥ 0.8 for both). Steady state: each session's first checkpoint, which creates
@@ -19,13 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::persistence::handle::{self, DurableCursor};
-use dsh_core::persistence::jsonl::{JsonlBackend, project_dir_name, session_dir_name};
-use dsh_core::persistence::sqlite::SqliteBackend;
-use dsh_core::persistence::{Persistence, PersistenceHandle};
-use dsh_core::session::{
-    AssistantMessage, Event, EventData, MessageSource, SessionHeader, SessionId, SessionLog,
-    ToolCallRequest, TurnEndReason, UserMessage,
+use dsh_core::{
+    AssistantMessage, DurableCursor, Event, EventData, JsonlBackend, MessageSource, Persistence,
+    PersistenceHandle, SessionHeader, SessionId, SessionLog, SqliteBackend, ToolCallRequest,
+    TurnEndReason, UserMessage, checkpoint, project_dir_name, session_dir_name,
 };
 use serde_json::json;
 
@@ -70,7 +67,7 @@ fn stored_header(scratch: &Path) {
             })
             .collect();
         backend.append(&header, &events).unwrap();
-        let path = dsh_core::persistence::jsonl::log_path(&root, &header);
+        let path = dsh_core::jsonl_log_path(&root, &header);
         let bytes = std::fs::metadata(&path).unwrap().len();
         let (mut measured, mut floor) = (Vec::new(), Vec::new());
         for _ in 0..SAMPLES {
@@ -274,7 +271,7 @@ fn backend_rate(backend: Arc<dyn Persistence>, cwd: &str) -> f64 {
             log.append_at(event.data.clone(), event.time);
         }
         let start = Instant::now();
-        handle::checkpoint(&handle, &log, &mut cursor).unwrap();
+        checkpoint(&handle, &log, &mut cursor).unwrap();
         if i > 0 {
             timed += start.elapsed();
         }
@@ -407,13 +404,13 @@ fn checkpoints(scratch: &Path) {
         "  checkpoint throughput, {BATCH}-event checkpoints ({ROUNDS} rounds x {CHECKPOINTS} checkpoints, median round)"
     );
     report(
-        "JSONL  handle::checkpoint",
+        "JSONL  checkpoint",
         "write+fdatasync of the same bytes",
         &mut jsonl,
         &mut raw_file,
     );
     report(
-        "SQLite handle::checkpoint",
+        "SQLite checkpoint",
         "raw inserts, 1 tx/batch, same pragmas",
         &mut sqlite,
         &mut raw_sqlite,

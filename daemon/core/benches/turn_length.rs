@@ -17,8 +17,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::agent::CheckpointPolicy;
-use dsh_core::session::TurnEndReason;
+use dsh_core::{CheckpointPolicy, TurnEndReason};
 use serde_json::json;
 
 const SIZES: [usize; 3] = [100, 1_000, 5_000];
@@ -77,7 +76,7 @@ async fn per_step(policy: CheckpointPolicy, cwd: &std::path::Path, steps: usize)
             .create(
                 cwd,
                 &common::scripted(&script),
-                dsh_core::sandbox::SandboxPolicy::UNCONFINED,
+                dsh_core::SandboxPolicy::UNCONFINED,
                 None,
             )
             .unwrap();

@@ -18,17 +18,17 @@ use crate::sandbox::SandboxPolicy;
 use crate::session::{SessionHeader, SessionId};
 
 /// A boxed, sendable future (tools and providers are used as trait objects).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The name of the tool that runs commands, as the model calls it.
-pub const BASH: &str = "bash";
+pub(crate) const BASH: &str = "bash";
 
 /// The name of the tool that delegates to a child agent, as the model calls it.
-pub const SPAWN_AGENT: &str = "spawn_agent";
+pub(crate) const SPAWN_AGENT: &str = "spawn_agent";
 
 /// The agent type hooks see for children spawned by [`SPAWN_AGENT`] (Claude Code's default
 /// subagent).
-pub const AGENT_TYPE: &str = "general-purpose";
+pub(crate) const AGENT_TYPE: &str = "general-purpose";
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,19 +5,105 @@
 //! The crate depends on neither tonic nor the protocol crate, so a protocol type cannot reach it;
 //! `dsh-daemon` translates at its `rpc/` edge. Inside the crate the modules form a layered graph
 //! with no circle (checked by `layers::tests`); see `docs/ARCHITECTURE.md`.
+//!
+//! The modules are private: this file is the crate's whole public API (a façade), so the boundary
+//! the compiler enforces is the one `docs/ARCHITECTURE.md` lists ("dsh-core's public API").
+//! Everything else is `pub(crate)`; `unreachable_pub` keeps it that way.
 
-pub mod agent;
-pub mod call;
-pub mod exec;
-pub use dsh_paths::home;
-pub mod hooks;
+#![warn(unreachable_pub, missing_docs)]
+
+mod agent;
+mod call;
+mod exec;
+mod hooks;
 mod layers;
-pub mod persistence;
-pub mod sandbox;
-pub mod session;
-pub mod shell;
-pub mod shell_env;
-pub mod skills;
+mod persistence;
+mod sandbox;
+mod session;
+mod shell;
+mod shell_env;
+mod skills;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
-pub mod tools;
+mod tools;
+
+// The harness home (resolution and normalization), from `dsh-paths`.
+pub use dsh_paths::home;
+
+// Sessions: ids, headers, the event vocabulary, the in-memory log, settings and approvals.
+pub use session::history::HistoryMessage;
+pub use session::{
+    ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict, AssistantMessage, Event,
+    EventData, MessageSource, Origin, SessionHeader, SessionId, SessionLog, SessionMeta,
+    ToolCallRequest, TurnEndReason, UserMessage, now_ms,
+};
+
+// Skills.
+pub use skills::{Discovery, Skills};
+
+// Persistence: the trait, the swappable handle, listing pages, the three backends and the saved
+// backend choice.
+pub use persistence::choice::{
+    BackendChoice, ChoiceError, load as load_backend_choice, save as save_backend_choice,
+};
+pub use persistence::handle::{DurableCursor, checkpoint};
+pub use persistence::jsonl::{
+    JsonlBackend, log_path as jsonl_log_path, project_dir_name, session_dir_name,
+};
+pub use persistence::page::listed_before;
+pub use persistence::postgres::lease::host_name;
+pub use persistence::postgres::{
+    DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
+    PostgresOptions, SecretUrl, Target as PostgresTarget,
+};
+pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_location};
+pub use persistence::{
+    BackendKind, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery, Persistence, PersistenceError,
+    PersistenceHandle, SessionLocation, StoredSession, open as open_backend, open_postgres,
+    same_location,
+};
+
+// The sandbox policy for model commands.
+pub use sandbox::{
+    KNOWN_ABI, Network, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings, UnknownName,
+};
+
+// The executor: commands, jobs, their output and where a process came from.
+pub use exec::{
+    CommandOrigin, CommandOutcome, ExecConfig, ExecError, Executor, JobId, JobInfo, JobState,
+    LaunchPart, Launcher, OutputFeed, OutputStream, Provenance, RESERVE_BYTES, UnknownReason,
+    adopt_orphans, compile_secret_pattern, has_terminal, provenance, remove_stale_spills,
+    signal_name, total_limit,
+};
+
+// Who a tool call runs for.
+pub use call::{AgentContext, ToolExecution};
+
+// The managed `DSH_*` environment.
+pub use shell_env::remote::{RemoteResolver, ResolveQuery};
+pub use shell_env::{
+    Contributor, ManagedEnv, RegisterError, Registration, Resolver, ShellEnvRegistry,
+    register_builtins,
+};
+
+// Running a command for a client.
+pub use shell::{Command, Ran, RunError, Shell};
+
+// Hooks.
+pub use hooks::{FileStatus, HookContext, HookEvent, HookFileStatus, HookRun, HookSettings, Hooks};
+
+// The model's tools.
+pub use tools::ToolSet;
+
+// Agents, their turns, approvals and watching, and the model providers.
+pub use agent::openai::{
+    OpenAiConfig, OpenAiProvider, OpenAiSetupError, PROVIDER_NAME as OPENAI_PROVIDER,
+};
+pub use agent::provider::{FinishReason, ModelProvider, ModelRequest};
+pub use agent::scripted::{PROVIDER as SCRIPTED_PROVIDER, Script};
+pub use agent::{
+    Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, ApprovalAnswer,
+    ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_WATCH_MAX_PENDING,
+    EventFilter, ModelChoice, PENDING_TEXT_BUDGET, ProviderFactory, StreamEvent, Unsaved,
+    WatchScope, Watcher,
+};

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::LogFormat;
-use dsh_core::agent::CheckpointPolicy;
+use dsh_core::CheckpointPolicy;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -36,7 +36,7 @@ pub(super) struct FileConfig {
     pub shell_env: ShellEnvSection,
     pub skills: Option<SkillsSection>,
     #[serde(default)]
-    pub hooks: dsh_core::hooks::HookSettings,
+    pub hooks: dsh_core::HookSettings,
     #[serde(default)]
     pub sandbox: super::sandbox::SandboxSection,
     #[serde(default)]
@@ -48,7 +48,7 @@ pub(super) struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ApprovalsSection {
-    pub policy: Option<dsh_core::session::ApprovalPolicy>,
+    pub policy: Option<dsh_core::ApprovalPolicy>,
     // NonZero: a 0 is refused while parsing, so the error names its line and key.
     pub timeout_ms: Option<std::num::NonZeroU64>,
 }
@@ -62,12 +62,12 @@ pub(super) struct WatchSection {
 
 impl ApprovalsSection {
     /// The settings, defaults filled in.
-    pub fn settings(&self) -> dsh_core::agent::ApprovalSettings {
-        dsh_core::agent::ApprovalSettings {
+    pub fn settings(&self) -> dsh_core::ApprovalSettings {
+        dsh_core::ApprovalSettings {
             policy: self.policy.unwrap_or_default(),
             timeout: self
                 .timeout_ms
-                .map_or(dsh_core::agent::DEFAULT_APPROVAL_TIMEOUT, |ms| {
+                .map_or(dsh_core::DEFAULT_APPROVAL_TIMEOUT, |ms| {
                     std::time::Duration::from_millis(ms.get())
                 }),
         }
@@ -78,7 +78,7 @@ impl WatchSection {
     /// `watch.max_pending`, default filled in.
     pub fn max_pending(&self) -> usize {
         self.max_pending.map_or(
-            dsh_core::agent::DEFAULT_WATCH_MAX_PENDING,
+            dsh_core::DEFAULT_WATCH_MAX_PENDING,
             std::num::NonZeroUsize::get,
         )
     }

@@ -19,14 +19,12 @@ use file::FileConfig;
 
 use crate::connection;
 use crate::socket;
-use dsh_core::agent::openai::{self, OpenAiConfig};
-use dsh_core::agent::scripted::{self, Script};
-use dsh_core::agent::{AgentLimits, ApprovalSettings, CheckpointPolicy};
-use dsh_core::exec::{ExecConfig, compile_secret_pattern};
-use dsh_core::home::{self, Ambient, Explicit, HomeError, ResolvedHome};
-use dsh_core::hooks::HookSettings;
-use dsh_core::persistence::BackendKind;
-use dsh_core::sandbox::SandboxPolicy;
+use dsh_core::{
+    AgentLimits, ApprovalSettings, BackendKind, CheckpointPolicy, ExecConfig, HookSettings,
+    OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER, SandboxPolicy, Script,
+    compile_secret_pattern, home, home::Ambient, home::Explicit, home::HomeError,
+    home::ResolvedHome,
+};
 
 /// Name of the config file looked up in the harness home when `--config` is not given.
 pub const DEFAULT_FILE_NAME: &str = "config.toml";
@@ -81,7 +79,7 @@ pub struct Flags {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PostgresUrl {
     /// `postgres.url`.
-    Inline(dsh_core::persistence::postgres::SecretUrl),
+    Inline(dsh_core::SecretUrl),
     /// `postgres.url_file`: a private file holding it (read when the backend is opened).
     File(PathBuf),
 }
@@ -155,7 +153,7 @@ pub struct Config {
     /// Hook files and settings (`[hooks]`); relative file paths made absolute.
     pub hooks: HookSettings,
     /// The sandbox of agents created without one (`sandbox.mode`, `sandbox.network`); the rest
-    /// of `[sandbox]` is in [`ExecConfig::sandbox`](dsh_core::exec::ExecConfig::sandbox).
+    /// of `[sandbox]` is in [`ExecConfig::sandbox`](dsh_core::ExecConfig::sandbox).
     pub sandbox: SandboxPolicy,
     /// The default approval policy and how long a request waits (`[approvals]`).
     pub approvals: ApprovalSettings,
@@ -311,15 +309,11 @@ impl Builder<'_> {
             }
             (Some(url), None) => {
                 // Checked now, so a typo is reported at start; the error never repeats the URL.
-                dsh_core::persistence::postgres::Target::parse(url).map_err(|e| {
-                    ConfigError::Value {
-                        origin: self.origin("postgres.url"),
-                        message: e.to_string(),
-                    }
+                dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
+                    origin: self.origin("postgres.url"),
+                    message: e.to_string(),
                 })?;
-                Some(PostgresUrl::Inline(
-                    dsh_core::persistence::postgres::SecretUrl::new(url.clone()),
-                ))
+                Some(PostgresUrl::Inline(dsh_core::SecretUrl::new(url.clone())))
             }
             (None, Some(file)) => Some(PostgresUrl::File(self.path(
                 Some(file),
@@ -338,7 +332,7 @@ impl Builder<'_> {
             url,
             lease: section
                 .lease_ms
-                .map_or(dsh_core::persistence::postgres::DEFAULT_LEASE, |ms| {
+                .map_or(dsh_core::DEFAULT_POSTGRES_LEASE, |ms| {
                     Duration::from_millis(ms.get())
                 }),
         })
@@ -395,8 +389,8 @@ impl Builder<'_> {
             .model
             .provider
             .clone()
-            .unwrap_or_else(|| scripted::PROVIDER.into());
-        if ![scripted::PROVIDER, openai::PROVIDER_NAME].contains(&default_provider.as_str()) {
+            .unwrap_or_else(|| SCRIPTED_PROVIDER.into());
+        if ![SCRIPTED_PROVIDER, OPENAI_PROVIDER].contains(&default_provider.as_str()) {
             return Err(ConfigError::Value {
                 origin: self.origin("model.provider"),
                 message: format!(

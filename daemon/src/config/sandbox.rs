@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{Builder, Config, ConfigError};
-use dsh_core::sandbox::{KNOWN_ABI, SandboxPolicy, SandboxSettings};
+use dsh_core::{KNOWN_ABI, SandboxPolicy, SandboxSettings};
 
 /// The `[sandbox]` section as written.
 #[derive(Debug, Default, Deserialize)]

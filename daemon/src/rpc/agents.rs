@@ -14,9 +14,10 @@ use super::convert::{
     agent_info, agent_status, approval_policy, model_choice, sandbox_policy, session_id,
     stream_event,
 };
-use dsh_core::agent::{AgentRegistry, ApprovalAnswer, EventFilter, WatchScope, Watcher};
-use dsh_core::sandbox::SandboxPolicy;
-use dsh_core::session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
+use dsh_core::{
+    AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalScope, ApprovalVerdict, EventFilter,
+    SandboxPolicy, WatchScope, Watcher,
+};
 
 /// The `Agents` service.
 pub struct AgentsService {
@@ -219,7 +220,7 @@ impl agents_server::Agents for AgentsService {
             client: Some(ApprovalClient {
                 pid: peer.pid,
                 uid: peer.uid,
-                terminal: peer.pid.and_then(dsh_core::exec::has_terminal),
+                terminal: peer.pid.and_then(dsh_core::has_terminal),
             }),
         };
         self.agents

@@ -9,9 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::convert::{agent_status, session_id};
-use dsh_core::agent::AgentRegistry;
-use dsh_core::call::ToolExecution;
-use dsh_core::session::SessionId;
+use dsh_core::{AgentRegistry, SessionId, ToolExecution};
 
 /// What it takes to build a client call's execution.
 #[derive(Debug, Clone)]

@@ -4,12 +4,11 @@
 use dsh_proto::v1;
 use tonic::Status;
 
-use dsh_core::agent::{Agent, AgentError, AgentStatus, ModelChoice, StreamEvent};
-use dsh_core::exec::ExecError;
-use dsh_core::persistence::choice::ChoiceError;
-use dsh_core::persistence::{PersistenceError, SessionLocation};
-use dsh_core::sandbox::{SandboxError, SandboxPolicy, UnknownName};
-use dsh_core::session::{ApprovalPolicy, Event, SessionHeader, SessionId};
+use dsh_core::{
+    Agent, AgentError, AgentStatus, ApprovalPolicy, ChoiceError, Event, ExecError, ModelChoice,
+    PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation,
+    StreamEvent, UnknownName,
+};
 
 /// Parses a session or agent id from the wire, naming the field on failure.
 pub fn session_id(field: &str, value: String) -> Result<SessionId, Status> {
@@ -263,7 +262,7 @@ mod tests {
     use tonic::Code;
 
     use super::*;
-    use dsh_core::exec::LaunchPart;
+    use dsh_core::LaunchPart;
 
     /// The one mapping end-to-end tests cannot reach: an `E2BIG` the size checks did not predict.
     #[test]

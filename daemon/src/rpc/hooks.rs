@@ -5,8 +5,7 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, hooks_server};
 use tonic::{Request, Response, Status};
 
-use dsh_core::hooks::Hooks;
-use dsh_core::hooks::{FileStatus, HookFileStatus};
+use dsh_core::{FileStatus, HookFileStatus, Hooks};
 
 /// The `Hooks` service.
 pub struct HooksService {

@@ -10,9 +10,10 @@ use super::async_stream;
 use super::convert::{agent_status, choice_status, event, header, persistence_status, session_id};
 use super::session_list;
 use crate::backends::{Backends, UseError};
-use dsh_core::agent::AgentRegistry;
-use dsh_core::persistence::{BackendKind, Persistence, PersistenceError, StoredSession};
-use dsh_core::session::{Event, SessionHeader, SessionId, SessionMeta};
+use dsh_core::{
+    AgentRegistry, BackendKind, Event, Persistence, PersistenceError, SessionHeader, SessionId,
+    SessionMeta, StoredSession,
+};
 
 /// The `Persistence` service.
 pub struct PersistenceService {
@@ -136,8 +137,7 @@ impl persistence_server::Persistence for PersistenceService {
                 absolute("sqlite.path", s.path)?,
             ),
             Some(v1::use_backend_request::Backend::Postgres(p)) => {
-                url = (!p.url.is_empty())
-                    .then(|| dsh_core::persistence::postgres::SecretUrl::new(p.url));
+                url = (!p.url.is_empty()).then(|| dsh_core::SecretUrl::new(p.url));
                 (BackendKind::Postgres, "postgres.url", None)
             }
             None => {

@@ -9,11 +9,10 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use dsh_core::persistence::page::listed_before;
-use dsh_core::persistence::{
-    ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery, Persistence, PersistenceError,
+use dsh_core::{
+    ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery, Persistence, PersistenceError, SessionHeader,
+    SessionId, SessionMeta, listed_before,
 };
-use dsh_core::session::{SessionHeader, SessionId, SessionMeta};
 use dsh_proto::v1;
 use tonic::Status;
 

@@ -13,12 +13,10 @@ use tonic::{Request, Response, Status};
 use super::callers::Callers;
 use super::convert::{exec_status, sandbox_policy};
 use crate::peer::{self, Peer};
-use dsh_core::call::ToolExecution;
-use dsh_core::exec::{
-    CommandOutcome, ExecError, JobId, JobInfo, JobState, OutputFeed, OutputStream,
+use dsh_core::{
+    Command, CommandOutcome, ExecError, JobId, JobInfo, JobState, OutputFeed, OutputStream, Ran,
+    RunError, SandboxPolicy, Shell, ToolExecution,
 };
-use dsh_core::sandbox::SandboxPolicy;
-use dsh_core::shell::{Command, Ran, RunError, Shell};
 
 /// The `Shell` service.
 pub struct ShellService {
@@ -91,7 +89,7 @@ fn job_info(job: &JobInfo) -> v1::JobInfo {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
         exit_code: end.and_then(|e| e.exit_code),
-        signal: end.and_then(|e| e.signal).map(dsh_core::exec::signal_name),
+        signal: end.and_then(|e| e.signal).map(dsh_core::signal_name),
         killed: end.is_some_and(|e| e.killed),
     }
 }
@@ -104,7 +102,7 @@ type Reply<T> = Result<Response<T>, Status>;
 
 /// Bytes of live output that wait for one slow `RunStream` client before pieces are dropped:
 /// the budget a watcher has for streamed text.
-const LIVE_OUTPUT_BUDGET: usize = dsh_core::agent::PENDING_TEXT_BUDGET;
+const LIVE_OUTPUT_BUDGET: usize = dsh_core::PENDING_TEXT_BUDGET;
 
 /// The status of a run that could not start.
 fn run_status(error: RunError) -> Status {
@@ -259,8 +257,8 @@ impl shell_server::Shell for ShellService {
         self.visible_job(&peer, &id)?;
         let output = self.shell.executor().job_output(&id).map_err(exec_status)?;
         let (running, end) = match &output.state {
-            dsh_core::exec::JobState::Running => (true, None),
-            dsh_core::exec::JobState::Finished(end) => (false, Some(end)),
+            dsh_core::JobState::Running => (true, None),
+            dsh_core::JobState::Finished(end) => (false, Some(end)),
         };
         let note = [
             ("stdout", output.stdout_missing),
@@ -284,7 +282,7 @@ impl shell_server::Shell for ShellService {
             note,
             outcome: end.map(|end| v1::CommandOutcome {
                 exit_code: end.exit_code,
-                signal: end.signal.map(dsh_core::exec::signal_name),
+                signal: end.signal.map(dsh_core::signal_name),
                 duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
                 rendered: output.render(),
                 ..v1::CommandOutcome::default()

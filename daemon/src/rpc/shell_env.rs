@@ -9,8 +9,9 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::callers::Callers;
-use dsh_core::shell_env::remote::{RemoteResolver, ResolveQuery};
-use dsh_core::shell_env::{Contributor, RegisterError, Resolver, ShellEnvRegistry};
+use dsh_core::{
+    Contributor, RegisterError, RemoteResolver, ResolveQuery, Resolver, ShellEnvRegistry,
+};
 
 /// The `ShellEnv` service.
 pub struct ShellEnvService {

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, skills_server};
 use tonic::{Request, Response, Status};
 
-use dsh_core::skills::Discovery;
-use dsh_core::skills::Skills;
+use dsh_core::{Discovery, Skills};
 
 /// The `Skills` service.
 pub struct SkillsService {

@@ -39,7 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_core::test_support::{alive, keys};
+use dsh_core::{test_support::alive, test_support::keys};
 use dsh_tests::{DaemonSpec, TestDaemon, dshctl_bin, eventually, private_dir};
 use serde_json::{Value, json};
 use tempfile::TempDir;

@@ -695,7 +695,7 @@ async fn oversized_commands_and_env_values_are_invalid_arguments_naming_the_fiel
         // Each value fits, the whole does not: the message names the total's limit and the
         // largest entry. With a stack limit above 12 MiB the total (up to 6 MiB) no longer fits
         // in one gRPC message (4 MiB), so only the unit tests can reach it.
-        let limit = dsh_core::exec::total_limit();
+        let limit = dsh_core::total_limit();
         if limit > 3 * 1024 * 1024 {
             println!("total-size case skipped: execve's total is {limit} bytes here");
             continue;
@@ -718,7 +718,7 @@ async fn oversized_commands_and_env_values_are_invalid_arguments_naming_the_fiel
             "{message}"
         );
         assert!(
-            message.contains(&(limit - dsh_core::exec::RESERVE_BYTES).to_string())
+            message.contains(&(limit - dsh_core::RESERVE_BYTES).to_string())
                 && message.contains("\"THE_LARGEST\""),
             "{message}"
         );

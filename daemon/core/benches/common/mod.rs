@@ -6,18 +6,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use dsh_core::agent::openai::{OpenAiConfig, OpenAiProvider};
-use dsh_core::agent::{
-    AgentRegistry, AgentServices, CheckpointPolicy, ModelChoice, ProviderFactory,
+use dsh_core::{
+    AgentRegistry, AgentServices, BackendKind, CheckpointPolicy, Event, ExecConfig, Executor,
+    HookSettings, Hooks, ModelChoice, OpenAiConfig, OpenAiProvider, Persistence, PersistenceError,
+    PersistenceHandle, ProviderFactory, SessionHeader, SessionId, SessionLocation, Skills,
+    StoredSession, ToolSet,
 };
-use dsh_core::exec::{ExecConfig, Executor};
-use dsh_core::hooks::{HookSettings, Hooks};
-use dsh_core::persistence::{
-    BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
-};
-use dsh_core::session::{Event, SessionHeader, SessionId};
-use dsh_core::skills::Skills;
-use dsh_core::tools::ToolSet;
 
 /// A runtime like dshd's: multi-threaded with two workers.
 pub fn runtime() -> tokio::runtime::Runtime {

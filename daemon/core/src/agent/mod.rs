@@ -1,29 +1,28 @@
 //! Agents: the registry of live agents (parents and children), the loop that runs their turns, and
 //! the model providers that answer them.
 
-pub mod approval;
+pub(crate) mod approval;
 mod children;
 mod error;
 mod guard;
 mod live;
 mod meta;
-pub mod model;
-pub mod openai;
-pub mod provider;
+pub(crate) mod model;
+pub(crate) mod openai;
+pub(crate) mod provider;
 mod registry;
-pub mod scripted;
+pub(crate) mod scripted;
 mod services;
 mod streams;
 mod turn;
-pub mod watch;
+pub(crate) mod watch;
 
-pub use approval::{ApprovalAnswer, ApprovalRule};
+pub use approval::ApprovalAnswer;
 pub use live::{Agent, AgentStatus};
-pub use model::{InvalidModel, ModelChoice, ProviderFactory, UnusableModel};
-pub use registry::{AgentError, AgentRegistry, TurnHandle, Unsaved};
+pub use model::{ModelChoice, ProviderFactory};
+pub use registry::{AgentError, AgentRegistry, Unsaved};
 pub use services::{
-    AgentLimits, AgentServices, ApprovalSettings, BASE_SYSTEM_PROMPT, CheckpointPolicy,
-    DEFAULT_APPROVAL_TIMEOUT, DEFAULT_WATCH_MAX_PENDING,
+    AgentLimits, AgentServices, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
+    DEFAULT_WATCH_MAX_PENDING,
 };
-pub use turn::TurnOutcome;
-pub use watch::{EventFilter, FilterError, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};
+pub use watch::{EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};

@@ -137,7 +137,7 @@ fn path_label(path: &str) -> String {
 
 /// The scripted provider: each model request takes the next reply.
 #[derive(Debug)]
-pub struct ScriptedProvider {
+pub(crate) struct ScriptedProvider {
     script: Script,
     /// Index of the next reply. Shared by every request of the agent, so the script runs across
     /// turns.
@@ -149,7 +149,7 @@ pub struct ScriptedProvider {
 
 impl ScriptedProvider {
     /// A provider replaying `script`.
-    pub fn new(script: Script) -> Self {
+    pub(crate) fn new(script: Script) -> Self {
         Self {
             script,
             next: AtomicUsize::new(0),
@@ -158,7 +158,8 @@ impl ScriptedProvider {
     }
 
     /// Number of replies consumed so far.
-    pub fn consumed(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn consumed(&self) -> usize {
         self.next
             .load(Ordering::SeqCst)
             .min(self.script.replies.len())

@@ -22,7 +22,7 @@ pub enum CheckpointPolicy {
 
 /// The base system prompt. It deliberately says nothing about `DSH_*` variables: the bash tool's
 /// description teaches that convention, and nothing else should.
-pub const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You work in the \
+pub(crate) const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You work in the \
 session's working directory and act through the tools you are given: run commands with `bash`, \
 read their output, and answer the user concisely when the task is done.";
 
@@ -47,9 +47,9 @@ impl Default for AgentLimits {
 }
 
 /// Default for [`AgentLimits::max_depth`]: children and grandchildren, and one more level.
-pub const DEFAULT_MAX_DEPTH: u32 = 3;
+pub(super) const DEFAULT_MAX_DEPTH: u32 = 3;
 /// Default for [`AgentLimits::max_live_agents`].
-pub const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
+pub(super) const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
 
 /// How approvals work when an agent does not choose (its policy) and how long a request waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,7 +32,7 @@ use super::ExecError;
 use super::limits::{self, LaunchPart};
 
 /// The terminal policy every child gets (layer 2): no colour, no pager, a dumb terminal.
-pub const TERMINAL_OVERRIDES: [(&str, &str); 4] = [
+pub(crate) const TERMINAL_OVERRIDES: [(&str, &str); 4] = [
     ("NO_COLOR", "1"),
     ("TERM", "dumb"),
     ("PAGER", "cat"),
@@ -40,22 +40,22 @@ pub const TERMINAL_OVERRIDES: [(&str, &str); 4] = [
 ];
 
 /// The prefix reserved for managed variables.
-pub const MANAGED_PREFIX: &str = "DSH_";
+pub(crate) const MANAGED_PREFIX: &str = "DSH_";
 
 /// The name of the per-process owner marker the executor itself sets on its children. Reserved
 /// like the `DSH_` prefix (compared ASCII case-insensitively): never inherited, never accepted
 /// from a caller, so only the executor's own value can be seen.
-pub const OWNER_MARKER: &str = "DSHD_OWNER";
+pub(crate) const OWNER_MARKER: &str = "DSHD_OWNER";
 
 /// Whether `name` is in the managed namespace, compared case-insensitively so `dsh_home` from an
 /// outer harness is treated like `DSH_HOME`.
-pub fn is_managed_name(name: &str) -> bool {
+pub(crate) fn is_managed_name(name: &str) -> bool {
     name.len() >= MANAGED_PREFIX.len()
         && name.as_bytes()[..MANAGED_PREFIX.len()].eq_ignore_ascii_case(MANAGED_PREFIX.as_bytes())
 }
 
 /// Whether `name` is reserved for the executor ([`OWNER_MARKER`], any case).
-pub fn is_reserved_name(name: &str) -> bool {
+pub(crate) fn is_reserved_name(name: &str) -> bool {
     name.eq_ignore_ascii_case(OWNER_MARKER)
 }
 
@@ -66,7 +66,7 @@ pub fn is_reserved_name(name: &str) -> bool {
 /// `DSH_SESSION_ID`) or silently change what the command does. Names are bash's, so compared
 /// exactly (`bash_env` means nothing to bash). `docs/CONFIG.md` lists them with the reasons and
 /// the variables considered and kept.
-pub const SHELL_STARTUP_VARIABLES: [(&str, &str); 21] = [
+pub(crate) const SHELL_STARTUP_VARIABLES: [(&str, &str); 21] = [
     (
         "BASH_ENV",
         "a file every non-interactive bash sources before the command",
@@ -152,7 +152,7 @@ const EXPORTED_FUNCTION: &str =
 /// not. Exported functions are recognised by bash's own encoding (`BASH_FUNC_name%%`, and
 /// `BASH_FUNC_name()` of some distributions' patches) and by the `() {` value that bash before the
 /// Shellshock fixes imported under any name.
-pub fn shell_startup_effect(name: &str, value: &[u8]) -> Option<&'static str> {
+pub(crate) fn shell_startup_effect(name: &str, value: &[u8]) -> Option<&'static str> {
     if name.starts_with("BASH_FUNC_") || name.ends_with("%%") || value.starts_with(b"() {") {
         return Some(EXPORTED_FUNCTION);
     }
@@ -168,7 +168,7 @@ pub fn shell_startup_effect(name: &str, value: &[u8]) -> Option<&'static str> {
 /// lies between `://` and the last `@` before the authority ends (`/`, `?`, `#` or whitespace), so
 /// an unencoded `@` in the password still counts; a userinfo without `:` (`ssh://git@host`) is a
 /// user name only and is kept.
-pub fn has_url_password(value: &[u8]) -> bool {
+pub(crate) fn has_url_password(value: &[u8]) -> bool {
     let mut rest = value;
     while let Some(at) = rest.windows(3).position(|w| w == b"://") {
         // A scheme is a letter followed by letters, digits, `+`, `-` or `.` (RFC 3986).
@@ -291,7 +291,7 @@ fn scrub_reason(
 /// free of `=` and NUL, values free of NUL (the OS could not represent anything else); no key may
 /// be managed (`DSH_*`, any case), reserved ([`OWNER_MARKER`]) or one bash acts on at startup
 /// ([`shell_startup_effect`]); and every `NAME=value` must fit in one `execve` string.
-pub fn check_caller_env(env: &BTreeMap<String, String>) -> Result<(), ExecError> {
+pub(crate) fn check_caller_env(env: &BTreeMap<String, String>) -> Result<(), ExecError> {
     for (key, value) in env {
         check_entry(key, value)?;
         if is_managed_name(key) {
@@ -316,7 +316,7 @@ pub fn check_caller_env(env: &BTreeMap<String, String>) -> Result<(), ExecError>
 
 /// Checks the command before anything runs: no NUL byte (the OS could not pass it) and short
 /// enough for one `execve` argument.
-pub fn check_command(command: &str) -> Result<(), ExecError> {
+pub(crate) fn check_command(command: &str) -> Result<(), ExecError> {
     if command.contains('\0') {
         return Err(ExecError::NulInCommand);
     }

@@ -120,7 +120,7 @@ pub enum JobState {
 
 /// The most bytes of each stream one read of a job's output returns: a reader pages through a
 /// long output (`more`) instead of getting it in one message.
-pub const JOB_READ_LIMIT: usize = 64 * 1024;
+pub(crate) const JOB_READ_LIMIT: usize = 64 * 1024;
 
 /// One consuming read of a job's output: the next bytes of each stream, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

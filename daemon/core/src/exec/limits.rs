@@ -29,7 +29,7 @@ use super::ExecError;
 use super::env::BaseEnv;
 
 /// The most bytes one argument or environment string may take, terminating NUL included.
-pub const MAX_STRING_BYTES: usize = 32 * 4096;
+pub(crate) const MAX_STRING_BYTES: usize = 32 * 4096;
 
 /// Bytes of the total kept free for what the spawn path adds after the check.
 pub const RESERVE_BYTES: usize = 4096;

@@ -42,7 +42,7 @@
 #![warn(missing_docs)]
 
 mod confine;
-pub use confine::SandboxRequest;
+pub(crate) use confine::SandboxRequest;
 mod env;
 mod jobs;
 mod limits;
@@ -55,7 +55,8 @@ mod process;
 mod reaper;
 pub use reaper::adopt_orphans;
 mod tap;
-pub use tap::{OutputChunk, OutputFeed, OutputStream, OutputTap};
+pub(crate) use tap::OutputTap;
+pub use tap::{OutputFeed, OutputStream};
 
 #[cfg(test)]
 mod tests;
@@ -71,12 +72,16 @@ use regex::Regex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use env::{
-    MANAGED_PREFIX, OWNER_MARKER, SHELL_STARTUP_VARIABLES, TERMINAL_OVERRIDES, check_caller_env,
-    check_command, has_url_password, is_managed_name, is_reserved_name, shell_startup_effect,
-};
-pub use jobs::{JOB_READ_LIMIT, JobEnd, JobId, JobIdError, JobInfo, JobOutput, JobState};
-pub use limits::{LaunchPart, MAX_STRING_BYTES, RESERVE_BYTES, total_limit};
+#[cfg(test)]
+pub(crate) use env::is_managed_name;
+pub(crate) use env::{check_caller_env, check_command};
+#[cfg(test)]
+pub(crate) use jobs::JOB_READ_LIMIT;
+pub(crate) use jobs::{JobEnd, JobIdError, JobOutput};
+pub use jobs::{JobId, JobInfo, JobState};
+#[cfg(test)]
+pub(crate) use limits::MAX_STRING_BYTES;
+pub use limits::{LaunchPart, RESERVE_BYTES, total_limit};
 pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;
@@ -98,7 +103,7 @@ use crate::session::SessionId;
 /// the first or the last token (`AUTH`, `AUTH_HEADER`, `HF_AUTH`, `NPM_CONFIG__AUTH`), so
 /// `XAUTHORITY`, `GIT_AUTHOR_NAME` and the agent socket path `SSH_AUTH_SOCK` stay. Values are
 /// checked too, whatever the pattern ([`has_url_password`]). `docs/CONFIG.md` states the rule.
-pub const DEFAULT_SECRET_PATTERN: &str = concat!(
+pub(crate) const DEFAULT_SECRET_PATTERN: &str = concat!(
     "KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|BEARER|WEBHOOK",
     "|AUTHORIZATION|CONNECTION_?STRING",
     "|(^|_)(PASS|PW|DSN)(_|$)|_PWD(_|$)|^AUTH(_|$)|_AUTH$",
@@ -188,7 +193,7 @@ fn default_launcher() -> Launcher {
 }
 
 /// `$TMPDIR/dsh-spill-<uid>`: per user, so two users' daemons never share it.
-pub fn default_spill_dir() -> PathBuf {
+pub(crate) fn default_spill_dir() -> PathBuf {
     std::env::temp_dir().join(format!("dsh-spill-{}", rustix::process::getuid().as_raw()))
 }
 

@@ -137,7 +137,7 @@ fn positive_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
 
 /// Why a hook file was rejected as a whole.
 #[derive(Debug, thiserror::Error)]
-pub enum HookConfigError {
+pub(crate) enum HookConfigError {
     /// The file exists but could not be read.
     #[error("cannot read {}: {error}", path.display())]
     Read {

@@ -56,12 +56,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
-pub use config::{HookConfigError, HookSettings, HookSettingsError};
-pub use event::{
-    Dialect, EventName, HookContext, HookEvent, NotificationKind, SessionEndReason, SessionSource,
-    StopFailureKind, SubagentOf,
+pub use config::HookSettings;
+pub(crate) use event::{
+    Dialect, EventName, NotificationKind, SessionEndReason, SessionSource, StopFailureKind,
+    SubagentOf,
 };
-pub use transcript::{SessionEvents, TranscriptMode};
+pub use event::{HookContext, HookEvent};
+pub(crate) use transcript::{SessionEvents, TranscriptMode};
 
 use config::HookFile;
 use decode::{HookOutput, Verdict};

@@ -26,10 +26,10 @@ use super::BackendKind;
 use super::postgres::SecretUrl;
 
 /// The directory under the home that holds daemon state (not configuration, not sessions).
-pub const STATE_DIR: &str = "state";
+pub(crate) const STATE_DIR: &str = "state";
 
 /// The state file's name inside [`STATE_DIR`].
-pub const FILE_NAME: &str = "persistence.json";
+pub(crate) const FILE_NAME: &str = "persistence.json";
 
 /// The largest state file read; the real one is a few hundred bytes.
 const MAX_LEN: u64 = 64 * 1024;
@@ -94,7 +94,7 @@ struct Saved {
 }
 
 /// Where the choice of the daemon of `home` is kept.
-pub fn state_file(home: &Path) -> PathBuf {
+pub(crate) fn state_file(home: &Path) -> PathBuf {
     home.join(STATE_DIR).join(FILE_NAME)
 }
 

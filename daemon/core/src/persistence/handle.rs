@@ -9,7 +9,7 @@ use crate::session::{SessionHeader, SessionId, SessionLog};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
 /// kilobytes at most); when full it starts over.
-pub const KNOWN_HEADERS: usize = 4096;
+pub(crate) const KNOWN_HEADERS: usize = 4096;
 
 /// The active backend, replaceable while the daemon runs (`Persistence.Use`).
 #[derive(Debug)]

@@ -5,14 +5,14 @@
 //! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
 //! called on async paths, and it does no I/O at all.
 
-pub mod choice;
+pub(crate) mod choice;
 #[cfg(test)]
 mod contract_tests;
-pub mod handle;
-pub mod jsonl;
-pub mod page;
-pub mod postgres;
-pub mod sqlite;
+pub(crate) mod handle;
+pub(crate) mod jsonl;
+pub(crate) mod page;
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};

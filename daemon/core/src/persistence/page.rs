@@ -109,7 +109,7 @@ pub struct Page {
 
 /// Makes a page out of headers from anywhere (the generic path, and tests): filters, sorts and
 /// cuts them.
-pub fn page_of(headers: impl IntoIterator<Item = SessionHeader>, query: &PageQuery) -> Page {
+pub(crate) fn page_of(headers: impl IntoIterator<Item = SessionHeader>, query: &PageQuery) -> Page {
     let mut headers: Vec<SessionHeader> = headers.into_iter().filter(|h| query.admits(h)).collect();
     headers.sort_by(|a, b| listed_before(a, b, query.order));
     let more = headers.len() > query.limit;

@@ -13,7 +13,8 @@
 //! command's domain.
 
 pub(crate) mod plan;
-pub use plan::{KNOWN_ABI, MIN_FS_ABI, MIN_NET_ABI};
+pub use plan::KNOWN_ABI;
+pub(crate) use plan::{MIN_FS_ABI, MIN_NET_ABI};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -17,9 +17,9 @@ use super::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSe
 /// The newest Landlock ABI this build knows the rights of (the `landlock` crate's).
 pub const KNOWN_ABI: u32 = 10;
 /// The ABI the filesystem modes need: from 3 on, truncating a file is a write right.
-pub const MIN_FS_ABI: u32 = 3;
+pub(crate) const MIN_FS_ABI: u32 = 3;
 /// The ABI network `off` needs: TCP bind and connect rules came with 4.
-pub const MIN_NET_ABI: u32 = 4;
+pub(crate) const MIN_NET_ABI: u32 = 4;
 
 /// The ABI a policy needs under `configured` (`sandbox.landlock_abi`), and why.
 pub(crate) fn needed_abi(policy: &SandboxPolicy, configured: Option<u32>) -> (u32, String) {

@@ -4,29 +4,30 @@
 mod event;
 mod event_de;
 mod header;
-pub mod history;
+pub(crate) mod history;
 mod id;
 mod log;
 mod meta;
-pub mod repair;
+pub(crate) mod repair;
 mod settings;
 #[cfg(test)]
 pub(crate) mod strategies;
 
+pub(crate) use event::{AbortCause, Usage};
 pub use event::{
-    AbortCause, AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason,
-    Usage, UserMessage,
+    AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, UserMessage,
 };
-pub use header::{FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
-pub use id::{MAX_ID_BYTES, SessionId, SessionIdError};
-pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};
-pub use meta::{
-    MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title, title_of_prompt,
-};
-pub use settings::{
-    AgentSettings, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
-    recorded_settings,
-};
+pub(crate) use header::{FORMAT_VERSION, HeaderError, validate_cwd};
+pub use header::{Origin, SessionHeader};
+pub use id::SessionId;
+pub use log::SessionLog;
+#[cfg(test)]
+pub(crate) use log::check_contiguous;
+pub(crate) use log::{completed_prefix_len, fork_points, nearest};
+pub use meta::SessionMeta;
+pub(crate) use meta::{MetaBuilder, TitleError, check_title};
+pub(crate) use settings::{AgentSettings, ApprovalSource, recorded_settings};
+pub use settings::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
 /// headers, owned here so the core depends on nothing above it for the time.

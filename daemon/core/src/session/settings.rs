@@ -156,7 +156,7 @@ pub struct AgentSettings {
 
 /// The settings a session last ran with: its header's, replaced by its last `session/settings`
 /// event. `None` for sessions written before settings were recorded.
-pub fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<AgentSettings> {
+pub(crate) fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<AgentSettings> {
     events
         .iter()
         .rev()

@@ -10,28 +10,28 @@ use super::registry::{Registration, ShellEnvRegistry};
 use crate::persistence::{BackendKind, PersistenceHandle};
 
 /// Contributor of [`DSH_SESSION_JSONL`].
-pub const SESSION_PERSISTENCE: &str = "session-persistence";
+pub(crate) const SESSION_PERSISTENCE: &str = "session-persistence";
 /// Contributor of [`DSH_PARENT_SESSION_ID`], [`DSH_ROOT_SESSION_ID`] and [`DSH_AGENT_DEPTH`].
-pub const LINEAGE: &str = "lineage";
+pub(crate) const LINEAGE: &str = "lineage";
 /// Contributor of [`DSH_TOOL_CALL_ID`] and [`DSH_TURN`].
-pub const TOOL_CALL: &str = "tool-call";
+pub(crate) const TOOL_CALL: &str = "tool-call";
 /// Contributor of [`DSH_SOCKET`].
-pub const DAEMON: &str = "daemon";
+pub(crate) const DAEMON: &str = "daemon";
 
 /// The calling session's JSONL transcript path, when the active backend keeps one.
-pub const DSH_SESSION_JSONL: &str = "DSH_SESSION_JSONL";
+pub(crate) const DSH_SESSION_JSONL: &str = "DSH_SESSION_JSONL";
 /// The session the calling agent's session was forked or spawned from.
-pub const DSH_PARENT_SESSION_ID: &str = "DSH_PARENT_SESSION_ID";
+pub(crate) const DSH_PARENT_SESSION_ID: &str = "DSH_PARENT_SESSION_ID";
 /// The top-level session the calling agent descends from.
-pub const DSH_ROOT_SESSION_ID: &str = "DSH_ROOT_SESSION_ID";
+pub(crate) const DSH_ROOT_SESSION_ID: &str = "DSH_ROOT_SESSION_ID";
 /// The calling agent's delegation depth.
-pub const DSH_AGENT_DEPTH: &str = "DSH_AGENT_DEPTH";
+pub(crate) const DSH_AGENT_DEPTH: &str = "DSH_AGENT_DEPTH";
 /// The tool call's id.
-pub const DSH_TOOL_CALL_ID: &str = "DSH_TOOL_CALL_ID";
+pub(crate) const DSH_TOOL_CALL_ID: &str = "DSH_TOOL_CALL_ID";
 /// The turn the call belongs to.
-pub const DSH_TURN: &str = "DSH_TURN";
+pub(crate) const DSH_TURN: &str = "DSH_TURN";
 /// The socket of the daemon that started the command.
-pub const DSH_SOCKET: &str = "DSH_SOCKET";
+pub(crate) const DSH_SOCKET: &str = "DSH_SOCKET";
 
 /// Registers the four shipped contributors. All or nothing: if one is refused, the ones already
 /// registered are removed again before the error is returned. The daemon keeps the guards for its
@@ -58,7 +58,7 @@ pub fn register_builtins(
 /// `session-persistence`: `DSH_SESSION_JSONL` = the located path, only for agent calls whose
 /// active backend answers `kind == "jsonl"`. The path is passed through as the backend gives it;
 /// one that is not UTF-8 fails the call rather than naming another file.
-pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
+pub(crate) fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
     Contributor::new(
         SESSION_PERSISTENCE,
         Resolver::filling(move |exec, answer| {
@@ -88,7 +88,7 @@ pub fn session_persistence(persistence: Arc<PersistenceHandle>) -> Contributor {
 }
 
 /// `lineage`: where the calling agent sits in its delegation tree; nothing for agentless calls.
-pub fn lineage() -> Contributor {
+pub(crate) fn lineage() -> Contributor {
     Contributor::new(
         LINEAGE,
         Resolver::filling(|exec, answer| {
@@ -117,7 +117,7 @@ pub fn lineage() -> Contributor {
 }
 
 /// `tool-call`: the call's id always, and its turn inside a turn.
-pub fn tool_call() -> Contributor {
+pub(crate) fn tool_call() -> Contributor {
     Contributor::new(
         TOOL_CALL,
         Resolver::filling(|exec, answer| {
@@ -140,7 +140,7 @@ pub fn tool_call() -> Contributor {
 
 /// `daemon`: the socket of the daemon that owns the command, so it can call back with `dshctl`.
 /// A socket path that is not UTF-8 fails every call rather than pointing at another socket.
-pub fn daemon(socket: PathBuf) -> Contributor {
+pub(crate) fn daemon(socket: PathBuf) -> Contributor {
     let socket = socket
         .into_os_string()
         .into_string()

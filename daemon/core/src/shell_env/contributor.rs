@@ -12,16 +12,16 @@ use crate::call::ToolExecution;
 
 /// What a synchronous resolver answers: managed key to value, declared keys only. A declared key
 /// left out means "absent now".
-pub type SyncOutput = BTreeMap<String, String>;
+pub(crate) type SyncOutput = BTreeMap<String, String>;
 
 /// What an asynchronous (dynamic) resolver answers: a JSON object whose values must be strings.
 /// Values stay JSON so that a remote contributor's wrong answer is caught and named by the
 /// registry rather than by whoever decoded it.
-pub type DynamicOutput = serde_json::Map<String, Value>;
+pub(crate) type DynamicOutput = serde_json::Map<String, Value>;
 
 /// The future an [`AsyncResolver`] returns. The error is a human-readable reason; the registry
 /// wraps it with the contributor's name.
-pub type ResolveFuture<'a> =
+pub(crate) type ResolveFuture<'a> =
     Pin<Box<dyn Future<Output = Result<DynamicOutput, String>> + Send + 'a>>;
 
 /// A resolver that answers later, e.g. an external client asked over its `ShellEnv.Contribute`

@@ -6,18 +6,18 @@ use std::str::FromStr;
 
 /// The prefix every managed key starts with. The executor strips every ambient name with this
 /// prefix (case-insensitively), so a managed value can only come from a snapshot.
-pub const PREFIX: &str = "DSH_";
+pub(crate) const PREFIX: &str = "DSH_";
 
 /// Absolute path of the harness home. Always present.
-pub const DSH_HOME: &str = "DSH_HOME";
+pub(crate) const DSH_HOME: &str = "DSH_HOME";
 /// `1` in every managed shell. Always present.
-pub const DSH_SHELL: &str = "DSH_SHELL";
+pub(crate) const DSH_SHELL: &str = "DSH_SHELL";
 /// Id of the calling agent's session. Present when the call has an agent.
-pub const DSH_SESSION_ID: &str = "DSH_SESSION_ID";
+pub(crate) const DSH_SESSION_ID: &str = "DSH_SESSION_ID";
 
 /// Keys the registry itself sets; no contributor may declare them, so a contributor can never
 /// shadow or forge the identity facts.
-pub const RESERVED_KEYS: [&str; 3] = [DSH_HOME, DSH_SHELL, DSH_SESSION_ID];
+pub(crate) const RESERVED_KEYS: [&str; 3] = [DSH_HOME, DSH_SHELL, DSH_SESSION_ID];
 
 /// A syntactically valid managed key: `DSH_` followed by `[A-Z][A-Z0-9_]*`, ASCII only.
 ///

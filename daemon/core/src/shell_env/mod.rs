@@ -19,12 +19,12 @@
 //! - Asynchronous resolvers are awaited one after another, each bounded by the resolve timeout and
 //!   by the call's cancellation token; synchronous ones are plain calls with no timer.
 
-pub mod builtin;
+pub(crate) mod builtin;
 mod contributor;
 mod error;
 mod key;
 mod registry;
-pub mod remote;
+pub(crate) mod remote;
 
 #[cfg(test)]
 mod tests;
@@ -33,15 +33,18 @@ use std::collections::BTreeMap;
 use std::collections::btree_map;
 
 pub use builtin::register_builtins;
-pub use contributor::{
-    Answer, AsyncResolver, Contributor, DynamicOutput, ResolveFuture, Resolver, SyncOutput,
-};
-pub use error::{CollectError, RegisterError};
-pub use key::{DSH_HOME, DSH_SESSION_ID, DSH_SHELL, KeyError, ManagedKey, PREFIX, RESERVED_KEYS};
+#[cfg(test)]
+pub(crate) use contributor::{AsyncResolver, DynamicOutput, ResolveFuture};
+pub use contributor::{Contributor, Resolver};
+pub(crate) use error::CollectError;
+pub use error::RegisterError;
+#[cfg(test)]
+pub(crate) use key::KeyError;
+pub(crate) use key::ManagedKey;
 pub use registry::{Registration, ShellEnvRegistry};
 
 /// The contributor name `list()` gives the registry's own keys. No contributor may take it.
-pub const BUILTIN_CONTRIBUTOR: &str = "builtin";
+pub(crate) const BUILTIN_CONTRIBUTOR: &str = "builtin";
 
 /// One declared managed key, as `list()` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

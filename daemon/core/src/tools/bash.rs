@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 /// The description the model reads. It teaches only the durable convention, never a
 /// persistence-specific key, so the prompt is the same whatever backend is active.
-pub const DESCRIPTION: &str = "Run a bash command in the session's working directory and return \
+pub(crate) const DESCRIPTION: &str = "Run a bash command in the session's working directory and return \
 its output (stdout, then stderr under [stderr], then an [exit code: N] marker when it failed). \
 Current harness facts (such as which home, session and transcript this call belongs to) are \
 available in managed $DSH_* environment variables; inspect them when you need them \
@@ -20,14 +20,14 @@ later with job_output.";
 
 /// The `bash` tool.
 #[derive(Debug)]
-pub struct BashTool {
+pub(crate) struct BashTool {
     /// The path every command on someone's behalf takes (shared with `Shell.Run`).
     shell: Shell,
 }
 
 impl BashTool {
     /// A bash tool running its commands through `shell`.
-    pub fn new(shell: Shell) -> Self {
+    pub(crate) fn new(shell: Shell) -> Self {
         Self { shell }
     }
 }

@@ -17,14 +17,14 @@ enum Kind {
 
 /// `job_output` or `job_kill`.
 #[derive(Debug)]
-pub struct JobTool {
+pub(crate) struct JobTool {
     executor: Arc<Executor>,
     kind: Kind,
 }
 
 impl JobTool {
     /// The `job_output` tool: output not read before, and the job's state.
-    pub fn output(executor: Arc<Executor>) -> Self {
+    pub(crate) fn output(executor: Arc<Executor>) -> Self {
         Self {
             executor,
             kind: Kind::Output,
@@ -32,7 +32,7 @@ impl JobTool {
     }
 
     /// The `job_kill` tool: stops a job's whole process group.
-    pub fn kill(executor: Arc<Executor>) -> Self {
+    pub(crate) fn kill(executor: Arc<Executor>) -> Self {
         Self {
             executor,
             kind: Kind::Kill,

@@ -1,10 +1,10 @@
 //! Model-facing tools: `bash`, the job tools and `spawn_agent`, and the [`ToolSet`] an agent is
 //! given. What a call is and what a tool returns live in [`crate::call`].
 
-pub mod bash;
-pub mod jobs;
-pub mod spawn_agent;
-pub use spawn_agent::{ChildAgents, SpawnAgentTool};
+pub(crate) mod bash;
+pub(crate) mod jobs;
+pub(crate) mod spawn_agent;
+pub(crate) use spawn_agent::{ChildAgents, SpawnAgentTool};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};

@@ -24,14 +24,14 @@ pub trait ChildAgents: Send + Sync + std::fmt::Debug {
 
 /// The `spawn_agent` tool.
 #[derive(Debug)]
-pub struct SpawnAgentTool {
+pub(crate) struct SpawnAgentTool {
     /// Weak: the agents own the services that own this tool.
     agents: Weak<dyn ChildAgents>,
 }
 
 impl SpawnAgentTool {
     /// A tool spawning children through `agents`.
-    pub fn new(agents: Weak<dyn ChildAgents>) -> Self {
+    pub(crate) fn new(agents: Weak<dyn ChildAgents>) -> Self {
         Self { agents }
     }
 }

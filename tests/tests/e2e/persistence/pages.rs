@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use dsh_client::Client;
-use dsh_core::session::{SessionHeader, SessionId};
+use dsh_core::{SessionHeader, SessionId};
 use dsh_tests::{DaemonSpec, TestDaemon, private_dir, seed};
 
 use super::*;
@@ -18,8 +18,8 @@ const PAGE: u32 = 500;
 
 /// 10,000 sessions in five cwds, created over the last days, a few per millisecond (ties are
 /// broken by id).
-fn stored_sessions(work: &Path) -> Vec<(SessionHeader, Vec<dsh_core::session::Event>)> {
-    let base = dsh_core::session::now_ms() - 10 * 24 * 3600 * 1000;
+fn stored_sessions(work: &Path) -> Vec<(SessionHeader, Vec<dsh_core::Event>)> {
+    let base = dsh_core::now_ms() - 10 * 24 * 3600 * 1000;
     (0..STORED)
         .map(|n| {
             let cwd = work.join(format!("p{}", n % 5));
@@ -93,7 +93,7 @@ async fn page(
 
 async fn walk_while_creating(
     spec: DaemonSpec,
-    seed_store: impl FnOnce(&Path, &[(SessionHeader, Vec<dsh_core::session::Event>)]),
+    seed_store: impl FnOnce(&Path, &[(SessionHeader, Vec<dsh_core::Event>)]),
 ) {
     let dir = private_dir();
     let work = dir.path().join("work");

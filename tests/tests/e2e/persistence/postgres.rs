@@ -73,7 +73,7 @@ fn two_daemons_share_one_database_with_one_writer_per_session() {
     for daemon in [&a, &b] {
         let ids = listed(daemon, &["--page-size", "1"]);
         assert!(ids.contains(&id) && ids.contains(&theirs), "{ids:?}");
-        let host = dsh_core::persistence::postgres::lease::host_name();
+        let host = dsh_core::host_name();
         assert_eq!(listed(daemon, &["--host", &host]).len(), 2);
         assert!(listed(daemon, &["--host", "no-such-host.invalid"]).is_empty());
     }

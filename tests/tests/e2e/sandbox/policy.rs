@@ -374,7 +374,7 @@ fn an_unenforceable_policy_refuses_the_call_and_nothing_runs() {
     let probe = TestDaemon::start();
     let above = kernel_abi(&probe) + 1;
     drop(probe);
-    if above > u64::from(dsh_core::sandbox::KNOWN_ABI) {
+    if above > u64::from(dsh_core::KNOWN_ABI) {
         eprintln!("SKIPPED: the kernel's Landlock ABI is the newest this dsh knows");
         return;
     }

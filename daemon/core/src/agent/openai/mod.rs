@@ -38,13 +38,13 @@ use stream::{Accumulator, Flow};
 pub const PROVIDER_NAME: &str = "openai";
 
 /// Default API base: DeepSeek's OpenAI-compatible endpoint (no `/v1`).
-pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 
 /// Default model.
-pub const DEFAULT_MODEL: &str = "deepseek-chat";
+pub(crate) const DEFAULT_MODEL: &str = "deepseek-chat";
 
 /// Default name of the environment variable holding the API key.
-pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+pub(crate) const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
 
 /// Largest error body read to extract the API's message; the rest is not worth the memory.
 const MAX_ERROR_BODY: usize = 64 * 1024;

@@ -25,7 +25,7 @@ pub(crate) struct WatchHub {
 
 impl WatchHub {
     /// A hub whose watchers may each have `max_pending` entries waiting.
-    pub fn new(max_pending: usize) -> Self {
+    pub(crate) fn new(max_pending: usize) -> Self {
         Self {
             watchers: RwLock::new(Vec::new()),
             departures: watch::Sender::new(0),
@@ -36,7 +36,7 @@ impl WatchHub {
 
     /// A watcher of `scope`, registered now: it is told of everything published from now on
     /// (streamed text too when `deltas`), and reads stored sessions from `persistence`.
-    pub fn watcher(
+    pub(crate) fn watcher(
         self: &Arc<Self>,
         scope: WatchScope,
         deltas: bool,
@@ -67,7 +67,7 @@ impl WatchHub {
     }
 
     /// Event `seq` of `agent` was logged. Call under the agent's log lock (see [`Queue::logged`]).
-    pub fn logged(&self, agent: &Arc<Agent>, seq: u64) {
+    pub(crate) fn logged(&self, agent: &Arc<Agent>, seq: u64) {
         for queue in self.read().iter() {
             if queue.scope.covers(agent) {
                 queue.logged(agent, seq);
@@ -76,7 +76,7 @@ impl WatchHub {
     }
 
     /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
-    pub fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
+    pub(crate) fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
         for queue in self.read().iter() {
             if queue.deltas && queue.scope.covers(agent) {
                 queue.preview(agent, what, offset, text);
@@ -85,17 +85,17 @@ impl WatchHub {
     }
 
     /// Whether any watcher follows `agent` now.
-    pub fn watching(&self, agent: &Agent) -> bool {
+    pub(crate) fn watching(&self, agent: &Agent) -> bool {
         self.read().iter().any(|q| q.scope.covers(agent))
     }
 
     /// Changes whenever a watcher leaves.
-    pub fn departures(&self) -> watch::Receiver<u64> {
+    pub(crate) fn departures(&self) -> watch::Receiver<u64> {
         self.departures.subscribe()
     }
 
     /// Shutdown: every watcher ends once it has read what was published.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         for queue in self.read().iter() {
             queue.close();

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use filter::{EventFilter, FilterError};
+pub use filter::EventFilter;
 pub use queue::PENDING_TEXT_BUDGET;
 pub use watcher::Watcher;
 
@@ -28,13 +28,13 @@ use crate::exec::OutputStream;
 use crate::session::SessionId;
 
 /// Type of the unlogged event carrying streamed model text.
-pub const TEXT_DELTA: &str = "text/delta";
+pub(crate) const TEXT_DELTA: &str = "text/delta";
 /// Type of the unlogged event carrying a tool call's output as its command produces it.
-pub const TOOL_OUTPUT: &str = "tool/output";
+pub(crate) const TOOL_OUTPUT: &str = "tool/output";
 /// Type of the unlogged event telling that a model request failed and waits to be retried.
-pub const MODEL_RETRY: &str = "model/retry";
+pub(crate) const MODEL_RETRY: &str = "model/retry";
 /// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
-pub const LAGGED: &str = "watch/lagged";
+pub(crate) const LAGGED: &str = "watch/lagged";
 
 /// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
 /// one stream of a call's output, or a retry of a model request.

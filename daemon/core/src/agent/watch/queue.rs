@@ -115,7 +115,7 @@ impl std::fmt::Debug for Queue {
 }
 
 impl Queue {
-    pub fn new(scope: WatchScope, deltas: bool, max_pending: usize) -> Self {
+    pub(super) fn new(scope: WatchScope, deltas: bool, max_pending: usize) -> Self {
         Self {
             scope,
             deltas,
@@ -131,7 +131,7 @@ impl Queue {
 
     /// Event `seq` of `agent` was logged. Called under the agent's log lock, so one agent's
     /// notices arrive in seq order.
-    pub fn logged(&self, agent: &Arc<Agent>, seq: u64) {
+    pub(super) fn logged(&self, agent: &Arc<Agent>, seq: u64) {
         {
             let mut state = self.lock();
             if let Some(missed) = state.lagged.as_mut() {
@@ -156,7 +156,7 @@ impl Queue {
     }
 
     /// `agent` streamed `text` at byte `offset` of `what` (a step's text, a call's output).
-    pub fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
+    pub(super) fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
         let len = text.len();
         {
             let mut state = self.lock();
@@ -229,13 +229,13 @@ impl Queue {
     }
 
     /// Nothing more will come: wakes the watcher so it can end once it has read everything.
-    pub fn close(&self) {
+    pub(super) fn close(&self) {
         self.lock().closed = true;
         self.wake.notify_one();
     }
 
     /// Takes the head of the queue.
-    pub fn next(&self) -> Next {
+    pub(super) fn next(&self) -> Next {
         let mut state = self.lock();
         if let Some(missed) = state.lagged.take() {
             return Next::Lagged(missed);

@@ -91,12 +91,12 @@ pub(super) struct Fx {
 }
 
 impl Fx {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with(true)
     }
 
     /// `locates`: whether the backend answers `locate` (JSONL-like) or not (SQLite-like).
-    pub fn with(locates: bool) -> Self {
+    pub(crate) fn with(locates: bool) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let cwd = tmp.path().join("proj");
         std::fs::create_dir(&cwd).unwrap();
@@ -124,31 +124,31 @@ impl Fx {
         }
     }
 
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.tmp.path().join(name)
     }
 
     /// Where the double locates `header`'s transcript.
-    pub fn transcript_of(&self, header: &SessionHeader) -> PathBuf {
+    pub(crate) fn transcript_of(&self, header: &SessionHeader) -> PathBuf {
         self.path("sessions")
             .join(header.id.as_str())
             .join("session.jsonl")
     }
 
     /// Writes a hook file under the temporary directory.
-    pub fn file(&self, name: &str, config: &Value) -> PathBuf {
+    pub(crate) fn file(&self, name: &str, config: &Value) -> PathBuf {
         let path = self.path(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, serde_json::to_vec_pretty(config).unwrap()).unwrap();
         path
     }
 
-    pub fn hooks(&self, settings: HookSettings) -> Hooks {
+    pub(crate) fn hooks(&self, settings: HookSettings) -> Hooks {
         Hooks::new(settings, self.executor.clone(), self.persistence.clone())
     }
 
     /// Hooks with one Claude Code file.
-    pub fn cc(&self, config: &Value) -> Hooks {
+    pub(crate) fn cc(&self, config: &Value) -> Hooks {
         let path = self.file("cc/settings.json", config);
         self.hooks(HookSettings {
             claude_code: vec![path],
@@ -157,7 +157,7 @@ impl Fx {
     }
 
     /// Hooks with one Codex file.
-    pub fn codex(&self, config: &Value) -> Hooks {
+    pub(crate) fn codex(&self, config: &Value) -> Hooks {
         let path = self.file("codex/hooks.json", config);
         self.hooks(HookSettings {
             codex: vec![path],
@@ -165,7 +165,7 @@ impl Fx {
         })
     }
 
-    pub fn ctx(&self) -> HookContext {
+    pub(crate) fn ctx(&self) -> HookContext {
         HookContext {
             header: self.header.clone(),
             subagent: None,
@@ -177,11 +177,11 @@ impl Fx {
     }
 
     /// A file path quoted for a hook command.
-    pub fn q(&self, name: &str) -> String {
+    pub(crate) fn q(&self, name: &str) -> String {
         format!("'{}'", self.path(name).display())
     }
 
-    pub fn read(&self, name: &str) -> String {
+    pub(crate) fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.path(name)).unwrap()
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::session::SessionHeader;
 
 /// Name of the transcript inside a session directory.
-pub const LOG_FILE: &str = "session.jsonl";
+pub(crate) const LOG_FILE: &str = "session.jsonl";
 
 /// Longest file-name component Linux file systems accept (`NAME_MAX`).
 const NAME_MAX: usize = 255;
@@ -38,7 +38,7 @@ fn push_escaped(out: &mut String, byte: u8) {
 /// Injective: `~` only ever starts an escape, so the original bytes can be read back. The result
 /// never contains `/`, is never `.` or `..`, and so cannot climb out of its directory. It can be up
 /// to three times longer than the id; [`session_dir_name`] keeps it within `NAME_MAX`.
-pub fn escape_id(id: &str) -> String {
+pub(crate) fn escape_id(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     push_escaped_id(&mut out, id);
     out
@@ -81,7 +81,7 @@ pub fn session_dir_name(id: &str) -> String {
 /// The directory name `--<key>--` must stay within 255 bytes, so a longer key is cut on an escape
 /// boundary and its tail replaced by `~h` and a 128-bit FNV-1a hash of the full cwd: distinct long
 /// cwds stay in distinct directories instead of merging on a shared prefix.
-pub fn project_key(cwd: &Path) -> String {
+pub(crate) fn project_key(cwd: &Path) -> String {
     let bytes = cwd.as_os_str().as_bytes();
     let mut key = String::with_capacity(bytes.len());
     push_project_key(&mut key, bytes);
@@ -114,7 +114,7 @@ pub fn project_dir_name(cwd: &Path) -> String {
 }
 
 /// True for names [`project_dir_name`] can produce; other entries under the root are ignored.
-pub fn is_project_dir_name(name: &str) -> bool {
+pub(crate) fn is_project_dir_name(name: &str) -> bool {
     name.len() >= 5 && name.starts_with("--") && name.ends_with("--")
 }
 

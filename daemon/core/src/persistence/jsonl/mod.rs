@@ -17,10 +17,8 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-pub use layout::{
-    LOG_FILE, escape_id, is_project_dir_name, log_path, project_dir_name, project_key,
-    session_dir_name,
-};
+pub(crate) use layout::{LOG_FILE, is_project_dir_name};
+pub use layout::{log_path, project_dir_name, session_dir_name};
 
 use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
@@ -632,7 +630,7 @@ impl Persistence for JsonlBackend {
 /// takes it: the last resort when a session cannot be saved to its backend at shutdown, so its
 /// events are on disk somewhere. A directory is used only if it is ours and private (created 0700
 /// when missing); the file is new (never overwrites), 0600, fsynced. Returns its path.
-pub fn rescue_copy(
+pub(crate) fn rescue_copy(
     dirs: &[PathBuf],
     header: &SessionHeader,
     events: &[Event],

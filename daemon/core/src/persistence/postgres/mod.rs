@@ -31,11 +31,11 @@ use super::{
 use crate::session::{Event, SessionHeader, SessionId};
 use ops::Rows;
 
-pub mod lease;
+pub(crate) mod lease;
 mod ops;
 mod read;
-pub mod schema;
-pub mod target;
+pub(crate) mod schema;
+pub(crate) mod target;
 
 pub use lease::Holder;
 pub use target::{SecretUrl, Target};

@@ -6,20 +6,20 @@
 use tokio_postgres::Client;
 
 /// The migrations, by version (1, 2, ...): file name and SQL.
-pub const MIGRATIONS: &[(&str, &str)] = &[(
+pub(crate) const MIGRATIONS: &[(&str, &str)] = &[(
     "0001_initial.sql",
     include_str!("migrations/0001_initial.sql"),
 )];
 
 /// The schema version this build writes and reads: the number of migrations.
-pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+pub(crate) const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// The advisory lock key of migrations: "DSH1", as the SQLite `application_id`.
 const MIGRATION_LOCK: i64 = 0x4453_4831;
 
 /// What [`migrate`] found.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The schema is this build's (after applying what was missing).
     Current,
     /// A newer dsh migrated the database: this one must not write to it.
@@ -27,7 +27,7 @@ pub enum Outcome {
 }
 
 /// Brings the database to [`SCHEMA_VERSION`], in one transaction.
-pub async fn migrate(client: &mut Client) -> Result<Outcome, tokio_postgres::Error> {
+pub(crate) async fn migrate(client: &mut Client) -> Result<Outcome, tokio_postgres::Error> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;

@@ -10,7 +10,7 @@ use crate::persistence::PersistenceError;
 
 /// How long a connection attempt may take before the database counts as unavailable, unless the
 /// connection string says otherwise (`connect_timeout`).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection string as given (it may hold a password): shown as `<redacted>` by `Debug`, so
 /// no log line or error carries it by accident.

@@ -39,16 +39,16 @@ pub use files::check_location;
 use files::check_regular_file;
 
 /// `PRAGMA application_id` of a dsh session database: "DSH1".
-pub const APPLICATION_ID: i32 = 0x4453_4831;
+pub(crate) const APPLICATION_ID: i32 = 0x4453_4831;
 
 /// `PRAGMA user_version` of the schema this build writes and reads. Version 1 (no indexes on
 /// `sessions`) is read too, and migrated by the first connection that may write it.
-pub const SCHEMA_VERSION: i32 = 2;
+pub(crate) const SCHEMA_VERSION: i32 = 2;
 
 /// How long a connection waits for another connection's lock on the same file before an operation
 /// fails with "database is locked". Appends hold the write lock for one short transaction, so
 /// this is only reached when something else holds the database for seconds.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The SQLite backend. The database file is created (0600, in a 0700 directory if that is
 /// missing) by the first append; until then nothing on disk is touched.
