@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::approval;
+use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::services::AgentServices;
-use super::turn::{run_hooks, stop_text};
 use crate::call::{ToolExecution, ToolOutput};
 use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
 use crate::session::{ApprovalPolicy, EventData};

@@ -7,10 +7,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
 use super::services::AgentServices;
-use super::watch::Preview;
-use super::watch::hub::WatchHub;
 use crate::call::AgentContext;
-use crate::exec::OutputTap;
+use crate::exec::{OutputStream, OutputTap};
 use crate::hooks::SessionSource;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
@@ -53,6 +51,57 @@ struct RunningTurn {
     closing: bool,
 }
 
+/// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
+/// one stream of a call's output, or a retry of a model request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Preview {
+    /// The text the model streams in a step (`text/delta`).
+    Text {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+    },
+    /// One stream of a tool call's output (`tool/output`).
+    Output {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The call.
+        call_id: Arc<str>,
+        /// Which stream.
+        stream: OutputStream,
+    },
+    /// A model request of a step failed and is retried after a wait (`model/retry`); it carries
+    /// no text.
+    Retry {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The attempt that failed.
+        attempt: u32,
+        /// The wait before the next attempt.
+        delay_ms: u64,
+        /// Why (`429`, `503`, `unreachable`).
+        reason: String,
+    },
+}
+
+/// Where a live agent publishes what happens to it: the watch hub (`watch/hub.rs`). A trait, so
+/// this file does not name the watch module, which is built on agents.
+pub(crate) trait Publish: Send + Sync + std::fmt::Debug {
+    /// Event `seq` of `agent` was logged. Called under the agent's log lock.
+    fn logged(&self, agent: &Arc<Agent>, seq: u64);
+    /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
+    fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str);
+    /// Whether any watcher follows `agent` now.
+    fn watching(&self, agent: &Agent) -> bool;
+    /// Changes whenever a watcher leaves.
+    fn departures(&self) -> watch::Receiver<u64>;
+}
+
 /// What a new live agent is made of.
 pub(crate) struct NewAgent {
     /// Its log (for a resumed or forked session, with the stored events).
@@ -72,7 +121,7 @@ pub(crate) struct NewAgent {
     /// The sandbox its bash calls run in.
     pub sandbox: SandboxPolicy,
     /// Where it publishes its events for watchers.
-    pub hub: Arc<WatchHub>,
+    pub hub: Arc<dyn Publish>,
 }
 
 /// A live agent. Agent id = session id.
@@ -105,14 +154,14 @@ pub struct Agent {
     /// When a person must approve its tool calls.
     approval: ApprovalPolicy,
     /// Where its events go to watchers.
-    hub: Arc<WatchHub>,
+    hub: Arc<dyn Publish>,
     /// The step whose text streams now, and how many bytes of it have streamed (so every watcher
     /// gets the same offsets).
     streaming: Mutex<((u32, u32), u64)>,
     /// The last turn whose task has let the agent go.
     released: watch::Sender<u32>,
     /// Its tool calls waiting for a person's approval.
-    approvals: super::approval::Approvals,
+    approvals: super::answers::Approvals,
 }
 
 impl Agent {
@@ -155,7 +204,7 @@ impl Agent {
             hub,
             streaming: Mutex::new(((0, 0), 0)),
             released: watch::Sender::new(released),
-            approvals: super::approval::Approvals::default(),
+            approvals: super::answers::Approvals::default(),
         })
     }
 
@@ -194,12 +243,12 @@ impl Agent {
 
     /// The requests its clients allowed for the rest of its life ("allow for this session"),
     /// oldest first.
-    pub fn approval_rules(&self) -> Vec<super::approval::ApprovalRule> {
+    pub fn approval_rules(&self) -> Vec<super::answers::ApprovalRule> {
         self.approvals.rules()
     }
 
     /// Its tool calls waiting for approval.
-    pub(crate) fn approvals(&self) -> &super::approval::Approvals {
+    pub(crate) fn approvals(&self) -> &super::answers::Approvals {
         &self.approvals
     }
 

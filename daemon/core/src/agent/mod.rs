@@ -1,10 +1,12 @@
 //! Agents: the registry of live agents (parents and children), the loop that runs their turns, and
 //! the model providers that answer them.
 
-pub(crate) mod approval;
+mod answers;
+mod approval;
 mod children;
 mod error;
 mod guard;
+mod hook_run;
 mod live;
 mod meta;
 pub(crate) mod model;
@@ -17,7 +19,7 @@ mod streams;
 mod turn;
 pub(crate) mod watch;
 
-pub use approval::ApprovalAnswer;
+pub use answers::ApprovalAnswer;
 pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};

@@ -2,7 +2,7 @@
 //! follow mode, and the answers to approval requests.
 
 use super::AgentStatus;
-use super::approval::ApprovalAnswer;
+use super::answers::ApprovalAnswer;
 use super::registry::{AgentError, AgentRegistry};
 use super::watch::{EventFilter, WatchScope, Watcher};
 use crate::session::SessionId;
@@ -78,8 +78,12 @@ impl AgentRegistry {
 
     /// A watcher of `scope`, registered now (streamed text too when `deltas`).
     pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool) -> Watcher {
-        self.hub
-            .watcher(scope, deltas, self.services().persistence.clone())
+        Watcher::register(
+            &self.hub,
+            scope,
+            deltas,
+            self.services().persistence.clone(),
+        )
     }
 
     /// Fails with [`AgentError::SessionNotFound`] unless the active backend stores session `id`.

@@ -21,14 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::guard::{CallEnd, guarded_call};
+use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, ModelRetry};
 use super::services::{AgentServices, CheckpointPolicy};
-use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
-use crate::hooks::{
-    Decision, EventName, HookContext, HookEvent, HookRun, SessionEndReason, StopFailureKind,
-    SubagentOf,
-};
+use crate::call::{SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
+use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
 use crate::session::ToolCallRequest;
 use crate::session::{
     AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage,
@@ -134,42 +132,11 @@ fn failure_kind(error: &ModelError) -> StopFailureKind {
     }
 }
 
-/// Runs `event`'s hooks for `agent` and appends their records to its log.
-pub(super) async fn run_hooks(
-    agent: &Arc<Agent>,
-    services: &AgentServices,
-    turn: Option<u32>,
-    cancel: &CancellationToken,
-    event: HookEvent,
-) -> HookRun {
-    let ctx = HookContext {
-        header: agent.header().clone(),
-        subagent: agent.parent_session().map(|parent| SubagentOf {
-            parent: parent.clone(),
-            agent_type: AGENT_TYPE.to_owned(),
-        }),
-        turn,
-        model: agent.provider().model().to_owned(),
-        cancel: cancel.clone(),
-        events: Some(agent.clone()),
-    };
-    let run = services.hooks.run(&ctx, event).await;
-    for record in &run.records {
-        agent.append(record.clone());
-    }
-    run
-}
-
 /// How a turn ends when a hook of `event` said `continue: false`.
 fn stopped(stop_reason: Option<String>, event: EventName) -> TurnEndReason {
     TurnEndReason::Stopped {
         reason: stop_text(stop_reason, event),
     }
-}
-
-/// The hook's `stopReason`, or a default naming the event.
-pub(super) fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
-    stop_reason.unwrap_or_else(|| format!("stopped by {} hook", event.as_str()))
 }
 
 /// Runs SessionEnd hooks for `agent`, which is being closed, once its turn is over and before its

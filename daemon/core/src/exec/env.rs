@@ -355,7 +355,7 @@ pub(crate) fn validate_launch(
 ) -> Result<(), ExecError> {
     validate_layers(env, managed)?;
     check_command(command)?;
-    limits::check_total(shell, base, command, env, managed, extra)
+    limits::check_total(shell, base.iter(), command, env, managed, extra)
 }
 
 fn check_entry(key: &str, value: &str) -> Result<(), ExecError> {

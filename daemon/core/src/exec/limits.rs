@@ -23,10 +23,10 @@
 //! 1 MiB on macOS); there the total is fixed at 256 KiB, a conservative common value.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
 
 use super::ExecError;
-use super::env::BaseEnv;
 
 /// The most bytes one argument or environment string may take, terminating NUL included.
 pub(crate) const MAX_STRING_BYTES: usize = 32 * 4096;
@@ -146,9 +146,9 @@ impl Extra {
 /// `managed`) against the total limit. Single strings are checked by the caller first; the layers
 /// are already validated, so `env` and `managed` share no name (one is `DSH_*`, the other never),
 /// and the base holds no `DSH_*` name.
-pub(crate) fn check_total(
+pub(crate) fn check_total<'a>(
     shell: &Path,
-    base: &BaseEnv,
+    base: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
     command: &str,
     env: &BTreeMap<String, String>,
     managed: &BTreeMap<String, String>,
@@ -166,7 +166,7 @@ pub(crate) fn check_total(
         }
     };
 
-    for (name, value) in base.iter() {
+    for (name, value) in base {
         // A caller's entry replaces the inherited one of the same name.
         if name.to_str().is_some_and(|n| env.contains_key(n)) {
             continue;

@@ -17,22 +17,11 @@
 
 use std::fmt;
 
-use super::reaper::{read_stat, self_id, spawned_shell};
-use crate::sandbox::SandboxPolicy;
+use super::reaper::{CommandOrigin, read_stat, self_id, spawned_shell};
 use crate::session::SessionId;
 
 /// How far up the tree a walk goes before it gives up (real trees are a few levels deep).
 const MAX_DEPTH: usize = 512;
-
-/// A command this daemon started: under which sandbox, and on whose behalf.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandOrigin {
-    /// The sandbox it was started under ([`SandboxPolicy::UNCONFINED`] for unconfined ones).
-    pub sandbox: SandboxPolicy,
-    /// The agent it runs for: its model's calls and background jobs, and a client's `Shell.Run`
-    /// naming it. `None`: a command of no agent (a hook, a client's `Shell.Run` without one).
-    pub agent: Option<SessionId>,
-}
 
 /// Which of this daemon's commands a process descends from.
 #[derive(Debug, Clone, PartialEq, Eq)]

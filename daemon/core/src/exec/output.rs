@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::tap::incomplete_utf8_suffix;
 use crate::session::SessionId;
 
 /// Which stream a collector captures.
@@ -522,24 +523,6 @@ impl Collector {
             _ => "they were released",
         }
     }
-}
-
-/// Length of a trailing, so far valid but incomplete, multi-byte UTF-8 sequence (0 to 3).
-pub(crate) fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let byte = bytes[bytes.len() - back];
-        if byte & 0xC0 == 0x80 {
-            continue;
-        }
-        let need = match byte {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return 0,
-        };
-        return if back < need { back } else { 0 };
-    }
-    0
 }
 
 /// Decodes a captured tail for a model. When the head was trimmed, up to three leading

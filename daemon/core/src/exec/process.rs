@@ -58,8 +58,8 @@ use super::confine::Confinement;
 use super::env::OWNER_MARKER;
 use super::env::{BaseEnv, validate_launch};
 use super::limits::Extra;
-use super::lineage::CommandOrigin;
 use super::output::Collector;
+use super::reaper::CommandOrigin;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
 use crate::session::SessionId;
 

@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
-use super::lineage::CommandOrigin;
+use crate::sandbox::SandboxPolicy;
+use crate::session::SessionId;
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
@@ -45,6 +46,16 @@ const CLOSE_BOUND: Duration = Duration::from_secs(2);
 /// Owners whose processes may live. An adopted process whose marker names an owner not in here
 /// (and this daemon) is killed.
 static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+/// A command this daemon started: under which sandbox, and on whose behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOrigin {
+    /// The sandbox it was started under ([`SandboxPolicy::UNCONFINED`] for unconfined ones).
+    pub sandbox: SandboxPolicy,
+    /// The agent it runs for: its model's calls and background jobs, and a client's `Shell.Run`
+    /// naming it. `None`: a command of no agent (a hook, a client's `Shell.Run` without one).
+    pub agent: Option<SessionId>,
+}
+
 /// Pids of the shells the executor spawned and has not reaped (tokio reaps those, never us), with
 /// the sandbox each was started under and its agent (`lineage` tells clients of the socket apart
 /// by them).

@@ -16,8 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
 
-use super::output::incomplete_utf8_suffix;
-
 /// Which stream of a command a piece of output comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OutputStream {
@@ -212,6 +210,24 @@ impl Feed {
         }
         self.wake.notify_one();
     }
+}
+
+/// Length of a trailing, so far valid but incomplete, multi-byte UTF-8 sequence (0 to 3).
+pub(crate) fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        return if back < need { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]

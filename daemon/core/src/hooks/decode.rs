@@ -32,7 +32,7 @@
 
 use serde_json::{Map, Value};
 
-use super::runner::RunEnd;
+use super::job::RunEnd;
 use super::{Dialect, EventName};
 
 /// What one hook asked for, as recorded in `hook/result`.

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::runner::{Job, RunEnd};
+use super::job::{Job, RunEnd};
 
 /// The most of a response body that is read (a hook's answer is a small JSON object).
 const MAX_BODY: usize = 1024 * 1024;

@@ -41,6 +41,7 @@ mod config;
 mod decode;
 mod event;
 mod http;
+mod job;
 mod matcher;
 mod merge;
 mod payload;
@@ -66,8 +67,8 @@ pub(crate) use transcript::{SessionEvents, TranscriptMode};
 
 use config::HookFile;
 use decode::{HookOutput, Verdict};
+use job::Job;
 use merge::Decoded;
-use runner::Job;
 
 use crate::exec::Executor;
 use crate::persistence::PersistenceHandle;

@@ -7,45 +7,13 @@
 //! the caller's token is cancelled the executor kills the whole group, grandchildren included.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
-use super::Dialect;
+use super::job::{Job, RunEnd};
 use crate::exec::{CommandSpec, Executor};
-
-/// One hook to run.
-#[derive(Debug, Clone)]
-pub(super) struct Job {
-    pub dialect: Dialect,
-    pub handler_id: String,
-    /// The command after the dialect's expansion.
-    pub command: String,
-    pub cwd: PathBuf,
-    /// The dialect's variables (e.g. `CLAUDE_PROJECT_DIR`).
-    pub env: BTreeMap<String, String>,
-    /// The payload, shared by every hook of the dialect.
-    pub stdin: Arc<Vec<u8>>,
-    pub timeout: Duration,
-    pub cancel: CancellationToken,
-    /// Set for an HTTP hook: `command` is the URL the payload is POSTed to.
-    pub http: Option<super::config::HttpHook>,
-}
-
-/// How one hook ended.
-#[derive(Debug, Clone)]
-pub(super) struct RunEnd {
-    /// The exit status, when the shell exited by itself.
-    pub exit_code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    /// Why it did not end normally: timed out, cancelled, killed by a signal, or never started.
-    pub failure: Option<String>,
-    pub duration: Duration,
-}
 
 /// Runs one hook; never fails (a hook that cannot start ends with a `failure`).
 pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{AgentSettings, SessionId};
+use super::{ApprovalPolicy, SessionId};
 
 /// Format version written in every header. A log of a newer version is read, never written; an
 /// older one does not exist.
@@ -16,6 +16,18 @@ pub(crate) const FORMAT_VERSION: u32 = 0;
 pub enum Origin {
     /// A child agent spawned by a parent agent.
     Subagent,
+}
+
+/// The provider, model and approval policy an agent runs with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentSettings {
+    /// `scripted` or `openai`.
+    pub provider: String,
+    /// The model name (`script` for the scripted provider).
+    pub model: String,
+    /// The approval policy.
+    pub approval: ApprovalPolicy,
 }
 
 /// The header of a session: who it is, where it works, and where it came from. Immutable once the

@@ -7,8 +7,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::watch;
 
 use super::queue::Queue;
-use super::{Preview, WatchScope, Watcher};
-use crate::agent::live::Agent;
+use super::{Preview, WatchScope};
+use crate::agent::live::{Agent, Publish};
 
 /// The registered watchers of one daemon's agents.
 #[derive(Debug)]
@@ -34,18 +34,8 @@ impl WatchHub {
         }
     }
 
-    /// A watcher of `scope`, registered now: it is told of everything published from now on
-    /// (streamed text too when `deltas`), and reads stored sessions from `persistence`.
-    pub(crate) fn watcher(
-        self: &Arc<Self>,
-        scope: WatchScope,
-        deltas: bool,
-        persistence: Arc<crate::persistence::PersistenceHandle>,
-    ) -> Watcher {
-        Watcher::new(self.clone(), self.register(scope, deltas), persistence)
-    }
-
-    fn register(&self, scope: WatchScope, deltas: bool) -> Arc<Queue> {
+    /// Registers a watcher's queue: it is told of everything published from now on.
+    pub(super) fn register(&self, scope: WatchScope, deltas: bool) -> Arc<Queue> {
         let queue = Arc::new(Queue::new(scope, deltas, self.max_pending));
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             queue.close();
@@ -104,5 +94,23 @@ impl WatchHub {
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Queue>>> {
         self.watchers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Publish for WatchHub {
+    fn logged(&self, agent: &Arc<Agent>, seq: u64) {
+        WatchHub::logged(self, agent, seq);
+    }
+
+    fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
+        WatchHub::preview(self, agent, what, offset, text);
+    }
+
+    fn watching(&self, agent: &Agent) -> bool {
+        WatchHub::watching(self, agent)
+    }
+
+    fn departures(&self) -> watch::Receiver<u64> {
+        WatchHub::departures(self)
     }
 }

@@ -15,7 +15,6 @@ mod queue;
 mod watcher;
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -24,7 +23,7 @@ pub use queue::PENDING_TEXT_BUDGET;
 pub use watcher::Watcher;
 
 use crate::agent::live::Agent;
-use crate::exec::OutputStream;
+pub(crate) use crate::agent::live::Preview;
 use crate::session::SessionId;
 
 /// Type of the unlogged event carrying streamed model text.
@@ -35,44 +34,6 @@ pub(crate) const TOOL_OUTPUT: &str = "tool/output";
 pub(crate) const MODEL_RETRY: &str = "model/retry";
 /// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
 pub(crate) const LAGGED: &str = "watch/lagged";
-
-/// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
-/// one stream of a call's output, or a retry of a model request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Preview {
-    /// The text the model streams in a step (`text/delta`).
-    Text {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-    },
-    /// One stream of a tool call's output (`tool/output`).
-    Output {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-        /// The call.
-        call_id: Arc<str>,
-        /// Which stream.
-        stream: OutputStream,
-    },
-    /// A model request of a step failed and is retried after a wait (`model/retry`); it carries
-    /// no text.
-    Retry {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-        /// The attempt that failed.
-        attempt: u32,
-        /// The wait before the next attempt.
-        delay_ms: u64,
-        /// Why (`429`, `503`, `unreachable`).
-        reason: String,
-    },
-}
 
 /// Which agents a watcher follows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 
-use super::StreamEvent;
 use super::hub::WatchHub;
 use super::queue::{Missed, Next, Queue};
+use super::{StreamEvent, WatchScope};
 use crate::agent::live::Agent;
 use crate::persistence::PersistenceHandle;
 use crate::session::{Event, EventData, SessionId};
@@ -61,14 +61,17 @@ enum Source {
 }
 
 impl Watcher {
-    /// A watcher registered with `hub` (its queue), reading stored sessions from `persistence`.
-    pub(super) fn new(
-        hub: Arc<WatchHub>,
-        queue: Arc<Queue>,
+    /// A watcher of `scope`, registered with `hub` now: it is told of everything published from
+    /// now on (streamed text too when `deltas`), and reads stored sessions from `persistence`.
+    pub(crate) fn register(
+        hub: &Arc<WatchHub>,
+        scope: WatchScope,
+        deltas: bool,
         persistence: Arc<PersistenceHandle>,
     ) -> Self {
+        let queue = hub.register(scope, deltas);
         Self {
-            hub,
+            hub: hub.clone(),
             queue,
             persistence,
             cursors: HashMap::new(),

@@ -17,7 +17,7 @@
 use serde_json::{Map, Value};
 
 use super::super::Dialect;
-use super::super::runner::RunEnd;
+use super::super::job::RunEnd;
 use super::{HookOutput, Verdict, json_object, non_empty, text};
 
 /// Decodes a PermissionRequest hook of `dialect`.

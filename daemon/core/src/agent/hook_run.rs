@@ -1,0 +1,43 @@
+//! Running an agent's hooks and logging what they said: shared by the turn (`turn.rs`), the
+//! guard around each tool call (`guard.rs`) and approvals (`approval.rs`), so none of those names
+//! another for it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::live::Agent;
+use super::services::AgentServices;
+use crate::call::AGENT_TYPE;
+use crate::hooks::{EventName, HookContext, HookEvent, HookRun, SubagentOf};
+
+/// Runs `event`'s hooks for `agent` and appends their records to its log.
+pub(super) async fn run_hooks(
+    agent: &Arc<Agent>,
+    services: &AgentServices,
+    turn: Option<u32>,
+    cancel: &CancellationToken,
+    event: HookEvent,
+) -> HookRun {
+    let ctx = HookContext {
+        header: agent.header().clone(),
+        subagent: agent.parent_session().map(|parent| SubagentOf {
+            parent: parent.clone(),
+            agent_type: AGENT_TYPE.to_owned(),
+        }),
+        turn,
+        model: agent.provider().model().to_owned(),
+        cancel: cancel.clone(),
+        events: Some(agent.clone()),
+    };
+    let run = services.hooks.run(&ctx, event).await;
+    for record in &run.records {
+        agent.append(record.clone());
+    }
+    run
+}
+
+/// The hook's `stopReason`, or a default naming the event.
+pub(super) fn stop_text(stop_reason: Option<String>, event: EventName) -> String {
+    stop_reason.unwrap_or_else(|| format!("stopped by {} hook", event.as_str()))
+}
