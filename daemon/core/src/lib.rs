@@ -30,37 +30,45 @@ mod tools;
 // The harness home (resolution and normalization), from `dsh-paths`.
 pub use dsh_paths::home;
 
-// Sessions: ids, headers, the event vocabulary, the in-memory log, settings and approvals.
+// Sessions: ids, the header, the event vocabulary, the in-memory log, the model's history.
 pub use session::history::HistoryMessage;
 pub use session::{
-    ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict, AssistantMessage, Event,
-    EventData, MessageSource, Origin, SessionHeader, SessionId, SessionLog, SessionMeta,
-    ToolCallRequest, TurnEndReason, UserMessage, now_ms,
+    AssistantMessage, Event, EventData, MessageSource, Origin, SessionHeader, SessionId,
+    SessionLog, SessionMeta, ToolCallRequest, TurnEndReason, UserMessage, now_ms,
 };
+
+// Approvals: the policy, a person's answer, and how long an agent waits for one.
+pub use agent::{ApprovalAnswer, ApprovalSettings, DEFAULT_APPROVAL_TIMEOUT};
+pub use session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
 
 // Skills.
 pub use skills::{Discovery, Skills};
 
-// Persistence: the trait, the swappable handle, listing pages, the three backends and the saved
-// backend choice.
-pub use persistence::choice::{
-    BackendChoice, ChoiceError, load as load_backend_choice, save as save_backend_choice,
-};
+// Persistence: the trait, the swappable handle and its checkpoint cursor, opening a backend.
 pub use persistence::handle::{DurableCursor, checkpoint};
+pub use persistence::{
+    BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
+    open as open_backend, open_postgres, same_location,
+};
+
+// Listing in keyset pages.
+pub use persistence::page::listed_before;
+pub use persistence::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
+
+// The three backends.
 pub use persistence::jsonl::{
     JsonlBackend, log_path as jsonl_log_path, project_dir_name, session_dir_name,
 };
-pub use persistence::page::listed_before;
 pub use persistence::postgres::lease::host_name;
 pub use persistence::postgres::{
     DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
     PostgresOptions, SecretUrl, Target as PostgresTarget,
 };
 pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_location};
-pub use persistence::{
-    BackendKind, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery, Persistence, PersistenceError,
-    PersistenceHandle, SessionLocation, StoredSession, open as open_backend, open_postgres,
-    same_location,
+
+// The backend choice saved by `Persistence.Use`.
+pub use persistence::choice::{
+    BackendChoice, ChoiceError, load as load_backend_choice, save as save_backend_choice,
 };
 
 // The sandbox policy for model commands.
@@ -68,16 +76,21 @@ pub use sandbox::{
     KNOWN_ABI, Network, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings, UnknownName,
 };
 
-// The executor: commands, jobs, their output and where a process came from.
+// The executor: commands, their limits and outcome, spill files and orphans.
 pub use exec::{
-    CommandOrigin, CommandOutcome, ExecConfig, ExecError, Executor, JobId, JobInfo, JobState,
-    LaunchPart, Launcher, OutputFeed, OutputStream, Provenance, RESERVE_BYTES, UnknownReason,
-    adopt_orphans, compile_secret_pattern, has_terminal, provenance, remove_stale_spills,
-    signal_name, total_limit,
+    CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher, RESERVE_BYTES,
+    adopt_orphans, compile_secret_pattern, remove_stale_spills, signal_name, total_limit,
 };
 
-// Who a tool call runs for.
+// Background jobs and live output.
+pub use exec::{JobId, JobInfo, JobState, OutputFeed, OutputStream};
+
+// Where a process (a client of the socket) came from.
+pub use exec::{CommandOrigin, Provenance, UnknownReason, has_terminal, provenance};
+
+// One tool call, and the model's tools.
 pub use call::{AgentContext, ToolExecution};
+pub use tools::ToolSet;
 
 // The managed `DSH_*` environment.
 pub use shell_env::remote::{RemoteResolver, ResolveQuery};
@@ -92,18 +105,20 @@ pub use shell::{Command, Ran, RunError, Shell};
 // Hooks.
 pub use hooks::{FileStatus, HookContext, HookEvent, HookFileStatus, HookRun, HookSettings, Hooks};
 
-// The model's tools.
-pub use tools::ToolSet;
+// Agents and their turns.
+pub use agent::{
+    Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, CheckpointPolicy,
+    ModelChoice, ProviderFactory, Unsaved,
+};
 
-// Agents, their turns, approvals and watching, and the model providers.
+// Watching agents.
+pub use agent::{
+    DEFAULT_WATCH_MAX_PENDING, EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher,
+};
+
+// Model providers.
 pub use agent::openai::{
     OpenAiConfig, OpenAiProvider, OpenAiSetupError, PROVIDER_NAME as OPENAI_PROVIDER,
 };
 pub use agent::provider::{FinishReason, ModelProvider, ModelRequest};
 pub use agent::scripted::{PROVIDER as SCRIPTED_PROVIDER, Script};
-pub use agent::{
-    Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, ApprovalAnswer,
-    ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_WATCH_MAX_PENDING,
-    EventFilter, ModelChoice, PENDING_TEXT_BUDGET, ProviderFactory, StreamEvent, Unsaved,
-    WatchScope, Watcher,
-};
