@@ -169,7 +169,7 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     }
 
     /// Answers one request, telling `progress` of text as it streams and of retries it waits
-    /// for. Must return promptly with [`ModelError::Cancelled`] when `cancel` fires, aborting any
+    /// for. Must return promptly with `ModelError::Cancelled` when `cancel` fires, aborting any
     /// network request.
     fn complete<'a>(
         &'a self,

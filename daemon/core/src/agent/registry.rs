@@ -57,7 +57,7 @@ pub struct AgentRegistry {
 
 impl AgentRegistry {
     /// An empty registry. `services` builds what its agents share, given the registry itself as
-    /// the [`ChildAgents`] that `spawn_agent` needs, so the tool set is whole from the start.
+    /// the `ChildAgents` that `spawn_agent` needs, so the tool set is whole from the start.
     pub fn new(
         providers: ProviderFactory,
         services: impl FnOnce(Weak<dyn ChildAgents>) -> AgentServices,
@@ -247,7 +247,7 @@ impl AgentRegistry {
     }
 
     /// [`fork`](Self::fork), from the log up to and including event `at_seq` when given: the end
-    /// of a completed step or turn ([`fork_points`](crate::session::fork_points)), otherwise
+    /// of a completed step or turn (`fork_points`), otherwise
     /// [`AgentError::InvalidForkPoint`] naming the nearest valid ones. A fork at a step's end in
     /// the middle of a turn closes that turn in the fork (`turn/end {interrupted}`). The source is
     /// never written: rolling back is forking at an earlier point.

@@ -98,7 +98,7 @@ pub struct AgentServices {
     pub limits: AgentLimits,
     /// The tools every agent is offered (`spawn_agent` hidden beyond the depth limit). Given at
     /// construction: [`AgentRegistry::new`](super::AgentRegistry::new) hands the builder the
-    /// registry as the tool's [`ChildAgents`](crate::tools::ChildAgents).
+    /// registry as the tool's `ChildAgents`.
     pub tools: ToolSet,
     /// The default approval policy and the answer timeout; [`Self::new`] sets the defaults.
     pub approval: ApprovalSettings,

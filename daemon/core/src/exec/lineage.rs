@@ -42,7 +42,7 @@ pub enum UnknownReason {
     Orphan,
     /// It, or one of its ancestors, was gone before it could be read.
     Vanished,
-    /// Its ancestry is deeper than anything real ([`MAX_DEPTH`]).
+    /// Its ancestry is deeper than anything real (`MAX_DEPTH`).
     TooDeep,
     /// The daemon cannot read its own process entry.
     NoSelf,

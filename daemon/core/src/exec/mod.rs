@@ -255,7 +255,7 @@ pub enum ExecError {
         /// What bash does with it.
         effect: &'static str,
     },
-    /// The executor's reserved owner marker ([`OWNER_MARKER`]) in the ordinary `env` layer.
+    /// The executor's reserved owner marker (`OWNER_MARKER`) in the ordinary `env` layer.
     #[error("env key {key:?} is reserved: the executor sets it on every child itself")]
     ReservedKeyInEnv {
         /// The key.
@@ -270,7 +270,7 @@ pub enum ExecError {
         part: LaunchPart,
         /// Its size, `NAME=` and NUL included.
         bytes: usize,
-        /// [`MAX_STRING_BYTES`].
+        /// `MAX_STRING_BYTES`.
         limit: usize,
     },
     /// The command and environment together are larger than `execve` accepts.

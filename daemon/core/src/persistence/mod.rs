@@ -367,7 +367,7 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     }
 
     /// One page of stored sessions' headers in `query.order`, strictly after `query.after`
-    /// (see [`page`] for why that never skips or repeats a session). The shipped backends answer
+    /// (see `page.rs` for why that never skips or repeats a session). The shipped backends answer
     /// from an index, so the cost does not grow with the number of sessions stored; the default
     /// lists everything and is meant for test doubles.
     fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
@@ -403,7 +403,7 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// Names the stored session `id`: appends a `session/title` event to its log, so the title
     /// travels with the session. The caller guarantees that no agent has the session live (a live
     /// agent logs the event itself) and has checked the title
-    /// ([`check_title`](crate::session::check_title)).
+    /// (`check_title`).
     fn set_title(&self, id: &SessionId, title: &str) -> Result<(), PersistenceError> {
         append_meta(
             self,

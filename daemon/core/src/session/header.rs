@@ -35,7 +35,7 @@ pub struct AgentSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionHeader {
-    /// Always [`FORMAT_VERSION`].
+    /// Always `FORMAT_VERSION`.
     pub version: u32,
     /// The session's id.
     pub id: SessionId,
@@ -62,7 +62,7 @@ pub struct SessionHeader {
 }
 
 impl SessionHeader {
-    /// The members a header of [`FORMAT_VERSION`] has, as serialised: what this dshd reads of a
+    /// The members a header of `FORMAT_VERSION` has, as serialised: what this dshd reads of a
     /// newer format's header (which it then never writes to).
     pub const MEMBERS: &'static [&'static str] = &[
         "version",

@@ -10,7 +10,7 @@ pub(crate) const MAX_ID_BYTES: usize = 256;
 /// A session id (also the id of the agent that owns the session while it is live).
 ///
 /// New ids are UUID v7 strings, so they sort by creation time. Ids that arrive from outside
-/// (resume, RPC) are opaque: any non-empty string of at most [`MAX_ID_BYTES`] bytes without NUL is
+/// (resume, RPC) are opaque: any non-empty string of at most `MAX_ID_BYTES` bytes without NUL is
 /// accepted. An id is never used as a path directly: backends escape it first.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

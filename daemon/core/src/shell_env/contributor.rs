@@ -105,7 +105,7 @@ impl Resolver {
         })
     }
 
-    /// A synchronous resolver that sets its values on the call's [`Answer`] as it finds them
+    /// A synchronous resolver that sets its values on the call's `Answer` as it finds them
     /// (what the shipped contributors do: no map per contributor per call).
     pub fn filling<F>(resolve: F) -> Self
     where

@@ -185,7 +185,7 @@ impl fmt::Debug for OpenAiProvider {
 impl OpenAiProvider {
     /// Builds the provider. `api_key` is the value of `config.api_key_env` as the daemon read it at
     /// start; `None` (or blank) is accepted, and every request then fails with
-    /// [`ModelError::MissingKey`] naming the variable.
+    /// `ModelError::MissingKey` naming the variable.
     pub fn new(config: OpenAiConfig, api_key: Option<String>) -> Result<Self, OpenAiSetupError> {
         config.validate()?;
         let endpoint = endpoint_url(&config.base_url)?;

@@ -21,7 +21,7 @@ use super::{Preview, WatchScope};
 use crate::agent::live::Agent;
 use crate::session::SessionId;
 
-/// Most bytes of streamed text (plus [`ENTRY_COST`] per waiting message) that wait for one slow
+/// Most bytes of streamed text (plus `ENTRY_COST` per waiting message) that wait for one slow
 /// watcher. 1 MiB is minutes of reading for a person and far below gRPC's usual 4 MiB message
 /// limit, so a merged delta always fits in one message.
 pub const PENDING_TEXT_BUDGET: usize = 1024 * 1024;

@@ -61,7 +61,7 @@ fn push_escaped_id(out: &mut String, id: &str) {
     }
 }
 
-/// The name of a session's directory: [`escape_id`] of the id when that fits in one path
+/// The name of a session's directory: `escape_id` of the id when that fits in one path
 /// component (255 bytes), which covers every UUID and any id of up to 85 bytes.
 ///
 /// Longer escapes (an id may be 256 bytes, so its escape up to 768) cannot be mapped injectively
