@@ -348,6 +348,7 @@ fn postgres_options(
         target: PostgresTarget::parse(&text)?,
         holder: LeaseHolder::this_process(),
         lease: config.lease,
+        ca_file: config.ca_file.clone(),
     })
 }
 

@@ -1,7 +1,7 @@
 //! A throwaway PostgreSQL server for tests and benchmarks: Debian's `postgresql` package
 //! (`initdb` and `postgres` from `/usr/lib/postgresql/<version>/bin`), a fresh cluster in a
-//! temporary directory, listening on a Unix socket in that directory only (no TCP), trusting local
-//! connections of the user `dsh`.
+//! temporary directory, listening on a Unix socket in that directory only (no TCP, unless started
+//! with TLS: then on 127.0.0.1 too), trusting local connections of the user `dsh`.
 //!
 //! `initdb` refuses to run as root, so when the tests run as root the server runs as `nobody`
 //! (through `setpriv`, util-linux) in a directory handed to it. The server is stopped, and its
@@ -39,6 +39,8 @@ pub struct PgServer {
     as_nobody: bool,
     /// Whether commits are fsynced (benchmarks); tests run without.
     durable: bool,
+    /// Whether the server also listens on TCP (127.0.0.1:`port`) with TLS on.
+    tls: bool,
 }
 
 /// The server shared by every test of this binary, started on first use.
@@ -69,6 +71,46 @@ impl PgServer {
         Self::start_inner(false)
     }
 
+    /// A new cluster that also listens on `127.0.0.1` (at [`port`](Self::port)) with TLS on,
+    /// presenting `tls`'s server certificate; local connections need no password there either.
+    pub fn start_tls(tls: &TlsFiles) -> Self {
+        let mut server = Self::create(false);
+        // `localhost` in the socket's name would not do for TCP: take a free port.
+        server.port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        // PostgreSQL wants its key private to the server's user.
+        for (name, text) in [
+            ("server.crt", &tls.server_cert),
+            ("server.key", &tls.server_key),
+        ] {
+            let path = server.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            if server.as_nobody {
+                std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
+            }
+        }
+        server.tls = true;
+        server.run();
+        server
+    }
+
+    /// The TCP port (with [`start_tls`](Self::start_tls)); otherwise it only names the socket.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `db` over TCP at `host` (`localhost` or `127.0.0.1`), with `sslmode`.
+    pub fn tcp_url(&self, host: &str, db: &str, sslmode: &str) -> String {
+        format!(
+            "postgresql://{USER}@{host}:{}/{db}?sslmode={sslmode}",
+            self.port
+        )
+    }
+
     /// [`start`](Self::start) with PostgreSQL's durable defaults (`fsync=on`,
     /// `synchronous_commit=on`): what a benchmark compares with SQLite's `synchronous=FULL`.
     pub fn start_durable() -> Self {
@@ -76,6 +118,13 @@ impl PgServer {
     }
 
     fn start_inner(durable: bool) -> Self {
+        let mut server = Self::create(durable);
+        server.run();
+        server
+    }
+
+    /// A new cluster, not started.
+    fn create(durable: bool) -> Self {
         let bin = bin_dir();
         let as_nobody = rustix::process::geteuid().is_root();
         let base = tempfile::Builder::new()
@@ -104,16 +153,15 @@ impl PgServer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut server = Self {
+        Self {
             dir,
             port: 5432,
             child: None,
             bin,
             as_nobody,
             durable,
-        };
-        server.run();
-        server
+            tls: false,
+        }
     }
 
     /// Starts `postgres` on the cluster (again, after [`stop`](Self::stop)) and waits until it
@@ -124,13 +172,26 @@ impl PgServer {
         // `sh` runs the server in the background and forwards a TERM (the parent-death signal)
         // as a fast shutdown; when the server has gone, it removes the cluster unless told that
         // the server is only being stopped (the `keep` file).
+        // Arguments past the fourth are the server's own.
         let script = r#"
-"$1" -D "$2/data" -k "$2" -p "$3" -c listen_addresses= -c fsync="$4" -c max_connections=300 -c log_min_messages=warning &
+postgres=$1 dir=$2 port=$3 fsync=$4; shift 4
+"$postgres" -D "$dir/data" -k "$dir" -p "$port" -c fsync="$fsync" -c max_connections=300 -c log_min_messages=warning "$@" &
 pid=$!
 trap 'kill -INT $pid' TERM INT
 wait $pid; wait $pid
-[ -e "$2/keep" ] || rm -rf "$(dirname "$2")"
+[ -e "$dir/keep" ] || rm -rf "$(dirname "$dir")"
 "#;
+        let listen: Vec<String> = if self.tls {
+            [
+                "listen_addresses=127.0.0.1".to_owned(),
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", self.dir.join("server.crt").display()),
+                format!("ssl_key_file={}", self.dir.join("server.key").display()),
+            ]
+            .to_vec()
+        } else {
+            vec!["listen_addresses=".to_owned()]
+        };
         let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
         if self.as_nobody {
             let id = Some(NOBODY);
@@ -144,6 +205,7 @@ wait $pid; wait $pid
             .arg(&self.dir)
             .arg(self.port.to_string())
             .arg(if self.durable { "on" } else { "off" })
+            .args(listen.iter().flat_map(|setting| ["-c", setting]))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -354,4 +416,47 @@ fn bin_dir() -> PathBuf {
              /usr/lib/postgresql/<version>/bin): apt-get install postgresql"
         )
     })
+}
+
+/// A CA and a server certificate it signed, for a server started with
+/// [`PgServer::start_tls`]: PEM text, made fresh for each test.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA's certificate: what a client trusts (`postgres.ca_file`).
+    pub ca_cert: String,
+    /// The server's certificate, naming `localhost` only (not `127.0.0.1`, so that a test can
+    /// connect to a host it does not name).
+    pub server_cert: String,
+    /// The server's private key.
+    pub server_key: String,
+}
+
+impl TlsFiles {
+    /// A new CA and a certificate for `localhost` signed by it.
+    pub fn generate() -> Self {
+        let mut ca = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "dsh test CA");
+        ca.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+
+        let mut server = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        server
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
+        server.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let server_key = rcgen::KeyPair::generate().unwrap();
+        let server_cert = server.signed_by(&server_key, &issuer).unwrap();
+        Self {
+            ca_cert: ca_cert.pem(),
+            server_cert: server_cert.pem(),
+            server_key: server_key.serialize_pem(),
+        }
+    }
 }

@@ -91,6 +91,8 @@ pub struct PostgresConfig {
     pub url: Option<PostgresUrl>,
     /// `postgres.lease_ms`: how long a crashed daemon's sessions stay leased.
     pub lease: Duration,
+    /// `postgres.ca_file`: the CA certificates (PEM) that TLS to the database trusts.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The validated configuration the daemon runs with.
@@ -294,12 +296,17 @@ impl Builder<'_> {
 
     /// `[postgres]`: one of `url` and `url_file` (neither is read here: the file is read each
     /// time the backend is opened, so a rotated password is picked up), required when
-    /// `persistence` is `postgres`; `lease_ms`.
+    /// `persistence` is `postgres`; `lease_ms`; `ca_file` (read when the backend is opened),
+    /// required by an `sslmode` of `verify-ca` or `verify-full`.
     fn postgres(
         &self,
         section: &file::PostgresSection,
         persistence: BackendKind,
     ) -> Result<PostgresConfig, ConfigError> {
+        let ca_file = match &section.ca_file {
+            Some(file) => Some(self.path(Some(file), "postgres.ca_file", PathBuf::new())?),
+            None => None,
+        };
         let url = match (&section.url, &section.url_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Value {
@@ -309,10 +316,20 @@ impl Builder<'_> {
             }
             (Some(url), None) => {
                 // Checked now, so a typo is reported at start; the error never repeats the URL.
-                dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
+                let target = dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
                     origin: self.origin("postgres.url"),
                     message: e.to_string(),
                 })?;
+                let tls = target.tls();
+                if tls.verifies() && ca_file.is_none() {
+                    return Err(ConfigError::Value {
+                        origin: self.origin("postgres.ca_file"),
+                        message: format!(
+                            "postgres.url has sslmode={}: set postgres.ca_file to the certificate of the CA that signed the server's",
+                            tls.as_str()
+                        ),
+                    });
+                }
                 Some(PostgresUrl::Inline(dsh_core::SecretUrl::new(url.clone())))
             }
             (None, Some(file)) => Some(PostgresUrl::File(self.path(
@@ -335,6 +352,7 @@ impl Builder<'_> {
                 .map_or(dsh_core::DEFAULT_POSTGRES_LEASE, |ms| {
                     Duration::from_millis(ms.get())
                 }),
+            ca_file,
         })
     }
 

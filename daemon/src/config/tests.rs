@@ -296,6 +296,12 @@ fn bad_values_name_their_key() {
         ("persistence = \"mysql\"\n", "persistence"),
         ("checkpoint = \"never\"\n", "checkpoint"),
         ("[jsonl]\nroot = 5\n", "jsonl.root"),
+        // A verifying sslmode needs the CA's certificate; the error names the missing key.
+        (
+            "[postgres]\nurl = \"postgresql://u@db/x?sslmode=verify-full\"\n",
+            "postgres.ca_file",
+        ),
+        ("[postgres]\nca_file = 5\n", "postgres.ca_file"),
     ];
     for (text, key) in cases {
         let path = dir.path().join("c.toml");

@@ -26,6 +26,7 @@ mod backends;
 mod meta;
 mod pages;
 mod postgres;
+mod postgres_tls;
 mod suite;
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::{
@@ -36,6 +35,7 @@ mod ops;
 mod read;
 pub(crate) mod schema;
 pub(crate) mod target;
+pub(crate) mod tls;
 
 pub use lease::Holder;
 pub use target::{SecretUrl, Target};
@@ -56,6 +56,9 @@ pub struct PostgresOptions {
     pub holder: Holder,
     /// How long a lease lasts without renewal; renewed every third of it.
     pub lease: Duration,
+    /// `postgres.ca_file`: the CA certificates (PEM) a server's certificate must lead to, for
+    /// `sslmode` `verify-ca` and `verify-full` (and `require`, when set).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl PostgresOptions {
@@ -65,6 +68,7 @@ impl PostgresOptions {
             target: Target::parse(url)?,
             holder: Holder::this_process(),
             lease: DEFAULT_LEASE,
+            ca_file: None,
         })
     }
 }
@@ -110,9 +114,10 @@ impl PostgresBackend {
             .map_err(|e| {
                 PersistenceError::Config(format!("cannot start the PostgreSQL runtime: {e}"))
             })?;
+        let tls = tls::connector(options.target.tls(), options.ca_file.as_deref())?;
         let manager = Manager::from_config(
             options.target.config().clone(),
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

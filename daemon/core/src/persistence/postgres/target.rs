@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_postgres::config::Host;
 
+use super::tls::TlsMode;
 use crate::persistence::PersistenceError;
 
 /// How long a connection attempt may take before the database counts as unavailable, unless the
@@ -40,6 +41,7 @@ impl std::fmt::Debug for SecretUrl {
 pub struct Target {
     config: tokio_postgres::Config,
     shown: String,
+    tls: TlsMode,
 }
 
 impl std::fmt::Debug for Target {
@@ -53,7 +55,8 @@ impl Target {
     /// `key=value` pairs (`host=/run/postgresql dbname=dsh`). The error never repeats the
     /// string (it may hold a password).
     pub fn parse(url: &str) -> Result<Self, PersistenceError> {
-        let mut config: tokio_postgres::Config = url.trim().parse().map_err(|e| {
+        let (url, asked) = take_sslmode(url.trim())?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             PersistenceError::Config(format!(
                 "postgres.url is not a PostgreSQL connection string: {e}"
             ))
@@ -72,8 +75,26 @@ impl Target {
         if config.get_application_name().is_none() {
             config.application_name("dshd");
         }
+        // libpq's default is `prefer`; like libpq, no TLS on Unix sockets (the server offers
+        // none there, and asking costs a round trip per connection).
+        let only_sockets = config
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, Host::Unix(_)));
+        let tls = if only_sockets {
+            TlsMode::Disable
+        } else {
+            asked.unwrap_or(TlsMode::Prefer)
+        };
+        config.ssl_mode(tls.client_mode());
         let shown = shown(&config);
-        Ok(Self { config, shown })
+        Ok(Self { config, shown, tls })
+    }
+
+    /// What `sslmode` asked for (`disable` when the database is reached through Unix sockets
+    /// only).
+    pub fn tls(&self) -> TlsMode {
+        self.tls
     }
 
     /// The database as shown to people: a URL with user, hosts, ports and database name, never a
@@ -124,6 +145,70 @@ fn shown(config: &tokio_postgres::Config) -> String {
     text
 }
 
+/// Takes `sslmode` out of a connection string (URL or `key=value` pairs), since the client
+/// library knows neither `verify-ca` nor `verify-full`: returns the rest and the mode asked for.
+/// `sslrootcert` is refused with a pointer to `postgres.ca_file`.
+fn take_sslmode(url: &str) -> Result<(String, Option<TlsMode>), PersistenceError> {
+    let mut mode = None;
+    let mut take = |pair: &str| -> Result<bool, PersistenceError> {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Ok(false);
+        };
+        match key.trim() {
+            "sslmode" => {
+                let value = value.trim().trim_matches('\'');
+                mode = Some(TlsMode::parse(value).ok_or_else(|| {
+                    PersistenceError::Config(format!(
+                        "postgres.url: sslmode {value:?} is not one of disable, prefer, \
+                         require, verify-ca, verify-full"
+                    ))
+                })?);
+                Ok(true)
+            }
+            "sslrootcert" => Err(PersistenceError::Config(
+                "postgres.url: sslrootcert is not read from the connection string; set \
+                 postgres.ca_file"
+                    .to_owned(),
+            )),
+            _ => Ok(false),
+        }
+    };
+    let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        match url.split_once('?') {
+            Some((base, query)) => {
+                let mut kept = Vec::new();
+                for pair in query.split('&') {
+                    if !take(pair)? {
+                        kept.push(pair);
+                    }
+                }
+                if kept.is_empty() {
+                    base.to_owned()
+                } else {
+                    format!("{base}?{}", kept.join("&"))
+                }
+            }
+            None => url.to_owned(),
+        }
+    } else {
+        // `key=value` pairs: the words taken are cut out and the rest kept byte for byte (a
+        // quoted value keeps its spaces). Only a quoted value that itself holds ` sslmode=`
+        // would be misread.
+        let mut rest = String::with_capacity(url.len());
+        let mut from = 0;
+        for word in url.split_whitespace() {
+            let start = word.as_ptr() as usize - url.as_ptr() as usize;
+            if take(word)? {
+                rest.push_str(&url[from..start]);
+                from = start + word.len();
+            }
+        }
+        rest.push_str(&url[from..]);
+        rest
+    };
+    Ok((rest, mode))
+}
+
 /// Percent-encodes what would change the meaning of a URL part.
 fn encode(text: &str) -> String {
     let mut out = String::new();
@@ -167,5 +252,67 @@ mod tests {
             .to_string();
         assert!(err.starts_with("postgres.url"), "{err}");
         assert!(!err.contains("topsecret"), "{err}");
+    }
+
+    #[test]
+    fn sslmode_is_read_in_both_forms_and_not_on_sockets_only() {
+        use tokio_postgres::config::SslMode;
+        for (url, mode, client) in [
+            ("postgresql://u@db/x", TlsMode::Prefer, SslMode::Prefer),
+            (
+                "postgresql://u@db/x?sslmode=disable",
+                TlsMode::Disable,
+                SslMode::Disable,
+            ),
+            (
+                "postgresql://u@db/x?sslmode=require&connect_timeout=3",
+                TlsMode::Require,
+                SslMode::Require,
+            ),
+            (
+                "postgresql://u@db/x?application_name=a&sslmode=verify-ca",
+                TlsMode::VerifyCa,
+                SslMode::Require,
+            ),
+            (
+                "host=db  password='a  b' sslmode=verify-full user=u",
+                TlsMode::VerifyFull,
+                SslMode::Require,
+            ),
+            // libpq ignores sslmode on Unix sockets; so does dsh.
+            (
+                "host=/run/postgresql sslmode=require",
+                TlsMode::Disable,
+                SslMode::Disable,
+            ),
+        ] {
+            let target = Target::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(target.tls(), mode, "{url}");
+            assert_eq!(target.config().get_ssl_mode(), client, "{url}");
+        }
+        // What is left of the string is passed on unchanged: spaces in a quoted value stay.
+        let target = Target::parse("host=db password='a  b' sslmode=verify-full user=u").unwrap();
+        assert_eq!(target.config().get_password(), Some(&b"a  b"[..]));
+        assert_eq!(target.config().get_user(), Some("u"));
+        let target =
+            Target::parse("postgresql://u@db/x?sslmode=require&connect_timeout=3").unwrap();
+        assert_eq!(
+            target.config().get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
+        for (url, wanted) in [
+            ("postgresql://u@db/x?sslmode=verify", "sslmode \"verify\""),
+            ("host=db sslmode=allow", "sslmode \"allow\""),
+            (
+                "postgresql://u@db/x?sslrootcert=/ca.pem",
+                "postgres.ca_file",
+            ),
+        ] {
+            let err = Target::parse(url).unwrap_err().to_string();
+            assert!(
+                err.starts_with("postgres.url") && err.contains(wanted),
+                "{url}: {err}"
+            );
+        }
     }
 }
