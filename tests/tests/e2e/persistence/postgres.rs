@@ -188,6 +188,73 @@ fn postgres_stopped_mid_turn_loses_no_acknowledged_event() {
     assert_eq!((rows, distinct), (stored.len() as u64, stored.len() as u64));
 }
 
+/// The database goes away and dshd is stopped (SIGTERM) with a turn it could not save: it exits
+/// non-zero naming the session and leaves a rescue copy (the whole log, JSONL) in the home, as
+/// with the file backends. With the database back, the database holds the saved prefix and the
+/// copy every acknowledged event: nothing acknowledged is lost.
+#[test]
+fn a_shutdown_with_the_database_gone_leaves_a_rescue_copy_of_the_unsaved_turn() {
+    let mut server = PgServer::start();
+    let db = server.fresh_database();
+    let settings = config(&server.url(&db), 2000, "");
+    let mut daemon = on(settings.clone());
+    let cwd = daemon.workdir("p");
+    let id = daemon.new_agent(&cwd, &text_replies(&["saved", "unsaved"]));
+    daemon.prompt(&id, "first").assert_completed();
+    let saved = daemon.events(&id);
+
+    server.stop();
+    let turn = daemon.prompt(&id, "second");
+    let (reason, detail) = turn.reason();
+    assert_eq!(reason, "error", "{:?}", turn.lines);
+    assert!(detail.contains("unavailable"), "{detail}");
+    // Acknowledged: the client was sent every event of the second turn.
+    let acknowledged = daemon.events(&id);
+    assert_eq!(
+        count(&acknowledged, "turn/end"),
+        2,
+        "{:?}",
+        types(&acknowledged)
+    );
+
+    let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(60));
+    let log = daemon.log_text();
+    assert!(
+        !status.success(),
+        "dshd exited 0 with an unsaved session:\n{log}"
+    );
+    assert!(
+        log.contains(&id),
+        "the exit does not name the session:\n{log}"
+    );
+    let rescue_dir = daemon.home.join("rescue");
+    let copies: Vec<PathBuf> = std::fs::read_dir(&rescue_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{log}", rescue_dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}\n{log}");
+    assert!(log.contains(copies[0].to_str().unwrap()), "{log}");
+    let copy = file(&copies[0]);
+    assert_eq!(copy.header["id"], id.as_str());
+    assert_eq!(
+        copy.events, acknowledged,
+        "the rescue copy is not the acknowledged log"
+    );
+
+    // The database back and dshd restarted: the database holds what was saved, and the copy
+    // holds the rest.
+    server.run();
+    daemon.restart_with(DaemonSpec {
+        config: Some(settings),
+        ..DaemonSpec::default()
+    });
+    let stored = daemon.events(&id);
+    assert_eq!(stored, saved, "the database lost or gained events");
+    assert_eq!(copy.events[..stored.len()], stored[..]);
+    let (rows, distinct, _) = stored_rows_on(&server, &db, &id);
+    assert_eq!((rows, distinct), (saved.len() as u64, saved.len() as u64));
+}
+
 fn stored_rows_on(server: &PgServer, db: &str, id: &str) -> (u64, u64, i64) {
     let row = server.sql(
         db,
