@@ -210,7 +210,7 @@ impl persistence_server::Persistence for PersistenceService {
         let backend = self.backends.handle().backend();
         let listed_from = backend.clone();
         let asked = query.clone();
-        let (stored, mut metas) = tokio::task::spawn_blocking(move || {
+        let (mut stored, mut metas) = tokio::task::spawn_blocking(move || {
             session_list::stored_page(backend.as_ref(), &asked, include_archived)
         })
         .await
@@ -225,6 +225,10 @@ impl persistence_server::Persistence for PersistenceService {
             live.push(agent.header().as_ref().clone());
             metas.insert(agent.id().clone(), meta);
         }
+        // A live session that is not on the stored page has not been stored yet: it is this
+        // daemon's own, created here.
+        let mut creators = std::mem::take(&mut stored.creators);
+        let this_daemon = listed_from.creator();
         let (page, next_page_token) = session_list::merge(&query, stored, &live);
         let others = if request.page_token.is_empty() {
             let live = live.into_iter().map(|h| h.id).collect();
@@ -251,11 +255,17 @@ impl persistence_server::Persistence for PersistenceService {
             .iter()
             .map(|(h, live)| {
                 let meta = metas.remove(&h.id).unwrap_or_default();
+                let creator = creators
+                    .remove(&h.id)
+                    .or_else(|| (*live).then(|| this_daemon.clone()).flatten())
+                    .unwrap_or_default();
                 v1::SessionSummary {
                     header: Some(header(h)),
                     live: *live,
                     title: meta.title.unwrap_or_default(),
                     archived: meta.archived,
+                    host: creator.host,
+                    daemon: creator.daemon,
                 }
             })
             .collect();

@@ -90,6 +90,7 @@ pub fn stored_page(
         let Some(last) = page.headers.last().map(ListKey::of) else {
             return Ok((out, metas));
         };
+        let mut creators = page.creators;
         let mut headers = page.headers.into_iter();
         for h in headers.by_ref() {
             let meta = match backend.meta(&h.id) {
@@ -105,6 +106,9 @@ pub fn stored_page(
                 continue;
             }
             metas.insert(h.id.clone(), meta);
+            if let Some(creator) = creators.remove(&h.id) {
+                out.creators.insert(h.id.clone(), creator);
+            }
             out.headers.push(h);
             if out.headers.len() == query.limit {
                 break;
@@ -364,6 +368,7 @@ mod tests {
         let stored = Page {
             headers: vec![h("s5", 5), h("s3", 3), h("s1", 1)],
             more: true,
+            ..Page::default()
         };
         // s3 is stored and live; new4 is live only.
         let (page, token) = merge(&query, stored, &[h("s3", 3), h("new4", 4)]);
@@ -382,6 +387,7 @@ mod tests {
             Page {
                 headers: vec![h("s1", 1)],
                 more: false,
+                ..Page::default()
             },
             &[],
         );

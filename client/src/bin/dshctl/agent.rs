@@ -241,7 +241,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     return writeln!(w, "no live agents");
                 }
                 let mut table =
-                    crate::output::table(["AGENT", "STATE", "TURNS", "PROVIDER", "PARENT", "CWD"]);
+                    crate::output::table(&["AGENT", "STATE", "TURNS", "PROVIDER", "PARENT", "CWD"]);
                 for a in &list {
                     table.add_row([
                         a.agent_id.clone(),

@@ -35,7 +35,7 @@ pub async fn run(client: &Client, out: Output, command: EnvCommand) -> anyhow::R
                 })).collect::<Vec<_>>()
             });
             out.emit(&doc, |w| {
-                let mut table = crate::output::table(["KEY", "CONTRIBUTOR", "DESCRIPTION"]);
+                let mut table = crate::output::table(&["KEY", "CONTRIBUTOR", "DESCRIPTION"]);
                 for v in &variables {
                     table.add_row([v.key.clone(), v.contributor.clone(), v.description.clone()]);
                 }

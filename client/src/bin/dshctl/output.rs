@@ -55,12 +55,12 @@ const WRAPPED: [&str; 5] = ["CWD", "DESCRIPTION", "COMMAND", "PATH", "TITLE"];
 /// A table with a header row, for human output. On a terminal it fits the width (comfy-table's
 /// dynamic arrangement: the [`WRAPPED`] columns wrap); piped, rows stay whole. `--json` always
 /// carries the full values.
-pub fn table<const N: usize>(header: [&str; N]) -> comfy_table::Table {
+pub fn table(header: &[&str]) -> comfy_table::Table {
     let mut table = comfy_table::Table::new();
     table
         .load_preset(comfy_table::presets::NOTHING)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_header(header);
+        .set_header(header.to_vec());
     for (at, name) in header.iter().enumerate() {
         if !WRAPPED.contains(name)
             && let Some(column) = table.column_mut(at)

@@ -260,7 +260,7 @@ pub async fn job(client: &Client, out: Output, command: JobCommand) -> anyhow::R
                     return writeln!(w, "no background jobs");
                 }
                 let mut table =
-                    crate::output::table(["JOB", "AGENT", "STATE", "STARTED", "COMMAND"]);
+                    crate::output::table(&["JOB", "AGENT", "STATE", "STARTED", "COMMAND"]);
                 for j in &jobs {
                     table.add_row([
                         j.job_id.clone(),

@@ -199,6 +199,8 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                         "live": s.live,
                         "title": s.title,
                         "archived": s.archived,
+                        "host": (!s.host.is_empty()).then_some(&s.host),
+                        "daemon": (!s.daemon.is_empty()).then_some(&s.daemon),
                         "header": s.header.as_ref().map(wire::header),
                     })
                 }).collect::<Vec<_>>(),
@@ -216,9 +218,14 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             out.emit(&doc, |w| {
                 writeln!(w, "{}", summary(&listed, page_token.is_some()))?;
                 if !sessions.is_empty() {
-                    let mut table = crate::output::table([
-                        "SESSION", "CREATED", "LIVE", "PARENT", "CWD", "TITLE",
-                    ]);
+                    // The creating machine, where the backend records it (postgres): sessions
+                    // of many machines in one list.
+                    let hosts = sessions.iter().any(|s| !s.host.is_empty());
+                    let mut columns = vec!["SESSION", "CREATED", "LIVE", "PARENT", "CWD", "TITLE"];
+                    if hosts {
+                        columns.insert(2, "HOST");
+                    }
+                    let mut table = crate::output::table(&columns);
                     for s in sessions {
                         let h = s.header.clone().unwrap_or_default();
                         let title = if s.archived {
@@ -226,14 +233,18 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                         } else {
                             s.title.clone()
                         };
-                        table.add_row([
+                        let mut row = vec![
                             h.id,
                             crate::output::ago(h.created_at_ms),
                             if s.live { "yes" } else { "" }.to_owned(),
                             crate::output::short_id(&h.parent_session.unwrap_or_default()),
                             h.cwd,
                             title,
-                        ]);
+                        ];
+                        if hosts {
+                            row.insert(2, s.host.clone());
+                        }
+                        table.add_row(row);
                     }
                     writeln!(w, "{table}")?;
                 }

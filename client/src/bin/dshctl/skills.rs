@@ -32,7 +32,7 @@ pub async fn run(client: &Client, out: Output, command: SkillsCommand) -> anyhow
         if found.skills.is_empty() {
             writeln!(w, "no skills (put them in <home>/skills/<name>/SKILL.md)")?;
         } else {
-            let mut table = crate::output::table(["NAME", "DESCRIPTION", "PATH"]);
+            let mut table = crate::output::table(&["NAME", "DESCRIPTION", "PATH"]);
             for s in &found.skills {
                 table.add_row([s.name.clone(), s.description.clone(), s.path.clone()]);
             }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use handle::PersistenceHandle;
-pub use page::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
+pub use page::{Creator, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
 use crate::session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
 
@@ -436,6 +436,12 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// is down); `None` when it can, or when the backend has no server (files). No I/O: the
     /// answer of the last attempt.
     fn unavailable(&self) -> Option<String> {
+        None
+    }
+
+    /// Who this backend records as the creator of the sessions it stores first (see
+    /// [`Page::creators`]); `None` for backends that record no creator.
+    fn creator(&self) -> Option<Creator> {
         None
     }
 }

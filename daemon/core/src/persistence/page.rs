@@ -7,6 +7,7 @@
 //! is created or removed meanwhile; a session created during the walk is returned at most once.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::session::{SessionHeader, SessionId};
@@ -105,6 +106,18 @@ pub struct Page {
     /// `true` when the rest turns out to be empty (e.g. a log removed meanwhile), never `false`
     /// when more follow.
     pub more: bool,
+    /// Who created each listed session, where the backend records it (PostgreSQL); empty for
+    /// the file backends, whose sessions are all this machine's.
+    pub creators: HashMap<SessionId, Creator>,
+}
+
+/// The machine and the daemon that created a session (recorded by the PostgreSQL backend).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Creator {
+    /// The machine's host name.
+    pub host: String,
+    /// The daemon's instance id (one per dshd process).
+    pub daemon: String,
 }
 
 /// Makes a page out of headers from anywhere (the generic path, and tests): filters, sorts and
@@ -114,7 +127,11 @@ pub(crate) fn page_of(headers: impl IntoIterator<Item = SessionHeader>, query: &
     headers.sort_by(|a, b| listed_before(a, b, query.order));
     let more = headers.len() > query.limit;
     headers.truncate(query.limit);
-    Page { headers, more }
+    Page {
+        headers,
+        more,
+        creators: HashMap::new(),
+    }
 }
 
 #[cfg(test)]

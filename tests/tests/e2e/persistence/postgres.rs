@@ -70,13 +70,42 @@ fn two_daemons_share_one_database_with_one_writer_per_session() {
     b.prompt(&theirs, "hello").assert_completed();
 
     // Each lists the other's sessions, through the same pages, and filters by host.
+    let host = dsh_core::host_name();
     for daemon in [&a, &b] {
         let ids = listed(daemon, &["--page-size", "1"]);
         assert!(ids.contains(&id) && ids.contains(&theirs), "{ids:?}");
-        let host = dsh_core::host_name();
         assert_eq!(listed(daemon, &["--host", &host]).len(), 2);
         assert!(listed(daemon, &["--host", "no-such-host.invalid"]).is_empty());
     }
+    // Each session names the host and the daemon that created it, the other daemon's too; the
+    // table shows the host.
+    let doc = b.dshctl_json(&["session", "list", "--all", "--host", &host]);
+    let creators: Vec<(String, String, String)> = doc["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["header"]["id"].as_str().unwrap().to_owned(),
+                s["host"].as_str().unwrap_or_default().to_owned(),
+                s["daemon"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(creators.len(), 2, "{doc}");
+    for (_, listed_host, daemon) in &creators {
+        assert_eq!(listed_host, &host, "{doc}");
+        assert!(!daemon.is_empty(), "{doc}");
+    }
+    let daemon_of = |id: &str| creators.iter().find(|c| c.0 == id).unwrap().2.clone();
+    assert_ne!(
+        daemon_of(&id),
+        daemon_of(&theirs),
+        "two daemons created them: {doc}"
+    );
+    let table = b.dshctl(&["session", "list"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("HOST") && text.contains(&host), "{text}");
     // Locate answers the database (no credentials) and the session; no transcript file.
     let location = b.locate(&id);
     assert_eq!(location["kind"], "postgres", "{location}");

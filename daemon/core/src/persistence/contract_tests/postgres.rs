@@ -189,6 +189,29 @@ fn sessions_record_their_host_and_pages_filter_by_it() {
     assert_eq!(page(Some("host-a")), ["s0", "s2"]);
     assert_eq!(page(Some("host-b")), ["s1"]);
     assert!(page(Some("elsewhere")).is_empty());
+    // Each page says who created each of its sessions.
+    let listed = b
+        .list_page(&PageQuery {
+            after: None,
+            limit: 10,
+            order: Order::OldestFirst,
+            cwd: None,
+            host: None,
+        })
+        .unwrap();
+    let creators: Vec<String> = listed
+        .headers
+        .iter()
+        .map(|h| {
+            let c = &listed.creators[&h.id];
+            format!("{} {} {}", h.id.as_str(), c.host, c.daemon)
+        })
+        .collect();
+    assert_eq!(creators, recorded.lines().collect::<Vec<_>>());
+    assert_eq!(
+        b.creator().map(|c| (c.host, c.daemon)),
+        Some(("host-b".to_owned(), "daemon-b".to_owned()))
+    );
 }
 
 /// A database that is down: the backend opens (it connects to nothing), every call is refused

@@ -367,7 +367,11 @@ pub(super) fn page(index: &mut Index, root: &Path, query: &PageQuery) -> Page {
         tracing::debug!(path = %path.display(), "an indexed session log changed; reading its project again");
         index.distrust(&path);
     }
-    Page { headers, more }
+    Page {
+        headers,
+        more,
+        creators: Default::default(),
+    }
 }
 
 #[cfg(test)]

@@ -396,6 +396,13 @@ impl Persistence for PostgresBackend {
         }
     }
 
+    fn creator(&self) -> Option<super::Creator> {
+        Some(super::Creator {
+            host: self.inner.holder.host.clone(),
+            daemon: self.inner.holder.daemon.clone(),
+        })
+    }
+
     fn unavailable(&self) -> Option<String> {
         self.inner
             .unavailable

@@ -1,9 +1,11 @@
 //! Reading rows: one session's header and events, headers alone, and pages of headers.
 
+use std::collections::HashMap;
+
 use tokio_postgres::types::ToSql;
 
 use super::Inner;
-use crate::persistence::{Order, Page, PageQuery, PersistenceError};
+use crate::persistence::{Creator, Order, Page, PageQuery, PersistenceError};
 use crate::session::{Event, SessionHeader, SessionId};
 
 impl Inner {
@@ -107,12 +109,26 @@ impl Inner {
         let client = self.client().await?;
         let rows = client.query(&sql, &params).await.map_err(|e| self.pg(e))?;
         let more = rows.len() > query.limit;
-        let headers = rows
-            .iter()
-            .take(query.limit)
-            .filter_map(|r| readable_header(r.get(0), r.get(1)))
-            .collect();
-        Ok(Page { headers, more })
+        let mut headers = Vec::new();
+        let mut creators = HashMap::new();
+        for row in rows.iter().take(query.limit) {
+            let Some(header) = readable_header(row.get(0), row.get(1)) else {
+                continue;
+            };
+            creators.insert(
+                header.id.clone(),
+                Creator {
+                    host: row.get(2),
+                    daemon: row.get(3),
+                },
+            );
+            headers.push(header);
+        }
+        Ok(Page {
+            headers,
+            more,
+            creators,
+        })
     }
 }
 
@@ -160,7 +176,7 @@ pub(super) fn page_statement(query: &PageQuery, cwd: Option<String>) -> (String,
     };
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1);
     let sql = format!(
-        "SELECT id, header FROM sessions {filter} \
+        "SELECT id, header, host, daemon FROM sessions {filter} \
          ORDER BY created_at {direction}, id {direction} LIMIT {}",
         limit + 1
     );

@@ -118,7 +118,11 @@ impl SqliteBackend {
             .take(query.limit)
             .filter_map(|(id, text)| readable_header(&id, &text))
             .collect();
-        Ok(Page { headers, more })
+        Ok(Page {
+            headers,
+            more,
+            creators: Default::default(),
+        })
     }
 
     pub(super) fn insert_events(
