@@ -53,7 +53,7 @@ pub use persistence::{
 
 // Listing in keyset pages.
 pub use persistence::page::listed_before;
-pub use persistence::{ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
+pub use persistence::{Creator as SessionCreator, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
 // The three backends.
 pub use persistence::jsonl::{
@@ -62,7 +62,7 @@ pub use persistence::jsonl::{
 pub use persistence::postgres::lease::host_name;
 pub use persistence::postgres::{
     DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
-    PostgresOptions, SecretUrl, Target as PostgresTarget,
+    PostgresOptions, SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
 };
 pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_location};
 

@@ -316,10 +316,11 @@ impl Builder<'_> {
             }
             (Some(url), None) => {
                 // Checked now, so a typo is reported at start; the error never repeats the URL.
-                let target = dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
-                    origin: self.origin("postgres.url"),
-                    message: e.to_string(),
-                })?;
+                let target =
+                    dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
+                        origin: self.origin("postgres.url"),
+                        message: e.to_string(),
+                    })?;
                 let tls = target.tls();
                 if tls.verifies() && ca_file.is_none() {
                     return Err(ConfigError::Value {

@@ -39,6 +39,7 @@ pub(crate) mod tls;
 
 pub use lease::Holder;
 pub use target::{SecretUrl, Target};
+pub use tls::TlsMode;
 
 /// How long a lease lasts without renewal unless configured (`postgres.lease_seconds`): a
 /// crashed daemon's sessions can be resumed elsewhere this long after its last renewal.

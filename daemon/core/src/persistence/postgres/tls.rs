@@ -82,7 +82,7 @@ impl TlsMode {
 
 /// The TLS connector for `mode`, trusting the CA certificates in `ca_file` (PEM) when given.
 /// Errors name `postgres.ca_file` or `sslmode`.
-pub fn connector(
+pub(crate) fn connector(
     mode: TlsMode,
     ca_file: Option<&Path>,
 ) -> Result<MakeRustlsConnect, PersistenceError> {
