@@ -227,6 +227,6 @@ impl Inner {
         id: SessionId,
     ) -> Result<Option<SessionHeader>, PersistenceError> {
         let client = self.client().await?;
-        self.header_in(&**client, &id).await
+        self.header_in(&client, &id).await
     }
 }

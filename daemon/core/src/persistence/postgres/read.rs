@@ -16,7 +16,7 @@ impl Inner {
         id: &SessionId,
     ) -> Result<(SessionHeader, Vec<Event>), PersistenceError> {
         let header = self
-            .header_in(&**tx, id)
+            .header_in(tx, id)
             .await?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
         let stmt = tx
@@ -52,14 +52,20 @@ impl Inner {
         Ok((header, events))
     }
 
-    /// The stored header of `id`, from its row alone.
+    /// The stored header of `id`, from its row alone. The statement is prepared once per
+    /// connection: a plain query would be parsed anew each time, one more round trip for the
+    /// first `Locate` of every session.
     pub(super) async fn header_in(
         &self,
-        client: &(impl tokio_postgres::GenericClient + Sync),
+        client: &impl deadpool_postgres::GenericClient,
         id: &SessionId,
     ) -> Result<Option<SessionHeader>, PersistenceError> {
+        let stmt = client
+            .prepare_cached("SELECT header FROM sessions WHERE id = $1")
+            .await
+            .map_err(|e| self.pg(e))?;
         let row = client
-            .query_opt("SELECT header FROM sessions WHERE id = $1", &[&id.as_str()])
+            .query_opt(&stmt, &[&id.as_str()])
             .await
             .map_err(|e| self.pg(e))?;
         let Some(row) = row else {
