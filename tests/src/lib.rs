@@ -425,7 +425,8 @@ fn with_soft_open_file_limit(cmd: &Command, limit: u64) -> Command {
     wrapped
 }
 
-/// How many descriptors process `pid` has open (from `/proc`).
+/// How many descriptors process `pid` has open (from `/proc`). For dshd, only root may look: it
+/// makes itself non-dumpable, which gives its `/proc` files to root.
 pub fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(Iterator::count)
@@ -515,19 +516,13 @@ pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
     }
 }
 
-/// Whether a root-only test can run: true as root (CI runs the suite as root). For any other
-/// user it reports the test as skipped, by name, on stderr, and returns false; the caller returns.
-/// The README's test command then passes for a developer without root, and nothing is hidden: the
-/// skipped tests are listed in the output.
-#[must_use]
-pub fn root_or_skip(what: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("this test")
-        .to_owned();
-    eprintln!("SKIPPED {test}: needs root to {what}; CI runs it as root");
-    false
+/// Fails the test unless it runs as root. Root-only tests are `#[ignore = "needs root"]`, so the
+/// README's `cargo test --workspace` leaves them out and reports them as ignored; `.ci/run` runs
+/// them as root (`cargo test --workspace -- --ignored`). Run without root, such a test fails here
+/// saying what it needed, rather than passing having tested nothing.
+pub fn needs_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test needs root to {what}: run the ignored tests as root (`cargo test --workspace -- --ignored`, as .ci/run does)"
+    );
 }

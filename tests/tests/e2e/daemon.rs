@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use dsh_proto::v1;
 use dsh_tests::{
-    DaemonSpec, TestDaemon, daemon_command, dshctl_at, dshctl_bin, eventually, private_dir,
-    root_or_skip, wait_child,
+    DaemonSpec, TestDaemon, daemon_command, dshctl_at, dshctl_bin, eventually, needs_root,
+    private_dir, wait_child,
 };
 use rustix::process::Signal;
 
@@ -77,10 +77,9 @@ fn socket_is_0600_in_a_0700_directory() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_client_running_as_another_uid_cannot_talk_to_the_daemon() {
-    if !root_or_skip("run a client as another uid") {
-        return;
-    }
+    needs_root("run a client as another uid");
     let daemon = TestDaemon::start();
     let nobody = 65534;
     let as_nobody = |socket: &std::path::Path| {

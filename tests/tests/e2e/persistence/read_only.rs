@@ -1,20 +1,15 @@
 //! A home dshd cannot write: stored sessions are read (events, locate), resume and fork say
 //! FAILED_PRECONDITION naming the path they cannot write, and the daemon keeps serving.
 //!
-//! The suite runs as root, for whom permission bits mean nothing, so the home is made read-only
-//! with a read-only bind mount in a mount namespace of dshd's own (`unshare -m`): the test itself
-//! still sees the home writable, and nothing outside dshd is affected. If that cannot be set up,
-//! dshd never starts and the test fails with the mount error in its log.
+//! The home is made read-only with a read-only bind mount in a mount namespace of dshd's own
+//! (`unshare -m`), which works for root too (for whom permission bits mean nothing) and needs it:
+//! the test itself still sees the home writable, and nothing outside dshd is affected. If that
+//! cannot be set up, dshd never starts and the test fails with the mount error in its log.
 
 use super::*;
 
-/// Restarts dshd with `args` in a mount namespace where `home` is mounted read-only; false (the
-/// test is reported skipped) without root.
-#[must_use]
-fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) -> bool {
-    if !dsh_tests::root_or_skip("make the home read-only with a bind mount") {
-        return false;
-    }
+/// Restarts dshd with `args` in a mount namespace where `home` is mounted read-only.
+fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) {
     let home = daemon.home.clone();
     daemon.restart_with(DaemonSpec {
         args: args.iter().map(Into::into).collect(),
@@ -42,7 +37,6 @@ fn read_only_home(daemon: &mut TestDaemon, args: &[&str]) -> bool {
         "the home is writable for dshd, so this test would prove nothing: {out:?}"
     );
     assert!(!probe.exists());
-    true
 }
 
 /// Every file under `dir` with its bytes, to show nothing was written.
@@ -76,7 +70,9 @@ fn assert_not_writable(daemon: &TestDaemon, args: &[&str], path: &Path) {
 }
 
 #[tokio::test]
+#[ignore = "needs root"]
 async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_path() {
+    dsh_tests::needs_root("make the home read-only with a bind mount");
     let mut daemon = TestDaemon::start();
     let cwd = daemon.workdir("ro");
     let bash_then_text = json!({"replies": [
@@ -103,9 +99,7 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     assert!(!PathBuf::from(format!("{}-shm", db.display())).exists());
 
     // SQLite (the saved choice), with no write-ahead log left by the clean shutdown.
-    if !read_only_home(&mut daemon, &[]) {
-        return;
-    }
+    read_only_home(&mut daemon, &[]);
     assert_eq!(daemon.dshctl_json(&["status"])["persistence"], "sqlite");
     assert_eq!(daemon.events(&on_sqlite), sqlite_events);
     assert_eq!(daemon.locate(&on_sqlite), Value::Null);
@@ -158,9 +152,7 @@ async fn a_read_only_home_serves_stored_sessions_and_refuses_resume_naming_the_p
     stop_gracefully(&mut daemon);
 
     // JSONL.
-    if !read_only_home(&mut daemon, &["--persistence", "jsonl"]) {
-        return;
-    }
+    read_only_home(&mut daemon, &["--persistence", "jsonl"]);
     assert_eq!(daemon.events(&on_jsonl), jsonl_events);
     assert_eq!(daemon.located_path(&on_jsonl), jsonl_log);
     assert_not_writable(&daemon, &["agent", "resume", &on_jsonl], &jsonl_log);

@@ -157,7 +157,11 @@ async fn one_closed_session(client: &dsh_client::Client, cwd: &Path) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs root"]
 async fn closed_sessions_do_not_keep_their_log_files_open() {
+    dsh_tests::needs_root(
+        "list dshd's descriptors (dshd is non-dumpable: its /proc files are root's)",
+    );
     let daemon = TestDaemon::start();
     let cwd = daemon.workdir("many");
     let client = daemon.client().await;

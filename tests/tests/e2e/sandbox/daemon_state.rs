@@ -10,10 +10,9 @@ use super::*;
 /// reads a file of mode 000 anyway; started with a soft open-file limit below the hard one, where
 /// dshd used to raise its own and write that file.
 #[test]
+#[ignore = "needs root"]
 fn a_confined_command_chmodding_dshds_files_changes_nothing_for_other_agents() {
-    if !dsh_tests::root_or_skip("run dshd as an ordinary user") {
-        return;
-    }
+    dsh_tests::needs_root("run dshd as an ordinary user");
     let daemon = TestDaemon::start_with(DaemonSpec {
         user: Some(dsh_tests::NOBODY),
         open_file_soft_limit: Some(1024),
@@ -59,10 +58,9 @@ fn a_confined_command_chmodding_dshds_files_changes_nothing_for_other_agents() {
 /// with dshd run as an ordinary user (as root, a command could read them anyway; confined
 /// commands lose the capabilities that allow it).
 #[test]
+#[ignore = "needs root"]
 fn an_agents_command_cannot_read_dshds_environment_or_memory() {
-    if !dsh_tests::root_or_skip("run dshd as an ordinary user") {
-        return;
-    }
+    dsh_tests::needs_root("run dshd as an ordinary user");
     let daemon = TestDaemon::start_with(DaemonSpec {
         user: Some(dsh_tests::NOBODY),
         env: vec![("DEEPSEEK_API_KEY".into(), "sk-guard-secret".into())],

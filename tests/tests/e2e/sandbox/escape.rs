@@ -135,10 +135,10 @@ fn no_command_can_type_into_a_terminal() {
 
 /// The same with dshd run by an ordinary user, who may push input into the terminal it controls.
 #[test]
+#[ignore = "needs root"]
 fn no_command_can_type_into_a_terminal_as_an_ordinary_user() {
-    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
-        type_into_a_terminal(Some(dsh_tests::NOBODY));
-    }
+    dsh_tests::needs_root("run dshd as an ordinary user");
+    type_into_a_terminal(Some(dsh_tests::NOBODY));
 }
 
 fn type_into_a_terminal(user: Option<u32>) {
@@ -238,10 +238,9 @@ PY"#
 /// Device nodes let root reach any disk or memory behind the sandbox's back. No confined mode
 /// may make one, not even in its own workspace or temporary directory.
 #[test]
+#[ignore = "needs root"]
 fn no_confined_command_makes_a_device_node() {
-    if !dsh_tests::root_or_skip("make device nodes") {
-        return;
-    }
+    dsh_tests::needs_root("make device nodes");
     let daemon = TestDaemon::start();
     let work = daemon.workdir("mknod");
     let command = r#"cd "${TMPDIR:-.}"; mknod ./char c 1 3 && echo char-made; mknod ./block b 7 0 && echo block-made; echo done"#;
@@ -299,10 +298,10 @@ fn a_confined_command_cannot_stop_or_read_dshd() {
 
 /// The same with dshd run by an ordinary user, whose processes may signal each other.
 #[test]
+#[ignore = "needs root"]
 fn a_confined_command_cannot_stop_or_read_dshd_as_an_ordinary_user() {
-    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
-        stop_or_read_dshd(Some(dsh_tests::NOBODY));
-    }
+    dsh_tests::needs_root("run dshd as an ordinary user");
+    stop_or_read_dshd(Some(dsh_tests::NOBODY));
 }
 
 fn stop_or_read_dshd(user: Option<u32>) {
@@ -346,10 +345,10 @@ fn network_off_refuses_new_sockets_but_not_socket_pairs() {
 
 /// The same with dshd run by an ordinary user.
 #[test]
+#[ignore = "needs root"]
 fn network_off_refuses_new_sockets_as_an_ordinary_user() {
-    if dsh_tests::root_or_skip("run dshd as an ordinary user") {
-        new_sockets(Some(dsh_tests::NOBODY));
-    }
+    dsh_tests::needs_root("run dshd as an ordinary user");
+    new_sockets(Some(dsh_tests::NOBODY));
 }
 
 fn new_sockets(user: Option<u32>) {
