@@ -61,6 +61,9 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
         .load_preset(comfy_table::presets::NOTHING)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(header.to_vec());
+    if let Some(width) = terminal_width() {
+        table.set_width(width);
+    }
     for (at, name) in header.iter().enumerate() {
         if !WRAPPED.contains(name)
             && let Some(column) = table.column_mut(at)
@@ -69,6 +72,27 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
         }
     }
     table
+}
+
+/// The width a table fits when stdout is a terminal: the terminal's own (`TIOCGWINSZ`), else
+/// `COLUMNS`, else 80. `None` when stdout is not a terminal. (comfy-table can ask the terminal
+/// itself, but only with its `tty` feature, which brings crossterm into dshctl for this one call.)
+fn terminal_width() -> Option<u16> {
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    let asked = rustix::termios::tcgetwinsize(&stdout)
+        .ok()
+        .map(|size| size.ws_col);
+    let from_env = || std::env::var("COLUMNS").ok()?.trim().parse::<u16>().ok();
+    Some(
+        asked
+            .filter(|&columns| columns > 0)
+            .or_else(|| from_env().filter(|&columns| columns > 0))
+            .unwrap_or(80),
+    )
 }
 
 /// An id in a table's secondary column, or a line's marker: its last 8 characters (`…0000beef`),
