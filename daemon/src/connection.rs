@@ -599,10 +599,12 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Short, so the tests run in real time. Every assertion about time is a lower bound ("not
-    /// before"), which a slow machine cannot break; "eventually" gets a generous limit.
-    const IDLE: Duration = Duration::from_millis(200);
-    const EVENTUALLY: Duration = Duration::from_secs(30);
+    /// The default, as it is: the tests that wait on it run in paused time (`start_paused`),
+    /// where the runtime's clock jumps to the next timer whenever every task waits, so a wait
+    /// costs nothing and lasts exactly as long as asked.
+    const IDLE: Duration = DEFAULT_IDLE_TIMEOUT;
+    /// A limit for "it ends": far beyond anything else pending.
+    const EVENTUALLY: Duration = Duration::from_secs(24 * 3600);
 
     #[test]
     fn the_connection_cap_is_half_the_descriptors() {
@@ -624,7 +626,7 @@ mod tests {
             })
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_silent_connection_ends_after_the_idle_timeout() {
         let (server, _client) = tokio::io::duplex(64);
         let started = Instant::now();
@@ -633,12 +635,12 @@ mod tests {
             read_to_eof(&mut tracked, EVENTUALLY).await,
             Some(Vec::new())
         );
-        assert!(started.elapsed() >= IDLE, "closed before the idle timeout");
+        assert_eq!(started.elapsed(), IDLE, "not closed at the idle timeout");
         // It stays ended.
         assert_eq!(tracked.read(&mut [0u8; 4]).await.unwrap(), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn bytes_in_either_direction_restart_the_idle_clock() {
         let (server, mut client) = tokio::io::duplex(64);
         let mut tracked = Tracked::new(server, Peer::in_process(), IDLE, None, None);
@@ -652,13 +654,14 @@ mod tests {
             read_to_eof(&mut tracked, EVENTUALLY).await,
             Some(Vec::new())
         );
-        assert!(
-            last_byte.elapsed() >= IDLE,
-            "closed less than a timeout after the last byte"
+        assert_eq!(
+            last_byte.elapsed(),
+            IDLE,
+            "not closed a timeout after the last byte"
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_open_request_keeps_a_silent_connection_until_it_ends() {
         let (server, _client) = tokio::io::duplex(64);
         let mut tracked = Tracked::new(server, Peer::in_process(), IDLE, None, None);
@@ -671,13 +674,14 @@ mod tests {
             read_to_eof(&mut tracked, EVENTUALLY).await,
             Some(Vec::new())
         );
-        assert!(
-            ended.elapsed() >= IDLE,
-            "closed before a whole idle timeout"
+        assert_eq!(
+            ended.elapsed(),
+            IDLE,
+            "not closed a whole idle timeout after the request ended"
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn at_shutdown_a_connection_that_never_spoke_ends_at_once_and_others_are_left() {
         let long = Duration::from_secs(3600);
         let token = CancellationToken::new();
@@ -688,7 +692,9 @@ mod tests {
         client.write_all(b"PRI").await.unwrap();
         assert_eq!(spoke.read(&mut [0u8; 8]).await.unwrap(), 3);
         token.cancel();
+        let cancelled = Instant::now();
         assert_eq!(read_to_eof(&mut silent, EVENTUALLY).await, Some(Vec::new()));
+        assert_eq!(cancelled.elapsed(), Duration::ZERO, "not ended at once");
         // The HTTP/2 server closes this one gracefully; the wrapper does not cut it.
         assert!(read_to_eof(&mut spoke, IDLE * 2).await.is_none());
     }

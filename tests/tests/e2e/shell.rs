@@ -65,6 +65,7 @@ fn assert_overlapping(all: &[Interval], sessions: usize) {
     );
 }
 
+/// Slow (concurrent real bash calls of several agents; 13 s on the shared 2-core machine).
 #[test]
 fn a_parent_and_its_children_call_bash_concurrently_without_cross_talk() {
     const CHILDREN: usize = 5;
@@ -184,6 +185,7 @@ fn a_parent_and_its_children_call_bash_concurrently_without_cross_talk() {
     assert_overlapping(&all, CHILDREN + 1);
 }
 
+/// Slow (many concurrent real bash calls; 61 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
     const AGENTS: usize = 8;
@@ -516,6 +518,7 @@ fn a_timed_out_commands_grandchildren_are_gone() {
     );
 }
 
+/// Slow (a thousand real bash calls; 83 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
     const CALLS: usize = 1000;

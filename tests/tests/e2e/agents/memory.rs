@@ -6,6 +6,7 @@ use dsh_tests::bench::{rss_kib, settled_rss_kib};
 use dsh_tests::shell::{new_agent, prompt, prompt_results, spawn_call, workdir};
 use serde_json::{Value, json};
 
+/// Slow (1,100 child agents; 30 s on the shared 2-core machine).
 #[test]
 fn after_a_1100_children_fan_out_is_closed_dshd_is_back_near_idle() {
     const CHILDREN: usize = 1_100;

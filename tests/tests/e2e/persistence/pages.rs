@@ -208,6 +208,7 @@ async fn walk_while_creating(
     );
 }
 
+/// Slow (ten thousand stored sessions; 29 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_jsonl_sessions_page_without_gap_or_duplicate_while_sessions_are_created() {
     walk_while_creating(DaemonSpec::default(), |home, sessions| {
@@ -216,6 +217,7 @@ async fn ten_thousand_jsonl_sessions_page_without_gap_or_duplicate_while_session
     .await;
 }
 
+/// Slow (ten thousand stored sessions; 9 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_sqlite_sessions_page_without_gap_or_duplicate_while_sessions_are_created() {
     let spec = DaemonSpec {

@@ -168,6 +168,8 @@ async fn turns_during_selections(
 /// 60 agents take turns (each with a bash call) on SQLite while the active database is selected
 /// again 20 times, under two spellings of its path: not one turn fails, the database is never
 /// replaced, and every session is in it exactly as the daemon holds it.
+///
+/// Slow (backend switches while turns run; 10 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn selecting_the_active_database_again_while_turns_run_fails_no_turn() {
     let daemon = TestDaemon::start();
@@ -201,6 +203,8 @@ async fn selecting_the_active_database_again_while_turns_run_fails_no_turn() {
 
 /// Real swaps back and forth while turns run: the swapped-out database's last checkpoints and
 /// the new backend's first ones overlap, and still no turn fails and nothing is lost.
+///
+/// Slow (backend switches while turns run; 7 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn swapping_back_and_forth_while_turns_run_fails_no_turn() {
     let daemon = TestDaemon::start();

@@ -29,6 +29,7 @@ fn spill_files(daemon: &TestDaemon) -> Vec<std::path::PathBuf> {
 const SMALL_CAP: &str = "[shell]\noutput_cap_bytes = 100\n";
 const BIG: &str = "head -c 1000 /dev/zero | tr '\\0' x";
 
+/// Slow (a thousand real bash calls; 20 s on the shared 2-core machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_spilling_calls_leave_no_spill_file_behind() {
     let daemon = TestDaemon::start_with(DaemonSpec {
