@@ -4,8 +4,8 @@
 //   node client.mjs --dshctl PATH --socket SOCK --cwd DIR
 //
 // initialize -> session/new -> session/prompt (text + a bash call, each asking permission:
-// allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list ->
-// close, plus a malformed line the bridge must survive. Every check is an assertion: exit 0 means
+// allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list -> fork
+// -> close, plus a malformed line the bridge must survive. Every check is an assertion: exit 0 means
 // all held. Prints one line per step.
 
 import assert from "node:assert/strict";
@@ -147,6 +147,24 @@ await app.connectWith(main.stream(), async (ctx) => {
   const listed = await ctx.request("session/list", { cwd });
   assert.ok(listed.sessions.some((s) => s.sessionId === id), "session/list does not show the session");
   console.log(`session/list: ${listed.sessions.length} session(s), ${id} among them`);
+
+  // Fork (ACP's unstable session/fork): a new session from this one's completed turns.
+  assert.deepEqual(init.agentCapabilities.sessionCapabilities.fork, {});
+  const fork = await ctx.request("session/fork", { sessionId: id, cwd, mcpServers: [] });
+  assert.notEqual(fork.sessionId, id);
+  assert.equal(fork.modes.currentModeId, "always");
+  await assert.rejects(
+    ctx.request("session/fork", { sessionId: id, cwd: "/", mcpServers: [] }),
+    (e) => e.code === -32602 && e.message.startsWith("cwd: "),
+  );
+  const afterFork = await ctx.request("session/list", { cwd });
+  assert.deepEqual(
+    afterFork.sessions.map((s) => s.sessionId).sort(),
+    [...listed.sessions.map((s) => s.sessionId), fork.sessionId].sort(),
+    "a fork in another cwd was refused, yet left a session behind",
+  );
+  await ctx.request("session/close", { sessionId: fork.sessionId });
+  console.log(`session/fork: ${fork.sessionId} from ${id}; a fork elsewhere is refused and leaves nothing`);
 
   await ctx.request("session/close", { sessionId: id });
   await assert.rejects(

@@ -5,7 +5,10 @@
 //!    1.2×). The scripted model answers at once, so both measure the path, not a model. Rounds
 //!    alternate the two; the bridge is one long-lived process, as an editor keeps it. A second,
 //!    informational line compares with the gRPC stream's first event of the same origin as ACP's
-//!    first update (the model's text: ACP has nothing to say for `turn/start`).
+//!    first update (the model's text: ACP has nothing to say for `turn/start`). A third line adds
+//!    to the gRPC figure what any process between an editor and dshd costs, measured in the same
+//!    round: a line's round trip through `cat` (a relay that does nothing else; the bridge wakes
+//!    twice per message as it does, once for the editor's line and once for dshd's answer).
 //! 2. **CPU per update.** A turn of exactly 1,000 updates (one step of 333 bash calls `true`, three
 //!    updates each, and one text chunk), repeated [`BIG_TURNS`] times: the bridge's CPU time
 //!    (all its threads, from `/proc/<pid>/task/*/schedstat`) per update, against `dshctl --json
@@ -19,7 +22,6 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsh_proto::v1;
@@ -57,16 +59,20 @@ fn main() {
 
     println!("first update: {ROUNDS} rounds each, alternating");
     let mut acp = Bridge::start(&dshctl, daemon.socket(), &small);
+    let mut relay = Relay::start();
     let (mut grpc_first, mut grpc_text, mut acp_first) = (Vec::new(), Vec::new(), Vec::new());
+    let mut relayed_floor = Vec::new();
     for round in 0..=ROUNDS {
         let (first, text) = runtime.block_on(grpc_round(&client, &cwd, &small));
         let session = acp.new_session(&cwd);
         let took = acp.first_update(&session);
+        let relayed = relay.round_trip();
         if round > 0 {
             // The first round warms both paths up.
             grpc_first.push(first);
             grpc_text.push(text);
             acp_first.push(took);
+            relayed_floor.push(first + relayed);
         }
         acp.call("session/close", json!({"sessionId": session}));
     }
@@ -79,6 +85,12 @@ fn main() {
     latency_ratio(
         "acp: first session/update vs Agents.Prompt's first text event (informational)",
         ("Agents.Prompt text", &mut grpc_text),
+        ("session/prompt", &mut acp_first.clone()),
+        1.2,
+    );
+    latency_ratio(
+        "acp: session/prompt to the first session/update vs Agents.Prompt's first event plus a relay process's round trip",
+        ("Prompt + relay", &mut relayed_floor),
         ("session/prompt", &mut acp_first),
         1.2,
     );
@@ -175,11 +187,91 @@ async fn grpc_round(
     (first.unwrap(), text.unwrap())
 }
 
-/// A release `dshctl acp`, initialized, its stdout read on a thread.
+/// The least a process between the editor and dshd adds: a line's round trip through `cat`.
+struct Relay {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines,
+}
+
+impl Relay {
+    fn start() -> Self {
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cat (coreutils) is needed for the relay floor");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = Lines::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// The median of a few round trips of a line the size of a prompt request.
+    fn round_trip(&mut self) -> Duration {
+        let line = json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+            "params": {"sessionId": "01a23800-2bab-74e1-9f5e-000000000000",
+                "prompt": [{"type": "text", "text": "hello"}]}});
+        let mut took: Vec<Duration> = (0..5)
+            .map(|_| {
+                let started = Instant::now();
+                writeln!(self.stdin, "{line}").unwrap();
+                self.stdin.flush().unwrap();
+                self.stdout.next();
+                started.elapsed()
+            })
+            .collect();
+        took.sort_unstable();
+        took[took.len() / 2]
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A child's stdout read line by line on the measuring thread itself, as the gRPC side reads its
+/// stream (a reader thread would add its own hand-off to every figure).
+struct Lines(std::io::BufReader<std::process::ChildStdout>);
+
+impl Lines {
+    fn new(stdout: std::process::ChildStdout) -> Self {
+        Self(std::io::BufReader::new(stdout))
+    }
+
+    /// The next line, waiting at most two minutes for it (a hung child fails the bench).
+    fn next(&mut self) -> String {
+        use std::io::BufRead;
+        if !self.0.buffer().contains(&b'\n') {
+            let mut fds = [rustix::event::PollFd::new(
+                self.0.get_ref(),
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 120,
+                tv_nsec: 0,
+            };
+            let ready = rustix::event::poll(&mut fds, Some(&timeout)).unwrap();
+            assert!(ready > 0, "the child said nothing for two minutes");
+        }
+        let mut line = String::new();
+        let n = self.0.read_line(&mut line).unwrap();
+        assert!(n > 0, "the child closed its stdout");
+        line
+    }
+}
+
+/// A release `dshctl acp`, initialized.
 struct Bridge {
     child: Child,
     stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
+    stdout: Lines,
     next_id: u64,
 }
 
@@ -195,12 +287,12 @@ impl Bridge {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let lines = dsh_tests::line_channel(stdout);
+        let stdout = Lines::new(stdout);
         let stdin = child.stdin.take().unwrap();
         let mut bridge = Self {
             child,
             stdin,
-            lines,
+            stdout,
             next_id: 0,
         };
         bridge.call("initialize", json!({"protocolVersion": 1}));
@@ -216,9 +308,8 @@ impl Bridge {
         self.next_id
     }
 
-    fn recv(&self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(120)).unwrap();
-        serde_json::from_str(&line).unwrap()
+    fn recv(&mut self) -> Value {
+        serde_json::from_str(&self.stdout.next()).unwrap()
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {

@@ -9,6 +9,7 @@
 
 mod jsonrpc;
 mod sessions;
+mod stdio;
 mod turn;
 mod updates;
 
@@ -56,8 +57,9 @@ pub async fn run(
     explicit: Option<std::ffi::OsString>,
     args: AcpArgs,
 ) -> anyhow::Result<ExitCode> {
+    let (input, output, _restore) = stdio::open();
     let (peer, outgoing) = Peer::new();
-    let writer = tokio::spawn(jsonrpc::write_out(outgoing, tokio::io::stdout()));
+    let writer = tokio::spawn(jsonrpc::write_out(outgoing, output));
     let bridge = Arc::new(Bridge {
         socket,
         explicit,
@@ -70,7 +72,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(input).lines();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {
@@ -157,6 +159,7 @@ impl Bridge {
             "session/new" => self.new_session(params).await,
             "session/load" => self.load_session(params, true).await,
             "session/resume" => self.load_session(params, false).await,
+            "session/fork" => self.fork_session(params).await,
             "session/list" => self.list_sessions(params).await,
             "session/close" => self.close_session(params).await,
             "session/set_mode" => self.set_mode(params).await,
@@ -238,7 +241,7 @@ impl Bridge {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
             },
             "authMethods": auth_methods,
             "agentInfo": {"name": "dsh", "title": "dsh", "version": env!("CARGO_PKG_VERSION")},

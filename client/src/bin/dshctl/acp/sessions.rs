@@ -56,6 +56,15 @@ struct SessionParams {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct ForkParams {
+    session_id: String,
+    cwd: String,
+    #[serde(default)]
+    mcp_servers: Vec<McpServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ListParams {
     #[serde(default)]
     cwd: Option<String>,
@@ -91,6 +100,65 @@ impl Bridge {
             .await
             .map_err(|s| status_error(&s))?
             .into_inner();
+        self.live_set().insert(info.agent_id.clone());
+        self.session_answer(&info, &p.mcp_servers).await
+    }
+
+    /// `session/fork` (ACP's unstable `sessionCapabilities.fork`): `Agents.Fork`, a new live
+    /// agent starting from the session's completed turns; the session itself is untouched. A
+    /// dsh fork keeps the session's working directory, so `cwd` must be that directory.
+    pub(super) async fn fork_session(&self, params: Value) -> Result<Value, RpcError> {
+        let p: ForkParams = parse_params("session/fork", params)?;
+        if p.session_id.is_empty() {
+            return Err(RpcError::params("session/fork: sessionId: required"));
+        }
+        if !Path::new(&p.cwd).is_absolute() {
+            return Err(RpcError::params(format!(
+                "cwd: must be an absolute path, got {:?}",
+                p.cwd
+            )));
+        }
+        let client = self.client().await?;
+        let info = client
+            .agents()
+            .fork(v1::ForkAgentRequest {
+                session_id: p.session_id,
+                model: Some(self.model.clone()),
+                sandbox: self.sandbox.clone(),
+                approval: self.approval,
+                at_seq: None,
+            })
+            .await
+            .map_err(|s| status_error(&s))?
+            .into_inner();
+        let cwd = info.header.as_ref().map_or("", |h| h.cwd.as_str());
+        if cwd != p.cwd {
+            // Only the fork knows the stored session's directory: refused after the fact, and
+            // the fork closed and deleted, so nothing of the refused request stays.
+            let closed = client
+                .agents()
+                .close(v1::CloseAgentRequest {
+                    agent_id: info.agent_id.clone(),
+                })
+                .await;
+            let deleted = client
+                .persistence()
+                .delete(v1::DeleteSessionRequest {
+                    session_id: info.session_id.clone(),
+                })
+                .await;
+            if let Some(e) = closed.err().or(deleted.err()) {
+                eprintln!(
+                    "dshctl acp: removing the refused fork {}: {}",
+                    info.session_id,
+                    e.message()
+                );
+            }
+            return Err(RpcError::params(format!(
+                "cwd: a fork keeps the session's working directory, {cwd:?}; got {:?}",
+                p.cwd
+            )));
+        }
         self.live_set().insert(info.agent_id.clone());
         self.session_answer(&info, &p.mcp_servers).await
     }
