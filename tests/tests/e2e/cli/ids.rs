@@ -160,7 +160,12 @@ fn the_child_marker_watch_prints_names_the_child_in_session_locate() {
             {"text": "done"},
         ]}),
     );
-    let probe = daemon.new_agent(&daemon.workdir("probe"), &reply());
+    // A reply for every probe turn the loop below may need: on a loaded machine the watch can
+    // take more than one round to start following.
+    let probe = daemon.new_agent(
+        &daemon.workdir("probe"),
+        &json!({"replies": vec![json!({"text": "ok"}); 1000]}),
+    );
     // Every agent, human form: each line marked with its agent's id.
     let mut watch = spawn_dshctl(&daemon, &["watch"]);
     let lines = dsh_tests::line_channel(watch.stdout.take().unwrap());
