@@ -8,9 +8,7 @@
 //!   its header on the blocking pool), against the `Status` calls interleaved with them;
 //! - `Daemon.Status` against the floor of any tonic unary call: a bare tonic server built here
 //!   (the standard health service, nothing else, on its own runtime thread and socket) answering
-//!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×);
-//! - dshd's own `Health/Check` against the same floor: what dshd's connection handling and
-//!   layers cost, without a handler of its own (Status minus this is Status's handler).
+//!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×).
 //!
 //! Run: `cargo bench -p dsh-tests --bench rpc`
 
@@ -29,15 +27,7 @@ const LOG_BYTES: usize = 100_000_000;
 /// Stored sessions located once each.
 const FIRST_TIMES: usize = 2_000;
 
-/// Set in the environment of this bench started again as the out-of-process floor server.
-const BARE_SERVER_ENV: &str = "DSH_BENCH_BARE_TONIC_SOCKET";
-
 fn main() {
-    if let Some(socket) = std::env::var_os(BARE_SERVER_ENV) {
-        // This process is the floor server of another run: serve until killed.
-        serve_bare_tonic(std::os::unix::net::UnixListener::bind(socket).unwrap());
-        return;
-    }
     // Through `cargo_build`, which keeps the bench's own cargo variables from the nested build
     // (they would make it rebuild ring and everything above it, every time).
     let dshd = dsh_tests::cargo_build("dsh-daemon", "dshd", true);
@@ -88,133 +78,93 @@ fn main() {
 
     let floor_socket = dir.path().join("floor.sock");
     start_bare_tonic_server(&floor_socket);
-    // The same server in a process of its own, as dshd is.
-    let process_floor_socket = dir.path().join("floor-process.sock");
-    let mut floor_process = std::process::Command::new(std::env::current_exe().unwrap())
-        .env(BARE_SERVER_ENV, &process_floor_socket)
-        .spawn()
-        .unwrap();
-    while UnixStream::connect(&process_floor_socket).is_err() {
-        std::thread::sleep(Duration::from_millis(1));
-    }
 
-    let (mut status, mut locate, mut floor, mut stored_locate, mut own, mut process_floor) =
-        runtime.block_on(async {
-            let client = dsh_client::Client::connect(&socket).await.unwrap();
-            let bare = dsh_client::Client::connect(&floor_socket).await.unwrap();
-            let mut health = tonic_health::pb::health_client::HealthClient::new(bare.channel());
-            let mut own_health =
-                tonic_health::pb::health_client::HealthClient::new(client.channel());
-            let mut process_health = tonic_health::pb::health_client::HealthClient::new(
-                dsh_client::Client::connect(&process_floor_socket)
-                    .await
-                    .unwrap()
-                    .channel(),
-            );
-            let agent = client
-                .agents()
-                .create(v1::CreateAgentRequest {
-                    sandbox: None,
-                    cwd: work.display().to_string(),
-                    model: Some(v1::ModelSpec {
-                        provider: "scripted".into(),
-                        ..v1::ModelSpec::default()
-                    }),
-                    ..Default::default()
+    let (mut status, mut locate, mut floor, mut stored_locate) = runtime.block_on(async {
+        let client = dsh_client::Client::connect(&socket).await.unwrap();
+        let bare = dsh_client::Client::connect(&floor_socket).await.unwrap();
+        let mut health = tonic_health::pb::health_client::HealthClient::new(bare.channel());
+        let agent = client
+            .agents()
+            .create(v1::CreateAgentRequest {
+                sandbox: None,
+                cwd: work.display().to_string(),
+                model: Some(v1::ModelSpec {
+                    provider: "scripted".into(),
+                    ..v1::ModelSpec::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut daemon = client.daemon();
+        let mut persistence = client.persistence();
+        let request = v1::LocateRequest {
+            session_id: agent.agent_id.clone(),
+        };
+        let answer = persistence
+            .locate(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.location.unwrap().kind, "jsonl");
+        let stored_request = v1::LocateRequest {
+            session_id: stored.id.to_string(),
+        };
+        let answer = persistence
+            .locate(stored_request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.location.unwrap().path, log.display().to_string());
+
+        let mut status = Vec::with_capacity(CALLS);
+        let mut locate = Vec::with_capacity(CALLS);
+        let mut floor = Vec::with_capacity(CALLS);
+        let mut stored_locate = Vec::with_capacity(CALLS);
+        // Every dshd call comes right after a bare call and every bare call right after a
+        // dshd call, so each side meets the same conditions (a server whose threads just
+        // went idle wakes slower than one called twice in a row).
+        for i in 0..WARMUP + CALLS {
+            let f = timed(health.check(tonic_health::pb::HealthCheckRequest::default())).await;
+            let s = timed(daemon.status(v1::StatusRequest {})).await;
+            timed(health.check(tonic_health::pb::HealthCheckRequest::default())).await;
+            let l = timed(persistence.locate(request.clone())).await;
+            timed(health.check(tonic_health::pb::HealthCheckRequest::default())).await;
+            let d = timed(persistence.locate(stored_request.clone())).await;
+            if i >= WARMUP {
+                status.push(s);
+                locate.push(l);
+                floor.push(f);
+                stored_locate.push(d);
+            }
+        }
+        // Each of the other stored sessions once, between Status calls.
+        let (mut first, mut first_status) = (Vec::new(), Vec::new());
+        for (header, _) in &others {
+            let t = Instant::now();
+            daemon.status(v1::StatusRequest {}).await.unwrap();
+            first_status.push(t.elapsed());
+            let t = Instant::now();
+            persistence
+                .locate(v1::LocateRequest {
+                    session_id: header.id.to_string(),
                 })
                 .await
-                .unwrap()
-                .into_inner();
-            let mut daemon = client.daemon();
-            let mut persistence = client.persistence();
-            let request = v1::LocateRequest {
-                session_id: agent.agent_id.clone(),
-            };
-            let answer = persistence
-                .locate(request.clone())
-                .await
-                .unwrap()
-                .into_inner();
-            assert_eq!(answer.location.unwrap().kind, "jsonl");
-            let stored_request = v1::LocateRequest {
-                session_id: stored.id.to_string(),
-            };
-            let answer = persistence
-                .locate(stored_request.clone())
-                .await
-                .unwrap()
-                .into_inner();
-            assert_eq!(answer.location.unwrap().path, log.display().to_string());
-
-            let mut status = Vec::with_capacity(CALLS);
-            let mut locate = Vec::with_capacity(CALLS);
-            let mut floor = Vec::with_capacity(CALLS);
-            let mut stored_locate = Vec::with_capacity(CALLS);
-            let mut own = Vec::with_capacity(CALLS);
-            let mut process_floor = Vec::with_capacity(CALLS);
-            for i in 0..WARMUP + CALLS {
-                let t = Instant::now();
-                daemon.status(v1::StatusRequest {}).await.unwrap();
-                let s = t.elapsed();
-                let t = Instant::now();
-                persistence.locate(request.clone()).await.unwrap();
-                let l = t.elapsed();
-                let t = Instant::now();
-                health
-                    .check(tonic_health::pb::HealthCheckRequest::default())
-                    .await
-                    .unwrap();
-                let f = t.elapsed();
-                let t = Instant::now();
-                persistence.locate(stored_request.clone()).await.unwrap();
-                let d = t.elapsed();
-                let t = Instant::now();
-                own_health
-                    .check(tonic_health::pb::HealthCheckRequest::default())
-                    .await
-                    .unwrap();
-                let o = t.elapsed();
-                let t = Instant::now();
-                process_health
-                    .check(tonic_health::pb::HealthCheckRequest::default())
-                    .await
-                    .unwrap();
-                let p = t.elapsed();
-                if i >= WARMUP {
-                    own.push(o);
-                    process_floor.push(p);
-                    status.push(s);
-                    locate.push(l);
-                    floor.push(f);
-                    stored_locate.push(d);
-                }
-            }
-            // Each of the other stored sessions once, between Status calls.
-            let (mut first, mut first_status) = (Vec::new(), Vec::new());
-            for (header, _) in &others {
-                let t = Instant::now();
-                daemon.status(v1::StatusRequest {}).await.unwrap();
-                first_status.push(t.elapsed());
-                let t = Instant::now();
-                persistence
-                    .locate(v1::LocateRequest {
-                        session_id: header.id.to_string(),
-                    })
-                    .await
-                    .unwrap();
-                first.push(t.elapsed());
-            }
-            first.sort_unstable();
-            first_status.sort_unstable();
-            dsh_tests::bench::compare(
-                &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
-                ("Locate 1st time", &first),
-                ("Status (floor)", &first_status),
-                1.25,
-                "Locate of a stored session, first time (header read) / Status",
-            );
-            (status, locate, floor, stored_locate, own, process_floor)
-        });
+                .unwrap();
+            first.push(t.elapsed());
+        }
+        first.sort_unstable();
+        first_status.sort_unstable();
+        dsh_tests::bench::compare(
+            &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
+            ("Locate 1st time", &first),
+            ("Status (floor)", &first_status),
+            1.25,
+            "Locate of a stored session, first time (header read) / Status",
+        );
+        (status, locate, floor, stored_locate)
+    });
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&child),
         rustix::process::Signal::TERM,
@@ -226,10 +176,6 @@ fn main() {
     locate.sort_unstable();
     floor.sort_unstable();
     stored_locate.sort_unstable();
-    own.sort_unstable();
-    process_floor.sort_unstable();
-    floor_process.kill().unwrap();
-    floor_process.wait().unwrap();
     dsh_tests::bench::compare(
         &format!(
             "Locate vs Status over the Unix socket (release dshd, one client, live agent, {CALLS} calls each, interleaved)"
@@ -258,37 +204,22 @@ fn main() {
         1.5,
         "Status / bare tonic unary call",
     );
-    dsh_tests::bench::compare(
-        &format!(
-            "dshd's own Health/Check vs the bare tonic server's ({CALLS} calls each): dshd's connection and layers without a handler of its own"
-        ),
-        ("dshd Health", &own),
-        ("bare tonic", &floor),
-        1.5,
-        "dshd Health/Check / bare tonic unary call",
-    );
-    dsh_tests::bench::compare(
-        &format!(
-            "The bare tonic server in a process of its own vs on a thread of the bench ({CALLS} calls each)"
-        ),
-        ("bare, process", &process_floor),
-        ("bare, thread", &floor),
-        1.5,
-        "bare tonic in its own process / on a thread",
-    );
+}
+
+/// How long a call took; a failed call aborts the bench.
+async fn timed<T>(call: impl std::future::Future<Output = Result<T, tonic::Status>>) -> Duration {
+    let t = Instant::now();
+    call.await.unwrap();
+    t.elapsed()
 }
 
 /// A tonic server with only the standard health service, on `socket`, on a runtime thread of its
-/// own (as dshd runs in a process of its own): the floor of a unary call over a Unix socket.
+/// own (as dshd runs in a process of its own; measured in a process of its own, it answered as
+/// fast): the floor of a unary call over a Unix socket.
 fn start_bare_tonic_server(socket: &std::path::Path) {
     let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
-    std::thread::spawn(move || serve_bare_tonic(listener));
-}
-
-/// Serves the standard health service alone on `listener`, forever.
-fn serve_bare_tonic(listener: std::os::unix::net::UnixListener) {
     listener.set_nonblocking(true).unwrap();
-    {
+    std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -303,5 +234,5 @@ fn serve_bare_tonic(listener: std::os::unix::net::UnixListener) {
                 .await
                 .unwrap();
         });
-    }
+    });
 }
