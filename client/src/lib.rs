@@ -243,11 +243,34 @@ enum DialError {
     ForeignServer { server_uid: u32, own_uid: u32 },
 }
 
+/// How long a connection attempt waits for room in a full listen queue.
+const FULL_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Connects to `path` and hands the stream to tonic only if its server runs as our effective uid.
 async fn dial(path: PathBuf) -> Result<TokioIo<tokio::net::UnixStream>, DialError> {
-    let stream = tokio::net::UnixStream::connect(&path).await?;
+    let stream = connect_waiting(&path).await?;
     check_server(&stream)?;
     Ok(TokioIo::new(stream))
+}
+
+/// `connect(2)` as a blocking socket does it: a full listen queue (a burst of clients, dshd busy
+/// accepting) is waited out, for up to [`FULL_QUEUE_WAIT`], instead of failing at once with
+/// EAGAIN as a non-blocking connect does.
+async fn connect_waiting(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+    let started = tokio::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match tokio::net::UnixStream::connect(path).await {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && started.elapsed() < FULL_QUEUE_WAIT =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The server's credentials are those it had when it called `listen`, recorded by the kernel: they
@@ -320,4 +343,42 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         current = e.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full listen queue is waited out: the attempt succeeds once the server accepts one.
+    #[tokio::test]
+    async fn a_connection_waits_for_room_in_a_full_listen_queue() {
+        let dir = std::env::temp_dir().join(format!("dsh-client-queue-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut queued = Vec::new();
+        let full = loop {
+            match tokio::net::UnixStream::connect(&path).await {
+                Ok(stream) => queued.push(stream),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                Err(e) => panic!("{e}"),
+            }
+            if queued.len() > 100_000 {
+                break false;
+            }
+        };
+        assert!(full, "the listen queue never filled");
+        let waiting = tokio::spawn({
+            let path = path.clone();
+            async move { connect_waiting(&path).await }
+        });
+        // One turn of this single-threaded runtime: the attempt meets the full queue and waits.
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "{:?}", waiting.await);
+        let (_accepted, _) = listener.accept().unwrap();
+        waiting.await.unwrap().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -279,20 +279,26 @@ fn tune_allocator() -> tikv_jemalloc_ctl::Result<()> {
     tikv_jemalloc_ctl::background_thread::write(true)
 }
 
-/// Resolves at the first SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Installs the SIGTERM and SIGINT handlers now, and returns what resolves at the first of them.
+/// Installed before dshd says it is serving (a handler installed when the future is first polled
+/// would leave a moment after that line in which a signal still kills dshd outright, exit 130).
+/// Must be called inside the runtime.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; only Daemon.Shutdown will stop dshd");
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            tracing::error!("cannot install signal handlers; only Daemon.Shutdown will stop dshd");
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
     }
 }
 
