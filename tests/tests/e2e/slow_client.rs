@@ -34,7 +34,7 @@ const MIB: u64 = 1024 * 1024;
 /// decay (at worst 47.7 + 32 MiB, plus the runtime's own): 70.7 and 76.7 MiB measured. Everything
 /// else, the waiting updates included, is bounded by constants (1 MiB of pending text). Before,
 /// the turn also copied its answer out of the log, for a Stop payload nobody read and for an
-/// outcome the RPC dropped (found with heaptrack; see BENCHMARKS.md): 96.5–97.5 MiB, so this
+/// outcome the RPC dropped (found with heaptrack; see `git log -p docs/BENCHMARKS.md`): 96.5–97.5 MiB, so this
 /// bound fails on that copy. Before that, when the checkpoint serialised the batch into a growing
 /// buffer, the reply was held three times (144.5–145.3 MiB); before the feed was bounded, 315 MiB.
 const PAUSE_BOUND: u64 = 90 * MIB;
