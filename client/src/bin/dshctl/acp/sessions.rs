@@ -82,12 +82,7 @@ struct ModeParams {
 impl Bridge {
     pub(super) async fn new_session(&self, params: Value) -> Result<Value, RpcError> {
         let p: NewParams = parse_params("session/new", params)?;
-        if !Path::new(&p.cwd).is_absolute() {
-            return Err(RpcError::params(format!(
-                "cwd: must be an absolute path, got {:?}",
-                p.cwd
-            )));
-        }
+        absolute(&p.cwd)?;
         let client = self.client().await?;
         let info = client
             .agents()
@@ -112,12 +107,7 @@ impl Bridge {
         if p.session_id.is_empty() {
             return Err(RpcError::params("session/fork: sessionId: required"));
         }
-        if !Path::new(&p.cwd).is_absolute() {
-            return Err(RpcError::params(format!(
-                "cwd: must be an absolute path, got {:?}",
-                p.cwd
-            )));
-        }
+        absolute(&p.cwd)?;
         let client = self.client().await?;
         let info = client
             .agents()
@@ -274,12 +264,8 @@ impl Bridge {
 
     pub(super) async fn list_sessions(&self, params: Value) -> Result<Value, RpcError> {
         let p: ListParams = parse_params("session/list", params)?;
-        if let Some(cwd) = &p.cwd
-            && !Path::new(cwd).is_absolute()
-        {
-            return Err(RpcError::params(format!(
-                "cwd: must be an absolute path, got {cwd:?}"
-            )));
+        if let Some(cwd) = &p.cwd {
+            absolute(cwd)?;
         }
         let page = self
             .client()
@@ -404,6 +390,17 @@ impl Bridge {
                 json!({"sessionId": session_id, "update": update}),
             )
             .await;
+    }
+}
+
+/// `cwd` as ACP requires it: an absolute path (`-32602` naming the field otherwise).
+fn absolute(cwd: &str) -> Result<(), RpcError> {
+    if Path::new(cwd).is_absolute() {
+        Ok(())
+    } else {
+        Err(RpcError::params(format!(
+            "cwd: must be an absolute path, got {cwd:?}"
+        )))
     }
 }
 
