@@ -9,7 +9,6 @@
 
 mod jsonrpc;
 mod sessions;
-mod stdio;
 mod turn;
 mod updates;
 
@@ -57,9 +56,8 @@ pub async fn run(
     explicit: Option<std::ffi::OsString>,
     args: AcpArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (input, output, _restore) = stdio::open();
     let (peer, outgoing) = Peer::new();
-    let writer = tokio::spawn(jsonrpc::write_out(outgoing, output));
+    let writer = tokio::spawn(jsonrpc::write_out(outgoing, tokio::io::stdout()));
     let bridge = Arc::new(Bridge {
         socket,
         explicit,
@@ -72,7 +70,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut lines = BufReader::new(input).lines();
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {
