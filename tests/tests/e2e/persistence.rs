@@ -77,6 +77,33 @@ fn file(path: &Path) -> SessionFile {
     read_session_file(path).unwrap_or_else(|| panic!("{} does not exist", path.display()))
 }
 
+/// What a shutdown that could not save `id` must leave: a failed exit whose log names the session
+/// and the one rescue copy in `rescue_dir`, which holds that session. Returns the copy.
+fn the_rescue_copy(
+    status: std::process::ExitStatus,
+    log: &str,
+    rescue_dir: &Path,
+    id: &str,
+) -> SessionFile {
+    assert!(
+        !status.success(),
+        "dshd exited 0 with an unsaved session:\n{log}"
+    );
+    assert!(
+        log.contains(id),
+        "the exit does not name the session:\n{log}"
+    );
+    let copies: Vec<PathBuf> = std::fs::read_dir(rescue_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{log}", rescue_dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}\n{log}");
+    assert!(log.contains(copies[0].to_str().unwrap()), "{log}");
+    let copy = file(&copies[0]);
+    assert_eq!(copy.header["id"], id);
+    copy
+}
+
 fn stop_gracefully(daemon: &mut TestDaemon) {
     let out = daemon.dshctl(&["shutdown"]);
     assert!(out.status.success(), "{out:?}");

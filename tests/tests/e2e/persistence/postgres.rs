@@ -248,23 +248,7 @@ fn a_shutdown_with_the_database_gone_leaves_a_rescue_copy_of_the_unsaved_turn() 
 
     let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(60));
     let log = daemon.log_text();
-    assert!(
-        !status.success(),
-        "dshd exited 0 with an unsaved session:\n{log}"
-    );
-    assert!(
-        log.contains(&id),
-        "the exit does not name the session:\n{log}"
-    );
-    let rescue_dir = daemon.home.join("rescue");
-    let copies: Vec<PathBuf> = std::fs::read_dir(&rescue_dir)
-        .unwrap_or_else(|e| panic!("{}: {e}\n{log}", rescue_dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(copies.len(), 1, "{copies:?}\n{log}");
-    assert!(log.contains(copies[0].to_str().unwrap()), "{log}");
-    let copy = file(&copies[0]);
-    assert_eq!(copy.header["id"], id.as_str());
+    let copy = the_rescue_copy(status, &log, &daemon.home.join("rescue"), &id);
     assert_eq!(
         copy.events, acknowledged,
         "the rescue copy is not the acknowledged log"
