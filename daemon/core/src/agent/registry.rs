@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 pub use super::error::{AgentError, Unsaved};
 use super::live::{Agent, NewAgent};
 use super::model::{ModelChoice, ProviderFactory, UnusableModel, record_settings, settings_of};
+use super::provider::ModelProvider;
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
 use super::watch::hub::WatchHub;
@@ -111,18 +112,13 @@ impl AgentRegistry {
                 crate::session::now_ms(),
             )
         };
-        let root = header.id.clone();
-        let agent = self.live(NewAgent {
-            log: SessionLog::new(header),
-            cursor: DurableCursor::default(),
-            root,
-            parent: None,
+        let agent = self.top_level(
+            SessionLog::new(header),
+            DurableCursor::default(),
+            SessionSource::Startup,
             provider,
-            source: SessionSource::Startup,
-            approval,
-            sandbox,
-            hub: self.hub.clone(),
-        });
+            (approval, sandbox),
+        );
         self.insert(agent, "create")
     }
 
@@ -162,7 +158,7 @@ impl AgentRegistry {
                 crate::session::now_ms(),
             )
         };
-        let agent = self.live(NewAgent {
+        let agent = Agent::new(NewAgent {
             log: SessionLog::new(header),
             cursor: DurableCursor::default(),
             root: parent.context().root.clone(),
@@ -218,18 +214,13 @@ impl AgentRegistry {
             log.append(EventData::EndSeed {});
         }
         record_settings(&mut log, recorded, settings_of(provider.as_ref(), approval));
-        let root = log.header().id.clone();
-        let agent = self.live(NewAgent {
+        let agent = self.top_level(
             log,
-            cursor: DurableCursor::at(generation, durable),
-            root,
-            parent: None,
+            DurableCursor::at(generation, durable),
+            SessionSource::Resume,
             provider,
-            source: SessionSource::Resume,
-            approval,
-            sandbox,
-            hub: self.hub.clone(),
-        });
+            (approval, sandbox),
+        );
         self.insert(agent, "resume")
     }
 
@@ -311,18 +302,13 @@ impl AgentRegistry {
             log.append(closer.data);
         }
         log.append(EventData::EndSeed {});
-        let root = log.header().id.clone();
-        let agent = self.live(NewAgent {
+        let agent = self.top_level(
             log,
-            cursor: DurableCursor::default(),
-            root,
-            parent: None,
+            DurableCursor::default(),
+            SessionSource::Startup,
             provider,
-            source: SessionSource::Startup,
-            approval,
-            sandbox,
-            hub: self.hub.clone(),
-        });
+            (approval, sandbox),
+        );
         let agent = self.insert(agent, "fork")?;
         if let Err(error) = agent.checkpoint(&self.services).await {
             self.lock().remove(agent.id());
@@ -602,8 +588,26 @@ impl AgentRegistry {
     }
 
     /// A new live agent (not registered yet).
-    fn live(&self, parts: NewAgent) -> Arc<Agent> {
-        Agent::new(parts)
+    /// A top-level agent over `log` (no parent: it is its own root), publishing to the hub.
+    fn top_level(
+        &self,
+        log: SessionLog,
+        cursor: DurableCursor,
+        source: SessionSource,
+        provider: Arc<dyn ModelProvider>,
+        (approval, sandbox): (ApprovalPolicy, SandboxPolicy),
+    ) -> Arc<Agent> {
+        Agent::new(NewAgent {
+            root: log.header().id.clone(),
+            log,
+            cursor,
+            parent: None,
+            provider,
+            source,
+            approval,
+            sandbox,
+            hub: self.hub.clone(),
+        })
     }
 
     fn check_open(&self) -> Result<(), AgentError> {

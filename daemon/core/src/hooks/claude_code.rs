@@ -74,16 +74,13 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
         } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .tool(DIALECT, tool_name, tool_input)
             .str("tool_use_id", tool_use_id),
         HookEvent::PermissionRequest {
             tool_name,
             tool_input,
             ..
-        } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input)),
+        } => p.tool(DIALECT, tool_name, tool_input),
         HookEvent::PostToolUseFailure {
             tool_name,
             tool_input,
@@ -91,8 +88,7 @@ pub(super) fn payload(
             error,
             is_interrupt,
         } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .tool(DIALECT, tool_name, tool_input)
             .str("tool_use_id", tool_use_id)
             .str("error", error)
             .bool("is_interrupt", *is_interrupt),
@@ -121,8 +117,7 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .tool(DIALECT, tool_name, tool_input)
             .value(
                 "tool_response",
                 &tools::response(DIALECT, tool_name, tool_response),

@@ -71,8 +71,7 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
         } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .tool(DIALECT, tool_name, tool_input)
             .str("tool_use_id", tool_use_id),
         HookEvent::PostToolUse {
             tool_name,
@@ -80,8 +79,7 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input))
+            .tool(DIALECT, tool_name, tool_input)
             .value(
                 "tool_response",
                 &tools::response(DIALECT, tool_name, tool_response),
@@ -98,9 +96,7 @@ pub(super) fn payload(
             tool_name,
             tool_input,
             ..
-        } => p
-            .str("tool_name", tools::payload_name(DIALECT, tool_name))
-            .value("tool_input", &tools::input(DIALECT, tool_name, tool_input)),
+        } => p.tool(DIALECT, tool_name, tool_input),
         HookEvent::SubagentStart { child, agent_type } => p
             .str("agent_id", child.id.as_str())
             .str("agent_type", agent_type),

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::{Dialect, tools};
 use crate::persistence::PersistenceHandle;
 use crate::session::SessionHeader;
 
@@ -50,6 +51,13 @@ impl Payload {
     /// Appends a boolean value.
     pub(super) fn bool(self, key: &str, value: bool) -> Self {
         self.value(key, &Value::Bool(value))
+    }
+
+    /// Appends `tool_name` and `tool_input`: the tool as `dialect` names it and its input in
+    /// that dialect's shape.
+    pub(super) fn tool(self, dialect: Dialect, name: &str, arguments: &Value) -> Self {
+        self.str("tool_name", tools::payload_name(dialect, name))
+            .value("tool_input", &tools::input(dialect, name, arguments))
     }
 
     /// The object's bytes, with a trailing newline when asked.

@@ -541,3 +541,27 @@ pub(crate) fn event_of_row(
         }
     })
 }
+
+/// Parses and checks a header stored in a database row (SQLite, PostgreSQL).
+pub(crate) fn parse_header(text: &str) -> Result<SessionHeader, String> {
+    let header: SessionHeader =
+        serde_json::from_str(text).map_err(|e| format!("invalid session header: {e}"))?;
+    header.validate().map_err(|e| e.to_string())?;
+    Ok(header)
+}
+
+/// The header of a listed row, or `None` (logged) when it cannot be listed: unreadable, or naming
+/// another id. Listings skip such rows rather than fail for every other session.
+pub(crate) fn readable_header(id: &str, text: &str) -> Option<SessionHeader> {
+    match parse_header(text) {
+        Ok(header) if header.id.as_str() == id => Some(header),
+        Ok(_) => {
+            tracing::warn!(%id, "skipping a session row whose header names another id");
+            None
+        }
+        Err(reason) => {
+            tracing::warn!(%id, %reason, "skipping a session with an unreadable header");
+            None
+        }
+    }
+}

@@ -43,20 +43,8 @@ pub(super) struct Missed {
 
 /// What the watcher finds at the head of its queue.
 pub(super) enum Next {
-    /// Events `from..until` of `agent` were logged.
-    Logged {
-        agent: Arc<Agent>,
-        from: u64,
-        until: u64,
-    },
-    /// Streamed text or live tool output.
-    Preview {
-        agent: Arc<Agent>,
-        what: Preview,
-        offset: u64,
-        text: String,
-        time: i64,
-    },
+    /// An entry of the queue.
+    Item(Item),
     /// The watcher fell behind by more than its bound: these sessions' events were dropped.
     Lagged(Vec<Missed>),
     /// Nothing yet.
@@ -65,12 +53,15 @@ pub(super) enum Next {
     Closed,
 }
 
-enum Item {
+/// An entry of the queue.
+pub(super) enum Item {
+    /// Events `from..until` of `agent` were logged.
     Logged {
         agent: Arc<Agent>,
         from: u64,
         until: u64,
     },
+    /// Streamed text or live tool output.
     Preview {
         agent: Arc<Agent>,
         what: Preview,
@@ -241,22 +232,11 @@ impl Queue {
             return Next::Lagged(missed);
         }
         match state.items.pop_front() {
-            Some(Item::Logged { agent, from, until }) => Next::Logged { agent, from, until },
-            Some(Item::Preview {
-                agent,
-                what,
-                offset,
-                text,
-                time,
-            }) => {
-                state.pending_text = state.pending_text.saturating_sub(text.len() + ENTRY_COST);
-                Next::Preview {
-                    agent,
-                    what,
-                    offset,
-                    text,
-                    time,
+            Some(item) => {
+                if let Item::Preview { text, .. } = &item {
+                    state.pending_text = state.pending_text.saturating_sub(text.len() + ENTRY_COST);
                 }
+                Next::Item(item)
             }
             None if state.closed => Next::Closed,
             None => Next::Wait,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 
 use super::hub::WatchHub;
-use super::queue::{Missed, Next, Queue};
+use super::queue::{Item, Missed, Next, Queue};
 use super::{StreamEvent, WatchScope};
 use crate::agent::live::Agent;
 use crate::persistence::PersistenceHandle;
@@ -142,20 +142,20 @@ impl Watcher {
                 return Some(event);
             }
             match self.queue.next() {
-                Next::Logged { agent, from, until } => self.work.push_back(Range {
+                Next::Item(Item::Logged { agent, from, until }) => self.work.push_back(Range {
                     id: agent.id().clone(),
                     source: Source::Live(agent),
                     start: from,
                     until: Some(until),
                     lagged: false,
                 }),
-                Next::Preview {
+                Next::Item(Item::Preview {
                     agent,
                     what,
                     offset,
                     text,
                     time,
-                } => {
+                }) => {
                     return Some(StreamEvent::preview(
                         agent.id().clone(),
                         time,

@@ -1,7 +1,7 @@
 //! The backend's operations, as they run on its runtime: each one connection from the pool, and
 //! for whatever writes, one transaction that first takes or keeps the session's lease.
 
-use super::{Inner, lease, read};
+use super::{Inner, lease};
 use crate::persistence::{PersistenceError, Repair, StoredSession};
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
@@ -91,7 +91,7 @@ impl Inner {
         let expected = match &stored {
             None => 0,
             Some(row) => {
-                if read::parse_header(row.get(0)).ok().as_ref() != Some(&header) {
+                if crate::persistence::parse_header(row.get(0)).ok().as_ref() != Some(&header) {
                     return Err(PersistenceError::Config(format!(
                         "session {id} is stored in {} with a different header",
                         self.target.shown()

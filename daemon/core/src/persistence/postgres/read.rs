@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use tokio_postgres::types::ToSql;
 
 use super::Inner;
-use crate::persistence::{Creator, Order, Page, PageQuery, PersistenceError};
+use crate::persistence::{
+    Creator, Order, Page, PageQuery, PersistenceError, parse_header, readable_header,
+};
 use crate::session::{Event, SessionHeader, SessionId};
 
 impl Inner {
@@ -187,27 +189,4 @@ pub(super) fn page_statement(query: &PageQuery, cwd: Option<String>) -> (String,
         limit + 1
     );
     (sql, values)
-}
-
-/// Parses and checks a stored header.
-pub(super) fn parse_header(text: &str) -> Result<SessionHeader, String> {
-    let header: SessionHeader =
-        serde_json::from_str(text).map_err(|e| format!("invalid session header: {e}"))?;
-    header.validate().map_err(|e| e.to_string())?;
-    Ok(header)
-}
-
-/// The header of a listed row, or `None` (logged) when it cannot be listed.
-fn readable_header(id: &str, text: &str) -> Option<SessionHeader> {
-    match parse_header(text) {
-        Ok(header) if header.id.as_str() == id => Some(header),
-        Ok(_) => {
-            tracing::warn!(%id, "skipping a session row whose header names another id");
-            None
-        }
-        Err(reason) => {
-            tracing::warn!(%id, %reason, "skipping a session with an unreadable header");
-            None
-        }
-    }
 }

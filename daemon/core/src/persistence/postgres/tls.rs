@@ -96,7 +96,8 @@ pub(crate) fn connector(
                 mode.as_str()
             )));
         }
-        (TlsMode::Disable | TlsMode::Prefer, _) | (TlsMode::Require, None) => Arc::new(Unchecked {
+        (TlsMode::Disable | TlsMode::Prefer, _) | (TlsMode::Require, None) => Arc::new(Lenient {
+            chain: None,
             algorithms: provider.signature_verification_algorithms,
         }),
         (TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull, Some(roots)) => {
@@ -107,7 +108,10 @@ pub(crate) fn connector(
             if mode == TlsMode::VerifyFull {
                 webpki
             } else {
-                Arc::new(AnyName { webpki })
+                Arc::new(Lenient {
+                    chain: Some(webpki),
+                    algorithms: provider.signature_verification_algorithms,
+                })
             }
         }
     };
@@ -146,15 +150,19 @@ fn read_roots(path: &Path) -> Result<RootCertStore, PersistenceError> {
     Ok(roots)
 }
 
-/// `verify-ca`: the chain must lead to a trusted CA; the name in the certificate is not
-/// compared with the host (webpki checks the chain first, so a name error means the chain was
-/// good).
+/// The verifier of every mode but `verify-full` (which is webpki's own): with `chain`
+/// (`verify-ca`, or `require` with a CA file) the chain must lead to a trusted CA but the name in
+/// the certificate is not compared with the host (webpki checks the chain first, so a name error
+/// means the chain was good); without it (`prefer`, `require` without a CA file) the certificate
+/// is not checked at all, libpq's meaning of these modes. Either way the handshake's signatures
+/// are checked against the certificate presented.
 #[derive(Debug)]
-struct AnyName {
-    webpki: Arc<WebPkiServerVerifier>,
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -163,61 +171,15 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a CA file: encrypted, the certificate not checked (libpq's
-/// meaning of these modes). The handshake's signatures are still checked against the
-/// certificate presented.
-#[derive(Debug)]
-struct Unchecked {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

@@ -260,7 +260,7 @@ impl Persistence for SqliteBackend {
         let expected = match stored {
             None => 0,
             Some((text, tail)) => {
-                if read::parse_header(&text).ok().as_ref() != Some(header) {
+                if crate::persistence::parse_header(&text).ok().as_ref() != Some(header) {
                     return Err(PersistenceError::Config(format!(
                         "session {id} is stored in {} with a different header",
                         self.path.display()
@@ -346,7 +346,7 @@ impl Persistence for SqliteBackend {
             .map_err(self.sqlite())?;
         Ok(rows
             .iter()
-            .filter_map(|(id, text)| read::readable_header(id, text))
+            .filter_map(|(id, text)| crate::persistence::readable_header(id, text))
             .collect())
     }
 

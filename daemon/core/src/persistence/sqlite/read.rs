@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteBackend;
 use super::schema::CWD;
-use crate::persistence::{Order, Page, PageQuery, PersistenceError};
+use crate::persistence::{Order, Page, PageQuery, PersistenceError, parse_header, readable_header};
 use crate::session::{Event, SessionHeader, SessionId};
 
 const INSERT_EVENT: &str =
@@ -183,30 +183,6 @@ fn page_statement(query: &PageQuery) -> Option<(String, Vec<Box<dyn rusqlite::To
         limit + 1
     );
     Some((sql, params))
-}
-
-/// Parses and checks a stored header.
-pub(super) fn parse_header(text: &str) -> Result<SessionHeader, String> {
-    let header: SessionHeader =
-        serde_json::from_str(text).map_err(|e| format!("invalid session header: {e}"))?;
-    header.validate().map_err(|e| e.to_string())?;
-    Ok(header)
-}
-
-/// The header of a listed row, or `None` (logged) when it cannot be listed: unreadable, or naming
-/// another id. Listings skip such rows rather than fail for every other session.
-pub(super) fn readable_header(id: &str, text: &str) -> Option<SessionHeader> {
-    match parse_header(text) {
-        Ok(header) if header.id.as_str() == id => Some(header),
-        Ok(_) => {
-            tracing::warn!(%id, "skipping a session row whose header names another id");
-            None
-        }
-        Err(reason) => {
-            tracing::warn!(%id, %reason, "skipping a session with an unreadable header");
-            None
-        }
-    }
 }
 
 #[cfg(test)]
