@@ -366,22 +366,64 @@ async fn an_unknown_mode_in_a_request_is_an_invalid_argument_naming_the_field() 
     );
 }
 
-/// Fail closed: a policy the kernel cannot enforce (simulated by asking for an ABI above the
-/// kernel's) refuses the call with what is missing and how to run unconfined; nothing runs.
-/// Running unconfined deliberately still works.
+/// Fail closed: a policy the kernel cannot enforce refuses the call with what is missing and
+/// how to run unconfined; nothing runs, from `Shell.Run` or from an agent; running unconfined
+/// deliberately still works. The kernel here has Landlock, so dshd is started with none: under a
+/// seccomp filter (installed by a wrapper before it execs dshd) that answers the Landlock system
+/// calls `ENOSYS`, as a kernel built without it does. Where the kernel's ABI is not the newest
+/// this dsh knows, a configured `landlock_abi` above it is refused the same way.
 #[test]
 fn an_unenforceable_policy_refuses_the_call_and_nothing_runs() {
+    let dir = dsh_tests::private_dir();
+    let wrapper = dir.path().join("no-landlock.py");
+    std::fs::write(&wrapper, NO_LANDLOCK).unwrap();
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        wrapper: vec!["python3".into(), wrapper.into()],
+        ..DaemonSpec::default()
+    });
+    assert_eq!(kernel_abi(&daemon), 0, "the filter did not hide Landlock");
+    refused_and_nothing_runs(&daemon, "this kernel has no Landlock");
+    drop(daemon);
+
     let probe = TestDaemon::start();
     let above = kernel_abi(&probe) + 1;
     drop(probe);
-    if above > u64::from(dsh_core::KNOWN_ABI) {
-        eprintln!("SKIPPED: the kernel's Landlock ABI is the newest this dsh knows");
-        return;
+    if above <= u64::from(dsh_core::KNOWN_ABI) {
+        let daemon = daemon_with(&format!("landlock_abi = {above}"));
+        refused_and_nothing_runs(&daemon, &format!("needs Landlock ABI {above}"));
     }
-    let daemon = daemon_with(&format!("landlock_abi = {above}"));
+}
+
+/// Execs its arguments with the Landlock system calls (444-446, the same on every architecture)
+/// failing with `ENOSYS`; everything else allowed.
+const NO_LANDLOCK: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def op(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k)
+LD_NR, JGE, JGT, RET = 0x20, 0x35, 0x25, 0x06
+ALLOW, ERRNO_ENOSYS = 0x7FFF0000, 0x00050000 | 38
+program = b"".join([
+    op(LD_NR, 0),
+    op(JGE, 444, 0, 2),
+    op(JGT, 446, 1, 0),
+    op(RET, ERRNO_ENOSYS),
+    op(RET, ALLOW),
+])
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+fprog = Fprog(len(program) // 8, program)
+if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+    sys.exit("no-landlock: prctl: " + os.strerror(ctypes.get_errno()))
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+/// A confined command refused with `needle` (and what to do) by `daemon`, from `Shell.Run` and
+/// from an agent's bash call, with nothing run; the same command unconfined runs.
+fn refused_and_nothing_runs(daemon: &TestDaemon, needle: &str) {
     let work = daemon.workdir("closed");
     let (code, doc) = run(
-        &daemon,
+        daemon,
         &[
             "--cwd",
             work.to_str().unwrap(),
@@ -395,14 +437,15 @@ fn an_unenforceable_policy_refuses_the_call_and_nothing_runs() {
     assert_eq!(doc["error"]["kind"], "failed_precondition", "{doc}");
     let message = doc["error"]["message"].as_str().unwrap();
     for needle in [
-        &format!("needs Landlock ABI {above}") as &str,
+        needle,
+        "needs Landlock ABI",
         "nothing was run",
         "sandbox mode \"off\"",
     ] {
         assert!(message.contains(needle), "{needle}: {message}");
     }
-    let id = agent(&daemon, &work, &["--sandbox", "read-only"], &["touch ran"]);
-    let got = results(&daemon, &id);
+    let id = agent(daemon, &work, &["--sandbox", "read-only"], &["touch ran"]);
+    let got = results(daemon, &id);
     assert!(
         got[0].is_error && got[0].content.contains("cannot be enforced"),
         "{:?}",
@@ -410,7 +453,7 @@ fn an_unenforceable_policy_refuses_the_call_and_nothing_runs() {
     );
     assert!(!work.join("ran").exists(), "a refused command ran");
     let (code, doc) = run(
-        &daemon,
+        daemon,
         &[
             "--cwd",
             work.to_str().unwrap(),
