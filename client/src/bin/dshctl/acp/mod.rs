@@ -9,6 +9,7 @@
 
 mod jsonrpc;
 mod sessions;
+mod stdio;
 mod turn;
 mod updates;
 
@@ -56,8 +57,9 @@ pub async fn run(
     explicit: Option<std::ffi::OsString>,
     args: AcpArgs,
 ) -> anyhow::Result<ExitCode> {
+    let (input, output, _restore) = stdio::open();
     let (peer, outgoing) = Peer::new();
-    let writer = tokio::spawn(jsonrpc::write_out(outgoing, tokio::io::stdout()));
+    let writer = tokio::spawn(jsonrpc::write_out(outgoing, output));
     let bridge = Arc::new(Bridge {
         socket,
         explicit,
@@ -70,7 +72,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(input).lines();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {
