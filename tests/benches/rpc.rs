@@ -5,7 +5,8 @@
 //! - `Persistence.Locate` of a stored session (no live agent) whose JSONL log is 100 MB, against
 //!   the same `Status` (target ≤ 1.25×): the daemon reads the log's header line once and keeps it;
 //! - `Persistence.Locate` of [`FIRST_TIMES`] other stored sessions, each asked once (so each reads
-//!   its header on the blocking pool), against the `Status` calls interleaved with them;
+//!   its header on the blocking pool), against the `Status` calls interleaved with them (target
+//!   ≤ 1.5×, restated: docs/BENCHMARKS.md);
 //! - `Daemon.Status` against the floor of any tonic unary call: a bare tonic server built here
 //!   (the standard health service, nothing else, on its own runtime thread and socket) answering
 //!   `grpc.health.v1.Health/Check` to the same kind of client (target ≤ 1.5×).
@@ -160,7 +161,8 @@ fn main() {
             &format!("Locate of {FIRST_TIMES} other stored sessions, once each, vs Status"),
             ("Locate 1st time", &first),
             ("Status (floor)", &first_status),
-            1.25,
+            // Restated from 1.25 (docs/BENCHMARKS.md, "Targets restated, and why").
+            1.5,
             "Locate of a stored session, first time (header read) / Status",
         );
         (status, locate, floor, stored_locate)

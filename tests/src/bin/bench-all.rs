@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 17] = [
+const BENCHES: [(&str, &str); 18] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
@@ -31,6 +31,7 @@ const BENCHES: [(&str, &str); 17] = [
     ("dsh-tests", "live_output"),
     ("dsh-tests", "sandbox"),
     ("dsh-tests", "postgres"),
+    ("dsh-tests", "acp"),
 ];
 
 /// One figure of the table.

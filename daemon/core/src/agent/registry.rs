@@ -587,8 +587,8 @@ impl AgentRegistry {
         Ok(agent)
     }
 
-    /// A new live agent (not registered yet).
-    /// A top-level agent over `log` (no parent: it is its own root), publishing to the hub.
+    /// A new top-level agent over `log`, not registered yet: no parent (it is its own root), its
+    /// events published to the hub.
     fn top_level(
         &self,
         log: SessionLog,
