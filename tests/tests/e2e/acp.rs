@@ -3,7 +3,8 @@
 //! ACP session id as `DSH_SESSION_ID`; permission requests are answered allow, allow always and
 //! reject; a cancel ends a turn `cancelled`; a load replays the stored session; a child agent's
 //! calls show on the parent's session; a running command's output shows as it is produced; list,
-//! close, bad input, a missing daemon and the end of stdin behave as docs/ACP.md says.
+//! close, bad input, a missing daemon, an editor that stops reading and the end of stdin behave
+//! as docs/ACP.md says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -596,4 +597,112 @@ fn a_child_agents_calls_show_as_tool_calls_of_the_parent_session() {
         "tool_call_update spawn completed",
         "{order:?}"
     );
+}
+
+/// An editor that stops reading the bridge's stdout: the bridge's output fills the pipe and its
+/// bounded queue, yet it keeps reading stdin, so a `session/cancel` sent meanwhile still reaches
+/// dshd and ends the turn. Once the editor reads again, every message is there, in order, ending
+/// with the prompt's `cancelled`; closing stdin then ends the bridge with 0.
+#[test]
+fn an_editor_that_stops_reading_can_still_cancel_and_loses_nothing() {
+    use std::io::BufRead;
+
+    let daemon = TestDaemon::start();
+    // 600 calls make about 1,800 updates: more than the pipe (64 KiB) and the bridge's queue
+    // (1,024 messages) hold. Then a long command keeps the turn running until the cancel.
+    let calls: Vec<Value> = (0..600)
+        .map(|i| json!({"id": format!("c{i}"), "name": "bash", "arguments": {"command": "true"}}))
+        .collect();
+    let script = json!({"replies": [
+        {"tool_calls": calls},
+        {"tool_calls": [{"id": "s", "name": "bash", "arguments": {"command": "sleep 29.517"}}]},
+        {"text": "never"},
+    ]});
+    let path = daemon.dir.path().join("script-unread.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let mut child = Command::new(dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["acp", "--script", path.to_str().unwrap()])
+        .env_remove("DSH_SOCKET")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    fn next(stdout: &mut impl BufRead) -> Value {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        serde_json::from_str(&line).unwrap()
+    }
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    assert_eq!(next(&mut stdout)["id"], 1);
+    let cwd = daemon.dir.path().to_str().unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+    );
+    let id = next(&mut stdout)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt(&id, "go")}),
+    );
+
+    // Not reading: the pipe fills (and behind it the queue), and the turn reaches its long call.
+    let unread = || rustix::io::ioctl_fionread(stdout.get_ref()).unwrap();
+    assert!(
+        dsh_tests::eventually(PATIENCE, || unread() >= 60 * 1024),
+        "the bridge's stdout never filled: {} bytes waiting",
+        unread()
+    );
+    let sleeping = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(6).any(|w| w == b"29.517"))
+        })
+    };
+    assert!(
+        dsh_tests::eventually(PATIENCE, sleeping),
+        "the long call never started"
+    );
+    let state = || daemon.dshctl_json(&["agent", "show", &id])["state"].clone();
+    assert_eq!(state(), "running");
+
+    send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": id}}));
+    assert!(
+        dsh_tests::eventually(PATIENCE, || state() == "idle"),
+        "the cancel sent while stdout was full did not reach dshd"
+    );
+    assert!(
+        unread() >= 60 * 1024,
+        "the test read the bridge's stdout before the cancel landed"
+    );
+
+    // Reading again: every update of every call, then the answer.
+    let (mut finished, mut answer) = (0, None);
+    while answer.is_none() {
+        let message = next(&mut stdout);
+        if message["params"]["update"]["sessionUpdate"] == "tool_call_update"
+            && message["params"]["update"]["status"] == "completed"
+        {
+            finished += 1;
+        }
+        if message["id"] == 3 {
+            answer = Some(message);
+        }
+    }
+    assert_eq!(finished, 600, "calls whose completion was lost");
+    assert_eq!(answer.unwrap()["result"]["stopReason"], "cancelled");
+    drop(stdin);
+    let status = wait_child(&mut child, PATIENCE).expect("dshctl acp did not exit");
+    assert!(status.success(), "{status:?}");
 }
