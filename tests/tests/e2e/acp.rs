@@ -27,17 +27,7 @@ struct Acp {
 
 impl Acp {
     fn start(socket: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(dshctl_bin())
-            .arg("--socket")
-            .arg(socket)
-            .arg("acp")
-            .args(args)
-            .env_remove("DSH_SOCKET")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_bridge(socket, args);
         let stdout = child.stdout.take().unwrap();
         let lines = dsh_tests::line_channel(stdout);
         let stdin = child.stdin.take();
@@ -51,14 +41,7 @@ impl Acp {
 
     /// A bridge with a scripted model whose script is `script`.
     fn scripted(daemon: &TestDaemon, script: &Value, more: &[&str]) -> Self {
-        let path = daemon.dir.path().join(format!(
-            "script-{}.json",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::write(&path, script.to_string()).unwrap();
+        let path = script_file(daemon, script);
         let mut args = vec!["--script", path.to_str().unwrap()];
         args.extend_from_slice(more);
         Self::start(&daemon.socket, &args)
@@ -163,6 +146,34 @@ impl Drop for Acp {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `dshctl acp ARGS` on `socket`, its stdin and stdout piped.
+fn spawn_bridge(socket: &Path, args: &[&str]) -> Child {
+    Command::new(dshctl_bin())
+        .arg("--socket")
+        .arg(socket)
+        .arg("acp")
+        .args(args)
+        .env_remove("DSH_SOCKET")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// `script` written to a new file in the daemon's directory.
+fn script_file(daemon: &TestDaemon, script: &Value) -> std::path::PathBuf {
+    let path = daemon.dir.path().join(format!(
+        "script-{}.json",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
 }
 
 /// The `update`s of the `session/update` notifications among `messages`.
@@ -618,18 +629,8 @@ fn an_editor_that_stops_reading_can_still_cancel_and_loses_nothing() {
         {"tool_calls": [{"id": "s", "name": "bash", "arguments": {"command": "sleep 29.517"}}]},
         {"text": "never"},
     ]});
-    let path = daemon.dir.path().join("script-unread.json");
-    std::fs::write(&path, script.to_string()).unwrap();
-    let mut child = Command::new(dshctl_bin())
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .args(["acp", "--script", path.to_str().unwrap()])
-        .env_remove("DSH_SOCKET")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let path = script_file(&daemon, &script);
+    let mut child = spawn_bridge(&daemon.socket, &["--script", path.to_str().unwrap()]);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut send = |message: Value| {

@@ -117,7 +117,8 @@ impl AgentRegistry {
             DurableCursor::default(),
             SessionSource::Startup,
             provider,
-            (approval, sandbox),
+            approval,
+            sandbox,
         );
         self.insert(agent, "create")
     }
@@ -219,7 +220,8 @@ impl AgentRegistry {
             DurableCursor::at(generation, durable),
             SessionSource::Resume,
             provider,
-            (approval, sandbox),
+            approval,
+            sandbox,
         );
         self.insert(agent, "resume")
     }
@@ -307,7 +309,8 @@ impl AgentRegistry {
             DurableCursor::default(),
             SessionSource::Startup,
             provider,
-            (approval, sandbox),
+            approval,
+            sandbox,
         );
         let agent = self.insert(agent, "fork")?;
         if let Err(error) = agent.checkpoint(&self.services).await {
@@ -595,7 +598,8 @@ impl AgentRegistry {
         cursor: DurableCursor,
         source: SessionSource,
         provider: Arc<dyn ModelProvider>,
-        (approval, sandbox): (ApprovalPolicy, SandboxPolicy),
+        approval: ApprovalPolicy,
+        sandbox: SandboxPolicy,
     ) -> Arc<Agent> {
         Agent::new(NewAgent {
             root: log.header().id.clone(),
