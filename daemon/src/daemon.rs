@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 use crate::backends::{Backends, startup_backend};
 use crate::config::Config;
 use dsh_core::{
-    AgentRegistry, AgentServices, ChoiceError, ExecConfig, ExecError, Executor, Hooks,
-    OpenAiProvider, OpenAiSetupError, PersistenceError, PersistenceHandle, ProviderFactory,
-    RegisterError, Registration, Shell, ShellEnvRegistry, Skills, ToolSet, Unsaved,
-    load_backend_choice, register_builtins,
+    AgentRegistry, AgentServices, ChoiceError, ExecConfig, ExecError, Executor, Hooks, Launcher,
+    LauncherError, OpenAiProvider, OpenAiSetupError, PersistenceError, PersistenceHandle,
+    ProviderFactory, RegisterError, Registration, Shell, ShellEnvRegistry, Skills, ToolSet,
+    Unsaved, load_backend_choice, register_builtins,
 };
 
 /// Why the daemon's core could not be assembled. Each variant says which part failed and keeps
@@ -101,6 +101,7 @@ impl Daemon {
         let persistence = Arc::new(PersistenceHandle::new(backend));
         let executor = Arc::new(Executor::new(ExecConfig {
             owner_scope: home.to_string_lossy().into_owned(),
+            launcher: choose_launcher(),
             ..config.exec.clone()
         })?);
         let leftovers = executor.kill_leftovers();
@@ -227,6 +228,32 @@ impl Daemon {
         let unsaved = self.agents.shutdown(&rescue_dirs).await;
         self.executor.shutdown().await;
         unsaved
+    }
+}
+
+/// The `dsh-launch` installed beside dshd when there is one dshd may run, else dshd's own binary;
+/// logged either way, since it decides how fast every command starts.
+fn choose_launcher() -> Launcher {
+    match Launcher::beside_this_executable() {
+        Ok(launcher) => {
+            tracing::info!(path = %launcher, "commands start through the installed launcher");
+            launcher
+        }
+        Err(LauncherError::Missing(path)) => {
+            tracing::info!(
+                missing = %path.display(),
+                "commands start through dshd's own binary; installing dsh-launch beside dshd \
+                 starts each about a millisecond sooner"
+            );
+            Launcher::this_executable()
+        }
+        Err(why) => {
+            tracing::warn!(
+                error = format!("{:#}", anyhow::Error::new(why)),
+                "not using the installed launcher: commands start through dshd's own binary"
+            );
+            Launcher::this_executable()
+        }
     }
 }
 

@@ -80,16 +80,17 @@ fn hooks(dir: &Path, name: &str, command: &str) -> Hooks {
     )
 }
 
-/// The `dsh-launch` binary as the launcher. The default, this process's own binary, is dshd in the
-/// daemon; here it would be this bench, which would start itself again instead of the hook.
+/// The `dsh-launch` binary as the launcher, as dshd runs an installed one. The default, this
+/// process's own binary, is dshd in the daemon; here it would be this bench, which would start
+/// itself again instead of the hook.
 fn launcher() -> Launcher {
-    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    Launcher {
-        program: BIN
-            .get_or_init(|| dsh_tests::cargo_build("dsh-launch", "dsh-launch", true))
-            .clone(),
-        arg0: "dsh-launch".into(),
-    }
+    static LAUNCHER: std::sync::OnceLock<Launcher> = std::sync::OnceLock::new();
+    LAUNCHER
+        .get_or_init(|| {
+            let bin = dsh_tests::cargo_build("dsh-launch", "dsh-launch", true);
+            Launcher::installed(&bin).unwrap()
+        })
+        .clone()
 }
 
 fn event() -> HookEvent {

@@ -22,6 +22,21 @@ pub fn dshd_bin() -> &'static Path {
     BIN.get_or_init(|| build_bin("dsh-daemon", "dshd"))
 }
 
+/// A copy of the built `dshd` in `dir` (a hard link when the file system allows one), with
+/// nothing beside it unless the test puts it there.
+pub fn dshd_copy(dir: &Path) -> PathBuf {
+    let copy = dir.join("dshd");
+    if std::fs::hard_link(dshd_bin(), &copy).is_err() {
+        std::fs::copy(dshd_bin(), &copy).unwrap_or_else(|e| panic!("copy dshd: {e}"));
+    }
+    copy
+}
+
+/// The `dsh-launch` built beside [`dshd_bin`].
+pub fn launcher_bin() -> PathBuf {
+    dshd_bin().with_file_name("dsh-launch")
+}
+
 /// Path of the freshly built `dshctl` binary (built once per test process).
 pub fn dshctl_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -65,6 +80,10 @@ pub fn cargo_build(package: &str, bin: &str, release: bool) -> PathBuf {
     let run = build
         .run()
         .unwrap_or_else(|e| panic!("cannot build {bin}: {e}"));
+    // dshd is installed with the launcher beside it (README), so every dshd started here is too.
+    if bin == "dshd" {
+        cargo_build("dsh-launch", "dsh-launch", release);
+    }
     run.path().to_path_buf()
 }
 
@@ -124,6 +143,9 @@ pub struct DaemonSpec {
     /// [`TestDaemon::dshctl`] runs as that user too (dshctl refuses a socket of another uid).
     /// Needs root; [`NOBODY`] is the usual choice.
     pub user: Option<u32>,
+    /// A `dshd` binary other than the one built with `dsh-launch` beside it, e.g. a copy alone in
+    /// a directory ([`dshd_copy`]).
+    pub binary: Option<PathBuf>,
 }
 
 /// The uid and gid of `nobody`: the ordinary user tests run dshd as.
@@ -375,10 +397,11 @@ fn launch(
     let mut cmd = match words.split_first() {
         Some((program, words)) => {
             let mut cmd = daemon_command_for(Path::new(program), dir);
-            cmd.args(words).arg(dshd_bin());
+            cmd.args(words)
+                .arg(spec.binary.as_deref().unwrap_or(dshd_bin()));
             cmd
         }
-        None => daemon_command(dir),
+        None => daemon_command_for(spec.binary.as_deref().unwrap_or(dshd_bin()), dir),
     };
     if spec.user.is_some() {
         cmd.env("TMPDIR", dir.path().join("tmp"));

@@ -134,12 +134,25 @@ pub fn keys(json: impl AsRef<[u8]>) -> Vec<String> {
 }
 
 /// The launcher for executors outside dshd (a test binary's `/proc/self/exe` is no launcher):
-/// the `dsh-launch` binary, built once per test process with escargot. The nested cargo gets
+/// the `dsh-launch` binary, opened and checked as dshd opens an installed one.
+pub fn launcher() -> crate::exec::Launcher {
+    static LAUNCHER: std::sync::OnceLock<crate::exec::Launcher> = std::sync::OnceLock::new();
+    LAUNCHER
+        .get_or_init(
+            || match crate::exec::Launcher::installed(launcher_binary()) {
+                Ok(launcher) => launcher,
+                Err(error) => panic!("the dsh-launch built for the tests: {error}"),
+            },
+        )
+        .clone()
+}
+
+/// The `dsh-launch` binary, built once per test process with escargot. The nested cargo gets
 /// the environment a build from a shell has, as `dsh-tests` does for `dshd` (the variables cargo
 /// sets for a test binary would make some build scripts rebuild every time).
-pub fn launcher() -> crate::exec::Launcher {
+pub fn launcher_binary() -> &'static std::path::Path {
     static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let bin = BIN.get_or_init(|| {
+    BIN.get_or_init(|| {
         let manifest =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../launch/Cargo.toml");
         let mut build = escargot::CargoBuild::new()
@@ -155,11 +168,7 @@ pub fn launcher() -> crate::exec::Launcher {
             Ok(run) => run.path().to_path_buf(),
             Err(error) => panic!("cannot build dsh-launch: {error}"),
         }
-    });
-    crate::exec::Launcher {
-        program: bin.clone(),
-        arg0: dsh_launch::ARG0.into(),
-    }
+    })
 }
 
 /// Whether `name` is one of the variables `cargo test`, `cargo bench` and `cargo run` set for the

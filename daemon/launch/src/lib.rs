@@ -41,10 +41,19 @@ pub const ARG0: &str = "dsh-launch";
 /// apart.
 pub const EXIT_REFUSED: i32 = 125;
 
+/// What `dsh-launch --version` prints: dshd runs an installed launcher only when it answers
+/// exactly this, the version of the encoding dshd itself was built with.
+pub const VERSION_LINE: &str = concat!("dsh-launch ", env!("CARGO_PKG_VERSION"));
+
 /// Runs the launcher on this process's arguments: never returns (the program replaces it, or it
 /// exits with [`EXIT_REFUSED`]).
 pub fn main() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Never an encoded launch: those start with a plan flag or the separator.
+    if args == ["--version"] {
+        println!("{VERSION_LINE}");
+        std::process::exit(0)
+    }
     let Err(reason) = run(args);
     eprintln!("{ARG0}: {reason}; nothing was run");
     std::process::exit(EXIT_REFUSED)

@@ -62,6 +62,13 @@ impl daemon_server::Daemon for DaemonService {
                 .unwrap_or_default(),
             landlock_abi: d.executor.landlock().abi(),
             landlock: d.executor.landlock().to_string(),
+            launcher: d
+                .executor
+                .config()
+                .launcher
+                .installed_path()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             connections: count(self.connections.open()),
             max_connections: count(self.connections.max()),
             default_provider: d.config.default_provider.clone(),

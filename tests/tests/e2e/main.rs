@@ -9,6 +9,7 @@ mod contributors;
 mod daemon;
 mod full_loop;
 mod hooks;
+mod launcher;
 mod live;
 mod managed_env;
 mod observability;

@@ -34,6 +34,7 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
         "config_file": (!s.config_file.is_empty()).then_some(&s.config_file),
         "landlock_abi": s.landlock_abi,
         "landlock": s.landlock,
+        "launcher": (!s.launcher.is_empty()).then_some(&s.launcher),
         "connections": s.connections,
         "max_connections": s.max_connections,
     });
@@ -78,7 +79,15 @@ pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
             "not set; only the scripted model works"
         };
         writeln!(w, "model key    {} ({key})", s.model_key_env)?;
-        writeln!(w, "landlock     {}", s.landlock)
+        writeln!(w, "landlock     {}", s.landlock)?;
+        if s.launcher.is_empty() {
+            writeln!(
+                w,
+                "launcher     dshd's own binary (install dsh-launch beside dshd to start commands sooner)"
+            )
+        } else {
+            writeln!(w, "launcher     {}", s.launcher)
+        }
     })
 }
 

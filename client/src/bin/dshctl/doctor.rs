@@ -138,7 +138,14 @@ pub async fn run(socket: &Path, looked: &str, out: Output) -> anyhow::Result<Exi
     })
 }
 
-const AFTER_DAEMON: [&str; 5] = ["home", "persistence", "model key", "config", "hooks"];
+const AFTER_DAEMON: [&str; 6] = [
+    "home",
+    "persistence",
+    "model key",
+    "config",
+    "launcher",
+    "hooks",
+];
 
 async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -191,6 +198,7 @@ async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
     checks.extend(persistence(&client).await);
     checks.push(model_key(&status));
     checks.push(config(&status));
+    checks.push(launcher(&status));
     checks.extend(hooks(&client).await);
     checks
 }
@@ -403,6 +411,20 @@ fn model_key(s: &v1::StatusResponse) -> Check {
             "not set in dshd's environment: only the keyless scripted model works",
             set_key,
         )
+    }
+}
+
+/// A warning, not a failure: without the installed launcher every command still runs, confined
+/// as asked, only about a millisecond later.
+fn launcher(s: &v1::StatusResponse) -> Check {
+    if s.launcher.is_empty() {
+        Check::warn(
+            "launcher",
+            "commands start through dshd's own binary, about a millisecond slower each",
+            "install dsh-launch beside dshd (cargo install --locked --path daemon/launch) and restart dshd; if one is there, dshd's log says why it was not used",
+        )
+    } else {
+        Check::ok("launcher", format!("commands start through {}", s.launcher))
     }
 }
 

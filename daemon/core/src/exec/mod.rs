@@ -16,6 +16,8 @@
 //!   descendant outlives its owner even after leaving the process group.
 //! - `lineage`: which of the daemon's commands a process (a client of the socket) descends from,
 //!   and under which sandbox ([`provenance`]).
+//! - `launcher`: which program every command is started through ([`Launcher`]): the
+//!   `dsh-launch` installed beside dshd, or dshd's own binary.
 //! - `confine`: sandboxed launches (the plan the launcher confines itself to, private temporary
 //!   directories); see [`crate::sandbox`] and `dsh_launch`.
 //!
@@ -45,6 +47,7 @@ mod confine;
 pub(crate) use confine::SandboxRequest;
 mod env;
 mod jobs;
+mod launcher;
 mod limits;
 mod lineage;
 pub use lineage::{Provenance, UnknownReason, has_terminal, provenance};
@@ -86,8 +89,8 @@ pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;
 use jobs::{Job, JobTable};
+pub use launcher::{Launcher, LauncherError};
 use output::{Collector, SpillTarget, Stream};
-pub use process::Launcher;
 use process::{Launch, Limits};
 
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
@@ -183,8 +186,8 @@ impl Default for ExecConfig {
     }
 }
 
-/// dshd's own binary; in the core's unit tests, which run in a test binary, the `dsh-launch`
-/// binary built for them.
+/// dshd's own binary (dshd picks an installed `dsh-launch` at start); in the core's unit tests,
+/// which run in a test binary, the `dsh-launch` binary built for them.
 fn default_launcher() -> Launcher {
     #[cfg(test)]
     return crate::test_support::launcher();
@@ -321,7 +324,7 @@ pub enum ExecError {
     /// The shell could not be started.
     #[error("cannot start {}: {error}", shell.display())]
     Spawn {
-        /// The shell program.
+        /// The program that could not be started: the shell, or the launcher.
         shell: PathBuf,
         /// The OS error.
         error: std::io::Error,
@@ -417,6 +420,12 @@ impl Executor {
         ambient: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Self, ExecError> {
         validate(&config)?;
+        let mut config = config;
+        // A command that could rewrite the installed launcher would choose how the next one is
+        // confined: no writable root may hold it.
+        if let Some(path) = config.launcher.installed_path() {
+            config.sandbox.protected.push(path.to_owned());
+        }
         let ambient: Vec<(OsString, OsString)> = ambient.into_iter().collect();
         let path_var = ambient
             .iter()
@@ -836,9 +845,6 @@ fn validate(c: &ExecConfig) -> Result<(), ExecError> {
     }
     if c.shell.as_os_str().is_empty() {
         return bad("shell", "must not be empty");
-    }
-    if c.launcher.program.as_os_str().is_empty() {
-        return bad("launcher", "must not be empty");
     }
     Ok(())
 }

@@ -57,31 +57,12 @@ use super::ExecError;
 use super::confine::Confinement;
 use super::env::OWNER_MARKER;
 use super::env::{BaseEnv, validate_launch};
+use super::launcher::Launcher;
 use super::limits::Extra;
 use super::output::Collector;
 use super::reaper::CommandOrigin;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
 use crate::session::SessionId;
-
-/// How dshd starts the launcher: its program and `argv[0]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launcher {
-    /// The program to spawn: dshd's own binary (`/proc/self/exe`), or a `dsh-launch` binary.
-    pub program: PathBuf,
-    /// Its `argv[0]`: [`dsh_launch::ARG0`], on which dshd's `main` acts as the launcher.
-    pub arg0: OsString,
-}
-
-impl Launcher {
-    /// This process's own binary as the launcher: what dshd uses, so the launcher is always the
-    /// running dshd's own version and nothing else has to be installed.
-    pub fn this_executable() -> Self {
-        Self {
-            program: PathBuf::from("/proc/self/exe"),
-            arg0: dsh_launch::ARG0.into(),
-        }
-    }
-}
 
 /// What to start.
 pub(crate) struct Launch<'a> {
@@ -197,8 +178,8 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     // What the launcher's own `execve` adds to the shell's: its program, `argv[0]` and the
     // plan's arguments (the shell's three are counted by the check itself).
     let launcher_strings = [
-        launch.launcher.program.as_os_str(),
-        launch.launcher.arg0.as_os_str(),
+        launch.launcher.program().as_os_str(),
+        launch.launcher.arg0().as_os_str(),
     ]
     .into_iter()
     .chain(
@@ -223,8 +204,8 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     )?;
     check_cwd(launch.cwd)?;
     let owner = Owner::new(launch.scope);
-    let mut cmd = Command::new(&launch.launcher.program);
-    cmd.arg0(&launch.launcher.arg0)
+    let mut cmd = Command::new(launch.launcher.program());
+    cmd.arg0(launch.launcher.arg0())
         .args(invocation)
         .env_clear()
         .envs(launch.base.iter());
@@ -246,7 +227,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .stderr(Stdio::piped());
     let gate = SpawnGate::enter();
     let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
-        shell: launch.launcher.program.clone(),
+        shell: launch.launcher.path().to_owned(),
         error: source,
     })?;
     let Some(pgid) = child
@@ -256,7 +237,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     else {
         // Cannot happen right after a successful spawn; `kill_on_drop` cleans up if it does.
         return Err(ExecError::Spawn {
-            shell: launch.launcher.program.clone(),
+            shell: launch.launcher.path().to_owned(),
             error: io::Error::other("spawned shell has no pid"),
         });
     };

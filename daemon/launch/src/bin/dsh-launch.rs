@@ -1,5 +1,5 @@
-//! `dsh-launch`: the launcher on its own, for the core's tests and for running it by hand. dshd
-//! runs the same code as itself (`/proc/self/exe` with `argv[0]` `dsh-launch`).
+//! `dsh-launch`: the launcher on its own, installed beside `dshd`, which runs every command
+//! through it (and through its own binary, run as `dsh-launch`, when there is none).
 
 fn main() {
     dsh_launch::main()

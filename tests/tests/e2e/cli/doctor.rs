@@ -8,13 +8,14 @@ use dsh_tests::{DaemonSpec, private_dir};
 
 use super::*;
 
-const CHECKS: [&str; 7] = [
+const CHECKS: [&str; 8] = [
     "socket",
     "daemon",
     "home",
     "persistence",
     "model key",
     "config",
+    "launcher",
     "hooks",
 ];
 

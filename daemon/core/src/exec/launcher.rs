@@ -1,0 +1,323 @@
+//! Which program every command is started through.
+//!
+//! Every command starts as the launcher (crate `dsh_launch`), which then `exec`s it. Two programs
+//! can be that launcher:
+//!
+//! - the `dsh-launch` binary installed beside dshd ([`Launcher::beside_this_executable`]): small,
+//!   so each command starts about a millisecond sooner than through dshd's own binary, which is
+//!   large to load (docs/BENCHMARKS.md). dshd opens the file once, checks it (a regular file only
+//!   its owner, root or this user, may change; it answers [`dsh_launch::VERSION_LINE`]) and then
+//!   runs that open file for its whole life (`/proc/self/fd/N`), so an upgrade that replaces the
+//!   file on disk cannot put another version between dshd and its commands;
+//! - dshd's own binary (`/proc/self/exe` run as `dsh-launch`, [`Launcher::this_executable`]):
+//!   when none is installed, or the one there is not one dshd may run. Always the running dshd's
+//!   own version; nothing else to install.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
+
+/// How long an installed launcher may take to answer `--version` at dshd's start.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How dshd starts the launcher: its program and `argv[0]`.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    /// What is spawned: `/proc/self/exe`, or `/proc/self/fd/N` of the installed file.
+    program: PathBuf,
+    /// [`dsh_launch::ARG0`], on which dshd's `main` acts as the launcher.
+    arg0: OsString,
+    /// The installed launcher's real path, for people and for the sandbox's protected paths;
+    /// `None` for dshd's own binary.
+    installed: Option<PathBuf>,
+    /// The installed file, held open: `program` names it through this descriptor (close-on-exec,
+    /// so no command inherits it). Shared by the executor's clones of the launcher.
+    _file: Option<Arc<OwnedFd>>,
+}
+
+/// Why an installed launcher is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum LauncherError {
+    /// Nothing of that name: the usual case when only `dshd` was installed.
+    #[error("no dsh-launch at {0}")]
+    Missing(PathBuf),
+    /// dshd's own path cannot be read, or the file cannot be opened or inspected.
+    #[error("cannot open {path}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: io::Error,
+    },
+    /// Someone other than its owner could change it, or its owner is another user.
+    #[error("{path} {why}; dshd runs only a launcher no one but root or this user can change")]
+    Unsafe {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, e.g. "is writable by its group".
+        why: &'static str,
+    },
+    /// It is not the launcher dshd was built with.
+    #[error(
+        "{path} answered {answer:?} to --version, not {:?}",
+        dsh_launch::VERSION_LINE
+    )]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// Its first line of output, or how it failed.
+        answer: String,
+    },
+}
+
+impl Launcher {
+    /// This process's own binary as the launcher: always the running dshd's own version.
+    pub fn this_executable() -> Self {
+        Self {
+            program: PathBuf::from("/proc/self/exe"),
+            arg0: dsh_launch::ARG0.into(),
+            installed: None,
+            _file: None,
+        }
+    }
+
+    /// The `dsh-launch` installed in the directory of this process's executable (symbolic links
+    /// resolved), if dshd may run it ([`Launcher::installed`]).
+    pub fn beside_this_executable() -> Result<Self, LauncherError> {
+        let exe = Path::new("/proc/self/exe");
+        let exe = std::fs::read_link(exe).map_err(|source| LauncherError::Open {
+            path: exe.to_owned(),
+            source,
+        })?;
+        Self::installed(&exe.with_file_name(dsh_launch::ARG0))
+    }
+
+    /// The launcher binary at `path`, opened once and checked: a regular file, owned by root or
+    /// this user and writable by nobody else, that answers `--version` with
+    /// [`dsh_launch::VERSION_LINE`]. The file opened is the one every later command runs.
+    pub fn installed(path: &Path) -> Result<Self, LauncherError> {
+        let open_error = |source: io::Error| LauncherError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let file = match rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(file) => file,
+            Err(rustix::io::Errno::NOENT) => return Err(LauncherError::Missing(path.to_owned())),
+            Err(e) => return Err(open_error(e.into())),
+        };
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(open_error)?;
+        let unsafe_file = |why| LauncherError::Unsafe {
+            path: real.clone(),
+            why,
+        };
+        let stat = rustix::fs::fstat(&file).map_err(|e| open_error(e.into()))?;
+        let mode = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+        if mode != rustix::fs::FileType::RegularFile {
+            return Err(unsafe_file("is not a regular file"));
+        }
+        if stat.st_uid != 0 && stat.st_uid != rustix::process::geteuid().as_raw() {
+            return Err(unsafe_file("belongs to another user"));
+        }
+        if stat.st_mode & 0o020 != 0 {
+            return Err(unsafe_file("is writable by its group"));
+        }
+        if stat.st_mode & 0o002 != 0 {
+            return Err(unsafe_file("is writable by everyone"));
+        }
+        let launcher = Self {
+            program: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
+            arg0: dsh_launch::ARG0.into(),
+            installed: Some(real),
+            _file: Some(Arc::new(file)),
+        };
+        launcher.check_version()?;
+        Ok(launcher)
+    }
+
+    /// Runs the opened file with `--version`, with nothing of dshd's environment, for at most
+    /// [`VERSION_TIMEOUT`]: a program that hangs must not hold dshd's start.
+    fn check_version(&self) -> Result<(), LauncherError> {
+        let path = self.installed.clone().unwrap_or_default();
+        let answer = match self.ask_version() {
+            Ok(answer) => answer,
+            Err(e) => format!("nothing ({e})"),
+        };
+        if answer == dsh_launch::VERSION_LINE {
+            Ok(())
+        } else {
+            Err(LauncherError::Mismatch { path, answer })
+        }
+    }
+
+    /// The first line `--version` prints, or why there is none.
+    fn ask_version(&self) -> io::Result<String> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        let mut child = std::process::Command::new(&self.program)
+            .arg0(&self.arg0)
+            .arg("--version")
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let exited = Pid::from_child(&child);
+        let pidfd = pidfd_open(exited, PidfdFlags::empty())?;
+        let timeout = Timespec::try_from(VERSION_TIMEOUT).map_err(io::Error::other)?;
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+        if poll(&mut fds, Some(&timeout))? == 0 {
+            child.kill()?;
+            child.wait()?;
+            return Err(io::Error::other(format!(
+                "it did not exit within {} s",
+                VERSION_TIMEOUT.as_secs()
+            )));
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!("it ended with {}", out.status)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// The program to spawn.
+    pub(crate) fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The program's `argv[0]`.
+    pub(crate) fn arg0(&self) -> &OsString {
+        &self.arg0
+    }
+
+    /// The file people know it by, for errors: the installed launcher's real path, else the
+    /// program.
+    pub(crate) fn path(&self) -> &Path {
+        self.installed.as_deref().unwrap_or(&self.program)
+    }
+
+    /// The installed launcher's real path; `None` when dshd runs its own binary as the launcher.
+    pub fn installed_path(&self) -> Option<&Path> {
+        self.installed.as_deref()
+    }
+}
+
+impl fmt::Display for Launcher {
+    /// What `dshctl status` shows.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.installed {
+            Some(path) => write!(f, "{}", path.display()),
+            None => f.write_str("dshd's own binary"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn built() -> PathBuf {
+        crate::test_support::launcher_binary().to_owned()
+    }
+
+    fn copy_to(dir: &Path, mode: u32) -> PathBuf {
+        let path = dir.join("dsh-launch");
+        std::fs::copy(built(), &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_built_launcher_is_accepted_and_named_by_its_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = copy_to(dir.path(), 0o755);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let launcher = Launcher::installed(&link).unwrap();
+        let real = path.canonicalize().unwrap();
+        assert_eq!(launcher.installed_path(), Some(real.as_path()));
+        assert_eq!(launcher.to_string(), real.display().to_string());
+        assert!(launcher.program().starts_with("/proc/self/fd/"));
+    }
+
+    #[test]
+    fn a_launcher_others_may_change_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (mode, why) in [
+            (0o775, "is writable by its group"),
+            (0o757, "is writable by everyone"),
+        ] {
+            let path = copy_to(dir.path(), mode);
+            let error = Launcher::installed(&path).unwrap_err().to_string();
+            assert!(error.contains(why), "{mode:o}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_program_that_answers_another_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dsh-launch");
+        // A script, as a careless install might leave: run through its descriptor it cannot
+        // even read itself, and either way it does not answer the version line.
+        std::fs::write(&path, "#!/bin/sh\necho dsh-launch 0.0.1\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        match Launcher::installed(&path) {
+            Err(LauncherError::Mismatch { answer, .. }) => {
+                assert_ne!(answer, dsh_launch::VERSION_LINE)
+            }
+            other => panic!("{other:?}"),
+        }
+        // One that never answers is given up on, not waited for. (A program, not a script: run
+        // through its descriptor, a script cannot even be read by its interpreter.)
+        let source = dir.path().join("hang.c");
+        std::fs::write(
+            &source,
+            "#include <unistd.h>\nint main(void) { for (;;) pause(); }\n",
+        )
+        .unwrap();
+        let cc = std::process::Command::new("cc")
+            .arg("-o")
+            .arg(&path)
+            .arg(&source)
+            .status()
+            .unwrap_or_else(|e| panic!("cc ({e}): install it, e.g. apt-get install gcc"));
+        assert!(cc.success());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let Err(LauncherError::Mismatch { answer, .. }) = Launcher::installed(&path) else {
+            panic!("a launcher that hangs was accepted")
+        };
+        assert!(answer.contains("did not exit within 2 s"), "{answer}");
+        let missing = dir.path().join("none");
+        assert!(matches!(
+            Launcher::installed(&missing),
+            Err(LauncherError::Missing(p)) if p == missing
+        ));
+    }
+
+    #[test]
+    fn the_file_opened_at_start_is_the_one_that_runs_after_it_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = copy_to(dir.path(), 0o755);
+        let launcher = Launcher::installed(&path).unwrap();
+        // An upgrade renames another file over it.
+        let other = dir.path().join("new");
+        std::fs::write(&other, "#!/bin/sh\nexit 3\n").unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        launcher.check_version().unwrap();
+    }
+}
