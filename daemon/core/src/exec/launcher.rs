@@ -107,7 +107,10 @@ impl Launcher {
             path: path.to_owned(),
             source,
         };
-        let file = match rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+        // Non-blocking: opening a FIFO left under that name must not hold dshd's start (it is
+        // then refused as not a regular file); a regular file ignores the flag.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let file = match rustix::fs::open(path, flags, Mode::empty()) {
             Ok(file) => file,
             Err(rustix::io::Errno::NOENT) => return Err(LauncherError::Missing(path.to_owned())),
             Err(e) => return Err(open_error(e.into())),
@@ -301,6 +304,19 @@ mod tests {
             panic!("a launcher that hangs was accepted")
         };
         assert!(answer.contains("did not exit within 2 s"), "{answer}");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let Err(LauncherError::Unsafe { why, .. }) = Launcher::installed(&fifo) else {
+            panic!("a FIFO was accepted")
+        };
+        assert_eq!(why, "is not a regular file");
         let missing = dir.path().join("none");
         assert!(matches!(
             Launcher::installed(&missing),
