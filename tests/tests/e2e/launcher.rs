@@ -32,24 +32,8 @@ fn start(dshd: PathBuf) -> TestDaemon {
 
 /// `dshctl --json run --cwd CWD --sandbox SANDBOX -- COMMAND`: (exit status, JSON document).
 fn run(daemon: &TestDaemon, cwd: &Path, sandbox: &str, command: &str) -> (Option<i32>, Value) {
-    let out = daemon.dshctl(&[
-        "--json",
-        "run",
-        "--cwd",
-        cwd.to_str().unwrap(),
-        "--sandbox",
-        sandbox,
-        "--",
-        command,
-    ]);
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code(), doc)
+    let cwd = cwd.to_str().unwrap();
+    crate::sandbox::run(daemon, &["--cwd", cwd, "--sandbox", sandbox, "--", command])
 }
 
 /// A plain and a confined command both run, in a fresh workspace of the daemon's.

@@ -68,7 +68,7 @@ fn results(daemon: &TestDaemon, agent: &str) -> Vec<CallResult> {
 }
 
 /// `dshctl --json run ARGS...` whatever its outcome: (exit status, the JSON document or error).
-fn run(daemon: &TestDaemon, args: &[&str]) -> (Option<i32>, Value) {
+pub(crate) fn run(daemon: &TestDaemon, args: &[&str]) -> (Option<i32>, Value) {
     let mut full = vec!["--json", "run"];
     full.extend_from_slice(args);
     let out = daemon.dshctl(&full);

@@ -218,7 +218,7 @@ impl Launcher {
 }
 
 impl fmt::Display for Launcher {
-    /// What `dshctl status` shows.
+    /// How dshd's log names it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.installed {
             Some(path) => write!(f, "{}", path.display()),
