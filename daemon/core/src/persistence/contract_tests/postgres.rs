@@ -66,6 +66,48 @@ fn a_session_live_in_one_daemon_is_refused_to_another_naming_the_holder() {
     ));
 }
 
+/// An append checks the stored header by its text in the database and, when the text differs,
+/// by what it means: a header another dsh wrote with other spacing is the same header, and one
+/// that differs (here its cwd) refuses the append, writing nothing.
+#[test]
+fn a_stored_header_is_compared_by_meaning_not_by_text() {
+    let (url, db) = shared_url();
+    let server = dsh_testkit::postgres::shared();
+    let a = daemon(&url, "a", 1, Duration::from_secs(30));
+    let h = header("spaced");
+    a.append(&h, &turn(0, 1)).unwrap();
+    let id = h.id.as_str();
+    server.sql(
+        &db,
+        &format!("UPDATE sessions SET header = replace(header, ',', ', ') WHERE id = '{id}'"),
+    );
+    a.append(&h, &turn(8, 2)).unwrap();
+    let spaced = server.sql(
+        &db,
+        &format!("SELECT header FROM sessions WHERE id = '{id}'"),
+    );
+    assert!(
+        spaced.contains(", "),
+        "the stored text is left as it was: {spaced}"
+    );
+
+    server.sql(
+        &db,
+        &format!(
+            "UPDATE sessions SET header = regexp_replace(header, '\"cwd\": ?\"[^\"]*\"', '\"cwd\":\"/elsewhere\"') WHERE id = '{id}'"
+        ),
+    );
+    match a.append(&h, &turn(16, 3)) {
+        Err(PersistenceError::Config(message)) => {
+            assert!(message.contains("different header"), "{message}")
+        }
+        other => panic!("expected a different-header refusal, got {other:?}"),
+    }
+    let mut both = turn(0, 1);
+    both.extend(turn(8, 2));
+    assert_eq!(a.inspect(&h.id).unwrap().events, both);
+}
+
 /// Two daemons race to append to one session; the holder is cut off (no renewals, no appends)
 /// until its lease runs out and the other, racing all along, takes over; then the first one's
 /// appends resume and race the new holder's. Every

@@ -52,6 +52,26 @@ pub fn host_name() -> String {
         .into_owned()
 }
 
+/// The lease rule, written once for [`take`] and the append's single statement: takes or keeps
+/// the lease of session `$1` for daemon `$2` (host `$3`, pid `$4`) for `$5` ms, once per row of
+/// the `FROM` clause given (none: once), when no one holds it, this daemon does, or the holder's
+/// lease has expired. Returns a row when granted; the lease row stays locked until the
+/// transaction ends.
+macro_rules! take_lease {
+    ($from:literal) => {
+        concat!(
+            "INSERT INTO leases AS l (session_id, daemon, host, pid, expires_at) \
+             SELECT $1, $2, $3, $4, now() + $5::float8 * interval '1 millisecond' ",
+            $from,
+            " ON CONFLICT (session_id) DO UPDATE SET daemon = EXCLUDED.daemon, \
+                 host = EXCLUDED.host, pid = EXCLUDED.pid, expires_at = EXCLUDED.expires_at \
+             WHERE l.daemon = EXCLUDED.daemon OR l.expires_at < now() \
+             RETURNING 1"
+        )
+    };
+}
+pub(super) use take_lease;
+
 /// Takes the lease of `id` for this daemon, or keeps it, inside `tx`: granted when no one holds
 /// it, when this daemon does, or when the holder's lease has expired. The lease row stays locked
 /// until `tx` ends, so appends to the session are serialised. Refused with
@@ -65,14 +85,7 @@ pub(super) async fn take(
     let ms = lease_ms(inner.lease);
     let pid = i64::from(holder.pid);
     let stmt = tx
-        .prepare_cached(
-            "INSERT INTO leases AS l (session_id, daemon, host, pid, expires_at) \
-             VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 millisecond') \
-             ON CONFLICT (session_id) DO UPDATE SET daemon = EXCLUDED.daemon, host = EXCLUDED.host, \
-                 pid = EXCLUDED.pid, expires_at = EXCLUDED.expires_at \
-             WHERE l.daemon = EXCLUDED.daemon OR l.expires_at < now() \
-             RETURNING 1",
-        )
+        .prepare_cached(take_lease!(""))
         .await
         .map_err(|e| inner.pg(e))?;
     let granted = tx
@@ -85,23 +98,43 @@ pub(super) async fn take(
     if granted.is_some() {
         return Ok(());
     }
-    let row = tx
-        .query_one(
+    Err(refusal(inner, tx, id).await)
+}
+
+/// [`PersistenceError::Leased`] naming who holds the lease of `id` and for how long still, read
+/// after this daemon was refused it.
+pub(super) async fn refusal(
+    inner: &Inner,
+    client: &impl deadpool_postgres::GenericClient,
+    id: &SessionId,
+) -> PersistenceError {
+    let row = match client
+        .query_opt(
             "SELECT host, pid, \
                  GREATEST(0, EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint \
              FROM leases WHERE session_id = $1",
             &[&id.as_str()],
         )
         .await
-        .map_err(|e| inner.pg(e))?;
+    {
+        Ok(Some(row)) => row,
+        // Let go of between the refusal and this read (outside a transaction): the caller's next
+        // attempt may well be granted.
+        Ok(None) => {
+            return PersistenceError::Config(format!(
+                "session {id}: its lease changed hands while this dshd asked for it; try again"
+            ));
+        }
+        Err(e) => return inner.pg(e),
+    };
     let pid: i64 = row.get(1);
     let remaining: i64 = row.get(2);
-    Err(PersistenceError::Leased {
+    PersistenceError::Leased {
         id: id.clone(),
         host: row.get(0),
         pid: u32::try_from(pid).unwrap_or(0),
         expires_in: Duration::from_millis(u64::try_from(remaining).unwrap_or(0)),
-    })
+    }
 }
 
 /// Lets go of the lease of `id` if this daemon holds it.
@@ -183,6 +216,6 @@ async fn renew(inner: &Inner, held: &[String]) -> Result<(), PersistenceError> {
     Ok(())
 }
 
-fn lease_ms(lease: Duration) -> f64 {
+pub(super) fn lease_ms(lease: Duration) -> f64 {
     lease.as_secs_f64() * 1000.0
 }

@@ -31,6 +31,33 @@ impl Rows {
     }
 }
 
+/// One append, one statement (one round trip, one implicit transaction). Every part reads the
+/// snapshot taken when the statement starts, so the checks come first and everything else hangs
+/// on them: the lease is upserted only when the stored tail is `$6` and the stored header is `$7`
+/// (or nothing is stored), and the session's row and the events are written only when the lease
+/// was granted. A daemon refused the lease waits for the holder's row lock, finds it still held
+/// and writes nothing; the primary key of `events` refuses any seq written twice whatever
+/// happens. Returns whether it wrote (the lease was granted), the stored header and length as the
+/// statement found them, and whether another daemon held the lease then: what says why when it
+/// did not write.
+const APPEND: &str = concat!(
+    "WITH stored AS (SELECT header, events FROM sessions WHERE id = $1), \
+     fits AS (SELECT 1 WHERE COALESCE((SELECT events FROM stored), 0) = $6 \
+                         AND COALESCE((SELECT header FROM stored), $7) = $7), \
+     lease AS (",
+    lease::take_lease!("FROM fits"),
+    "), \
+     created AS ( \
+         INSERT INTO sessions (id, header, created_at, cwd, host, daemon, events) \
+         SELECT $1, $7, $8, $9, $3, $2, $10 FROM lease WHERE NOT EXISTS (SELECT 1 FROM stored)), \
+     counted AS (UPDATE sessions SET events = $10 WHERE id = $1 AND EXISTS (SELECT 1 FROM lease)), \
+     appended AS ( \
+         INSERT INTO events (session_id, seq, type, time, data) \
+         SELECT $1, u.* FROM lease, UNNEST($11::int8[], $12::text[], $13::int8[], $14::text[]) AS u) \
+     SELECT EXISTS (SELECT 1 FROM lease), (SELECT header FROM stored), (SELECT events FROM stored), \
+         EXISTS (SELECT 1 FROM leases WHERE session_id = $1 AND daemon <> $2 AND expires_at >= now())"
+);
+
 impl Inner {
     /// Inserts `rows` after the stored tail and records the new length, inside `tx`.
     async fn insert(
@@ -69,6 +96,11 @@ impl Inner {
         Ok(())
     }
 
+    /// Appends `rows` after the stored tail in one statement, so one round trip: the tail and
+    /// header checks, the lease, the session's row and the events ([`APPEND`]). When it wrote
+    /// nothing, what it read back says why. A stored header whose text differs from this
+    /// daemon's serialisation but means the same (an older dsh wrote it) is accepted by asking
+    /// again with that text.
     pub(super) async fn append(
         &self,
         header: SessionHeader,
@@ -77,64 +109,76 @@ impl Inner {
         rows: Rows,
     ) -> Result<(), PersistenceError> {
         let id = &header.id;
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(|e| self.pg(e))?;
-        lease::take(self, &tx, id).await?;
-        let select = tx
-            .prepare_cached("SELECT header, events FROM sessions WHERE id = $1")
+        let client = self.client().await?;
+        let append = client
+            .prepare_cached(APPEND)
             .await
             .map_err(|e| self.pg(e))?;
-        let stored = tx
-            .query_opt(&select, &[&id.as_str()])
-            .await
-            .map_err(|e| self.pg(e))?;
-        let expected = match &stored {
-            None => 0,
-            Some(row) => {
-                if crate::persistence::parse_header(row.get(0)).ok().as_ref() != Some(&header) {
+        let first_seq = i64::try_from(first).unwrap_or(i64::MAX);
+        let len = first_seq.saturating_add(rows.seqs.len() as i64);
+        let cwd = header.cwd.to_string_lossy();
+        let pid = i64::from(self.holder.pid);
+        let mut expected_header = header_json;
+        for _ in 0..2 {
+            let row = client
+                .query_one(
+                    &append,
+                    &[
+                        &id.as_str(),
+                        &self.holder.daemon,
+                        &self.holder.host,
+                        &pid,
+                        &lease::lease_ms(self.lease),
+                        &first_seq,
+                        &expected_header,
+                        &header.created_at,
+                        &cwd.as_ref(),
+                        &len,
+                        &rows.seqs,
+                        &rows.types,
+                        &rows.times,
+                        &rows.datas,
+                    ],
+                )
+                .await
+                .map_err(|e| self.pg(e))?;
+            let (leased, stored_header, stored_len, held_by_another): (
+                bool,
+                Option<String>,
+                Option<i64>,
+                bool,
+            ) = (row.get(0), row.get(1), row.get(2), row.get(3));
+            if leased {
+                self.lock_held().insert(id.clone());
+                return Ok(());
+            }
+            // A live holder first: its appends are what moved the tail.
+            if held_by_another {
+                return Err(lease::refusal(self, &client, id).await);
+            }
+            if let Some(text) = stored_header.filter(|text| *text != expected_header) {
+                if crate::persistence::parse_header(&text).ok().as_ref() != Some(&header) {
                     return Err(PersistenceError::Config(format!(
                         "session {id} is stored in {} with a different header",
                         self.target.shown()
                     )));
                 }
-                u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)
+                expected_header = text;
+                continue;
             }
-        };
-        if first != expected {
-            return Err(PersistenceError::SeqMismatch {
-                id: id.clone(),
-                expected,
-                got: first,
-            });
+            let expected = stored_len.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+            if first != expected {
+                return Err(PersistenceError::SeqMismatch {
+                    id: id.clone(),
+                    expected,
+                    got: first,
+                });
+            }
+            return Err(lease::refusal(self, &client, id).await);
         }
-        if stored.is_none() {
-            let create = tx
-                .prepare_cached(
-                    "INSERT INTO sessions (id, header, created_at, cwd, host, daemon) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .await
-                .map_err(|e| self.pg(e))?;
-            let cwd = header.cwd.to_string_lossy();
-            tx.execute(
-                &create,
-                &[
-                    &id.as_str(),
-                    &header_json,
-                    &header.created_at,
-                    &cwd.as_ref(),
-                    &self.holder.host,
-                    &self.holder.daemon,
-                ],
-            )
-            .await
-            .map_err(|e| self.pg(e))?;
-        }
-        let len = i64::try_from(first).unwrap_or(i64::MAX) + rows.seqs.len() as i64;
-        self.insert(&tx, id, &rows, len).await?;
-        tx.commit().await.map_err(|e| self.pg(e))?;
-        self.lock_held().insert(id.clone());
-        Ok(())
+        Err(PersistenceError::Config(format!(
+            "session {id}: its stored header changed while it was appended to"
+        )))
     }
 
     pub(super) async fn load(&self, id: SessionId) -> Result<StoredSession, PersistenceError> {
