@@ -236,7 +236,7 @@ impl Daemon {
 fn choose_launcher() -> Launcher {
     match Launcher::beside_this_executable() {
         Ok(launcher) => {
-            tracing::info!(path = %launcher, "commands start through the installed launcher");
+            tracing::info!(path = %launcher.path().display(), "commands start through the installed launcher");
             launcher
         }
         Err(LauncherError::Missing(path)) => {

@@ -394,14 +394,14 @@ fn launch(
         words.extend(setpriv_args(user).map(OsString::from));
     }
     words.extend(spec.wrapper.iter().cloned());
+    let dshd = spec.binary.as_deref().unwrap_or(dshd_bin());
     let mut cmd = match words.split_first() {
         Some((program, words)) => {
             let mut cmd = daemon_command_for(Path::new(program), dir);
-            cmd.args(words)
-                .arg(spec.binary.as_deref().unwrap_or(dshd_bin()));
+            cmd.args(words).arg(dshd);
             cmd
         }
-        None => daemon_command_for(spec.binary.as_deref().unwrap_or(dshd_bin()), dir),
+        None => daemon_command_for(dshd, dir),
     };
     if spec.user.is_some() {
         cmd.env("TMPDIR", dir.path().join("tmp"));

@@ -14,7 +14,6 @@
 //!   own version; nothing else to install.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -33,12 +32,18 @@ pub struct Launcher {
     program: PathBuf,
     /// [`dsh_launch::ARG0`], on which dshd's `main` acts as the launcher.
     arg0: OsString,
-    /// The installed launcher's real path, for people and for the sandbox's protected paths;
-    /// `None` for dshd's own binary.
-    installed: Option<PathBuf>,
-    /// The installed file, held open: `program` names it through this descriptor (close-on-exec,
-    /// so no command inherits it). Shared by the executor's clones of the launcher.
-    _file: Option<Arc<OwnedFd>>,
+    /// The installed launcher; `None` for dshd's own binary.
+    installed: Option<Installed>,
+}
+
+/// An installed launcher, held open.
+#[derive(Debug, Clone)]
+struct Installed {
+    /// Its real path, for people and for the sandbox's protected paths.
+    path: PathBuf,
+    /// The file: `program` names it through this descriptor (close-on-exec, so no command
+    /// inherits it). Shared by the executor's clones of the launcher.
+    _file: Arc<OwnedFd>,
 }
 
 /// Why an installed launcher is not used.
@@ -84,7 +89,6 @@ impl Launcher {
             program: PathBuf::from("/proc/self/exe"),
             arg0: dsh_launch::ARG0.into(),
             installed: None,
-            _file: None,
         }
     }
 
@@ -138,8 +142,10 @@ impl Launcher {
         let launcher = Self {
             program: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
             arg0: dsh_launch::ARG0.into(),
-            installed: Some(real),
-            _file: Some(Arc::new(file)),
+            installed: Some(Installed {
+                path: real,
+                _file: Arc::new(file),
+            }),
         };
         launcher.check_version()?;
         Ok(launcher)
@@ -148,7 +154,7 @@ impl Launcher {
     /// Runs the opened file with `--version`, with nothing of dshd's environment, for at most
     /// [`VERSION_TIMEOUT`]: a program that hangs must not hold dshd's start.
     fn check_version(&self) -> Result<(), LauncherError> {
-        let path = self.installed.clone().unwrap_or_default();
+        let path = self.path().to_owned();
         let answer = match self.ask_version() {
             Ok(answer) => answer,
             Err(e) => format!("nothing ({e})"),
@@ -205,25 +211,18 @@ impl Launcher {
         &self.arg0
     }
 
-    /// The file people know it by, for errors: the installed launcher's real path, else the
-    /// program.
-    pub(crate) fn path(&self) -> &Path {
-        self.installed.as_deref().unwrap_or(&self.program)
+    /// The file people know it by: the installed launcher's real path, else the program.
+    pub fn path(&self) -> &Path {
+        self.installed
+            .as_ref()
+            .map_or(&self.program, |installed| &installed.path)
     }
 
     /// The installed launcher's real path; `None` when dshd runs its own binary as the launcher.
     pub fn installed_path(&self) -> Option<&Path> {
-        self.installed.as_deref()
-    }
-}
-
-impl fmt::Display for Launcher {
-    /// How dshd's log names it.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.installed {
-            Some(path) => write!(f, "{}", path.display()),
-            None => f.write_str("dshd's own binary"),
-        }
+        self.installed
+            .as_ref()
+            .map(|installed| installed.path.as_path())
     }
 }
 
@@ -253,7 +252,7 @@ mod tests {
         let launcher = Launcher::installed(&link).unwrap();
         let real = path.canonicalize().unwrap();
         assert_eq!(launcher.installed_path(), Some(real.as_path()));
-        assert_eq!(launcher.to_string(), real.display().to_string());
+        assert_eq!(launcher.path(), real);
         assert!(launcher.program().starts_with("/proc/self/fd/"));
     }
 

@@ -416,11 +416,10 @@ impl Executor {
     /// Builds an executor with `ambient` standing in for the daemon's environment (layer 1), for
     /// tests and embedders that must not depend on the process environment.
     pub fn with_base_env(
-        config: ExecConfig,
+        mut config: ExecConfig,
         ambient: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Self, ExecError> {
         validate(&config)?;
-        let mut config = config;
         // A command that could rewrite the installed launcher would choose how the next one is
         // confined: no writable root may hold it.
         if let Some(path) = config.launcher.installed_path() {
