@@ -8,7 +8,8 @@
 //! - append per step: one step's events (`step/start`, the assistant's tool call, `tool/call`,
 //!   `tool/result`, `step/end`) per append, the PostgreSQL backend against the SQLite backend
 //!   (`synchronous=FULL`) on the same machine and file system, rounds alternating (target: median
-//!   ≤ 2× SQLite's).
+//!   ≤ 2× SQLite's); beside them, the same rows as one bare `INSERT` on the same server, which
+//!   says how much of the gap is the server's own durable write and how much is dsh's.
 //!
 //! Run: `cargo bench -p dsh-tests --bench postgres`
 
@@ -220,30 +221,92 @@ fn step_events(start: u64, step: u32) -> Vec<Event> {
         .collect()
 }
 
+/// The floor of an append: the same rows stored by the same server in one durable statement of
+/// their own, with nothing around them (no lease, no tail or header check, no session row kept,
+/// no hop between threads): what any PostgreSQL backend pays for the write itself.
+struct BareInsert {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+    insert: tokio_postgres::Statement,
+}
+
+impl BareInsert {
+    fn connect(url: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (client, insert) = runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let insert = client
+                .prepare(
+                    "INSERT INTO events (session_id, seq, type, time, data) \
+                     SELECT $1, * FROM UNNEST($2::int8[], $3::text[], $4::int8[], $5::text[])",
+                )
+                .await
+                .unwrap();
+            (client, insert)
+        });
+        Self {
+            runtime,
+            client,
+            insert,
+        }
+    }
+
+    fn insert(&self, id: &str, events: &[Event]) {
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq as i64).collect();
+        let types: Vec<&str> = events.iter().map(|e| e.data.type_name()).collect();
+        let times: Vec<i64> = events.iter().map(|e| e.time).collect();
+        let datas: Vec<String> = events.iter().map(Event::data_json).collect();
+        self.runtime
+            .block_on(
+                self.client
+                    .execute(&self.insert, &[&id, &seqs, &types, &times, &datas]),
+            )
+            .unwrap();
+    }
+}
+
+/// Appends per step through the PostgreSQL backend, the SQLite backend and [`BareInsert`], in
+/// alternating rounds so that all three see the same disk: the target compares PostgreSQL with
+/// SQLite; the floor row says how much of that is the server's own write.
 fn appends(dir: &Path, server: &PgServer) {
     let db = server.fresh_database();
-    let postgres = PostgresBackend::open(PostgresOptions::new(&server.url(&db)).unwrap()).unwrap();
+    let url = server.url(&db);
+    let postgres = PostgresBackend::open(PostgresOptions::new(&url).unwrap()).unwrap();
     let sqlite = SqliteBackend::open(dir.join("bench.sqlite3")).unwrap();
     let backends: [(&str, &dyn Persistence); 2] = [("postgres", &postgres), ("sqlite", &sqlite)];
-    let mut samples = [Vec::new(), Vec::new()];
+    // Asking the backend anything makes the schema the bare inserts write to.
+    postgres
+        .stored_len(&SessionId::parse("none").unwrap())
+        .unwrap();
+    let bare = BareInsert::connect(&url);
+    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..ROUNDS {
-        for (n, (_, backend)) in backends.iter().enumerate() {
-            // A session per round, created (with its first event) before timing starts.
-            let header = SessionHeader::new(
-                SessionId::parse(format!("steps-{round}")).unwrap(),
+        // A session per round, created (with its first event) before timing starts; the bare
+        // inserts write under a session of their own.
+        let header = |name: &str| {
+            SessionHeader::new(
+                SessionId::parse(format!("{name}-{round}")).unwrap(),
                 "/work".into(),
                 1_800_000_000_000,
-            );
-            backend
-                .append(
-                    &header,
-                    &[Event {
-                        seq: 0,
-                        time: 1_800_000_000_000,
-                        data: EventData::TurnStart { turn: 1 },
-                    }],
-                )
-                .unwrap();
+            )
+        };
+        let first = [Event {
+            seq: 0,
+            time: 1_800_000_000_000,
+            data: EventData::TurnStart { turn: 1 },
+        }];
+        let floor = header("floor");
+        postgres.append(&floor, &first).unwrap();
+        postgres.release(&floor.id);
+        for (n, (_, backend)) in backends.iter().enumerate() {
+            let header = header("steps");
+            backend.append(&header, &first).unwrap();
             let mut seq = 1;
             for step in 1..=STEPS {
                 let events = step_events(seq, u32::try_from(step).unwrap());
@@ -253,18 +316,35 @@ fn appends(dir: &Path, server: &PgServer) {
                 seq += events.len() as u64;
             }
         }
+        let mut seq = 1;
+        for step in 1..=STEPS {
+            let events = step_events(seq, u32::try_from(step).unwrap());
+            let t = Instant::now();
+            bare.insert(floor.id.as_str(), &events);
+            samples[2].push(t.elapsed());
+            seq += events.len() as u64;
+        }
     }
-    let [mut pg, mut sq] = samples;
-    pg.sort_unstable();
-    sq.sort_unstable();
+    for s in &mut samples {
+        s.sort_unstable();
+    }
+    let [pg, sq, floor] = samples;
+    let what = format!(
+        "{} appends each in {ROUNDS} alternating rounds",
+        ROUNDS * STEPS
+    );
     dsh_tests::bench::compare(
-        &format!(
-            "append per step (5 events), PostgreSQL vs SQLite, {} appends each in {ROUNDS} alternating rounds",
-            ROUNDS * STEPS
-        ),
+        &format!("append per step (5 events), PostgreSQL vs SQLite, {what}"),
         ("PostgreSQL", &pg),
         ("SQLite (floor)", &sq),
         2.0,
         "PostgreSQL append per step / SQLite's",
+    );
+    let p50 = |v: &[Duration]| v[v.len() / 2].as_secs_f64() * 1e6;
+    println!(
+        "  bare INSERT      p50 {:>8.1} us   (the server's own write: PostgreSQL append / it {:.2}, it / SQLite {:.2})",
+        p50(&floor),
+        p50(&pg) / p50(&floor),
+        p50(&floor) / p50(&sq)
     );
 }
