@@ -278,20 +278,38 @@ impl Builder<'_> {
         key_origin(self.file, key)
     }
 
-    fn path(
-        &self,
-        value: Option<&String>,
-        key: &str,
-        default: PathBuf,
-    ) -> Result<PathBuf, ConfigError> {
-        match value {
-            Some(v) => Ok(home::absolutize(
-                v.as_ref(),
-                &self.origin(key),
-                self.ambient,
-            )?),
-            None => Ok(default),
+    /// The refusal of `key`'s value, saying why.
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Value {
+            origin: self.origin(key),
+            message: message.into(),
         }
+    }
+
+    /// `value` of `key` made absolute.
+    fn absolute(&self, value: &str, key: &str) -> Result<PathBuf, ConfigError> {
+        Ok(home::absolutize(
+            value.as_ref(),
+            &self.origin(key),
+            self.ambient,
+        )?)
+    }
+
+    /// The path of `key`, made absolute, if it is set.
+    fn path(&self, value: Option<&String>, key: &str) -> Result<Option<PathBuf>, ConfigError> {
+        value.map(|v| self.absolute(v, key)).transpose()
+    }
+
+    /// `value` of `key`, refused when it is 0.
+    fn at_least_one<T: PartialEq + From<u8>>(
+        &self,
+        value: Option<T>,
+        key: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        if value == Some(T::from(0)) {
+            return Err(self.invalid(key, "must be at least 1"));
+        }
+        Ok(value)
     }
 
     /// `[postgres]`: one of `url` and `url_file` (neither is read here: the file is read each
@@ -303,48 +321,40 @@ impl Builder<'_> {
         section: &file::PostgresSection,
         persistence: BackendKind,
     ) -> Result<PostgresConfig, ConfigError> {
-        let ca_file = match &section.ca_file {
-            Some(file) => Some(self.path(Some(file), "postgres.ca_file", PathBuf::new())?),
-            None => None,
-        };
+        let ca_file = self.path(section.ca_file.as_ref(), "postgres.ca_file")?;
         let url = match (&section.url, &section.url_file) {
             (Some(_), Some(_)) => {
-                return Err(ConfigError::Value {
-                    origin: self.origin("postgres.url_file"),
-                    message: "give postgres.url or postgres.url_file, not both".into(),
-                });
+                return Err(self.invalid(
+                    "postgres.url_file",
+                    "give postgres.url or postgres.url_file, not both",
+                ));
             }
             (Some(url), None) => {
                 // Checked now, so a typo is reported at start; the error never repeats the URL.
-                let target =
-                    dsh_core::PostgresTarget::parse(url).map_err(|e| ConfigError::Value {
-                        origin: self.origin("postgres.url"),
-                        message: e.to_string(),
-                    })?;
+                let target = dsh_core::PostgresTarget::parse(url)
+                    .map_err(|e| self.invalid("postgres.url", e.to_string()))?;
                 let tls = target.tls();
                 if tls.verifies() && ca_file.is_none() {
-                    return Err(ConfigError::Value {
-                        origin: self.origin("postgres.ca_file"),
-                        message: format!(
+                    return Err(self.invalid(
+                        "postgres.ca_file",
+                        format!(
                             "postgres.url has sslmode={}: set postgres.ca_file to the certificate of the CA that signed the server's",
                             tls.as_str()
                         ),
-                    });
+                    ));
                 }
                 Some(PostgresUrl::Inline(dsh_core::SecretUrl::new(url.clone())))
             }
-            (None, Some(file)) => Some(PostgresUrl::File(self.path(
-                Some(file),
-                "postgres.url_file",
-                PathBuf::new(),
-            )?)),
+            (None, Some(file)) => {
+                Some(PostgresUrl::File(self.absolute(file, "postgres.url_file")?))
+            }
             (None, None) => None,
         };
         if url.is_none() && persistence == BackendKind::Postgres {
-            return Err(ConfigError::Value {
-                origin: self.origin("postgres.url"),
-                message: "persistence is postgres: set postgres.url or postgres.url_file".into(),
-            });
+            return Err(self.invalid(
+                "postgres.url",
+                "persistence is postgres: set postgres.url or postgres.url_file",
+            ));
         }
         Ok(PostgresConfig {
             url,
@@ -363,14 +373,9 @@ impl Builder<'_> {
         key: &str,
         default: Duration,
     ) -> Result<Duration, ConfigError> {
-        match value {
-            Some(0) => Err(ConfigError::Value {
-                origin: self.origin(key),
-                message: "must be at least 1".into(),
-            }),
-            Some(ms) => Ok(Duration::from_millis(ms)),
-            None => Ok(default),
-        }
+        Ok(self
+            .at_least_one(value, key)?
+            .map_or(default, Duration::from_millis))
     }
 
     fn build(
@@ -382,9 +387,7 @@ impl Builder<'_> {
     ) -> Result<Config, ConfigError> {
         let socket = match (&flags.socket, &parsed.socket) {
             (Some(flag), _) => home::absolutize(flag, "--socket", self.ambient)?,
-            (None, Some(value)) => {
-                home::absolutize(value.as_ref(), &self.origin("socket"), self.ambient)?
-            }
+            (None, Some(value)) => self.absolute(value, "socket")?,
             (None, None) => socket::default_path(self.home, self.ambient.runtime_dir.as_deref()),
         };
         let persistence = match flags.persistence.or(parsed.persistence) {
@@ -410,47 +413,29 @@ impl Builder<'_> {
             .clone()
             .unwrap_or_else(|| SCRIPTED_PROVIDER.into());
         if ![SCRIPTED_PROVIDER, OPENAI_PROVIDER].contains(&default_provider.as_str()) {
-            return Err(ConfigError::Value {
-                origin: self.origin("model.provider"),
-                message: format!(
-                    "unknown provider {default_provider:?}; known providers: scripted, openai"
-                ),
-            });
+            return Err(self.invalid(
+                "model.provider",
+                format!("unknown provider {default_provider:?}; known providers: scripted, openai"),
+            ));
         }
         let openai_config = self.openai(&parsed.model)?;
-        let max_steps_per_turn = match parsed.agent.max_steps_per_turn {
-            Some(0) => {
-                return Err(ConfigError::Value {
-                    origin: self.origin("agent.max_steps_per_turn"),
-                    message: "must be at least 1".into(),
-                });
-            }
-            Some(n) => n,
-            None => DEFAULT_MAX_STEPS_PER_TURN,
-        };
+        let max_steps_per_turn = self
+            .at_least_one(parsed.agent.max_steps_per_turn, "agent.max_steps_per_turn")?
+            .unwrap_or(DEFAULT_MAX_STEPS_PER_TURN);
         let defaults = AgentLimits::default();
-        let max_live_agents = match parsed.agent.max_live_agents {
-            Some(0) => {
-                return Err(ConfigError::Value {
-                    origin: self.origin("agent.max_live_agents"),
-                    message: "must be at least 1".into(),
-                });
-            }
-            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-            None => defaults.max_live_agents,
-        };
+        let max_live_agents = self
+            .at_least_one(parsed.agent.max_live_agents, "agent.max_live_agents")?
+            .map_or(defaults.max_live_agents, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
         let agent_limits = AgentLimits {
             max_depth: parsed.agent.max_depth.unwrap_or(defaults.max_depth),
             max_live_agents,
         };
-        let default_cwd = self.path(
-            parsed.shell.cwd.as_ref(),
-            "shell.cwd",
-            self.ambient
-                .cwd
-                .clone()
-                .unwrap_or_else(|| self.home.to_owned()),
-        )?;
+        let default_cwd = self
+            .path(parsed.shell.cwd.as_ref(), "shell.cwd")?
+            .or_else(|| self.ambient.cwd.clone())
+            .unwrap_or_else(|| self.home.to_owned());
         let (sandbox, sandbox_settings) = self.sandbox(&parsed.sandbox)?;
         let max_connections = parsed.max_connections.map_or(
             connection::DEFAULT_MAX_CONNECTIONS,
@@ -458,12 +443,12 @@ impl Builder<'_> {
         );
         let max_command_connections = match parsed.max_command_connections {
             Some(n) if n.get() > max_connections / 2 => {
-                return Err(ConfigError::Value {
-                    origin: self.origin("max_command_connections"),
-                    message: format!(
+                return Err(self.invalid(
+                    "max_command_connections",
+                    format!(
                         "{n} is more than half of max_connections ({max_connections}); the user's own clients must always keep at least half the slots"
                     ),
-                });
+                ));
             }
             other => other.map(std::num::NonZeroUsize::get),
         };
@@ -484,16 +469,12 @@ impl Builder<'_> {
                 }),
             persistence,
             persistence_source,
-            jsonl_root: self.path(
-                parsed.jsonl.root.as_ref(),
-                "jsonl.root",
-                self.home.join("sessions"),
-            )?,
-            sqlite_path: self.path(
-                parsed.sqlite.path.as_ref(),
-                "sqlite.path",
-                self.home.join("sessions.sqlite3"),
-            )?,
+            jsonl_root: self
+                .path(parsed.jsonl.root.as_ref(), "jsonl.root")?
+                .unwrap_or_else(|| self.home.join("sessions")),
+            sqlite_path: self
+                .path(parsed.sqlite.path.as_ref(), "sqlite.path")?
+                .unwrap_or_else(|| self.home.join("sessions.sqlite3")),
             postgres,
             checkpoint: parsed.checkpoint.unwrap_or_default(),
             default_provider,
@@ -507,12 +488,7 @@ impl Builder<'_> {
                 ..self.exec(&parsed.shell)?
             },
             openai: openai_config,
-            api_key_file: parsed
-                .model
-                .api_key_file
-                .as_ref()
-                .map(|p| self.path(Some(p), "model.api_key_file", PathBuf::new()))
-                .transpose()?,
+            api_key_file: self.path(parsed.model.api_key_file.as_ref(), "model.api_key_file")?,
             api_key_credential: parsed
                 .model
                 .api_key_credential
@@ -537,23 +513,17 @@ impl Builder<'_> {
     }
 
     fn script(&self, value: &str) -> Result<Script, ConfigError> {
-        let origin = self.origin("model.script");
-        let path = home::absolutize(value.as_ref(), &origin, self.ambient)?;
-        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Value {
-            origin: origin.clone(),
-            message: format!("cannot read {}: {e}", path.display()),
-        })?;
-        Script::parse(&text).map_err(|e| ConfigError::Value {
-            origin,
-            message: format!("{}: {e}", path.display()),
-        })
+        let key = "model.script";
+        let path = self.absolute(value, key)?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| self.invalid(key, format!("cannot read {}: {e}", path.display())))?;
+        Script::parse(&text).map_err(|e| self.invalid(key, format!("{}: {e}", path.display())))
     }
 
     fn hooks(&self, mut hooks: HookSettings) -> Result<HookSettings, ConfigError> {
-        hooks.validate().map_err(|e| ConfigError::Value {
-            origin: self.origin("hooks"),
-            message: e.to_string(),
-        })?;
+        hooks
+            .validate()
+            .map_err(|e| self.invalid("hooks", e.to_string()))?;
         if let Some(cwd) = &self.ambient.cwd {
             hooks.resolve_relative(cwd);
         }
@@ -583,10 +553,9 @@ impl Builder<'_> {
                 defaults.max_backoff,
             )?,
         };
-        config.validate().map_err(|e| ConfigError::Value {
-            origin: self.origin("model"),
-            message: e.to_string(),
-        })?;
+        config
+            .validate()
+            .map_err(|e| self.invalid("model", e.to_string()))?;
         Ok(config)
     }
 
@@ -594,9 +563,8 @@ impl Builder<'_> {
         let defaults = ExecConfig::default();
         let secret_pattern = match &shell.secret_pattern {
             Some(pattern) => {
-                compile_secret_pattern(pattern).map_err(|e| ConfigError::Value {
-                    origin: self.origin("shell.secret_pattern"),
-                    message: format!("not a valid regex: {e}"),
+                compile_secret_pattern(pattern).map_err(|e| {
+                    self.invalid("shell.secret_pattern", format!("not a valid regex: {e}"))
                 })?;
                 pattern.clone()
             }
@@ -613,25 +581,18 @@ impl Builder<'_> {
             defaults.max_timeout,
         )?;
         if default_timeout > max_timeout {
-            return Err(ConfigError::Value {
-                origin: self.origin("shell.default_timeout_ms"),
-                message: format!(
+            return Err(self.invalid(
+                "shell.default_timeout_ms",
+                format!(
                     "{} ms is more than shell.max_timeout_ms ({} ms)",
                     default_timeout.as_millis(),
                     max_timeout.as_millis()
                 ),
-            });
+            ));
         }
-        let output_cap_bytes = match shell.output_cap_bytes {
-            Some(0) => {
-                return Err(ConfigError::Value {
-                    origin: self.origin("shell.output_cap_bytes"),
-                    message: "must be at least 1".into(),
-                });
-            }
-            Some(n) => n,
-            None => defaults.output_cap_bytes,
-        };
+        let output_cap_bytes = self
+            .at_least_one(shell.output_cap_bytes, "shell.output_cap_bytes")?
+            .unwrap_or(defaults.output_cap_bytes);
         Ok(ExecConfig {
             secret_pattern,
             default_timeout,
@@ -646,11 +607,9 @@ impl Builder<'_> {
             spill_total_cap_bytes: shell
                 .spill_total_cap_bytes
                 .unwrap_or(defaults.spill_total_cap_bytes),
-            spill_dir: self.path(
-                shell.spill_dir.as_ref(),
-                "shell.spill_dir",
-                self.home.join("run/spill"),
-            )?,
+            spill_dir: self
+                .path(shell.spill_dir.as_ref(), "shell.spill_dir")?
+                .unwrap_or_else(|| self.home.join("run/spill")),
             ..defaults
         })
     }

@@ -2,7 +2,7 @@
 //! `workspace-write`, the Landlock ABI, and the paths no confined command may write, derived from
 //! the rest of the configuration.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -27,35 +27,31 @@ impl Builder<'_> {
         &self,
         section: &SandboxSection,
     ) -> Result<(SandboxPolicy, SandboxSettings), ConfigError> {
-        let bad = |key: &str, message: String| ConfigError::Value {
-            origin: self.origin(key),
-            message,
-        };
         let mut policy = SandboxPolicy::UNCONFINED;
         if let Some(mode) = &section.mode {
             policy.mode = mode
                 .parse()
-                .map_err(|e| bad("sandbox.mode", format!("{e}")))?;
+                .map_err(|e| self.invalid("sandbox.mode", format!("{e}")))?;
         }
         if let Some(network) = &section.network {
             policy.network = network
                 .parse()
-                .map_err(|e| bad("sandbox.network", format!("{e}")))?;
+                .map_err(|e| self.invalid("sandbox.network", format!("{e}")))?;
         }
         if let Some(abi) = section.landlock_abi
             && !(1..=KNOWN_ABI).contains(&abi)
         {
-            return Err(bad(
+            return Err(self.invalid(
                 "sandbox.landlock_abi",
                 format!("{abi} is not a Landlock ABI this dsh knows (1 to {KNOWN_ABI})"),
             ));
         }
         let mut writable_roots = Vec::new();
         for root in section.writable_roots.iter().flatten() {
-            let path = self.path(Some(root), "sandbox.writable_roots", PathBuf::new())?;
+            let path = self.absolute(root, "sandbox.writable_roots")?;
             // Spelled out here; the daemon checks again with links resolved at every call.
             if path.starts_with(self.home) || self.home.starts_with(&path) {
-                return Err(bad(
+                return Err(self.invalid(
                     "sandbox.writable_roots",
                     format!(
                         "{} would make the harness home {} writable",
@@ -69,13 +65,7 @@ impl Builder<'_> {
         // Private places first; never a predictable name in a shared directory such as /tmp,
         // which another user could create first.
         let mut tmp_roots = Vec::new();
-        if section.tmp_root.is_some() {
-            tmp_roots.push(self.path(
-                section.tmp_root.as_ref(),
-                "sandbox.tmp_root",
-                PathBuf::new(),
-            )?);
-        }
+        tmp_roots.extend(self.path(section.tmp_root.as_ref(), "sandbox.tmp_root")?);
         if let Some(runtime) = self.ambient.runtime_dir.as_deref().map(Path::new)
             && runtime.is_absolute()
         {
