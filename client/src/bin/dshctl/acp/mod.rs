@@ -216,8 +216,7 @@ impl Bridge {
             .await?
             .daemon()
             .status(v1::StatusRequest {})
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner();
         // Auth methods only when this bridge's agents need a key dshd does not have.
         let auth_methods = if self.provider.as_deref() == Some("openai")
@@ -322,22 +321,24 @@ fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, R
 
 /// A refusal of the daemon as an ACP error: bad input is invalid params, an unknown session
 /// "resource not found", a missing model key "auth required"; the daemon's message is kept.
-fn status_error(status: &tonic::Status) -> RpcError {
-    use tonic::Code;
-    let code = match status.code() {
-        Code::InvalidArgument => code::INVALID_PARAMS,
-        Code::NotFound => code::RESOURCE_NOT_FOUND,
-        Code::FailedPrecondition if status.message().contains("API key") => code::AUTH_REQUIRED,
-        _ => code::INTERNAL_ERROR,
-    };
-    let message = if status.message().is_empty() {
-        format!("dshd: {:?}", status.code())
-    } else {
-        status.message().to_owned()
-    };
-    RpcError {
-        code,
-        message,
-        data: Some(json!({"grpcCode": format!("{:?}", status.code())})),
+impl From<tonic::Status> for RpcError {
+    fn from(status: tonic::Status) -> Self {
+        use tonic::Code;
+        let code = match status.code() {
+            Code::InvalidArgument => code::INVALID_PARAMS,
+            Code::NotFound => code::RESOURCE_NOT_FOUND,
+            Code::FailedPrecondition if status.message().contains("API key") => code::AUTH_REQUIRED,
+            _ => code::INTERNAL_ERROR,
+        };
+        let message = if status.message().is_empty() {
+            format!("dshd: {:?}", status.code())
+        } else {
+            status.message().to_owned()
+        };
+        RpcError {
+            code,
+            message,
+            data: Some(json!({"grpcCode": format!("{:?}", status.code())})),
+        }
     }
 }

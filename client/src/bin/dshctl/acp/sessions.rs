@@ -10,7 +10,7 @@ use tokio_stream::StreamExt;
 
 use super::jsonrpc::RpcError;
 use super::updates::{Output, Translator};
-use super::{Bridge, parse_params, status_error};
+use super::{Bridge, parse_params};
 
 /// The approval policies, as ACP modes: (id, name, description).
 const MODES: [(&str, &str, &str); 3] = [
@@ -92,8 +92,7 @@ impl Bridge {
                 sandbox: self.sandbox.clone(),
                 approval: self.approval,
             })
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner();
         self.live_set().insert(info.agent_id.clone());
         self.session_answer(&info, &p.mcp_servers).await
@@ -118,8 +117,7 @@ impl Bridge {
                 approval: self.approval,
                 at_seq: None,
             })
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner();
         let cwd = info.header.as_ref().map_or("", |h| h.cwd.as_str());
         if cwd != p.cwd {
@@ -187,13 +185,12 @@ impl Bridge {
                         sandbox: self.sandbox.clone(),
                         approval: self.approval,
                     })
-                    .await
-                    .map_err(|s| status_error(&s))?
+                    .await?
                     .into_inner();
                 self.live_set().insert(info.agent_id.clone());
                 info
             }
-            Err(s) => return Err(status_error(&s)),
+            Err(s) => return Err(s.into()),
         };
         if replay {
             self.replay(&client, &p.session_id).await?;
@@ -210,12 +207,11 @@ impl Bridge {
                 from_seq: 0,
                 follow: false,
             })
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner();
         let mut translator = Translator::new(session_id, true);
         while let Some(event) = events.next().await {
-            let event = event.map_err(|s| status_error(&s))?;
+            let event = event?;
             for out in translator.translate(&event) {
                 if let Output::Update(update) = out {
                     self.update(session_id, update).await;
@@ -238,8 +234,7 @@ impl Bridge {
             .locate(v1::LocateRequest {
                 session_id: info.session_id.clone(),
             })
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner()
             .location;
         let skipped: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
@@ -280,7 +275,7 @@ impl Bridge {
                 host: String::new(),
             })
             .await
-            .map_err(|s| match status_error(&s) {
+            .map_err(|s| match RpcError::from(s) {
                 e if e.message.starts_with("page_token") => {
                     RpcError::params(format!("cursor: {}", e.message))
                 }
@@ -321,8 +316,7 @@ impl Bridge {
             .close(v1::CloseAgentRequest {
                 agent_id: p.session_id.clone(),
             })
-            .await
-            .map_err(|s| status_error(&s))?;
+            .await?;
         self.live_set().remove(&p.session_id);
         Ok(json!({}))
     }
@@ -347,8 +341,7 @@ impl Bridge {
             .get(v1::GetAgentRequest {
                 agent_id: p.session_id.clone(),
             })
-            .await
-            .map_err(|s| status_error(&s))?
+            .await?
             .into_inner();
         if info.approval != policy as i32 {
             if info.state == v1::AgentState::Running as i32 {
@@ -361,8 +354,7 @@ impl Bridge {
                 .close(v1::CloseAgentRequest {
                     agent_id: p.session_id.clone(),
                 })
-                .await
-                .map_err(|s| status_error(&s))?;
+                .await?;
             agents
                 .resume(v1::ResumeAgentRequest {
                     session_id: p.session_id.clone(),
@@ -370,8 +362,7 @@ impl Bridge {
                     sandbox: info.sandbox.clone(),
                     approval: policy as i32,
                 })
-                .await
-                .map_err(|s| status_error(&s))?;
+                .await?;
             self.live_set().insert(p.session_id.clone());
         }
         self.update(

@@ -11,7 +11,7 @@ use tokio_stream::StreamExt;
 
 use super::jsonrpc::RpcError;
 use super::updates::{Ask, Output, Translator, stop_reason};
-use super::{Bridge, parse_params, status_error};
+use super::{Bridge, parse_params};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -49,9 +49,9 @@ impl Bridge {
                         "{}; load or resume the session first (session/load, session/resume)",
                         s.message()
                     ),
-                    ..status_error(&s)
+                    ..s.into()
                 },
-                _ => status_error(&s),
+                _ => s.into(),
             })?
             .into_inner();
         super::lock(&self.prompting).insert(p.session_id.clone());
@@ -68,7 +68,7 @@ impl Bridge {
     ) -> Result<Value, RpcError> {
         let mut translator = Translator::new(session_id, false);
         while let Some(event) = events.next().await {
-            let event = event.map_err(|s| status_error(&s))?;
+            let event = event?;
             for out in translator.translate(&event) {
                 match out {
                     Output::Update(update) => self.update(session_id, update).await,
@@ -160,8 +160,7 @@ impl Bridge {
             .cancel(v1::CancelAgentRequest {
                 agent_id: p.session_id,
             })
-            .await
-            .map_err(|s| status_error(&s))?;
+            .await?;
         Ok(())
     }
 }
