@@ -108,14 +108,15 @@ impl Translator {
             warn_unreadable(event);
             return Vec::new();
         };
-        if event.session_id == self.root {
-            self.own(event.r#type.as_str(), &data)
+        let (agent, kind) = (event.session_id.as_str(), event.r#type.as_str());
+        if agent == self.root {
+            self.own(agent, kind, &data)
         } else {
-            self.child(&event.session_id, event.r#type.as_str(), &data)
+            self.call(agent, Some(agent), kind, &data)
         }
     }
 
-    fn own(&mut self, kind: &str, data: &Value) -> Vec<Output> {
+    fn own(&mut self, agent: &str, kind: &str, data: &Value) -> Vec<Output> {
         match kind {
             "text/delta" => {
                 let step = data["step"].as_u64().unwrap_or(0);
@@ -134,29 +135,19 @@ impl Translator {
                 "user_message_chunk",
                 data["message"]["text"].as_str().unwrap_or_default(),
             ),
-            "tool/call" => started(&call_id(data, None), data, None),
-            "tool/output" => self.output(call_id(data, None), data),
-            "approval/request" if !self.replay => vec![Output::Ask(Ask {
-                agent_id: self.root.clone(),
-                call_id: data["callId"].as_str().unwrap_or_default().to_owned(),
-                tool_call: waiting(&call_id(data, None), data, None),
-            })],
-            "approval/decision" if !self.replay && data["decision"] == "allow" => {
-                vec![status(&call_id(data, None), "in_progress")]
-            }
-            "tool/result" => self.result(&call_id(data, None), data),
             "turn/end" => vec![Output::End(data.clone())],
-            _ => Vec::new(),
+            _ => self.call(agent, None, kind, data),
         }
     }
 
-    fn child(&mut self, child: &str, kind: &str, data: &Value) -> Vec<Output> {
-        let marked = Some(child);
+    /// The events of `agent`'s tool calls: the prompted agent's, or a child's (`marked` with its
+    /// id).
+    fn call(&mut self, agent: &str, marked: Option<&str>, kind: &str, data: &Value) -> Vec<Output> {
         match kind {
             "tool/call" => started(&call_id(data, marked), data, marked),
             "tool/output" => self.output(call_id(data, marked), data),
             "approval/request" if !self.replay => vec![Output::Ask(Ask {
-                agent_id: child.to_owned(),
+                agent_id: agent.to_owned(),
                 call_id: data["callId"].as_str().unwrap_or_default().to_owned(),
                 tool_call: waiting(&call_id(data, marked), data, marked),
             })],
