@@ -8,22 +8,11 @@ use std::task::{Context, Poll};
 
 use tracing::Instrument;
 
-/// A tower layer adding the access log to every gRPC service.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AccessLogLayer;
-
-impl<S> tower::Layer<S> for AccessLogLayer {
-    type Service = AccessLog<S>;
-
-    fn layer(&self, inner: S) -> AccessLog<S> {
-        AccessLog { inner }
-    }
-}
-
-/// The service of [`AccessLogLayer`].
+/// The access log around a gRPC service (a tower service, layered over every one).
 #[derive(Debug, Clone)]
 pub struct AccessLog<S> {
-    inner: S,
+    /// The service it wraps.
+    pub inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AccessLog<S>

@@ -61,22 +61,12 @@ fn refusal(path: &str, info: &ConnectionInfo) -> tonic::Status {
     ))
 }
 
-/// A tower layer that refuses confined clients everything but [`READ_ONLY`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ConfinedClientsLayer;
-
-impl<S> tower::Layer<S> for ConfinedClientsLayer {
-    type Service = ConfinedClients<S>;
-
-    fn layer(&self, inner: S) -> ConfinedClients<S> {
-        ConfinedClients { inner }
-    }
-}
-
-/// The service of [`ConfinedClientsLayer`].
+/// A tower service that refuses confined clients everything but [`READ_ONLY`] (layered over
+/// every gRPC service).
 #[derive(Debug, Clone)]
 pub struct ConfinedClients<S> {
-    inner: S,
+    /// The service it wraps.
+    pub inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for ConfinedClients<S>
@@ -202,7 +192,7 @@ mod tests {
     async fn confined_clients_reach_the_service_only_to_read() {
         use dsh_core::{CommandOrigin, Provenance, UnknownReason};
         use dsh_core::{Network, SandboxMode, SandboxPolicy};
-        use tower::{Layer, Service, ServiceExt};
+        use tower::{Service, ServiceExt};
         let command = |sandbox| {
             Provenance::Command(CommandOrigin {
                 sandbox,
@@ -229,12 +219,13 @@ mod tests {
             ),
         ];
         for (peer, path, reaches) in cases {
-            let mut service =
-                ConfinedClientsLayer.layer(tower::service_fn(|_: http::Request<()>| async {
+            let mut service = ConfinedClients {
+                inner: tower::service_fn(|_: http::Request<()>| async {
                     Ok::<_, std::convert::Infallible>(http::Response::new(
                         tonic::body::Body::empty(),
                     ))
-                }));
+                }),
+            };
             let mut request = http::Request::builder().uri(path).body(()).unwrap();
             request
                 .extensions_mut()

@@ -10,7 +10,7 @@
 //!   at once (with a rate-limited warning), so the accept loop never waits for a slot.
 //! - Each admitted connection is wrapped in [`Tracked`], which reports end of file to the HTTP/2
 //!   server once the connection has had no open request and no bytes in either direction for the
-//!   idle timeout; the server then closes it. [`TrackRequestsLayer`] counts a connection's open
+//!   idle timeout; the server then closes it. [`TrackRequests`] counts a connection's open
 //!   requests, from the call until its response body is dropped, so a `Prompt` stream whose model
 //!   is silent for minutes, or a unary `Shell.Run` of a long command, is never cut. A client that
 //!   connects and sends nothing is closed after the same timeout. Once shutdown begins, a
@@ -130,7 +130,7 @@ impl Drop for RequestGuard {
     }
 }
 
-/// The connect info tonic puts into every request's extensions, so [`TrackRequestsLayer`] finds
+/// The connect info tonic puts into every request's extensions, so [`TrackRequests`] finds
 /// the connection a request arrived on.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
@@ -500,22 +500,12 @@ impl Admission {
     }
 }
 
-/// A tower layer that counts each connection's open requests (see [`Tracked`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TrackRequestsLayer;
-
-impl<S> tower::Layer<S> for TrackRequestsLayer {
-    type Service = TrackRequests<S>;
-
-    fn layer(&self, inner: S) -> TrackRequests<S> {
-        TrackRequests { inner }
-    }
-}
-
-/// The service of [`TrackRequestsLayer`].
+/// A tower service that counts each connection's open requests (see [`Tracked`]); layered over
+/// every gRPC service.
 #[derive(Debug, Clone)]
 pub struct TrackRequests<S> {
-    inner: S,
+    /// The service it wraps.
+    pub inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for TrackRequests<S>
@@ -772,12 +762,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_layer_counts_a_request_until_its_body_is_dropped() {
-        use tower::{Layer, Service, ServiceExt};
+        use tower::{Service, ServiceExt};
         let state = Arc::new(ConnectionState::new());
-        let mut service =
-            TrackRequestsLayer.layer(tower::service_fn(|_: http::Request<()>| async {
+        let mut service = TrackRequests {
+            inner: tower::service_fn(|_: http::Request<()>| async {
                 Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
-            }));
+            }),
+        };
         let mut request = http::Request::new(());
         request.extensions_mut().insert(ConnectionInfo {
             state: state.clone(),

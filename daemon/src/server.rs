@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::layer::layer_fn;
 
 use crate::config::Config;
 use crate::connection::{self, Admission, Occupancy, Tracked};
@@ -189,9 +190,11 @@ pub async fn run(
         .with_command_share(command_share);
     let incoming = accept_own_user(listener, admission, token.clone(), &tasks);
     let server = tonic::transport::Server::builder()
-        .layer(connection::TrackRequestsLayer)
-        .layer(crate::access_log::AccessLogLayer)
-        .layer(crate::confined_clients::ConfinedClientsLayer);
+        .layer(layer_fn(|inner| connection::TrackRequests { inner }))
+        .layer(layer_fn(|inner| crate::access_log::AccessLog { inner }))
+        .layer(layer_fn(|inner| crate::confined_clients::ConfinedClients {
+            inner,
+        }));
     let router = services
         .router(server, health_service)
         .map_err(ServeError::Listener)?;
