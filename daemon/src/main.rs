@@ -72,6 +72,19 @@ enum BackendArg {
     Postgres,
 }
 
+impl Args {
+    /// The flags the config is loaded with.
+    fn flags(self) -> Flags {
+        Flags {
+            config: self.config,
+            dsh_home: self.dsh_home,
+            socket: self.socket,
+            log_format: self.log_format.map(LogFormat::from),
+            persistence: self.persistence.map(BackendName::from),
+        }
+    }
+}
+
 impl From<BackendArg> for BackendName {
     fn from(arg: BackendArg) -> Self {
         match arg {
@@ -117,10 +130,10 @@ fn main() -> ExitCode {
     }
     let mut args = Args::parse();
     if let Some(file) = args.check_config.take() {
-        return check_config(args, file);
+        return check_config(args.flags(), file);
     }
     let allocator = tune_allocator();
-    match run(args, allocator) {
+    match run(args.flags(), allocator) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("dshd: error: {error:#}");
@@ -131,14 +144,8 @@ fn main() -> ExitCode {
 
 /// `dshd --check-config [FILE]`: loads the config as a start would (the same checks, the same
 /// messages) and says what it found, without binding, locking or creating anything.
-fn check_config(args: Args, file: Option<PathBuf>) -> ExitCode {
-    let flags = Flags {
-        config: file.or(args.config),
-        dsh_home: args.dsh_home,
-        socket: args.socket,
-        log_format: args.log_format.map(LogFormat::from),
-        persistence: args.persistence.map(BackendName::from),
-    };
+fn check_config(mut flags: Flags, file: Option<PathBuf>) -> ExitCode {
+    flags.config = file.or(flags.config);
     match Config::load(&flags, &Ambient::from_process()) {
         Ok(config) => {
             let what = match &config.file {
@@ -163,14 +170,7 @@ fn check_config(args: Args, file: Option<PathBuf>) -> ExitCode {
     }
 }
 
-fn run(args: Args, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
-    let flags = Flags {
-        config: args.config,
-        dsh_home: args.dsh_home,
-        socket: args.socket,
-        log_format: args.log_format.map(LogFormat::from),
-        persistence: args.persistence.map(BackendName::from),
-    };
+fn run(flags: Flags, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
     let config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
     if let Err(error) = allocator {
