@@ -3,7 +3,7 @@
 //! and the configured backends that are not active, so their sessions never vanish from view.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{Config, PostgresConfig, PostgresUrl, ValueSource};
@@ -54,14 +54,6 @@ impl Backends {
         &self.persistence
     }
 
-    fn configured(&self, kind: BackendKind) -> PathBuf {
-        match kind {
-            BackendKind::Jsonl => self.jsonl_root.clone(),
-            BackendKind::Sqlite => self.sqlite_path.clone(),
-            BackendKind::Postgres => PathBuf::new(),
-        }
-    }
-
     /// Makes the backend of `kind` at `path` (the configured one when `None`) the active one, and
     /// saves the choice under the home so that the next start uses it too.
     ///
@@ -82,7 +74,8 @@ impl Backends {
         // A location from the request must be usable as it is; the configured one may lie in a
         // directory dshd creates itself (the home, which need not exist yet), as at start.
         let explicit = path.is_some();
-        let path = path.unwrap_or_else(|| self.configured(kind));
+        let path =
+            path.unwrap_or_else(|| configured_path(kind, &self.jsonl_root, &self.sqlite_path));
         let mut saved = self.saved_choice.lock().await;
         let active = self.persistence.backend();
         let (backend, changed) = blocking(move || {
@@ -296,7 +289,7 @@ pub fn startup_backend(
 ) -> (BackendChoice, StartSource) {
     let configured = BackendChoice {
         kind: config.persistence,
-        path: backend_path(config, config.persistence),
+        path: configured_path(config.persistence, &config.jsonl_root, &config.sqlite_path),
         url: None,
     };
     match (config.persistence_source, saved) {
@@ -368,11 +361,11 @@ fn join_error(error: &tokio::task::JoinError) -> PersistenceError {
     }
 }
 
-/// The configured location of a backend of `kind`.
-fn backend_path(config: &Config, kind: BackendKind) -> PathBuf {
+/// The configured location of a backend of `kind` (`jsonl.root`, `sqlite.path`).
+fn configured_path(kind: BackendKind, jsonl_root: &Path, sqlite_path: &Path) -> PathBuf {
     match kind {
-        BackendKind::Jsonl => config.jsonl_root.clone(),
-        BackendKind::Sqlite => config.sqlite_path.clone(),
+        BackendKind::Jsonl => jsonl_root.to_owned(),
+        BackendKind::Sqlite => sqlite_path.to_owned(),
         BackendKind::Postgres => PathBuf::new(),
     }
 }
