@@ -13,7 +13,6 @@ mod shell_env;
 mod skills;
 
 use std::sync::Arc;
-use tracing::Instrument as _;
 
 use dsh_proto::v1;
 use tonic::transport::Server;
@@ -114,16 +113,3 @@ pub const SERVICE_NAMES: &[&str] = &[
     "dsh.v1.Skills",
     "dsh.v1.Hooks",
 ];
-
-/// A stream fed by a task: `body` sends items into the channel it is given.
-pub fn async_stream<T, F, Fut>(body: F) -> tokio_stream::wrappers::ReceiverStream<T>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    // In the call's span, so what the stream's task logs names the call it serves.
-    tokio::spawn(body(tx).in_current_span());
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use dsh_proto::v1::{self, persistence_server};
 use tonic::{Request, Response, Status};
 
-use super::async_stream;
 use super::convert::{agent_status, choice_status, event, header, persistence_status, session_id};
 use super::session_list;
 use crate::backends::{Backends, UseError};
@@ -358,13 +357,7 @@ impl persistence_server::Persistence for PersistenceService {
                 events.unwrap_or_default().into_iter().skip(from).collect()
             }
         };
-        let stream = async_stream(move |tx| async move {
-            for e in &events {
-                if tx.send(Ok(event(&id, e))).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let stream = tokio_stream::iter(events.into_iter().map(move |e| Ok(event(&id, &e))));
         Ok(Response::new(Box::pin(stream)))
     }
 }
