@@ -77,12 +77,7 @@ pub enum ResolveError {
 }
 
 fn ambiguous_message(kind: IdKind, prefix: &str, candidates: &[String]) -> String {
-    let mut named = candidates
-        .iter()
-        .take(MAX_NAMED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut named = candidates[..candidates.len().min(MAX_NAMED)].join(", ");
     if candidates.len() > MAX_NAMED {
         named.push_str(&format!(" and {} more", candidates.len() - MAX_NAMED));
     }
@@ -119,10 +114,7 @@ fn classify(kind: IdKind, value: &str) -> Given<'_> {
             Given::AsIs
         };
     }
-    let bare = match kind {
-        IdKind::Job => value.strip_prefix("job-").unwrap_or(value),
-        IdKind::Agent | IdKind::Session | IdKind::Call => value,
-    };
+    let bare = bare_id(kind, value);
     if id_like(bare) {
         Given::Prefix {
             text: bare,
@@ -130,6 +122,14 @@ fn classify(kind: IdKind, value: &str) -> Given<'_> {
         }
     } else {
         Given::AsIs
+    }
+}
+
+/// `id` without the `job-` of a job id.
+fn bare_id(kind: IdKind, id: &str) -> &str {
+    match kind {
+        IdKind::Job => id.strip_prefix("job-").unwrap_or(id),
+        IdKind::Agent | IdKind::Session | IdKind::Call => id,
     }
 }
 
@@ -152,10 +152,7 @@ fn pick(
     let mut candidates: Vec<String> = ids
         .into_iter()
         .filter(|id| {
-            let bare = match kind {
-                IdKind::Job => id.strip_prefix("job-").unwrap_or(id),
-                IdKind::Agent | IdKind::Session | IdKind::Call => id,
-            };
+            let bare = bare_id(kind, id);
             (prefix && bare.starts_with(&text)) || (suffix && bare.ends_with(&text))
         })
         .collect();
