@@ -90,7 +90,7 @@ pub use outcome::{CommandOutcome, signal_name};
 use env::BaseEnv;
 use jobs::{Job, JobTable};
 pub use launcher::{Launcher, LauncherError};
-use output::{Collector, SpillTarget, Stream};
+use output::{Collector, SpillTarget};
 use process::{Launch, Limits};
 
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
@@ -477,13 +477,6 @@ impl Executor {
         self.landlock
     }
 
-    /// The same executor as if the kernel offered `support` (tests of refusals).
-    #[cfg(any(test, feature = "test-support"))]
-    pub fn assume_landlock(mut self, support: LandlockSupport) -> Self {
-        self.landlock = support;
-        self
-    }
-
     /// Number of variables in the base environment (scrubbed daemon environment plus terminal
     /// overrides), for benchmarks and diagnostics.
     pub fn child_env_len(&self) -> usize {
@@ -501,8 +494,8 @@ impl Executor {
     fn collectors(&self, tap: Option<&OutputTap>) -> (Collector, Collector) {
         let cap = self.config.output_cap_bytes;
         (
-            Collector::new(Stream::Stdout, cap, self.spill.clone()).with_tap(tap.cloned()),
-            Collector::new(Stream::Stderr, cap, self.spill.clone()).with_tap(tap.cloned()),
+            Collector::new(OutputStream::Stdout, cap, self.spill.clone()).with_tap(tap.cloned()),
+            Collector::new(OutputStream::Stderr, cap, self.spill.clone()).with_tap(tap.cloned()),
         )
     }
 

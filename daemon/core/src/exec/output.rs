@@ -37,24 +37,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::tap::incomplete_utf8_suffix;
+use super::tap::{OutputStream, OutputTap, StreamTap, incomplete_utf8_suffix};
 use crate::session::SessionId;
-
-/// Which stream a collector captures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stream {
-    Stdout,
-    Stderr,
-}
-
-impl Stream {
-    fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
 
 /// Where and how much to spill; shared by every collector of one executor.
 #[derive(Debug)]
@@ -134,7 +118,7 @@ impl SpillTarget {
     }
 
     /// Creates a new private spill file for `stream`.
-    fn create(&self, stream: Stream) -> io::Result<(File, PathBuf)> {
+    fn create(&self, stream: OutputStream) -> io::Result<(File, PathBuf)> {
         ensure_private_dir(&self.dir)?;
         let name = format!(
             "dsh-{}-{}-{}.log",
@@ -265,7 +249,7 @@ pub(crate) struct StreamRead {
 /// Captures one stream: a byte-exact tail in memory plus the spill file.
 #[derive(Debug)]
 pub(crate) struct Collector {
-    stream: Stream,
+    stream: OutputStream,
     cap: usize,
     tail: VecDeque<u8>,
     total: u64,
@@ -273,11 +257,11 @@ pub(crate) struct Collector {
     target: Arc<SpillTarget>,
     finished: bool,
     /// Where the output also goes as it is read (live output), if anywhere.
-    tap: Option<super::tap::StreamTap>,
+    tap: Option<StreamTap>,
 }
 
 impl Collector {
-    pub(crate) fn new(stream: Stream, cap: usize, target: Arc<SpillTarget>) -> Self {
+    pub(crate) fn new(stream: OutputStream, cap: usize, target: Arc<SpillTarget>) -> Self {
         Self {
             stream,
             cap: cap.max(1),
@@ -291,12 +275,8 @@ impl Collector {
     }
 
     /// The same collector, also handing every chunk to `tap` as it is read.
-    pub(crate) fn with_tap(mut self, tap: Option<super::tap::OutputTap>) -> Self {
-        let stream = match self.stream {
-            Stream::Stdout => super::tap::OutputStream::Stdout,
-            Stream::Stderr => super::tap::OutputStream::Stderr,
-        };
-        self.tap = tap.map(|tap| super::tap::StreamTap::new(tap, stream));
+    pub(crate) fn with_tap(mut self, tap: Option<OutputTap>) -> Self {
+        self.tap = tap.map(|tap| StreamTap::new(tap, self.stream));
         self
     }
 
@@ -380,16 +360,6 @@ impl Collector {
         }
     }
 
-    /// Bytes in this stream's spill file (0 without one).
-    fn spilled(&self) -> u64 {
-        match &self.spill {
-            Spill::Open { written, .. }
-            | Spill::Complete { written, .. }
-            | Spill::Capped { written, .. } => *written,
-            _ => 0,
-        }
-    }
-
     /// The finished spill file (path and size), for someone else to remove later.
     pub(crate) fn spill_file(&self) -> Option<(PathBuf, u64)> {
         match &self.spill {
@@ -402,12 +372,11 @@ impl Collector {
 
     /// Removes the spill file now: nothing will read it any more.
     pub(crate) fn release_spill(&mut self) {
-        let bytes = self.spilled();
-        if let Spill::Open { path, .. }
-        | Spill::Complete { path, .. }
-        | Spill::Capped { path, .. } = std::mem::replace(&mut self.spill, Spill::Released)
+        if let Spill::Open { path, written, .. }
+        | Spill::Complete { path, written }
+        | Spill::Capped { path, written } = std::mem::replace(&mut self.spill, Spill::Released)
         {
-            self.target.remove(&path, bytes);
+            self.target.remove(&path, written);
         }
     }
 
@@ -426,23 +395,13 @@ impl Collector {
     }
 
     pub(crate) fn snapshot(&self) -> StreamSnapshot {
-        let (spill, spill_capped) = self.spill_info();
         StreamSnapshot {
             bytes: self.tail.iter().copied().collect(),
             total: self.total,
             truncated: self.total > self.cap as u64,
-            spill,
-            spill_capped,
+            spill: self.spill_held().map(|(path, _)| path.to_owned()),
+            spill_capped: matches!(self.spill, Spill::Capped { .. }),
             spill_no_room: matches!(self.spill, Spill::NoRoom),
-        }
-    }
-
-    /// The spill path (if any) and whether it stopped at the spill cap.
-    pub(crate) fn spill_info(&self) -> (Option<PathBuf>, bool) {
-        match &self.spill {
-            Spill::Open { path, .. } | Spill::Complete { path, .. } => (Some(path.clone()), false),
-            Spill::Capped { path, .. } => (Some(path.clone()), true),
-            Spill::Idle | Spill::Failed | Spill::NoRoom | Spill::Released => (None, false),
         }
     }
 
@@ -575,7 +534,7 @@ mod tests {
     #[test]
     fn keeps_a_byte_exact_tail_and_spills_everything() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stdout, 10, target(tmp.path(), 1 << 20));
+        let mut c = Collector::new(OutputStream::Stdout, 10, target(tmp.path(), 1 << 20));
         c.push(b"0123456");
         c.push(b"789");
         assert!(!c.snapshot().truncated);
@@ -605,7 +564,7 @@ mod tests {
     #[test]
     fn output_exactly_at_the_cap_is_not_truncated_and_not_spilled() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stderr, 8, target(tmp.path(), 1 << 20));
+        let mut c = Collector::new(OutputStream::Stderr, 8, target(tmp.path(), 1 << 20));
         c.push(b"1234");
         c.push(b"5678");
         c.finish();
@@ -619,7 +578,7 @@ mod tests {
     #[test]
     fn one_oversized_chunk_keeps_its_own_tail() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 1 << 20));
+        let mut c = Collector::new(OutputStream::Stdout, 4, target(tmp.path(), 1 << 20));
         c.push(b"ab");
         c.push(b"cdefghij");
         let s = c.snapshot();
@@ -630,7 +589,7 @@ mod tests {
     #[test]
     fn spill_stops_at_its_cap_and_says_so() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 10));
+        let mut c = Collector::new(OutputStream::Stdout, 4, target(tmp.path(), 10));
         for chunk in [b"01234".as_slice(), b"56789", b"abcde", b"fghij"] {
             c.push(chunk);
         }
@@ -647,7 +606,7 @@ mod tests {
         let t = target(tmp.path(), 100);
         let mut paths = Vec::new();
         for _ in 0..3 {
-            let mut c = Collector::new(Stream::Stdout, 1, t.clone());
+            let mut c = Collector::new(OutputStream::Stdout, 1, t.clone());
             c.push(b"xy");
             paths.push(c.snapshot().spill.unwrap());
         }
@@ -661,7 +620,7 @@ mod tests {
         let file = tmp.path().join("not-a-dir");
         std::fs::write(&file, b"").unwrap();
         let t = Arc::new(SpillTarget::new(file, 100, u64::MAX));
-        let mut c = Collector::new(Stream::Stdout, 2, t);
+        let mut c = Collector::new(OutputStream::Stdout, 2, t);
         c.push(b"abcd");
         let s = c.snapshot();
         assert_eq!(s.bytes, b"cd");
@@ -685,7 +644,7 @@ mod tests {
     #[test]
     fn incremental_reads_never_repeat_and_page_through_the_spill() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stdout, 4, target(tmp.path(), 100));
+        let mut c = Collector::new(OutputStream::Stdout, 4, target(tmp.path(), 100));
         c.push(b"ab");
         let r = c.read_from(0, 64);
         assert_eq!(
@@ -715,7 +674,7 @@ mod tests {
     fn bytes_no_copy_holds_are_skipped_and_counted() {
         let tmp = tempfile::tempdir().unwrap();
         let target = Arc::new(SpillTarget::new(tmp.path().join("spill"), 6, 1000));
-        let mut c = Collector::new(Stream::Stdout, 4, target);
+        let mut c = Collector::new(OutputStream::Stdout, 4, target);
         c.push(b"0123456789abcdef"); // spill keeps 0..6, memory 12..16
         let r = c.read_from(0, 64);
         assert_eq!((r.bytes.as_slice(), r.next), (b"012345".as_slice(), 6));
@@ -730,7 +689,7 @@ mod tests {
     #[test]
     fn open_streams_hold_back_a_split_character() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut c = Collector::new(Stream::Stdout, 64, target(tmp.path(), 100));
+        let mut c = Collector::new(OutputStream::Stdout, 64, target(tmp.path(), 100));
         let euro = "€".as_bytes(); // e2 82 ac
         c.push(b"x");
         c.push(&euro[..2]);

@@ -489,13 +489,14 @@ pub(crate) async fn supervise(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::OutputStream;
     use crate::exec::default_secret_pattern;
-    use crate::exec::output::{SpillTarget, Stream};
+    use crate::exec::output::SpillTarget;
 
     fn collectors(dir: &Path) -> (Arc<Mutex<Collector>>, Arc<Mutex<Collector>>) {
         let target = Arc::new(SpillTarget::new(dir.join("spill"), 1 << 20, u64::MAX));
         let c = |s| Arc::new(Mutex::new(Collector::new(s, 1 << 16, target.clone())));
-        (c(Stream::Stdout), c(Stream::Stderr))
+        (c(OutputStream::Stdout), c(OutputStream::Stderr))
     }
 
     fn launch<'a>(

@@ -118,11 +118,6 @@ impl Resolver {
     pub fn asynchronous<R: AsyncResolver + 'static>(resolver: R) -> Self {
         Self::Async(Arc::new(resolver))
     }
-
-    /// Whether this resolver answers at once.
-    pub fn is_sync(&self) -> bool {
-        matches!(self, Self::Sync(_))
-    }
 }
 
 impl fmt::Debug for Resolver {
