@@ -2,10 +2,11 @@
 //! the live agent holds (`live.rs`), apart from the asking (`approval.rs`), which needs the agent.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+use crate::lock;
 use crate::session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
 
 /// A client's answer to an approval request.
@@ -44,7 +45,7 @@ pub(crate) struct Approvals {
 
 impl Approvals {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalAnswer>>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.pending)
     }
 
     pub(super) fn register(&self, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
@@ -60,21 +61,15 @@ impl Approvals {
 
     /// The rules made so far, oldest first.
     pub(crate) fn rules(&self) -> Vec<ApprovalRule> {
-        self.rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.rules).clone()
     }
 
     pub(super) fn allows(&self, rule: &ApprovalRule) -> bool {
-        self.rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(rule)
+        lock(&self.rules).contains(rule)
     }
 
     pub(super) fn remember(&self, rule: ApprovalRule) {
-        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rules = lock(&self.rules);
         if !rules.contains(&rule) {
             rules.push(rule);
         }

@@ -10,6 +10,7 @@ use super::services::AgentServices;
 use crate::call::AgentContext;
 use crate::exec::{OutputStream, OutputTap};
 use crate::hooks::SessionSource;
+use crate::lock;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
 use crate::sandbox::SandboxPolicy;
@@ -211,10 +212,7 @@ impl Agent {
     /// The model history derived from the log as it is now (only new events are projected).
     pub fn history(&self) -> Arc<Vec<HistoryMessage>> {
         let log = self.log.read().unwrap_or_else(PoisonError::into_inner);
-        self.history
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .update(log.events())
+        lock(&self.history).update(log.events())
     }
 
     /// Its id, then its live ancestors' when it went live, nearest first.
@@ -264,10 +262,7 @@ impl Agent {
 
     /// The SessionStart source, the first time it is asked (the first turn of this live agent).
     pub(crate) fn take_session_start(&self) -> Option<SessionSource> {
-        self.session_start
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        lock(&self.session_start).take()
     }
 
     /// The agent (and session) id.
@@ -372,10 +367,7 @@ impl Agent {
             return;
         }
         let offset = {
-            let mut streaming = self
-                .streaming
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut streaming = lock(&self.streaming);
             if streaming.0 != (turn, step) {
                 *streaming = ((turn, step), 0);
             }
@@ -430,7 +422,7 @@ impl Agent {
         let persistence = services.persistence.clone();
         tokio::task::spawn_blocking(move || {
             let log = agent.log.read().unwrap_or_else(PoisonError::into_inner);
-            let mut cursor = agent.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut cursor = lock(&agent.cursor);
             handle::checkpoint(&persistence, &log, &mut cursor)
         })
         .await
@@ -554,7 +546,7 @@ impl Agent {
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, TurnState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 

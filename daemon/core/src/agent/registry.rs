@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,7 @@ use super::turn::{self, TurnOutcome};
 use super::watch::hub::WatchHub;
 use super::watch::{WatchScope, Watcher};
 use crate::hooks::SessionSource;
+use crate::lock;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
 use crate::sandbox::SandboxPolicy;
@@ -322,7 +323,7 @@ impl AgentRegistry {
 
     /// The token usage of every turn that ended since the daemon started (children's included).
     pub fn usage_totals(&self) -> Usage {
-        *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.usage)
     }
 
     /// The live agent `id`.
@@ -380,10 +381,7 @@ impl AgentRegistry {
         let outcome = tokio::spawn(async move {
             let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
             if let Some(usage) = &outcome.usage {
-                totals
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .add(usage);
+                lock(&totals).add(usage);
             }
             agent.end_turn();
             outcome
@@ -478,9 +476,7 @@ impl AgentRegistry {
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, Vec<SessionId>> {
-        self.pending_closes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.pending_closes)
     }
 
     /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
@@ -623,7 +619,7 @@ impl AgentRegistry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Agent>>> {
-        self.agents.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.agents)
     }
 }
 

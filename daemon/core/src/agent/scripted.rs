@@ -11,8 +11,8 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -23,6 +23,7 @@ use super::provider::{
     FinishReason, ModelChoice, ModelError, ModelProgress, ModelProvider, ModelReply, ModelRequest,
 };
 use crate::call::BoxFuture;
+use crate::lock;
 use crate::session::ToolCallRequest;
 
 /// Provider name of the scripted model.
@@ -177,10 +178,7 @@ impl ModelProvider for ScriptedProvider {
 
     /// A child replays the script its call carried, or an empty one.
     fn child_choice(&self, call_id: &str) -> ModelChoice {
-        let script = self
-            .child_scripts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let script = lock(&self.child_scripts)
             .remove(call_id)
             .unwrap_or_else(|| serde_json::json!({"replies": []}));
         ModelChoice {
@@ -215,10 +213,7 @@ impl ModelProvider for ScriptedProvider {
             if !reply.text.is_empty() {
                 progress.text(&reply.text);
             }
-            let mut child_scripts = self
-                .child_scripts
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut child_scripts = lock(&self.child_scripts);
             let calls: Vec<ToolCallRequest> = reply
                 .tool_calls
                 .iter()

@@ -12,10 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use super::ExecError;
 use super::output::ensure_private_dir;
+use crate::lock;
 use crate::sandbox::plan::{self, Plan, check_support};
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
 use crate::session::SessionId;
@@ -214,10 +215,6 @@ impl TmpDirs {
             remove_tmp(dir);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Removes a private temporary directory and everything in it (links are removed, not followed).

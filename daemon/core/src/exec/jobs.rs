@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outcome::{push_line, signal_name};
 use super::output::Collector;
-use super::process::lock;
+use crate::lock;
 use crate::session::SessionId;
 
 /// Longest job id accepted from outside, in bytes.
@@ -271,7 +271,7 @@ impl Job {
         // The state is sampled first: the task finishes the collectors before it publishes the
         // end, so a `Finished` read is guaranteed to see the last bytes.
         let state = self.state();
-        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cursor = lock(&self.cursor);
         let read = |collector: &Mutex<Collector>, offset: u64| {
             let c = lock(collector);
             let read = c.read_from(offset, JOB_READ_LIMIT);
@@ -319,7 +319,7 @@ pub(crate) struct JobTable {
 
 impl JobTable {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<Job>>> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.jobs)
     }
 
     /// Adds a job, first forgetting the oldest finished jobs beyond `max_finished`.

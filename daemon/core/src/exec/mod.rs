@@ -93,6 +93,7 @@ pub use launcher::{Launcher, LauncherError};
 use output::{Collector, SpillTarget};
 use process::{Launch, Limits};
 
+use crate::lock;
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
 use crate::session::SessionId;
 
@@ -560,7 +561,7 @@ impl Executor {
         leftover.finish_later();
         // Spill files live as long as someone can read them: the agent's model (until the agent
         // closes), or nobody once this call returns.
-        let mut streams = [process::lock(&out), process::lock(&err)];
+        let mut streams = [lock(&out), lock(&err)];
         for collector in &mut streams {
             match &spec.spill_owner {
                 Some(owner) => {

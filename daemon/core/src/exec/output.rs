@@ -35,9 +35,10 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use super::tap::{OutputStream, OutputTap, StreamTap, incomplete_utf8_suffix};
+use crate::lock;
 use crate::session::SessionId;
 
 /// Where and how much to spill; shared by every collector of one executor.
@@ -90,9 +91,7 @@ impl SpillTarget {
 
     /// Keeps a finished foreground spill until `owner` closes.
     pub(crate) fn keep_for(&self, owner: &SessionId, spill: (PathBuf, u64)) {
-        self.kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.kept)
             .entry(owner.clone())
             .or_default()
             .push(spill);
@@ -100,12 +99,7 @@ impl SpillTarget {
 
     /// Removes every spill kept for `owner`; returns how many.
     pub(crate) fn remove_kept(&self, owner: &SessionId) -> usize {
-        let files = self
-            .kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(owner)
-            .unwrap_or_default();
+        let files = lock(&self.kept).remove(owner).unwrap_or_default();
         for (path, bytes) in &files {
             self.remove(path, *bytes);
         }

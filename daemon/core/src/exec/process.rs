@@ -45,7 +45,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
@@ -62,6 +62,7 @@ use super::limits::Extra;
 use super::output::Collector;
 use super::reaper::CommandOrigin;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
+use crate::lock;
 use crate::session::SessionId;
 
 /// What to start.
@@ -152,12 +153,6 @@ fn signal_command(pgid: Pid, signal: Signal) {
             tracing::warn!(%error, pgid = pgid.as_raw_pid(), ?signal, "cannot signal process group");
         }
     }
-}
-
-pub(crate) fn lock(m: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
-    // A panic while holding the lock cannot leave a collector half-updated in a way that matters
-    // more than losing the output, so keep going with whatever is there.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Validates the launch and starts the shell.

@@ -31,12 +31,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
+use crate::lock;
 use crate::sandbox::SandboxPolicy;
 use crate::session::SessionId;
 
@@ -65,10 +66,6 @@ static SHELLS: Mutex<BTreeMap<i32, CommandOrigin>> = Mutex::new(BTreeMap::new())
 static SPAWN_GATE: RwLock<()> = RwLock::new(());
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 static SELF_ID: OnceLock<Option<DaemonId>> = OnceLock::new();
-
-fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Makes this process the child subreaper of everything it starts from now on. Called once by the
 /// daemon's composition root, before the first spawn (the flag is inherited at fork time).
@@ -195,7 +192,7 @@ impl Owner {
     /// A new live owner under `scope`.
     pub(crate) fn new(scope: &str) -> Self {
         let id = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        guard(&LIVE).insert(id);
+        lock(&LIVE).insert(id);
         // Without our own stat (no /proc) the marker still separates owners; leftovers of such a
         // daemon cannot be recognised after a crash, which `kill_leftovers` tolerates.
         let daemon = self_id().unwrap_or(DaemonId {
@@ -217,7 +214,7 @@ impl Owner {
     /// repeats until the group `pgid` (whose leader has been reaped) is empty and none is left,
     /// within [`CLOSE_BOUND`].
     pub(crate) async fn close(self, pgid: Pid) {
-        guard(&LIVE).remove(&self.id);
+        lock(&LIVE).remove(&self.id);
         if !adopting() {
             return;
         }
@@ -250,7 +247,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // A close that never ran (the supervising future was dropped): the periodic sweep kills
         // whatever still carries this marker.
-        guard(&LIVE).remove(&self.id);
+        lock(&LIVE).remove(&self.id);
     }
 }
 
@@ -265,7 +262,7 @@ impl SpawnGate {
     /// Records a spawned shell, its sandbox and agent; dropping the returned value forgets it
     /// (after it was reaped).
     pub(crate) fn register(&self, pid: Pid, origin: CommandOrigin) -> ShellRecord {
-        guard(&SHELLS).insert(pid.as_raw_pid(), origin);
+        lock(&SHELLS).insert(pid.as_raw_pid(), origin);
         ShellRecord(pid.as_raw_pid())
     }
 }
@@ -274,11 +271,11 @@ impl SpawnGate {
 /// shell being spawned at this moment is waited for (its record is made under the gate), so a
 /// child that asks the instant it starts is never mistaken for a stranger.
 pub(super) fn spawned_shell(pid: i32) -> Option<CommandOrigin> {
-    if let Some(origin) = guard(&SHELLS).get(&pid) {
+    if let Some(origin) = lock(&SHELLS).get(&pid) {
         return Some(origin.clone());
     }
     let _settled = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
-    guard(&SHELLS).get(&pid).cloned()
+    lock(&SHELLS).get(&pid).cloned()
 }
 
 /// A spawned shell known to the executor, so no sweep reaps it in tokio's place.
@@ -286,7 +283,7 @@ pub(crate) struct ShellRecord(i32);
 
 impl Drop for ShellRecord {
     fn drop(&mut self) {
-        guard(&SHELLS).remove(&self.0);
+        lock(&SHELLS).remove(&self.0);
     }
 }
 
@@ -305,7 +302,7 @@ fn adopted_children() -> Vec<i32> {
     let Ok(list) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) else {
         return Vec::new();
     };
-    let shells = guard(&SHELLS);
+    let shells = lock(&SHELLS);
     list.split_ascii_whitespace()
         .filter_map(|p| p.parse().ok())
         .filter(|p| !shells.contains_key(p))
@@ -314,7 +311,7 @@ fn adopted_children() -> Vec<i32> {
 
 fn survey(all: bool) -> Adopted {
     let me = self_id();
-    let live = guard(&LIVE).clone();
+    let live = lock(&LIVE).clone();
     let mut found = Adopted::default();
     for pid in adopted_children() {
         match read_stat(pid) {
@@ -343,7 +340,7 @@ fn kill(pid: i32) {
 /// gate, so a shell tokio waits for is never reaped here.
 fn reap(zombies: &[i32]) {
     let _gate = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
-    let shells = guard(&SHELLS);
+    let shells = lock(&SHELLS);
     for &pid in zombies.iter().filter(|p| !shells.contains_key(p)) {
         if let Some(pid) = Pid::from_raw(pid) {
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
@@ -499,8 +496,8 @@ mod tests {
         let b = Owner::new("s");
         assert_ne!(a.marker(), b.marker());
         let id = a.id;
-        assert!(guard(&LIVE).contains(&id));
+        assert!(lock(&LIVE).contains(&id));
         drop(a);
-        assert!(!guard(&LIVE).contains(&id));
+        assert!(!lock(&LIVE).contains(&id));
     }
 }

@@ -12,8 +12,9 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::lock;
 use tokio::sync::Notify;
 
 /// Which stream of a command a piece of output comes from.
@@ -186,7 +187,7 @@ impl OutputFeed {
 
 impl Feed {
     fn lock(&self) -> std::sync::MutexGuard<'_, FeedState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     fn push(&self, stream: OutputStream, offset: u64, text: &str) {

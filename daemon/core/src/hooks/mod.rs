@@ -71,6 +71,7 @@ use job::Job;
 use merge::Decoded;
 
 use crate::exec::Executor;
+use crate::lock;
 use crate::persistence::PersistenceHandle;
 use crate::session::EventData;
 use tracing::Instrument;
@@ -228,10 +229,7 @@ impl Hooks {
     pub fn reload(&self) -> Vec<HookFileStatus> {
         let files = load_configured(&self.settings);
         *self.files.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(files);
-        self.project
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        lock(&self.project).clear();
         self.list()
     }
 
@@ -243,7 +241,7 @@ impl Hooks {
             .iter()
             .map(|f| f.status(default))
             .collect();
-        let project = self.project.lock().unwrap_or_else(PoisonError::into_inner);
+        let project = lock(&self.project);
         let mut seen: Vec<&Arc<HookFile>> = project.values().map(|(_, f)| f).collect();
         seen.sort_by(|a, b| (a.dialect, &a.path).cmp(&(b.dialect, &b.path)));
         out.extend(seen.into_iter().map(|f| f.status(default)));
@@ -463,18 +461,11 @@ impl Hooks {
     /// it does not exist (the normal case: no project hooks).
     async fn project_file(&self, dialect: Dialect, path: PathBuf) -> Option<Arc<HookFile>> {
         let Ok(meta) = tokio::fs::metadata(&path).await else {
-            self.project
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&path);
+            lock(&self.project).remove(&path);
             return None;
         };
         let stamp: Stamp = (meta.modified().ok(), meta.len());
-        if let Some((seen, file)) = self
-            .project
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&path)
+        if let Some((seen, file)) = lock(&self.project).get(&path)
             && *seen == stamp
         {
             return Some(file.clone());
@@ -485,10 +476,7 @@ impl Hooks {
         };
         let file = Arc::new(HookFile::from_read(dialect, path.clone(), true, text));
         file.log();
-        self.project
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(path, (stamp, file.clone()));
+        lock(&self.project).insert(path, (stamp, file.clone()));
         Some(file)
     }
 

@@ -20,13 +20,14 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Dialect;
 use super::tools;
+use crate::lock;
 use crate::session::{Event, EventData, MessageSource, SessionHeader, SessionId};
 
 /// What `transcript_path` names for Claude Code hooks.
@@ -88,7 +89,7 @@ impl Transcripts {
     /// A failure is logged and leaves the file as it was (the hook still runs, reading what is
     /// there).
     pub(super) fn sync(&self, header: &SessionHeader, model: &str, events: &dyn SessionEvents) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = lock(&self.sessions);
         let projection = sessions
             .entry(header.id.clone())
             .or_insert_with(|| Projection {
@@ -139,11 +140,7 @@ impl Transcripts {
 
     /// Removes `id`'s projection (its agent was closed).
     pub(super) fn forget(&self, id: &SessionId) {
-        let removed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        let removed = lock(&self.sessions).remove(id);
         let path = removed.map_or_else(|| self.path(id), |p| p.path);
         match std::fs::remove_file(&path) {
             Ok(()) => {}

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
+use crate::lock;
 use crate::session::{SessionHeader, SessionId, SessionLog};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
@@ -72,10 +73,7 @@ impl PersistenceHandle {
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         current.backend = backend;
         current.generation += 1;
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .headers = HashMap::new();
+        lock(&self.known).headers = HashMap::new();
         current.generation
     }
 
@@ -83,7 +81,7 @@ impl PersistenceHandle {
     /// told it by the backend active now, if it was. No I/O.
     pub fn known_header(&self, id: &SessionId) -> Option<Arc<SessionHeader>> {
         let generation = self.current().1;
-        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = lock(&self.known);
         (known.generation == generation)
             .then(|| known.headers.get(id).cloned())
             .flatten()
@@ -95,7 +93,7 @@ impl PersistenceHandle {
         if self.current().1 != generation {
             return;
         }
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut known = lock(&self.known);
         if known.generation != generation || known.headers.len() >= KNOWN_HEADERS {
             known.generation = generation;
             known.headers.clear();
@@ -105,11 +103,7 @@ impl PersistenceHandle {
 
     /// Forgets the header of `id` (the session was deleted). No I/O.
     pub fn forget_header(&self, id: &SessionId) {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .headers
-            .remove(id);
+        lock(&self.known).headers.remove(id);
     }
 
     /// The active backend's answer for `header`. No I/O.

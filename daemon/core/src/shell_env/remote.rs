@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::contributor::{AsyncResolver, DynamicOutput, ResolveFuture};
 use crate::call::ToolExecution;
+use crate::lock;
 
 /// The facts of one tool execution, as an external contributor is told them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +97,7 @@ impl RemoteResolver {
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<DynamicOutput, String>>>>
     {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.pending)
     }
 }
 
@@ -108,10 +109,7 @@ struct Forget {
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.id);
+        lock(&self.pending).remove(&self.id);
     }
 }
 

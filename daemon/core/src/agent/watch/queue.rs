@@ -13,12 +13,13 @@
 //!   again it is told so (`watch/lagged`) and catches up from the logs.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Notify;
 
 use super::{Preview, WatchScope};
 use crate::agent::live::Agent;
+use crate::lock;
 use crate::session::SessionId;
 
 /// Most bytes of streamed text (plus `ENTRY_COST` per waiting message) that wait for one slow
@@ -117,7 +118,7 @@ impl Queue {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// Event `seq` of `agent` was logged. Called under the agent's log lock, so one agent's

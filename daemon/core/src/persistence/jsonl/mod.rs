@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) use layout::{LOG_FILE, is_project_dir_name};
 pub use layout::{log_path, project_dir_name, session_dir_name};
@@ -24,6 +24,7 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
     SessionLocation, StoredSession, batch_start,
 };
+use crate::lock;
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, MetaBuilder, SessionHeader, SessionId, SessionMeta};
 use read::Scan;
@@ -104,7 +105,7 @@ impl JsonlBackend {
     }
 
     fn slot(&self, id: &SessionId) -> Arc<Mutex<Slot>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = lock(&self.sessions);
         sessions.entry(id.clone()).or_default().clone()
     }
 
@@ -239,7 +240,7 @@ impl Persistence for JsonlBackend {
 
     fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&slot);
         if slot.open.is_none() {
             slot.open = self.open_stored(id)?;
         }
@@ -257,7 +258,7 @@ impl Persistence for JsonlBackend {
             .map_err(|e| PersistenceError::Config(format!("session {id}: invalid header: {e}")))?;
 
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&slot);
         if slot.open.is_none() {
             slot.open = self.open_stored(id)?;
         }
@@ -272,7 +273,7 @@ impl Persistence for JsonlBackend {
             let path = log_path(&self.root, header);
             let (file, len) =
                 file::create_new_log(&path, |out| read::write_log(out, header, events))?;
-            let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut index = lock(&self.index);
             if index.is_built() {
                 index.insert(header);
             }
@@ -329,7 +330,7 @@ impl Persistence for JsonlBackend {
 
     fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&slot);
         // Whatever is cached is re-read: load is the moment the file is checked and repaired.
         slot.open = None;
         let (path, scan) = self.read_stored(id)?;
@@ -381,15 +382,8 @@ impl Persistence for JsonlBackend {
     fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         // Wait for a writer of this session, if there is one, so the snapshot is not mid-append;
         // but do not make slots for ids nobody writes (inspect takes ids from outside).
-        let existing = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(id)
-            .cloned();
-        let _writer = existing
-            .as_ref()
-            .map(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner));
+        let existing = lock(&self.sessions).get(id).cloned();
+        let _writer = existing.as_ref().map(|slot| lock(slot));
         let (_, scan) = self.read_stored(id)?;
         Ok(StoredSession {
             header: scan.header,
@@ -400,7 +394,7 @@ impl Persistence for JsonlBackend {
 
     fn repair(&self, id: &SessionId, apply: bool) -> Result<RepairReport, PersistenceError> {
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&slot);
         // Whatever is cached is stale once the file is cut.
         slot.open = None;
         let path = self
@@ -491,7 +485,7 @@ impl Persistence for JsonlBackend {
 
     fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&slot);
         slot.open = None;
         let path = self
             .find(id)?
@@ -535,19 +529,13 @@ impl Persistence for JsonlBackend {
         }
         drop(slot);
         self.release(id);
-        self.index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&header);
+        lock(&self.index).remove(&header);
         Ok(())
     }
 
     fn release(&self, id: &SessionId) {
         // Dropping the slot closes the file (once any reader holding the slot is done with it).
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        lock(&self.sessions).remove(id);
     }
 
     fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
@@ -575,7 +563,7 @@ impl Persistence for JsonlBackend {
         if query.elsewhere() {
             return Ok(Page::default());
         }
-        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = lock(&self.index);
         index.refresh(&self.root)?;
         Ok(index::page(&mut index, &self.root, query))
     }

@@ -12,11 +12,12 @@ use std::ffi::OsString;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use super::io;
 use super::layout::is_project_dir_name;
+use crate::lock;
 use crate::persistence::PersistenceError;
 
 /// How much older than a scan a directory's modification time must be to be trusted.
@@ -99,7 +100,7 @@ impl ProjectDirs {
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, Option<(Stamp, Arc<[OsString]>)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.0)
     }
 }
 

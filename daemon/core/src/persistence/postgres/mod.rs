@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -27,6 +27,7 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
     batch_start,
 };
+use crate::lock;
 use crate::session::{Event, SessionHeader, SessionId};
 use ops::Rows;
 
@@ -203,7 +204,7 @@ impl Drop for PostgresBackend {
 
 impl Inner {
     fn lock_held(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.held)
     }
 
     fn path(&self) -> PathBuf {
@@ -234,10 +235,7 @@ impl Inner {
     }
 
     fn clear_down(&self) {
-        let mut down = self
-            .unavailable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut down = lock(&self.unavailable);
         if down.is_some() {
             tracing::info!(database = %self.target.shown(), "PostgreSQL is reachable again");
             *down = None;
@@ -246,10 +244,7 @@ impl Inner {
 
     /// Records that the database is unreachable, and the error saying so.
     fn down(&self, reason: String) -> PersistenceError {
-        let mut down = self
-            .unavailable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut down = lock(&self.unavailable);
         if down.is_none() {
             tracing::warn!(database = %self.target.shown(), %reason, "PostgreSQL is unreachable");
         }
@@ -405,10 +400,6 @@ impl Persistence for PostgresBackend {
     }
 
     fn unavailable(&self) -> Option<String> {
-        self.inner
-            .unavailable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.inner.unavailable).clone()
     }
 }

@@ -18,7 +18,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -27,6 +27,7 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, SessionLocation,
     StoredSession, batch_start,
 };
+use crate::lock;
 use crate::session::repair::close_open_turn;
 use crate::session::{Event, EventData, SessionHeader, SessionId};
 use schema::Identity;
@@ -207,7 +208,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let Some(conn) = self.connection(&mut slot, Access::Read)? else {
             return Ok(None);
         };
@@ -233,7 +234,7 @@ impl Persistence for SqliteBackend {
         let header_json = serde_json::to_string(header)
             .map_err(|e| PersistenceError::Config(format!("session {id}: {e}")))?;
 
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let mut conn = self
             .connection(&mut slot, Access::Create)?
             .ok_or_else(|| PersistenceError::Config("database was not created".to_owned()))?;
@@ -286,7 +287,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let mut conn = self
             .connection(&mut slot, Access::Write)?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
@@ -317,7 +318,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let mut conn = self
             .connection(&mut slot, Access::Read)?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
@@ -333,7 +334,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let Some(conn) = self.connection(&mut slot, Access::Read)? else {
             return Ok(Vec::new());
         };
@@ -351,7 +352,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         match self.connection(&mut slot, Access::Read)? {
             Some(conn) => self.header_of(&conn, id),
             None => Ok(None),
@@ -359,7 +360,7 @@ impl Persistence for SqliteBackend {
     }
 
     fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         let mut conn = self
             .connection(&mut slot, Access::Write)?
             .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
@@ -384,7 +385,7 @@ impl Persistence for SqliteBackend {
         if query.elsewhere() {
             return Ok(Page::default());
         }
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.conn);
         match self.connection(&mut slot, Access::Read)? {
             Some(conn) => self.page(&conn, query),
             None => Ok(Page::default()),
