@@ -525,6 +525,20 @@ fn batch_start(id: &SessionId, events: &[Event]) -> Result<u64, PersistenceError
     Ok(first)
 }
 
+/// The events that close the turn `events` leaves open (`close_open_turn`) and the repair that
+/// appending them is, for `load`; `None` when no turn is open.
+fn open_turn_closers(events: &[Event]) -> Option<(Vec<Event>, Repair)> {
+    let closers = crate::session::repair::close_open_turn(events);
+    let EventData::TurnEnd { turn, .. } = closers.last()?.data else {
+        return None;
+    };
+    let repair = Repair::ClosedOpenTurn {
+        turn,
+        events: closers.len(),
+    };
+    Some((closers, repair))
+}
+
 /// An event from a database row's columns (SQLite's and PostgreSQL's `events` tables), or what is
 /// wrong with them, worded the same for both backends.
 pub(crate) fn event_of_row(

@@ -22,11 +22,10 @@ pub use layout::{log_path, project_dir_name, session_dir_name};
 
 use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
-    SessionLocation, StoredSession, batch_start,
+    SessionLocation, StoredSession, batch_start, open_turn_closers,
 };
 use crate::lock;
-use crate::session::repair::close_open_turn;
-use crate::session::{Event, EventData, MetaBuilder, SessionHeader, SessionId, SessionMeta};
+use crate::session::{Event, MetaBuilder, SessionHeader, SessionId, SessionMeta};
 use read::Scan;
 
 /// Whether `magic` (`statfs`'s `f_type`) names a file system on a local device or in memory,
@@ -349,19 +348,11 @@ impl Persistence for JsonlBackend {
             repairs.push(torn);
         }
         let mut len = committed;
-        let closers = close_open_turn(&events);
-        if let Some(Event {
-            data: EventData::TurnEnd { turn, .. },
-            ..
-        }) = closers.last()
-        {
+        if let Some((closers, repair)) = open_turn_closers(&events) {
             len += file::append_durably(&file, &path, len, |out| {
                 read::write_event_lines(out, &closers)
             })?;
-            repairs.push(Repair::ClosedOpenTurn {
-                turn: *turn,
-                events: closers.len(),
-            });
+            repairs.push(repair);
             events.extend(closers);
         }
         slot.open = Some(OpenLog {
@@ -649,7 +640,7 @@ fn store_one(backend: &JsonlBackend, header: &SessionHeader) {
     let event = Event {
         seq: 0,
         time: 1,
-        data: EventData::TurnStart { turn: 1 },
+        data: crate::session::EventData::TurnStart { turn: 1 },
     };
     backend.append(header, &[event]).unwrap();
 }

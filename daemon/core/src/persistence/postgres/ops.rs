@@ -2,9 +2,8 @@
 //! for whatever writes, one transaction that first takes or keeps the session's lease.
 
 use super::{Inner, lease};
-use crate::persistence::{PersistenceError, Repair, StoredSession};
-use crate::session::repair::close_open_turn;
-use crate::session::{Event, EventData, SessionHeader, SessionId};
+use crate::persistence::{PersistenceError, StoredSession, open_turn_closers};
+use crate::session::{Event, SessionHeader, SessionId};
 
 /// The rows of an append batch, serialised on the caller's thread.
 pub(super) struct Rows {
@@ -187,18 +186,10 @@ impl Inner {
         lease::take(self, &tx, &id).await?;
         let (header, mut events) = self.read(&tx, &id).await?;
         let mut repairs = Vec::new();
-        let closers = close_open_turn(&events);
-        if let Some(Event {
-            data: EventData::TurnEnd { turn, .. },
-            ..
-        }) = closers.last()
-        {
+        if let Some((closers, repair)) = open_turn_closers(&events) {
             let len = (events.len() + closers.len()) as i64;
             self.insert(&tx, &id, &Rows::of(&closers), len).await?;
-            repairs.push(Repair::ClosedOpenTurn {
-                turn: *turn,
-                events: closers.len(),
-            });
+            repairs.push(repair);
             events.extend(closers);
         }
         tx.commit().await.map_err(|e| self.pg(e))?;

@@ -24,12 +24,11 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, SessionLocation,
-    StoredSession, batch_start,
+    BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
+    batch_start, open_turn_closers,
 };
 use crate::lock;
-use crate::session::repair::close_open_turn;
-use crate::session::{Event, EventData, SessionHeader, SessionId};
+use crate::session::{Event, SessionHeader, SessionId};
 use schema::Identity;
 
 mod files;
@@ -296,17 +295,9 @@ impl Persistence for SqliteBackend {
             .map_err(self.sqlite())?;
         let (header, mut events) = self.read(&tx, id)?;
         let mut repairs = Vec::new();
-        let closers = close_open_turn(&events);
-        if let Some(Event {
-            data: EventData::TurnEnd { turn, .. },
-            ..
-        }) = closers.last()
-        {
+        if let Some((closers, repair)) = open_turn_closers(&events) {
             self.insert_events(&tx, id, &closers)?;
-            repairs.push(Repair::ClosedOpenTurn {
-                turn: *turn,
-                events: closers.len(),
-            });
+            repairs.push(repair);
             events.extend(closers);
         }
         tx.commit().map_err(self.sqlite())?;
