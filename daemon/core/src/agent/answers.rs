@@ -44,19 +44,15 @@ pub(crate) struct Approvals {
 }
 
 impl Approvals {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalAnswer>>> {
-        lock(&self.pending)
-    }
-
     pub(super) fn register(&self, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
         let (tx, rx) = oneshot::channel();
-        self.lock().insert(call.to_owned(), tx);
+        lock(&self.pending).insert(call.to_owned(), tx);
         rx
     }
 
     /// Withdraws a request; false when an answer took it first.
     pub(super) fn withdraw(&self, call: &str) -> bool {
-        self.lock().remove(call).is_some()
+        lock(&self.pending).remove(call).is_some()
     }
 
     /// The rules made so far, oldest first.
@@ -77,7 +73,7 @@ impl Approvals {
 
     /// Answers the request of call `call`; false when no such request waits.
     pub(crate) fn answer(&self, call: &str, answer: ApprovalAnswer) -> bool {
-        let Some(tx) = self.lock().remove(call) else {
+        let Some(tx) = lock(&self.pending).remove(call) else {
             return false;
         };
         // The waiting call may have just been cancelled; the answer then changes nothing.

@@ -292,7 +292,7 @@ impl Agent {
 
     /// Idle or running.
     pub fn status(&self) -> AgentStatus {
-        match &self.lock_state().running {
+        match &lock(&self.state).running {
             Some(running) => AgentStatus::Running { turn: running.turn },
             None => AgentStatus::Idle,
         }
@@ -441,7 +441,7 @@ impl Agent {
         &self,
         parent_cancel: Option<&CancellationToken>,
     ) -> Option<(u32, u64, CancellationToken)> {
-        let mut state = self.lock_state();
+        let mut state = lock(&self.state);
         if state.closed || state.running.is_some() {
             return None;
         }
@@ -462,7 +462,7 @@ impl Agent {
     /// Marks the running turn finished: the agent takes the next prompt.
     pub(crate) fn end_turn(&self) {
         let turn = {
-            let mut state = self.lock_state();
+            let mut state = lock(&self.state);
             state.running.take().map(|r| r.turn)
         };
         self.busy.send_replace(false);
@@ -480,7 +480,7 @@ impl Agent {
 
     /// Why the running turn was cancelled (`parent` when its parent's token fired).
     pub(crate) fn abort_cause(&self) -> AbortCause {
-        self.lock_state()
+        lock(&self.state)
             .running
             .as_ref()
             .and_then(|r| r.cause)
@@ -490,7 +490,7 @@ impl Agent {
     /// Queues `text` for the running turn's next step boundary; returns the turn. `None` when
     /// no turn runs, or the running one has taken its last steers (it is ending).
     pub(crate) fn steer(&self, text: String) -> Option<u32> {
-        let mut state = self.lock_state();
+        let mut state = lock(&self.state);
         let running = state.running.as_mut().filter(|r| !r.closing)?;
         running.steers.push(text);
         Some(running.turn)
@@ -499,7 +499,7 @@ impl Agent {
     /// The steers queued since the last call, oldest first. With `last`, and none queued, the
     /// turn takes no more: later steers are refused (so none is accepted and then lost).
     pub(crate) fn take_steers(&self, last: bool) -> Vec<String> {
-        let mut state = self.lock_state();
+        let mut state = lock(&self.state);
         let Some(running) = state.running.as_mut() else {
             return Vec::new();
         };
@@ -512,7 +512,7 @@ impl Agent {
 
     /// Cancels the running turn; returns false when none was running.
     pub fn cancel(&self, cause: AbortCause) -> bool {
-        let mut state = self.lock_state();
+        let mut state = lock(&self.state);
         match state.running.as_mut() {
             Some(running) => {
                 running.cause.get_or_insert(cause);
@@ -525,17 +525,17 @@ impl Agent {
 
     /// Refuses new turns from now on.
     pub(crate) fn mark_closed(&self) {
-        self.lock_state().closed = true;
+        lock(&self.state).closed = true;
     }
 
     /// Takes new turns again: a close that could not save the session leaves the agent as it was.
     pub(crate) fn reopen(&self) {
-        self.lock_state().closed = false;
+        lock(&self.state).closed = false;
     }
 
     /// True once closed.
     pub fn is_closed(&self) -> bool {
-        self.lock_state().closed
+        lock(&self.state).closed
     }
 
     /// Waits until no turn is running.
@@ -543,10 +543,6 @@ impl Agent {
         let mut rx = self.busy.subscribe();
         // The sender lives as long as `self`, so this only ends when the value is false.
         let _ = rx.wait_for(|busy| !busy).await;
-    }
-
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, TurnState> {
-        lock(&self.state)
     }
 }
 

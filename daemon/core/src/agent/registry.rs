@@ -187,7 +187,7 @@ impl AgentRegistry {
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
-        if self.lock().contains_key(id) {
+        if lock(&self.agents).contains_key(id) {
             return Err(AgentError::AlreadyLive(id.clone()));
         }
         let (stored, generation) = self.read_stored(id, Read::Load).await?;
@@ -315,7 +315,7 @@ impl AgentRegistry {
         );
         let agent = self.insert(agent, "fork")?;
         if let Err(error) = agent.checkpoint(&self.services).await {
-            self.lock().remove(agent.id());
+            lock(&self.agents).remove(agent.id());
             return Err(error.into());
         }
         Ok(agent)
@@ -328,7 +328,7 @@ impl AgentRegistry {
 
     /// The live agent `id`.
     pub fn get(&self, id: &SessionId) -> Result<Arc<Agent>, AgentError> {
-        self.lock()
+        lock(&self.agents)
             .get(id)
             .cloned()
             .ok_or_else(|| AgentError::NotFound(id.clone()))
@@ -336,7 +336,7 @@ impl AgentRegistry {
 
     /// Every live agent, oldest first.
     pub fn list(&self) -> Vec<Arc<Agent>> {
-        let mut agents: Vec<_> = self.lock().values().cloned().collect();
+        let mut agents: Vec<_> = lock(&self.agents).values().cloned().collect();
         agents
             .sort_by(|a, b| (a.header().created_at, a.id()).cmp(&(b.header().created_at, b.id())));
         agents
@@ -344,7 +344,7 @@ impl AgentRegistry {
 
     /// Number of live agents.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        lock(&self.agents).len()
     }
 
     /// True when no agent is live.
@@ -437,7 +437,7 @@ impl AgentRegistry {
         }
         // Still registered, so no resume of this id can start before its log is let go.
         self.services.persistence.backend().release(agent.id());
-        self.lock().remove(id);
+        lock(&self.agents).remove(id);
         tracing::info!(session = %id, "agent closed");
         Ok(())
     }
@@ -450,7 +450,7 @@ impl AgentRegistry {
             && let Ok(agent) = self.get(id)
         {
             agent.mark_closed();
-            self.pending().push(id.clone());
+            lock(&self.pending_closes).push(id.clone());
         }
         self.retry_pending_closes().await;
         result
@@ -458,7 +458,7 @@ impl AgentRegistry {
 
     /// Tries again to close every child whose close could not save it.
     pub async fn retry_pending_closes(&self) {
-        let pending = std::mem::take(&mut *self.pending());
+        let pending = std::mem::take(&mut *lock(&self.pending_closes));
         for id in pending {
             match self.close_one(&id).await {
                 Ok(()) | Err(AgentError::NotFound(_)) => {
@@ -469,14 +469,10 @@ impl AgentRegistry {
                     if let Ok(agent) = self.get(&id) {
                         agent.mark_closed();
                     }
-                    self.pending().push(id);
+                    lock(&self.pending_closes).push(id);
                 }
             }
         }
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<SessionId>> {
-        lock(&self.pending_closes)
     }
 
     /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
@@ -561,7 +557,7 @@ impl AgentRegistry {
 
     /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
     fn insert(&self, agent: Arc<Agent>, how: &'static str) -> Result<Arc<Agent>, AgentError> {
-        let mut agents = self.lock();
+        let mut agents = lock(&self.agents);
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(AgentError::ShuttingDown);
         }
@@ -616,10 +612,6 @@ impl AgentRegistry {
         } else {
             Ok(())
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Agent>>> {
-        lock(&self.agents)
     }
 }
 

@@ -318,13 +318,9 @@ pub(crate) struct JobTable {
 }
 
 impl JobTable {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<Job>>> {
-        lock(&self.jobs)
-    }
-
     /// Adds a job, first forgetting the oldest finished jobs beyond `max_finished`.
     pub(crate) fn insert(&self, job: Arc<Job>, max_finished: usize) {
-        let mut map = self.map();
+        let mut map = lock(&self.jobs);
         let mut finished: Vec<(Instant, JobId)> = map
             .values()
             .filter(|j| j.end.borrow().is_some())
@@ -344,12 +340,16 @@ impl JobTable {
     }
 
     pub(crate) fn get(&self, id: &JobId) -> Option<Arc<Job>> {
-        self.map().get(id).cloned()
+        lock(&self.jobs).get(id).cloned()
     }
 
     /// Jobs matching `filter`, oldest first.
     pub(crate) fn select(&self, filter: impl Fn(&Job) -> bool) -> Vec<Arc<Job>> {
-        let mut jobs: Vec<Arc<Job>> = self.map().values().filter(|j| filter(j)).cloned().collect();
+        let mut jobs: Vec<Arc<Job>> = lock(&self.jobs)
+            .values()
+            .filter(|j| filter(j))
+            .cloned()
+            .collect();
         jobs.sort_by_key(|j| j.started);
         jobs
     }

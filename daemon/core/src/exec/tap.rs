@@ -163,7 +163,7 @@ impl OutputFeed {
 
     /// No more output will come: [`next`](Self::next) returns `None` once the feed is empty.
     pub fn close(&self) {
-        self.shared.lock().closed = true;
+        lock(&self.shared.state).closed = true;
         self.shared.wake.notify_one();
     }
 
@@ -171,7 +171,7 @@ impl OutputFeed {
     pub async fn next(&self) -> Option<Vec<OutputChunk>> {
         loop {
             {
-                let mut state = self.shared.lock();
+                let mut state = lock(&self.shared.state);
                 if !state.chunks.is_empty() {
                     state.bytes = 0;
                     return Some(state.chunks.drain(..).collect());
@@ -186,13 +186,9 @@ impl OutputFeed {
 }
 
 impl Feed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, FeedState> {
-        lock(&self.state)
-    }
-
     fn push(&self, stream: OutputStream, offset: u64, text: &str) {
         {
-            let mut state = self.lock();
+            let mut state = lock(&self.state);
             if state.bytes.saturating_add(text.len()) > self.budget {
                 return;
             }

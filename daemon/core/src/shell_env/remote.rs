@@ -77,7 +77,7 @@ impl RemoteResolver {
     /// Delivers the answer to query `id`: a JSON object text, or an error message. Answers to
     /// unknown (timed-out or already answered) queries are ignored; returns whether it was wanted.
     pub fn answer(&self, id: u64, answer: Result<String, String>) -> bool {
-        let Some(waiter) = self.lock().remove(&id) else {
+        let Some(waiter) = lock(&self.pending).remove(&id) else {
             return false;
         };
         let parsed = answer.and_then(|text| match serde_json::from_str::<Value>(&text) {
@@ -90,14 +90,7 @@ impl RemoteResolver {
 
     /// Fails every query still waiting (the contributor went away).
     pub fn close(&self) {
-        self.lock().clear();
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<DynamicOutput, String>>>>
-    {
-        lock(&self.pending)
+        lock(&self.pending).clear();
     }
 }
 
@@ -118,7 +111,7 @@ impl AsyncResolver for Arc<RemoteResolver> {
         Box::pin(async move {
             let id = self.next.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = oneshot::channel();
-            self.lock().insert(id, tx);
+            lock(&self.pending).insert(id, tx);
             let _forget = Forget {
                 pending: self.pending.clone(),
                 id,

@@ -13,7 +13,7 @@
 //!   again it is told so (`watch/lagged`) and catches up from the logs.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
@@ -117,15 +117,11 @@ impl Queue {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
     /// Event `seq` of `agent` was logged. Called under the agent's log lock, so one agent's
     /// notices arrive in seq order.
     pub(super) fn logged(&self, agent: &Arc<Agent>, seq: u64) {
         {
-            let mut state = self.lock();
+            let mut state = lock(&self.state);
             if let Some(missed) = state.lagged.as_mut() {
                 note_missed(missed, agent, seq);
                 return;
@@ -151,7 +147,7 @@ impl Queue {
     pub(super) fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
         let len = text.len();
         {
-            let mut state = self.lock();
+            let mut state = lock(&self.state);
             if state.lagged.is_some() {
                 state.skipped_text = state.skipped_text.saturating_add(len as u64);
                 return;
@@ -222,13 +218,13 @@ impl Queue {
 
     /// Nothing more will come: wakes the watcher so it can end once it has read everything.
     pub(super) fn close(&self) {
-        self.lock().closed = true;
+        lock(&self.state).closed = true;
         self.wake.notify_one();
     }
 
     /// Takes the head of the queue.
     pub(super) fn next(&self) -> Next {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if let Some(missed) = state.lagged.take() {
             return Next::Lagged(missed);
         }

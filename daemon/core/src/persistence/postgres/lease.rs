@@ -16,6 +16,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use super::Inner;
+use crate::lock;
 use crate::persistence::PersistenceError;
 use crate::session::SessionId;
 
@@ -168,8 +169,7 @@ pub(super) async fn heartbeat(inner: Weak<Inner>) {
         if inner.paused.load(std::sync::atomic::Ordering::SeqCst) {
             continue;
         }
-        let held: Vec<String> = inner
-            .lock_held()
+        let held: Vec<String> = lock(&inner.held)
             .iter()
             .map(|id| id.as_str().to_owned())
             .collect();

@@ -203,10 +203,6 @@ impl Drop for PostgresBackend {
 }
 
 impl Inner {
-    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
-        lock(&self.held)
-    }
-
     fn path(&self) -> PathBuf {
         PathBuf::from(self.target.shown())
     }
@@ -384,7 +380,7 @@ impl Persistence for PostgresBackend {
     }
 
     fn release(&self, id: &SessionId) {
-        self.inner.lock_held().remove(id);
+        lock(&self.inner.held).remove(id);
         let inner = self.inner.clone();
         let wanted = id.clone();
         if let Err(error) = self.run(async move { lease::drop_lease(&inner, &wanted).await }) {

@@ -2,6 +2,7 @@
 //! for whatever writes, one transaction that first takes or keeps the session's lease.
 
 use super::{Inner, lease};
+use crate::lock;
 use crate::persistence::{PersistenceError, StoredSession, open_turn_closers};
 use crate::session::{Event, SessionHeader, SessionId};
 
@@ -148,7 +149,7 @@ impl Inner {
                 bool,
             ) = (row.get(0), row.get(1), row.get(2), row.get(3));
             if leased {
-                self.lock_held().insert(id.clone());
+                lock(&self.held).insert(id.clone());
                 return Ok(());
             }
             // A live holder first: its appends are what moved the tail.
@@ -193,7 +194,7 @@ impl Inner {
             events.extend(closers);
         }
         tx.commit().await.map_err(|e| self.pg(e))?;
-        self.lock_held().insert(id);
+        lock(&self.held).insert(id);
         Ok(StoredSession {
             header,
             events,
@@ -253,7 +254,7 @@ impl Inner {
             .await
             .map_err(|e| self.pg(e))?;
         tx.commit().await.map_err(|e| self.pg(e))?;
-        self.lock_held().remove(&id);
+        lock(&self.held).remove(&id);
         Ok(())
     }
 
