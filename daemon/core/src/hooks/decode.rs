@@ -36,9 +36,10 @@ use super::job::RunEnd;
 use super::{Dialect, EventName};
 
 /// What one hook asked for, as recorded in `hook/result`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) enum Verdict {
     /// Nothing.
+    #[default]
     Pass,
     /// `permissionDecision: "allow"` or `decision: "approve"`.
     Allow,
@@ -53,7 +54,7 @@ pub(super) enum Verdict {
 }
 
 /// One hook's decoded output.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct HookOutput {
     pub verdict: Verdict,
     /// The reason for a block, deny or ask; on PostToolUse, the feedback for the model.
@@ -73,13 +74,7 @@ impl HookOutput {
     fn with(verdict: Verdict) -> Self {
         Self {
             verdict,
-            reason: None,
-            stop: false,
-            stop_reason: None,
-            additional_context: None,
-            system_message: None,
-            updated_input: None,
-            note: None,
+            ..Self::default()
         }
     }
 

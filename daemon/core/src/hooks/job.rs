@@ -29,7 +29,7 @@ pub(super) struct Job {
 }
 
 /// How one hook ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct RunEnd {
     /// The exit status, when the shell exited by itself.
     pub exit_code: Option<i32>,

@@ -502,9 +502,7 @@ impl Hooks {
         stdin: Arc<Vec<u8>>,
     ) -> Job {
         let (command, env) = match file.dialect {
-            // An HTTP hook's URL is used as written; it gets no environment.
-            _ if handler.http.is_some() => (handler.command.clone(), Default::default()),
-            Dialect::ClaudeCode => (
+            Dialect::ClaudeCode if handler.http.is_none() => (
                 claude_code::expand_command(
                     &handler.command,
                     &ctx.header.cwd,
@@ -512,7 +510,8 @@ impl Hooks {
                 ),
                 claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref()),
             ),
-            Dialect::Codex => (handler.command.clone(), Default::default()),
+            // A Codex command, and an HTTP hook's URL, are used as written, with no environment.
+            _ => (handler.command.clone(), Default::default()),
         };
         Job {
             dialect: file.dialect,

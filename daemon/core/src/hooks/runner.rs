@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::task::JoinSet;
 
@@ -54,11 +54,9 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
             }
         }
         Err(e) => RunEnd {
-            exit_code: None,
-            stdout: String::new(),
-            stderr: String::new(),
             failure: Some(format!("could not run the hook: {e}")),
             duration: started.elapsed(),
+            ..RunEnd::default()
         },
     }
 }
@@ -89,11 +87,8 @@ pub(super) async fn run_all(executor: &Arc<Executor>, jobs: Vec<Job>) -> Vec<Run
     ends.into_iter()
         .map(|end| {
             end.unwrap_or_else(|| RunEnd {
-                exit_code: None,
-                stdout: String::new(),
-                stderr: String::new(),
                 failure: Some("the hook task failed".to_owned()),
-                duration: Duration::ZERO,
+                ..RunEnd::default()
             })
         })
         .collect()
@@ -131,10 +126,8 @@ mod tests {
     fn end(stderr: &str) -> RunEnd {
         RunEnd {
             exit_code: Some(1),
-            stdout: String::new(),
             stderr: stderr.to_owned(),
-            failure: None,
-            duration: Duration::ZERO,
+            ..RunEnd::default()
         }
     }
 

@@ -27,7 +27,7 @@ pub(super) struct Accumulator {
     usage: Option<Usage>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct CallParts {
     index: u64,
     id: String,
@@ -110,9 +110,7 @@ impl Accumulator {
             None => {
                 self.calls.push(CallParts {
                     index,
-                    id: String::new(),
-                    name: String::new(),
-                    arguments: String::new(),
+                    ..CallParts::default()
                 });
                 self.calls.len() - 1
             }
