@@ -436,7 +436,7 @@ impl Agent {
 
     /// Claims the agent for its next turn: the turn number, the seq its first event will have,
     /// and its cancellation token. `None` when a turn is already running or the agent is closed
-    /// (the caller reports which via [`status`](Self::status) / [`is_closed`](Self::is_closed)).
+    /// (the caller reports which via [`status`](Self::status)).
     pub(crate) fn begin_turn(
         &self,
         parent_cancel: Option<&CancellationToken>,
@@ -531,11 +531,6 @@ impl Agent {
     /// Takes new turns again: a close that could not save the session leaves the agent as it was.
     pub(crate) fn reopen(&self) {
         lock(&self.state).closed = false;
-    }
-
-    /// True once closed.
-    pub fn is_closed(&self) -> bool {
-        lock(&self.state).closed
     }
 
     /// Waits until no turn is running.

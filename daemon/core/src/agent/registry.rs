@@ -230,21 +230,12 @@ impl AgentRegistry {
     /// Forks a live or stored session: a new id whose log starts with a copy of the source's
     /// completed-turn prefix, `parentSession` and `seedLength` set, running under `sandbox`.
     /// Checkpointed at once, so the fork exists on disk as soon as it is created.
-    pub async fn fork(
-        &self,
-        source: &SessionId,
-        choice: &ModelChoice,
-        sandbox: SandboxPolicy,
-        approval: Option<ApprovalPolicy>,
-    ) -> Result<Arc<Agent>, AgentError> {
-        self.fork_at(source, None, choice, sandbox, approval).await
-    }
-
-    /// [`fork`](Self::fork), from the log up to and including event `at_seq` when given: the end
-    /// of a completed step or turn (`fork_points`), otherwise
-    /// [`AgentError::InvalidForkPoint`] naming the nearest valid ones. A fork at a step's end in
-    /// the middle of a turn closes that turn in the fork (`turn/end {interrupted}`). The source is
-    /// never written: rolling back is forking at an earlier point.
+    ///
+    /// With `at_seq`, the copy is the log up to and including that event instead: the end of a
+    /// completed step or turn (`fork_points`), otherwise [`AgentError::InvalidForkPoint`] naming
+    /// the nearest valid ones. A fork at a step's end in the middle of a turn closes that turn in
+    /// the fork (`turn/end {interrupted}`). The source is never written: rolling back is forking
+    /// at an earlier point.
     pub async fn fork_at(
         &self,
         source: &SessionId,
