@@ -3,8 +3,7 @@
 //! one writer); a stored one's are appended by the backend.
 
 use super::error::AgentError;
-use super::registry::{AgentRegistry, join_error};
-use crate::persistence::PersistenceError;
+use super::registry::{AgentRegistry, join_error, stored_error};
 use crate::session::{EventData, SessionId, SessionMeta, check_title};
 
 impl AgentRegistry {
@@ -78,12 +77,5 @@ impl AgentRegistry {
         handle.forget_header(id);
         tracing::info!(session = %id, "session deleted");
         Ok(())
-    }
-}
-
-fn stored_error(error: PersistenceError) -> AgentError {
-    match error {
-        PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
-        other => AgentError::Persistence(other),
     }
 }

@@ -539,10 +539,7 @@ impl AgentRegistry {
         })
         .await
         .map_err(|e| join_error(&e))?
-        .map_err(|e| match e {
-            PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
-            other => AgentError::Persistence(other),
-        })?;
+        .map_err(stored_error)?;
         Ok((stored, generation))
     }
 
@@ -629,6 +626,14 @@ fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(invalid("is not a directory".into())),
         Err(e) => Err(invalid(e.to_string())),
+    }
+}
+
+/// A backend's error about a stored session: `NotFound` is [`AgentError::SessionNotFound`].
+pub(super) fn stored_error(error: PersistenceError) -> AgentError {
+    match error {
+        PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
+        other => AgentError::Persistence(other),
     }
 }
 
