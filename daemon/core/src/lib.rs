@@ -27,13 +27,23 @@ mod skills;
 pub mod test_support;
 mod tools;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `mutex`, as every lock in the crate is taken: a thread that panicked while holding it
 /// does not stop later users, which go on with the data as it was left (refusing all later work
 /// over one panic would lose more).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`lock`], for reading an `RwLock`.
+fn read_lock<T>(rwlock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    rwlock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`lock`], for writing an `RwLock`.
+fn write_lock<T>(rwlock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    rwlock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 // The harness home (resolution and normalization), from `dsh-paths`.

@@ -5,8 +5,9 @@
 //! The home is the same resolved value that feeds `DSH_HOME`, so a skill's path always lies under
 //! `$DSH_HOME` in the model's shell.
 
+use crate::{read_lock, write_lock};
 use std::path::{Path, PathBuf};
-use std::sync::{PoisonError, RwLock};
+use std::sync::RwLock;
 
 /// A discovered skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,21 +50,18 @@ impl Skills {
     /// Discovers again and returns the result.
     pub fn reload(&self) -> Discovery {
         let found = discover(&self.dir);
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = found.clone();
+        *write_lock(&self.current) = found.clone();
         found
     }
 
     /// The last discovery.
     pub fn current(&self) -> Discovery {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        read_lock(&self.current).clone()
     }
 
     /// The system-prompt section listing the skills ("" when there are none).
     pub fn prompt_section(&self) -> String {
-        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        let current = read_lock(&self.current);
         if current.skills.is_empty() {
             return String::new();
         }

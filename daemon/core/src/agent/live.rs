@@ -1,6 +1,6 @@
 //! One live agent: a session log plus the provider that drives it and the state of its running turn.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -10,7 +10,6 @@ use super::services::AgentServices;
 use crate::call::AgentContext;
 use crate::exec::{OutputStream, OutputTap};
 use crate::hooks::SessionSource;
-use crate::lock;
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
 use crate::sandbox::SandboxPolicy;
@@ -19,6 +18,7 @@ use crate::session::{
     AbortCause, AgentSettings, ApprovalPolicy, Event, EventData, MessageSource, SessionHeader,
     SessionId, SessionLog, UserMessage,
 };
+use crate::{lock, read_lock, write_lock};
 
 /// Whether an agent is running a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +211,7 @@ impl Agent {
 
     /// The model history derived from the log as it is now (only new events are projected).
     pub fn history(&self) -> Arc<Vec<HistoryMessage>> {
-        let log = self.log.read().unwrap_or_else(PoisonError::into_inner);
+        let log = read_lock(&self.log);
         lock(&self.history).update(log.events())
     }
 
@@ -305,7 +305,7 @@ impl Agent {
 
     /// Reads the log under its lock.
     pub fn read_log<T>(&self, f: impl FnOnce(&SessionLog) -> T) -> T {
-        f(&self.log.read().unwrap_or_else(PoisonError::into_inner))
+        f(&read_lock(&self.log))
     }
 
     /// The answer of turn `turn` so far, a copy: its last non-empty assistant text, empty when it
@@ -329,7 +329,7 @@ impl Agent {
     /// event from the log, so nothing is copied for them; they are told under the log's lock so
     /// that each learns of this agent's events in seq order.
     pub(crate) fn append(&self, data: EventData) -> u64 {
-        let mut log = self.log.write().unwrap_or_else(PoisonError::into_inner);
+        let mut log = write_lock(&self.log);
         let seq = log.append(data).seq;
         if let Some(me) = self.me.upgrade() {
             self.hub.logged(&me, seq);
@@ -421,7 +421,7 @@ impl Agent {
         let agent = self.clone();
         let persistence = services.persistence.clone();
         tokio::task::spawn_blocking(move || {
-            let log = agent.log.read().unwrap_or_else(PoisonError::into_inner);
+            let log = read_lock(&agent.log);
             let mut cursor = lock(&agent.cursor);
             handle::checkpoint(&persistence, &log, &mut cursor)
         })

@@ -31,15 +31,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
-use crate::lock;
 use crate::sandbox::SandboxPolicy;
 use crate::session::SessionId;
+use crate::{lock, read_lock, write_lock};
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
@@ -256,7 +256,7 @@ pub(crate) struct SpawnGate(#[allow(dead_code)] RwLockReadGuard<'static, ()>);
 
 impl SpawnGate {
     pub(crate) fn enter() -> Self {
-        Self(SPAWN_GATE.read().unwrap_or_else(PoisonError::into_inner))
+        Self(read_lock(&SPAWN_GATE))
     }
 
     /// Records a spawned shell, its sandbox and agent; dropping the returned value forgets it
@@ -274,7 +274,7 @@ pub(super) fn spawned_shell(pid: i32) -> Option<CommandOrigin> {
     if let Some(origin) = lock(&SHELLS).get(&pid) {
         return Some(origin.clone());
     }
-    let _settled = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
+    let _settled = write_lock(&SPAWN_GATE);
     lock(&SHELLS).get(&pid).cloned()
 }
 
@@ -339,7 +339,7 @@ fn kill(pid: i32) {
 /// Reaps adopted zombies. Exclusive with spawns, and re-checked against [`SHELLS`] under the
 /// gate, so a shell tokio waits for is never reaped here.
 fn reap(zombies: &[i32]) {
-    let _gate = SPAWN_GATE.write().unwrap_or_else(PoisonError::into_inner);
+    let _gate = write_lock(&SPAWN_GATE);
     let shells = lock(&SHELLS);
     for &pid in zombies.iter().filter(|p| !shells.contains_key(p)) {
         if let Some(pid) = Pid::from_raw(pid) {

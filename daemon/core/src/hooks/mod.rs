@@ -54,7 +54,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 pub use config::HookSettings;
@@ -71,9 +71,9 @@ use job::Job;
 use merge::Decoded;
 
 use crate::exec::Executor;
-use crate::lock;
 use crate::persistence::PersistenceHandle;
 use crate::session::EventData;
+use crate::{lock, read_lock, write_lock};
 use tracing::Instrument;
 
 /// The merged permission decision, strictest first: `Deny` > `Ask` > `Allow` > `None`.
@@ -228,7 +228,7 @@ impl Hooks {
     /// Runs already started keep the handlers they started with.
     pub fn reload(&self) -> Vec<HookFileStatus> {
         let files = load_configured(&self.settings);
-        *self.files.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(files);
+        *write_lock(&self.files) = Arc::new(files);
         lock(&self.project).clear();
         self.list()
     }
@@ -429,10 +429,7 @@ impl Hooks {
     }
 
     fn configured(&self) -> Arc<Vec<Arc<HookFile>>> {
-        self.files
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        read_lock(&self.files).clone()
     }
 
     /// The dialect's configured files, then its project file when enabled (unless it is one of the

@@ -2,11 +2,11 @@
 //! by the very next checkpoint, bash call or hook.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
-use crate::lock;
 use crate::session::{SessionHeader, SessionId, SessionLog};
+use crate::{lock, read_lock, write_lock};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
 /// kilobytes at most); when full it starts over.
@@ -50,7 +50,7 @@ impl PersistenceHandle {
 
     /// The active backend and its generation.
     pub fn current(&self) -> (Arc<dyn Persistence>, u64) {
-        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        let current = read_lock(&self.current);
         (current.backend.clone(), current.generation)
     }
 
@@ -61,16 +61,12 @@ impl PersistenceHandle {
 
     /// Which backend is active.
     pub fn kind(&self) -> BackendKind {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .backend
-            .kind()
+        read_lock(&self.current).backend.kind()
     }
 
     /// Makes `backend` the active one; returns the new generation.
     pub fn swap(&self, backend: Arc<dyn Persistence>) -> u64 {
-        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        let mut current = write_lock(&self.current);
         current.backend = backend;
         current.generation += 1;
         lock(&self.known).headers = HashMap::new();
@@ -108,11 +104,7 @@ impl PersistenceHandle {
 
     /// The active backend's answer for `header`. No I/O.
     pub fn locate(&self, header: &SessionHeader) -> Option<SessionLocation> {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .backend
-            .locate(header)
+        read_lock(&self.current).backend.locate(header)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,6 +13,7 @@ use super::error::{CollectError, RegisterError};
 use super::key::{DSH_HOME, DSH_SESSION_ID, DSH_SHELL, ManagedKey, RESERVED_KEYS};
 use super::{BUILTIN_CONTRIBUTOR, ManagedEnv, VariableInfo};
 use crate::call::ToolExecution;
+use crate::{read_lock, write_lock};
 
 /// What `list()` says about the registry's own keys, in [`RESERVED_KEYS`] order.
 const BUILTIN_DESCRIPTIONS: [&str; 3] = [
@@ -36,6 +37,8 @@ struct Inner {
     /// handing children a lossily converted path that names another directory.
     home: Result<String, PathBuf>,
     resolve_timeout: Duration,
+    /// Taken with `read_lock`/`write_lock`: a poisoned lock only means some thread panicked while
+    /// holding it; every change is made after all checks, so the state is still consistent.
     state: RwLock<State>,
 }
 
@@ -91,7 +94,7 @@ impl ShellEnvRegistry {
         }
         // One write lock for check and change, so two racing registrations cannot both pass the
         // ownership check.
-        let mut state = self.inner.write();
+        let mut state = write_lock(&self.inner.state);
         if name == BUILTIN_CONTRIBUTOR || state.by_name.contains_key(&name) {
             return Err(RegisterError::DuplicateName { name });
         }
@@ -269,7 +272,7 @@ impl ShellEnvRegistry {
 
     #[cfg(test)]
     pub(super) fn is_registered(&self, name: &str) -> bool {
-        self.inner.read().by_name.contains_key(name)
+        read_lock(&self.inner.state).by_name.contains_key(name)
     }
 }
 
@@ -288,23 +291,13 @@ impl fmt::Debug for ShellEnvRegistry {
 }
 
 impl Inner {
-    // A poisoned lock only means some thread panicked while holding it; every change is made
-    // after all checks, so the state is still consistent and refusing service would not help.
-    fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn snapshot(&self) -> Arc<[Arc<Entry>]> {
-        self.read().ordered.clone()
+        read_lock(&self.state).ordered.clone()
     }
 
     /// Removes the registration `name` if it is still the one made with `epoch`.
     fn unregister(&self, name: &str, epoch: u64) -> bool {
-        let mut state = self.write();
+        let mut state = write_lock(&self.state);
         let Some(entry) = state.by_name.get(name) else {
             return false;
         };
@@ -377,8 +370,7 @@ impl Registration {
     /// Whether this registration is still in the registry.
     pub fn is_active(&self) -> bool {
         self.registry.upgrade().is_some_and(|inner| {
-            inner
-                .read()
+            read_lock(&inner.state)
                 .by_name
                 .get(&self.name)
                 .is_some_and(|entry| entry.epoch == self.epoch)

@@ -2,13 +2,14 @@
 //! bounded queue. Publishing never waits on a watcher: it locks each matching queue briefly and
 //! moves on.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
 use super::queue::Queue;
 use super::{Preview, WatchScope};
 use crate::agent::live::{Agent, Publish};
+use crate::{read_lock, write_lock};
 
 /// The registered watchers of one daemon's agents.
 #[derive(Debug)]
@@ -40,25 +41,19 @@ impl WatchHub {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             queue.close();
         }
-        self.watchers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(queue.clone());
+        write_lock(&self.watchers).push(queue.clone());
         queue
     }
 
     /// Removes a watcher (its stream ended or its client went away).
     pub(super) fn unregister(&self, queue: &Arc<Queue>) {
-        self.watchers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|q| !Arc::ptr_eq(q, queue));
+        write_lock(&self.watchers).retain(|q| !Arc::ptr_eq(q, queue));
         self.departures.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Event `seq` of `agent` was logged. Call under the agent's log lock (see [`Queue::logged`]).
     pub(crate) fn logged(&self, agent: &Arc<Agent>, seq: u64) {
-        for queue in self.read().iter() {
+        for queue in read_lock(&self.watchers).iter() {
             if queue.scope.covers(agent) {
                 queue.logged(agent, seq);
             }
@@ -67,7 +62,7 @@ impl WatchHub {
 
     /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
     pub(crate) fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str) {
-        for queue in self.read().iter() {
+        for queue in read_lock(&self.watchers).iter() {
             if queue.deltas && queue.scope.covers(agent) {
                 queue.preview(agent, what, offset, text);
             }
@@ -76,7 +71,9 @@ impl WatchHub {
 
     /// Whether any watcher follows `agent` now.
     pub(crate) fn watching(&self, agent: &Agent) -> bool {
-        self.read().iter().any(|q| q.scope.covers(agent))
+        read_lock(&self.watchers)
+            .iter()
+            .any(|q| q.scope.covers(agent))
     }
 
     /// Changes whenever a watcher leaves.
@@ -87,13 +84,9 @@ impl WatchHub {
     /// Shutdown: every watcher ends once it has read what was published.
     pub(crate) fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        for queue in self.read().iter() {
+        for queue in read_lock(&self.watchers).iter() {
             queue.close();
         }
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Queue>>> {
-        self.watchers.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
