@@ -24,7 +24,7 @@ use tokio_stream::StreamExt;
 const CALLS: usize = 10;
 const BYTES: usize = 1_000_000;
 /// Rounds per setting (median), after one warm-up round each.
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 21;
 
 /// What one followed turn took and brought.
 struct Turn {
