@@ -289,8 +289,8 @@ impl Job {
         }
         JobOutput {
             id: self.id.clone(),
-            stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
-            stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+            stdout: super::tap::lossy(&out.bytes).into_owned(),
+            stderr: super::tap::lossy(&err.bytes).into_owned(),
             stdout_offset: out.start,
             stderr_offset: err.start,
             stdout_missing: out_missing,

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::tap::{OutputStream, OutputTap, StreamTap, incomplete_utf8_suffix};
+use super::tap::{OutputStream, OutputTap, StreamTap, incomplete_utf8_suffix, lossy};
 use crate::lock;
 use crate::session::SessionId;
 
@@ -487,7 +487,7 @@ pub(crate) fn decode_tail(bytes: &[u8], truncated: bool) -> String {
             start += 1;
         }
     }
-    String::from_utf8_lossy(&bytes[start..]).into_owned()
+    lossy(&bytes[start..]).into_owned()
 }
 
 #[cfg(test)]
