@@ -12,7 +12,7 @@ use tracing::Instrument;
 #[derive(Debug, Clone)]
 pub struct AccessLog<S> {
     /// The service it wraps.
-    pub inner: S,
+    pub(crate) inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AccessLog<S>

@@ -66,7 +66,7 @@ fn refusal(path: &str, info: &ConnectionInfo) -> tonic::Status {
 #[derive(Debug, Clone)]
 pub struct ConfinedClients<S> {
     /// The service it wraps.
-    pub inner: S,
+    pub(crate) inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for ConfinedClients<S>

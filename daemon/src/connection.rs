@@ -505,7 +505,7 @@ impl Admission {
 #[derive(Debug, Clone)]
 pub struct TrackRequests<S> {
     /// The service it wraps.
-    pub inner: S,
+    pub(crate) inner: S,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for TrackRequests<S>
