@@ -12,6 +12,8 @@ pub enum Target {
     AtMost(f64),
     /// The ratio must be at least this (throughput).
     AtLeast(f64),
+    /// No target: the figure is reported for what it says beside a row that has one.
+    Reported,
 }
 
 impl Target {
@@ -20,13 +22,25 @@ impl Target {
         match self {
             Self::AtMost(limit) => ratio <= limit,
             Self::AtLeast(limit) => ratio >= limit,
+            Self::Reported => true,
         }
     }
 
-    fn text(self) -> String {
+    /// `met`, `MISSED`, or `reported` when there is no target.
+    pub fn verdict(self, ratio: f64) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            _ if self.met(ratio) => "met",
+            _ => "MISSED",
+        }
+    }
+
+    /// The target as the table shows it (`<= 1.2`), empty when there is none.
+    pub fn text(self) -> String {
         match self {
             Self::AtMost(limit) => format!("<= {limit}"),
             Self::AtLeast(limit) => format!(">= {limit}"),
+            Self::Reported => String::new(),
         }
     }
 }
@@ -38,7 +52,7 @@ pub fn ratio(name: &str, measured: &str, floor: &str, ratio: f64, target: Target
     println!(
         "RATIO\t{name}\t{measured}\t{floor}\t{ratio:.2}\t{}\t{}",
         target.text(),
-        if met { "met" } else { "MISSED" }
+        target.verdict(ratio)
     );
     met
 }

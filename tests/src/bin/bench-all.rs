@@ -112,7 +112,7 @@ fn main() -> ExitCode {
     }
     let missed = rows
         .iter()
-        .filter(|r| r.fields.get(5).is_some_and(|v| v != "met"))
+        .filter(|r| r.fields.get(5).is_some_and(|v| v == "MISSED"))
         .count();
     println!();
     println!("{} figures, {missed} missed", rows.len());
