@@ -9,8 +9,8 @@
 //! - append per step: one step's events (`step/start`, the assistant's tool call, `tool/call`,
 //!   `tool/result`, `step/end`) per append, the PostgreSQL backend against the SQLite backend
 //!   (`synchronous=FULL`) on the same machine and file system, interleaved step by step (target:
-//!   median ≤ 2× SQLite's); beside them, the same rows as one bare `INSERT` on the same server, which
-//!   says how much of the gap is the server's own durable write and how much is dsh's.
+//!   median ≤ 2× SQLite's); beside them, the same rows as one bare `INSERT` on the same server,
+//!   which says how much of the gap is the server's own durable write and how much is dsh's.
 //!
 //! Run: `cargo bench -p dsh-tests --bench postgres`
 
@@ -281,7 +281,7 @@ impl BareInsert {
 ///
 /// Not in blocks of one writer's appends back to back: an agent appends a step every few
 /// seconds, not every millisecond, and SQLite alone gains from commits following its own a
-/// moment earlier (BENCHMARKS.md, "PostgreSQL append").
+/// moment earlier (BENCHMARKS.md, "How the PostgreSQL append is measured").
 fn appends(dir: &Path, server: &PgServer) {
     let db = server.fresh_database();
     let url = server.url(&db);
