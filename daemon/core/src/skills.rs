@@ -5,9 +5,10 @@
 //! The home is the same resolved value that feeds `DSH_HOME`, so a skill's path always lies under
 //! `$DSH_HOME` in the model's shell.
 
-use crate::{read_lock, write_lock};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
+
+use crate::{read_lock, write_lock};
 
 /// A discovered skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
