@@ -549,3 +549,26 @@ pub fn needs_root(what: &str) {
         "this test needs root to {what}: run the ignored tests as root (`cargo test --workspace -- --ignored`, as .ci/run does)"
     );
 }
+
+/// Compiles the C program `source` into `dir/name` with the system's `cc` and returns its path:
+/// for the system calls a shell cannot make (`clone` with flags, raw `prlimit`). A missing
+/// compiler fails the test with the install command.
+pub fn compile_c(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).unwrap_or_else(|e| panic!("write {}: {e}", src.display()));
+    let out = Command::new("cc")
+        .arg("-O")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cc ({e}): install a C compiler, e.g. apt-get install gcc"));
+    assert!(
+        out.status.success(),
+        "cc {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}

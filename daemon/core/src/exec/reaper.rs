@@ -24,8 +24,9 @@
 //!
 //! Children become adopted only in a process that called [`adopt_orphans`] (dshd); elsewhere
 //! (the unit tests) orphans go to init as before, and only the group kill applies. Linux re-parents
-//! orphans to the subreaper's first live thread, the main thread, so its `children` list is where
-//! adopted processes appear.
+//! orphans to the subreaper's first live thread, but a process can also become the child of any
+//! of dshd's threads (`clone(CLONE_PARENT)` from a shell that thread spawned), so every thread's
+//! `children` list is read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -296,15 +297,31 @@ struct Adopted {
     zombies: Vec<i32>,
 }
 
-/// Our children that we did not spawn: the adopted ones.
+/// Our children that we did not spawn: the adopted ones, and those a command made ours.
+///
+/// Every thread's list is read, not only the main thread's: a child belongs to the thread that
+/// forked it, and a command can make a process of its own a child of that thread (a tokio worker
+/// or blocking thread) with `clone(CLONE_PARENT)`. Such a process never passes through the main
+/// thread's list, and it is as much the command's as an orphan is. (Threads wait for each other's
+/// children: `waitpid` in [`reap`] reaps them whichever thread they belong to.)
 fn adopted_children() -> Vec<i32> {
-    let me = rustix::process::getpid().as_raw_pid();
-    let Ok(list) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) else {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
+    let mut children = BTreeSet::new();
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile has no list left: its children moved to another thread,
+        // whose list is read too (or is read in the next pass).
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                list.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
     let shells = lock(&SHELLS);
-    list.split_ascii_whitespace()
-        .filter_map(|p| p.parse().ok())
+    children
+        .into_iter()
         .filter(|p| !shells.contains_key(p))
         .collect()
 }

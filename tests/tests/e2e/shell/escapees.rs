@@ -198,3 +198,85 @@ fn after_kill_9_the_next_daemon_kills_what_the_last_one_left_and_nothing_else() 
         "the restart does not say what it killed:\n{log}"
     );
 }
+
+/// A process made with `clone(CLONE_PARENT)` becomes a sibling of its maker: for a shell dshd
+/// spawned, a child of the dshd thread that spawned it (a worker, not the main thread). It
+/// carries the owner marker, writes its pid to `p` and sleeps.
+const CLONE_PARENT: &str = r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+    if (pid < 0) { perror("clone"); return 1; }
+    if (pid == 0) {
+        FILE *f = fopen(argv[1], "w");
+        if (!f) _exit(1);
+        fprintf(f, "%d\n", getpid());
+        fclose(f);
+        execlp("sleep", "sleep", argv[2], (char *)0);
+        _exit(1);
+    }
+    return 0;
+}
+"#;
+
+/// Runs the `CLONE_PARENT` program in `cwd` (it writes `p`), then waits for the pid.
+fn clone_parent_command(bin: &Path, seconds: &str) -> String {
+    format!(
+        "'{}' p {seconds} && while [ ! -s p ]; do sleep 0.01; done",
+        bin.display()
+    )
+}
+
+#[test]
+fn a_sibling_made_with_clone_parent_ends_with_its_call_job_and_daemon() {
+    let mut daemon = TestDaemon::start();
+    let bin = dsh_tests::compile_c(daemon.dir.path(), "clone-parent", CLONE_PARENT);
+
+    // A foreground call: gone when the call returns.
+    let cwd = workdir(&daemon, "fg");
+    let out = daemon.dshctl(&[
+        "run",
+        "--cwd",
+        cwd.to_str().unwrap(),
+        "--",
+        &clone_parent_command(&bin, "31344"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_gone(&[read_pid(&cwd.join("p"))], "the Shell.Run call");
+
+    // A background job: alive while it runs, gone with its kill.
+    let cwd = workdir(&daemon, "job");
+    let job = job_in(
+        &daemon,
+        &cwd,
+        &format!("{}\n{HOLD}", clone_parent_command(&bin, "31345")),
+    );
+    let pid = read_pid(&cwd.join("p"));
+    read_pid(&cwd.join("shell"));
+    assert!(alive(pid));
+    daemon.dshctl_json(&["job", "kill", &job]);
+    read_to_end(&daemon, &job, &mut String::new());
+    assert_gone(&[pid], "the killed job");
+
+    // Still running at shutdown: gone with the daemon.
+    let cwd = workdir(&daemon, "stop");
+    job_in(
+        &daemon,
+        &cwd,
+        &format!("{}\n{HOLD}", clone_parent_command(&bin, "31346")),
+    );
+    let pid = read_pid(&cwd.join("p"));
+    read_pid(&cwd.join("shell"));
+    let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{}", daemon.log_text());
+    assert_gone(&[pid], "the daemon");
+}
