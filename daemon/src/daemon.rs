@@ -232,8 +232,31 @@ impl Daemon {
 }
 
 /// The `dsh-launch` installed beside dshd when there is one dshd may run, else dshd's own binary;
-/// logged either way, since it decides how fast every command starts.
+/// logged either way, since it decides how fast every command starts. Whichever it is, a sealed
+/// copy of it is what runs (`Launcher::sealed`), so nothing done to the file on disk from now on
+/// can stop or change how commands start.
 fn choose_launcher() -> Launcher {
+    let launcher = pick_launcher();
+    match launcher.sealed() {
+        Ok(sealed) => {
+            tracing::info!(
+                bytes = sealed.sealed_size().unwrap_or_default(),
+                "commands start through a sealed copy of the launcher made at start"
+            );
+            sealed
+        }
+        Err(why) => {
+            tracing::warn!(
+                error = %why,
+                "commands start through the launcher's file on disk: changing its mode or \
+                 contents affects every later command"
+            );
+            launcher
+        }
+    }
+}
+
+fn pick_launcher() -> Launcher {
     match Launcher::beside_this_executable() {
         Ok(launcher) => {
             tracing::info!(path = %launcher.path().display(), "commands start through the installed launcher");

@@ -70,11 +70,11 @@ fn the_installed_launcher_is_used_and_status_names_it() {
     assert_commands_run(&daemon);
 }
 
-/// dshd runs the file it opened and checked at start, for its whole life: an upgrade that renames
-/// a new file over the installed one changes nothing, and that opened file is what every command
-/// starts through (spoiling it in place, through another link, spoils every command).
+/// dshd runs a sealed copy of the file it opened and checked at start, for its whole life: an
+/// upgrade that renames a new file over the installed one changes nothing, and neither does
+/// spoiling the file in place through another link.
 #[test]
-fn commands_start_through_the_file_dshd_opened_at_start() {
+fn commands_start_through_the_copy_dshd_made_at_start() {
     let (bin, dshd) = install(Some(0o755));
     let launcher = bin.path().join("dsh-launch");
     let same_file = bin.path().join("same-file");
@@ -84,6 +84,13 @@ fn commands_start_through_the_file_dshd_opened_at_start() {
         daemon.dshctl_json(&["status"])["launcher"],
         launcher.to_str().unwrap()
     );
+    assert!(
+        daemon
+            .log_text()
+            .contains("commands start through a sealed copy of the launcher"),
+        "{}",
+        daemon.log_text()
+    );
 
     let upgrade = bin.path().join("dsh-launch.new");
     std::fs::write(&upgrade, "#!/bin/sh\nexit 3\n").unwrap();
@@ -92,15 +99,84 @@ fn commands_start_through_the_file_dshd_opened_at_start() {
     assert_commands_run(&daemon);
 
     std::fs::write(&same_file, b"not a program any more").unwrap();
-    let work = daemon.workdir("spoiled");
-    let (code, doc) = run(&daemon, &work, "off", "echo ran > ran");
-    assert_eq!(code, Some(1), "{doc}");
-    let message = doc["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains(&format!("cannot start {}", launcher.display())),
-        "{message}"
-    );
-    assert!(!work.join("ran").exists(), "{doc}");
+    assert_commands_run(&daemon);
+}
+
+/// A read-only command may `chmod` whatever it can read (Landlock does not govern modes): taking
+/// the execute bits off the installed launcher and dshd's own binary, or off dshd's binary when
+/// it is its own launcher, stops no later command, confined or not, and no hook.
+#[test]
+fn chmod_000_of_the_launcher_or_dshd_from_inside_stops_nothing() {
+    for installed in [true, false] {
+        let (bin, dshd) = install(installed.then_some(0o755));
+        let dir = dsh_tests::private_dir();
+        let hooked = dir.path().join("hooked");
+        let settings = dir.path().join("settings.json");
+        std::fs::write(
+            &settings,
+            serde_json::json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+                {"type": "command", "command": format!("echo ran >> '{}'", hooked.display())}
+            ]}]}})
+            .to_string(),
+        )
+        .unwrap();
+        let daemon = TestDaemon::spawn(
+            DaemonSpec {
+                binary: Some(dshd.clone()),
+                config: Some(format!(
+                    "[hooks]\nclaude_code = [{:?}]\n",
+                    settings.to_str().unwrap()
+                )),
+                ..DaemonSpec::default()
+            },
+            dir,
+        );
+        daemon.wait_ready();
+        let chmod = format!(
+            "chmod 000 '{}'/* && ls -l '{}' && echo chmodded",
+            bin.path().display(),
+            bin.path().display()
+        );
+        let attacker = crate::sandbox::agent(
+            &daemon,
+            &daemon.workdir("attacker"),
+            &["--sandbox", "read-only"],
+            &[&chmod],
+        );
+        let got = crate::sandbox::results(&daemon, &attacker);
+        assert!(
+            got[0].content.contains("chmodded") && got[0].content.contains("----------"),
+            "installed {installed}: {:?}",
+            got[0]
+        );
+        // Every later command starts: a confined agent's, an unconfined one's, a client's, and
+        // the hooks of their prompts.
+        for flags in [&["--sandbox", "workspace-write"][..], &[]] {
+            let id = crate::sandbox::agent(
+                &daemon,
+                &daemon.workdir("after"),
+                flags,
+                &["echo still-running"],
+            );
+            let got = crate::sandbox::results(&daemon, &id);
+            assert_eq!(
+                got[0].content, "still-running\n",
+                "installed {installed}, {flags:?}: {:?}",
+                got[0]
+            );
+        }
+        assert_commands_run(&daemon);
+        let runs = std::fs::read_to_string(&hooked).unwrap_or_default();
+        assert_eq!(
+            runs.lines().count(),
+            3,
+            "installed {installed}: hooks ran {runs:?}"
+        );
+        for file in std::fs::read_dir(bin.path()).unwrap() {
+            let path = file.unwrap().path();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
 }
 
 /// Only `dshd` installed: commands start through dshd's own binary, and status and the log say

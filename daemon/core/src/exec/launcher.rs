@@ -5,14 +5,21 @@
 //!
 //! - the `dsh-launch` binary installed beside dshd ([`Launcher::beside_this_executable`]): small,
 //!   so each command starts about a millisecond sooner than through dshd's own binary, which is
-//!   large to load (docs/BENCHMARKS.md). dshd opens the file once, checks it (a regular file only
-//!   its owner, root or this user, may change; it answers [`dsh_launch::VERSION_LINE`]) and then
-//!   runs that open file for its whole life (`/proc/self/fd/N`), so an upgrade that replaces the
-//!   file on disk cannot put another version between dshd and its commands;
+//!   large to load (docs/BENCHMARKS.md). dshd opens the file once and checks it (a regular file
+//!   only its owner, root or this user, may change; it answers [`dsh_launch::VERSION_LINE`]);
 //! - dshd's own binary (`/proc/self/exe` run as `dsh-launch`, [`Launcher::this_executable`]):
 //!   when none is installed, or the one there is not one dshd may run. Always the running dshd's
 //!   own version; nothing else to install.
-
+//!
+//! Either way dshd then runs a **sealed copy** it made at start ([`Launcher::sealed`]): the file's
+//! bytes in a `memfd` that nothing can write, grow, shrink or make non-executable any more
+//! (`F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`, `F_SEAL_EXEC`, then `F_SEAL_SEAL`), run
+//! through its descriptor (`/proc/self/fd/N`). Landlock does not govern file modes, so a
+//! read-only command could `chmod 000` the user-owned file on disk (or rewrite it through another
+//! link, or an upgrade could replace it); none of that reaches the copy, so it can neither stop
+//! every later command nor put another program between dshd and its commands. The copy lives in
+//! memory for dshd's life: the installed launcher's size, or dshd's own binary's when none is
+//! installed (the log says how much).
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -34,6 +41,19 @@ pub struct Launcher {
     arg0: OsString,
     /// The installed launcher; `None` for dshd's own binary.
     installed: Option<Installed>,
+    /// The sealed copy `program` names once [`Launcher::sealed`] made it (close-on-exec, so no
+    /// command inherits it), and its size.
+    sealed: Option<(Arc<OwnedFd>, u64)>,
+}
+
+/// Why a sealed copy of the launcher could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make a sealed copy of {path}: {what}")]
+pub struct SealError {
+    /// The file being copied.
+    pub path: PathBuf,
+    /// Which step failed, and how.
+    pub what: String,
 }
 
 /// An installed launcher, held open.
@@ -42,8 +62,8 @@ struct Installed {
     /// Its real path, for people and for the sandbox's protected paths.
     path: PathBuf,
     /// The file: `program` names it through this descriptor (close-on-exec, so no command
-    /// inherits it). Shared by the executor's clones of the launcher.
-    _file: Arc<OwnedFd>,
+    /// inherits it) until it is sealed. Shared by the executor's clones of the launcher.
+    file: Arc<OwnedFd>,
 }
 
 /// Why an installed launcher is not used.
@@ -89,6 +109,7 @@ impl Launcher {
             program: PathBuf::from("/proc/self/exe"),
             arg0: dsh_launch::ARG0.into(),
             installed: None,
+            sealed: None,
         }
     }
 
@@ -144,11 +165,63 @@ impl Launcher {
             arg0: dsh_launch::ARG0.into(),
             installed: Some(Installed {
                 path: real,
-                _file: Arc::new(file),
+                file: Arc::new(file),
             }),
+            sealed: None,
         };
         launcher.check_version()?;
         Ok(launcher)
+    }
+
+    /// The same launcher run from a sealed copy of its file, made now (see the module's doc).
+    /// The copy is checked like the file was: it must answer `--version` (a system that refuses
+    /// to run a `memfd`, `vm.memfd_noexec = 2`, fails here).
+    pub fn sealed(&self) -> Result<Self, SealError> {
+        let source = self.path().to_owned();
+        let fail = |what: &str, e: &dyn std::fmt::Display| SealError {
+            path: source.clone(),
+            what: format!("{what}: {e}"),
+        };
+        let mut file = match &self.installed {
+            Some(installed) => {
+                // Read from the start through a descriptor of our own: the held one's offset is
+                // shared with its clones.
+                let path = format!("/proc/self/fd/{}", installed.file.as_raw_fd());
+                std::fs::File::open(path).map_err(|e| fail("reopen", &e))?
+            }
+            None => std::fs::File::open(&self.program).map_err(|e| fail("open", &e))?,
+        };
+        let copy = memfd().map_err(|e| fail("memfd_create", &e))?;
+        let mut out = std::fs::File::from(copy);
+        let size = std::io::copy(&mut file, &mut out).map_err(|e| fail("copy", &e))?;
+        let copy = OwnedFd::from(out);
+        rustix::fs::fchmod(&copy, Mode::from_raw_mode(0o500)).map_err(|e| fail("chmod", &e))?;
+        use rustix::fs::SealFlags;
+        let content = SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK;
+        rustix::fs::fcntl_add_seals(&copy, content).map_err(|e| fail("seal", &e))?;
+        // The mode's execute bits, sealed from Linux 6.3 on; before that only dshd (and root)
+        // can reach the copy's descriptor to change them.
+        match rustix::fs::fcntl_add_seals(&copy, SealFlags::EXEC) {
+            Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+            Err(e) => return Err(fail("seal", &e)),
+        }
+        rustix::fs::fcntl_add_seals(&copy, SealFlags::SEAL).map_err(|e| fail("seal", &e))?;
+        let sealed = Self {
+            program: PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd())),
+            arg0: self.arg0.clone(),
+            installed: self.installed.clone(),
+            sealed: Some((Arc::new(copy), size)),
+        };
+        match sealed.ask_version() {
+            Ok(answer) if answer == dsh_launch::VERSION_LINE => Ok(sealed),
+            Ok(answer) => Err(fail("the copy answered", &format!("{answer:?}"))),
+            Err(e) => Err(fail("the copy does not run", &e)),
+        }
+    }
+
+    /// The size of the sealed copy in memory; `None` before [`Launcher::sealed`].
+    pub fn sealed_size(&self) -> Option<u64> {
+        self.sealed.as_ref().map(|(_, size)| *size)
     }
 
     /// Runs the opened file with `--version`, with nothing of dshd's environment, for at most
@@ -223,6 +296,18 @@ impl Launcher {
         self.installed
             .as_ref()
             .map(|installed| installed.path.as_path())
+    }
+}
+
+/// An empty, sealable, executable `memfd`. `MFD_EXEC` says so explicitly where the kernel knows
+/// it (6.3 on; a `vm.memfd_noexec` of 1 would otherwise make it non-executable); older kernels
+/// refuse the flag, and their memfds are executable anyway.
+fn memfd() -> rustix::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, memfd_create};
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    match memfd_create(dsh_launch::ARG0, flags | MemfdFlags::EXEC) {
+        Err(rustix::io::Errno::INVAL) => memfd_create(dsh_launch::ARG0, flags),
+        other => other,
     }
 }
 
@@ -334,5 +419,34 @@ mod tests {
         std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::rename(&other, &path).unwrap();
         launcher.check_version().unwrap();
+    }
+
+    /// The sealed copy runs whatever happens to the file afterwards: made non-executable,
+    /// rewritten in place, removed. And nobody can write to the copy itself.
+    #[test]
+    fn a_sealed_copy_runs_whatever_happens_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = copy_to(dir.path(), 0o755);
+        let sealed = Launcher::installed(&path).unwrap().sealed().unwrap();
+        assert_eq!(sealed.path(), path.canonicalize().unwrap());
+        assert!(sealed.sealed_size().unwrap() > 0);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+        sealed.check_version().unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(&path, "#!/bin/sh\nexit 3\n").unwrap();
+        sealed.check_version().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        sealed.check_version().unwrap();
+        // Not even through its own descriptor, where the mode (0500) lets root open it.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .open(sealed.program())
+            .and_then(|mut copy| std::io::Write::write_all(&mut copy, b"x"));
+        assert!(written.is_err(), "the sealed copy was written");
+        let grown = std::fs::OpenOptions::new()
+            .append(true)
+            .open(sealed.program())
+            .and_then(|copy| copy.set_len(sealed.sealed_size().unwrap() + 1));
+        assert!(grown.is_err(), "the sealed copy grew");
     }
 }

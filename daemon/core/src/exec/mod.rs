@@ -50,7 +50,7 @@ mod jobs;
 mod launcher;
 mod limits;
 mod lineage;
-pub use lineage::{Provenance, UnknownReason, has_terminal, provenance};
+pub use lineage::{Placement, Provenance, UnknownReason, place};
 mod outcome;
 mod output;
 pub use output::remove_stale_spills;
@@ -89,7 +89,7 @@ pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;
 use jobs::{Job, JobTable};
-pub use launcher::{Launcher, LauncherError};
+pub use launcher::{Launcher, LauncherError, SealError};
 use output::{Collector, SpillTarget};
 use process::{Launch, Limits};
 
