@@ -272,8 +272,15 @@ fn accept_own_user(
             };
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == own_uid => {
-                    // Told now, while the client that connected is surely alive.
-                    let peer = crate::peer::Peer::place(cred.pid(), cred.uid());
+                    let Some(peer) = crate::peer::Peer::place(&stream, cred.pid(), cred.uid())
+                    else {
+                        // Whoever has its pid now is somebody else: nobody to serve.
+                        tracing::warn!(
+                            peer_pid = cred.pid(),
+                            "dropped a connection whose client exited before it could be placed"
+                        );
+                        continue;
+                    };
                     let Some(stream) = admission.admit(stream, peer) else {
                         continue;
                     };

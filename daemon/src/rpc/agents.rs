@@ -125,6 +125,7 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn prompt(&self, request: Request<v1::PromptRequest>) -> Reply<Self::PromptStream> {
+        let by = crate::peer::of(&request).watched_by();
         let req = request.into_inner();
         let id = session_id("agent_id", req.agent_id)?;
         if req.text.trim().is_empty() {
@@ -132,7 +133,7 @@ impl agents_server::Agents for AgentsService {
         }
         let handle = self
             .agents
-            .prompt(&id, req.text, None)
+            .prompt(&id, req.text, None, by)
             .map_err(agent_status)?;
         // The turn's outcome is not needed here: the core ends the stream with the turn's
         // `turn/end`, once the agent takes the next prompt. Dropping the handle lets the finished
@@ -142,6 +143,7 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn watch(&self, request: Request<v1::WatchRequest>) -> Reply<Self::WatchStream> {
+        let by = crate::peer::of(&request).watched_by();
         let req = request.into_inner();
         let scope = if req.agent_id.is_empty() {
             if req.from_seq.is_some() {
@@ -162,7 +164,7 @@ impl agents_server::Agents for AgentsService {
             EventFilter::parse(&req.types).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let watcher = self
             .agents
-            .watch_types(scope, req.from_seq, filter)
+            .watch_types(scope, req.from_seq, filter, by)
             .map_err(agent_status)?;
         Ok(Response::new(event_stream(watcher, true)))
     }
@@ -220,7 +222,7 @@ impl agents_server::Agents for AgentsService {
             client: Some(ApprovalClient {
                 pid: peer.pid,
                 uid: peer.uid,
-                terminal: peer.pid.and_then(dsh_core::has_terminal),
+                terminal: peer.terminal,
             }),
         };
         self.agents

@@ -334,12 +334,64 @@ async fn dropping_the_executor_kills_its_jobs() {
     assert_dies(pid, "sleep 32020").await;
 }
 
+/// Where live process `pid` runs, placed through a pidfd as dshd places a client.
+fn provenance(pid: i32) -> crate::exec::Provenance {
+    let fd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    crate::exec::place(pid, std::os::fd::AsFd::as_fd(&fd))
+        .unwrap()
+        .provenance
+}
+
+/// A process that has exited is not placed, whoever has its pid now: its pidfd says it is gone.
+#[test]
+fn a_process_that_exited_is_not_placed() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("32021")
+        .spawn()
+        .unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    let fd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    let live = crate::exec::place(pid, std::os::fd::AsFd::as_fd(&fd));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A child of this process that the executor did not spawn, as in the test below.
+    let orphan = crate::exec::Provenance::Unknown(crate::exec::UnknownReason::Orphan);
+    assert_eq!(live.map(|p| p.provenance), Some(orphan));
+    assert_eq!(crate::exec::place(pid, std::os::fd::AsFd::as_fd(&fd)), None);
+    // Also while it is a zombie nobody reaped: exited is exited.
+    let mut zombie = std::process::Command::new("true").spawn().unwrap();
+    let zpid = i32::try_from(zombie.id()).unwrap();
+    let zfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(zpid).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    let mut fds = [rustix::event::PollFd::new(
+        &zfd,
+        rustix::event::PollFlags::IN,
+    )];
+    rustix::event::poll(&mut fds, None).unwrap();
+    assert_eq!(
+        crate::exec::place(zpid, std::os::fd::AsFd::as_fd(&zfd)),
+        None
+    );
+    zombie.wait().unwrap();
+}
+
 /// A job's shell and what it starts are placed as descendants of an unconfined command; a child
 /// the executor did not spawn hangs off this process unrecorded (as an adopted orphan would) and
 /// cannot be placed; init and this process itself are outside.
 #[tokio::test]
 async fn provenance_places_commands_their_children_and_strangers() {
-    use crate::exec::{CommandOrigin, Provenance, UnknownReason, provenance};
+    use crate::exec::{CommandOrigin, Provenance, UnknownReason};
     use crate::sandbox::SandboxPolicy;
     let tmp = tempfile::tempdir().unwrap();
     let ex = executor(tmp.path());
@@ -386,7 +438,7 @@ async fn provenance_places_commands_their_children_and_strangers() {
 /// agent's jobs; a command of no agent sees only jobs of no agent, and what cannot be placed none.
 #[tokio::test]
 async fn provenance_carries_the_agent_a_command_runs_for() {
-    use crate::exec::{Provenance, UnknownReason, provenance};
+    use crate::exec::{Provenance, UnknownReason};
     use crate::session::SessionId;
     let tmp = tempfile::tempdir().unwrap();
     let ex = executor(tmp.path());
