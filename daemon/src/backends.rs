@@ -104,6 +104,9 @@ impl Backends {
     /// nothing.
     pub async fn use_postgres(&self, url: Option<SecretUrl>) -> Result<Selected, UseError> {
         let options = postgres_options(&self.postgres, url.as_ref())?;
+        if url.is_some() && options.target.config().get_password().is_some() {
+            return Err(UseError::PasswordInUrl);
+        }
         let mut saved = self.saved_choice.lock().await;
         let active = self.persistence.backend();
         let (backend, changed) = blocking(move || {
@@ -227,6 +230,11 @@ pub enum UseError {
     /// The choice could not be saved for the next start.
     #[error("the backend was not changed")]
     Choice(#[from] ChoiceError),
+    /// The connection string holds a password, which would be saved in the home with the choice.
+    #[error(
+        "url: the connection string holds a password, and the choice is saved in the home, where dsh keeps no secret; put the URL in a private file named by postgres.url_file (or use a password-less login: peer, certificate) and run `dshctl persistence use postgres` without --url; nothing was changed"
+    )]
+    PasswordInUrl,
 }
 
 /// Reads a first page of `backend` before it is made active: the store answers (and a JSONL
@@ -307,7 +315,16 @@ pub fn open_choice(
 ) -> Result<Arc<dyn Persistence>, PersistenceError> {
     match choice.kind {
         BackendKind::Postgres => {
-            open_postgres(postgres_options(&config.postgres, choice.url.as_ref())?)
+            let options = postgres_options(&config.postgres, choice.url.as_ref())?;
+            if choice.url.is_some() && options.target.config().get_password().is_some() {
+                // Saved by a dshd that still accepted one; used, but not kept quiet about.
+                tracing::warn!(
+                    "the saved persistence choice holds a PostgreSQL password in the home's state \
+                     directory: move the URL to a private file named by postgres.url_file and run \
+                     `dshctl persistence use postgres` without --url"
+                );
+            }
+            open_postgres(options)
         }
         kind => open_backend(kind, choice.path.clone()),
     }
@@ -387,6 +404,8 @@ mod tests {
             user_home: Some(PathBuf::from("/nonexistent-user-home")),
             cwd: Some(PathBuf::from("/")),
             runtime_dir: None,
+            config_home: None,
+            credentials_dir: None,
         }
     }
 

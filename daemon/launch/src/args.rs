@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! dsh-launch [--abi N --kernel-abi N [--fs] [--net-off] [--writable PATH]... [--tmp PATH]
-//!             [--protected PATH]...] -- PROGRAM [ARG]...
+//!             [--protected PATH]... [--hidden PATH]...] -- PROGRAM [ARG]...
 //! ```
 //!
 //! Paths and arguments are passed as they are (any bytes but NUL); nothing is quoted.
@@ -43,6 +43,9 @@ pub struct Plan {
     pub tmp: Option<PathBuf>,
     /// Paths that no writable root may contain or lie inside, resolved.
     pub protected: Vec<PathBuf>,
+    /// Paths the command may not read (secrets: the model key, dshd's config and state), resolved.
+    /// Reading is then granted entry by entry around them rather than on `/` in one rule.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Arguments the launcher cannot read (dshd and the launcher disagree, or someone ran it by hand).
@@ -81,6 +84,9 @@ impl Launch {
             for path in &plan.protected {
                 out.extend(["--protected".into(), path.clone().into_os_string()]);
             }
+            for path in &plan.hidden {
+                out.extend(["--hidden".into(), path.clone().into_os_string()]);
+            }
         }
         out.push(SEPARATOR.into());
         out.push(self.program.clone());
@@ -100,6 +106,7 @@ impl Launch {
             writable: Vec::new(),
             tmp: None,
             protected: Vec::new(),
+            hidden: Vec::new(),
         };
         let mut confined = false;
         let number = |value: Option<OsString>, flag: &str| -> Result<u32, ParseError> {
@@ -128,6 +135,7 @@ impl Launch {
                 Some("--writable") => plan.writable.push(path(args.next(), "--writable")?),
                 Some("--tmp") => plan.tmp = Some(path(args.next(), "--tmp")?),
                 Some("--protected") => plan.protected.push(path(args.next(), "--protected")?),
+                Some("--hidden") => plan.hidden.push(path(args.next(), "--hidden")?),
                 _ => return Err(bad(format!("unknown argument {arg:?}"))),
             }
             confined = true;
@@ -169,6 +177,7 @@ mod tests {
                 writable: Vec::new(),
                 tmp: None,
                 protected: Vec::new(),
+                hidden: Vec::new(),
             }),
             Some(Plan {
                 abi: 3,
@@ -178,6 +187,7 @@ mod tests {
                 writable: vec![PathBuf::from(&odd), "/work".into()],
                 tmp: Some("/run/user/0/dsh-sandbox/x".into()),
                 protected: vec!["/home/u/.dsh".into(), "/--".into()],
+                hidden: vec!["/home/u/.dsh/config.toml".into(), PathBuf::from(&odd)],
             }),
         ];
         for confine in plans {

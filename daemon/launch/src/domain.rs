@@ -11,7 +11,14 @@
 //!   inherited, its pipes, are not affected: Landlock checks when a file is opened);
 //! - signals no process outside its domain (`Signal` scope, kernel ABI 6 on), dshd included;
 //! - with network off, connects to no abstract unix socket made outside its domain
-//!   (`AbstractUnixSocket` scope, kernel ABI 6 on).
+//!   (`AbstractUnixSocket` scope, kernel ABI 6 on);
+//! - reads none of the plan's hidden paths (dshd's config and state, the model key file, the
+//!   systemd credentials; `Plan::hidden`), network only included. Landlock grants, it cannot
+//!   deny, so reading is granted on `/` in one rule only when nothing is hidden; otherwise on
+//!   every entry of each directory on the way to a hidden path but that path itself, and listing
+//!   on those directories (names are no secret). An entry made after the command started, in one
+//!   of those directories, is not readable by it. Links among the entries get no rule of their
+//!   own: what they point to is read under that place's rules.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -45,6 +52,12 @@ pub(crate) fn restrict(plan: &Plan) -> Result<(), String> {
     let mut handled = never;
     if plan.fs {
         handled |= AccessFs::from_all(abi);
+    } else if !plan.hidden.is_empty() {
+        // Reading is confined even where writing is not. Any ruleset that handles file access
+        // refuses moving a file between directories unless `Refer` is granted on both, so it is
+        // handled (and granted with every read rule) to keep `mv` working: the kernel still
+        // refuses a move that would make a hidden file readable.
+        handled |= AccessFs::from_read(abi) | (AccessFs::from_all(abi) & AccessFs::Refer);
     }
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -65,6 +78,9 @@ pub(crate) fn restrict(plan: &Plan) -> Result<(), String> {
     let mut created = ruleset.create().map_err(landlock)?;
     if plan.fs {
         created = fs_rules(created, plan, abi, never)?;
+    } else if !plan.hidden.is_empty() {
+        let read = AccessFs::from_read(abi) | (AccessFs::from_all(abi) & AccessFs::Refer);
+        created = read_rules(created, plan, read)?;
     }
     let status = created.restrict_self().map_err(landlock)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
@@ -84,10 +100,7 @@ fn fs_rules(
     never: BitFlags<AccessFs>,
 ) -> Result<RulesetCreated, String> {
     let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
-    let root = open(Path::new("/")).map_err(|e| format!("cannot open /: {e}"))?;
-    created = created
-        .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
-        .map_err(landlock)?;
+    created = read_rules(created, plan, AccessFs::from_read(abi))?;
     let roots = plan
         .writable
         .iter()
@@ -120,6 +133,94 @@ fn fs_rules(
         }
     }
     Ok(created)
+}
+
+/// `read` everywhere but the plan's hidden paths.
+fn read_rules(
+    created: RulesetCreated,
+    plan: &Plan,
+    read: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, String> {
+    let root = Path::new("/");
+    if plan.hidden.iter().any(|h| h == root) {
+        return Err("/ cannot be hidden: nothing could be read".to_owned());
+    }
+    let file = read & AccessFs::from_file(ABI::V1);
+    let rights = Reading {
+        tree: read,
+        file,
+        listing: read & !file,
+    };
+    around_hidden(created, plan, root, rights)
+}
+
+/// The rights [`around_hidden`] grants.
+#[derive(Clone, Copy)]
+struct Reading {
+    /// On a directory with nothing hidden below it.
+    tree: BitFlags<AccessFs>,
+    /// On a file (Landlock takes only file rights there).
+    file: BitFlags<AccessFs>,
+    /// On a directory with something hidden below it: listing, no reading of files.
+    listing: BitFlags<AccessFs>,
+}
+
+/// Reading of `dir` in one rule when no hidden path lies below it, else listing `dir` and reading
+/// each of its entries, around the hidden ones. `dir` is itself no hidden path.
+fn around_hidden(
+    mut created: RulesetCreated,
+    plan: &Plan,
+    dir: &Path,
+    rights: Reading,
+) -> Result<RulesetCreated, String> {
+    let landlock = |e: landlock::RulesetError| format!("Landlock ABI {}: {e}", plan.abi);
+    if !plan.hidden.iter().any(|h| h != dir && h.starts_with(dir)) {
+        // A directory that is not there (any more) has nothing to read.
+        return match open(dir) {
+            Ok(fd) => created
+                .add_rule(PathBeneath::new(fd, rights.tree))
+                .map_err(landlock),
+            Err(_) => Ok(created),
+        };
+    }
+    let fd = open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    created = created
+        .add_rule(PathBeneath::new(fd, rights.listing))
+        .map_err(landlock)?;
+    // A directory this user cannot list, it cannot look into either: nothing more to grant.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(created);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if plan.hidden.contains(&path) {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            created = around_hidden(created, plan, &path, rights)?;
+        } else if kind.is_file() {
+            // Gone since it was listed: nothing to grant.
+            if let Ok(fd) = open_no_follow(&path) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, rights.file))
+                    .map_err(landlock)?;
+            }
+        }
+        // Links: read where they lead, under that place's rules. Sockets, FIFOs and devices in
+        // these directories: nothing to read.
+    }
+    Ok(created)
+}
+
+fn open_no_follow(path: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
 }
 
 fn open(path: &Path) -> rustix::io::Result<OwnedFd> {

@@ -71,6 +71,12 @@ pub struct Ambient {
     pub cwd: Option<PathBuf>,
     /// The value of `$XDG_RUNTIME_DIR`, where the default socket lives.
     pub runtime_dir: Option<OsString>,
+    /// The value of `$XDG_CONFIG_HOME` (systemd's user configuration lives under it, or under
+    /// `~/.config`): what confined commands may not read.
+    pub config_home: Option<OsString>,
+    /// The value of `$CREDENTIALS_DIRECTORY`: systemd's credentials for the unit, which confined
+    /// commands may not read.
+    pub credentials_dir: Option<OsString>,
 }
 
 impl Ambient {
@@ -81,6 +87,8 @@ impl Ambient {
             user_home: user_home_dir(),
             cwd: std::env::current_dir().ok(),
             runtime_dir: std::env::var_os("XDG_RUNTIME_DIR"),
+            config_home: std::env::var_os("XDG_CONFIG_HOME"),
+            credentials_dir: std::env::var_os("CREDENTIALS_DIRECTORY"),
         }
     }
 }
@@ -246,6 +254,8 @@ mod tests {
             user_home: Some(PathBuf::from("/home/ada")),
             cwd: Some(PathBuf::from("/work/proj")),
             runtime_dir: None,
+            config_home: None,
+            credentials_dir: None,
         }
     }
 

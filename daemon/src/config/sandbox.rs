@@ -1,12 +1,12 @@
 //! `[sandbox]`: the policy of agents created without one, the extra writable roots of
-//! `workspace-write`, the Landlock ABI, and the paths no confined command may write, derived from
-//! the rest of the configuration.
+//! `workspace-write`, the Landlock ABI, and the paths no confined command may write or read,
+//! derived from the rest of the configuration.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Builder, Config, ConfigError};
+use super::{Builder, Config, ConfigError, PostgresUrl};
 use dsh_core::{KNOWN_ABI, SandboxPolicy, SandboxSettings};
 
 /// The `[sandbox]` section as written.
@@ -18,6 +18,7 @@ pub(super) struct SandboxSection {
     pub writable_roots: Option<Vec<String>>,
     pub landlock_abi: Option<u32>,
     pub tmp_root: Option<String>,
+    pub hidden: Option<Vec<String>>,
 }
 
 impl Builder<'_> {
@@ -72,22 +73,73 @@ impl Builder<'_> {
             tmp_roots.push(runtime.join("dsh-sandbox"));
         }
         tmp_roots.push(self.home.join("run/sandbox"));
+        let mut hidden = Vec::new();
+        for path in section.hidden.iter().flatten() {
+            let path = self.absolute(path, "sandbox.hidden")?;
+            if path == Path::new("/") {
+                return Err(self.invalid(
+                    "sandbox.hidden",
+                    "/ would leave confined commands nothing to read".to_owned(),
+                ));
+            }
+            hidden.push(path);
+        }
+        // Secrets of the user's service manager: a drop-in may set the model key
+        // (`Environment=`), and the unit's credentials directory holds it.
+        let config_home = self
+            .ambient
+            .config_home
+            .as_deref()
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| self.ambient.user_home.as_ref().map(|h| h.join(".config")));
+        hidden.extend(config_home.map(|c| c.join("systemd")));
+        hidden.extend(
+            self.ambient
+                .credentials_dir
+                .as_deref()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+        );
         Ok((
             policy,
             SandboxSettings {
                 writable_roots,
                 landlock_abi: section.landlock_abi,
                 tmp_roots,
+                hidden,
                 ..SandboxSettings::default()
             },
         ))
     }
 }
 
+/// Fills in what confined commands may never read: dshd's config file (the default one under the
+/// home even when there is none yet) and its state directory (the backend choice, which may name
+/// a database), the model key file and the PostgreSQL URL file, beside what `[sandbox]` already
+/// listed.
+fn hide(config: &mut Config) {
+    let home = &config.home.path;
+    let mut hidden = vec![
+        home.join(super::DEFAULT_FILE_NAME),
+        home.join(dsh_core::STATE_DIR),
+    ];
+    hidden.extend(config.file.iter().cloned());
+    hidden.extend(config.api_key_file.iter().cloned());
+    if let Some(PostgresUrl::File(file)) = &config.postgres.url {
+        hidden.push(file.clone());
+    }
+    config.exec.sandbox.hidden.extend(hidden);
+    config.exec.sandbox.hidden.sort();
+    config.exec.sandbox.hidden.dedup();
+}
+
 /// Fills in what confined commands may never write: the home, the session stores, the spill
 /// and socket directories, the config file and the hook files (hooks run unconfined, so a
-/// writable hook file would be a way out), and with `hooks.project_hooks` each workspace's own.
+/// writable hook file would be a way out), what they may not read, and with
+/// `hooks.project_hooks` each workspace's own.
 pub(super) fn protect(config: &mut Config) {
+    hide(config);
     let mut protected = vec![
         config.home.path.clone(),
         config.jsonl_root.clone(),
@@ -104,6 +156,7 @@ pub(super) fn protect(config: &mut Config) {
     protected.extend(config.file.iter().cloned());
     protected.extend(config.hooks.claude_code.iter().cloned());
     protected.extend(config.hooks.codex.iter().cloned());
+    protected.extend(config.exec.sandbox.hidden.iter().cloned());
     config.exec.sandbox.protected = protected;
     config.exec.sandbox.protected_in_workspace = if config.hooks.project_hooks {
         vec![

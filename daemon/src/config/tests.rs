@@ -8,6 +8,8 @@ fn ambient(dsh_home: Option<&str>) -> Ambient {
         user_home: Some(PathBuf::from("/home/ada")),
         cwd: Some(PathBuf::from("/work")),
         runtime_dir: None,
+        config_home: None,
+        credentials_dir: None,
     }
 }
 

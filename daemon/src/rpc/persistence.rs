@@ -76,6 +76,7 @@ fn use_status(field: &str, error: UseError) -> Status {
             Status::invalid_argument(e.to_string())
         }
         UseError::Persistence(other) => persistence_status(other),
+        error @ UseError::PasswordInUrl => Status::invalid_argument(error.to_string()),
         UseError::Choice(error) => {
             let status = choice_status(error);
             Status::new(
@@ -338,13 +339,14 @@ impl persistence_server::Persistence for PersistenceService {
         &self,
         request: Request<v1::ReadEventsRequest>,
     ) -> Reply<Self::ReadEventsStream> {
+        let by = crate::peer::of(&request).watched_by();
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         if req.follow {
             // Live or stored alike: the log from `from_seq`, then whatever it logs from then on.
             let watcher = self
                 .agents
-                .follow(&id, req.from_seq)
+                .follow(&id, req.from_seq, by)
                 .await
                 .map_err(agent_status)?;
             return Ok(Response::new(super::agents::event_stream(watcher, false)));

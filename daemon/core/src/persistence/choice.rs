@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use super::BackendKind;
 use super::postgres::SecretUrl;
 
-/// The directory under the home that holds daemon state (not configuration, not sessions).
-pub(crate) const STATE_DIR: &str = "state";
+/// The directory under the home that holds daemon state (not configuration, not sessions);
+/// confined commands may not read it.
+pub const STATE_DIR: &str = "state";
 
 /// The state file's name inside [`STATE_DIR`].
 pub(crate) const FILE_NAME: &str = "persistence.json";

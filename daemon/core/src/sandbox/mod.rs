@@ -324,6 +324,10 @@ pub struct SandboxSettings {
     pub protected: Vec<PathBuf>,
     /// Paths relative to the workspace that are protected too (`hooks.project_hooks`' files).
     pub protected_in_workspace: Vec<PathBuf>,
+    /// Paths no confined command may read (dshd's config and state, the model key file, the
+    /// PostgreSQL URL file, systemd's user configuration and credentials, `sandbox.hidden`).
+    /// They are protected too: a writable root may neither hold nor lie inside one.
+    pub hidden: Vec<PathBuf>,
     /// The Landlock ABI whose rights are handled (`sandbox.landlock_abi`); `None`: the lowest
     /// each policy needs ([`SandboxPolicy::min_abi`]).
     pub landlock_abi: Option<u32>,

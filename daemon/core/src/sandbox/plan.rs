@@ -73,6 +73,8 @@ pub(crate) fn new(
         writable: Vec::new(),
         tmp: None,
         protected: Vec::new(),
+        // Secrets stay unreadable under every confined policy, network only included.
+        hidden: settings.hidden.iter().map(|p| resolve(p)).collect(),
     };
     if !fs {
         return Ok(plan);
