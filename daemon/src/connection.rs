@@ -60,6 +60,35 @@ pub fn command_share(configured: Option<usize>, max: usize) -> usize {
     configured.unwrap_or(max / 4).min(max / 2)
 }
 
+/// The share of the command share one agent's commands may hold: a quarter of it (at least one),
+/// so one agent's job that opens connections in a loop leaves the other agents' commands (and
+/// the hooks that call `dshctl`) room.
+pub fn agent_share(command_share: usize) -> usize {
+    (command_share / 4).max(1)
+}
+
+/// Whose commands a client inside one runs in, for [`agent_share`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Bucket {
+    /// An agent's commands (its model's calls and jobs, a client's `Shell.Run` naming it).
+    Agent(dsh_core::SessionId),
+    /// Commands of no agent: hooks, a client's `Shell.Run` without one.
+    NoAgent,
+    /// Processes that cannot be placed (orphans, a kernel without peer pidfds).
+    Unplaced,
+}
+
+impl Bucket {
+    fn of(provenance: &dsh_core::Provenance) -> Self {
+        match provenance {
+            dsh_core::Provenance::Command(origin) => {
+                origin.agent.clone().map_or(Self::NoAgent, Self::Agent)
+            }
+            dsh_core::Provenance::Outside | dsh_core::Provenance::Unknown(_) => Self::Unplaced,
+        }
+    }
+}
+
 /// The current soft open-file limit (`None`: unlimited).
 pub fn open_file_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
@@ -176,8 +205,8 @@ pub struct Tracked<IO> {
     /// Why every call on this connection is refused, if it is.
     refused: Option<Arc<str>>,
     _slot: Option<OwnedSemaphorePermit>,
-    /// A slot of the command share, for a client inside a command.
-    _share: Option<OwnedSemaphorePermit>,
+    /// A slot of the command share and one of its agent's share, for a client inside a command.
+    _share: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
 }
 
 impl<IO> Tracked<IO> {
@@ -207,8 +236,9 @@ impl<IO> Tracked<IO> {
         }
     }
 
-    /// The same connection also holding `share`, a slot of the command share.
-    fn sharing(mut self, share: OwnedSemaphorePermit) -> Self {
+    /// The same connection also holding `share`, a slot of the command share and one of its
+    /// agent's share.
+    fn sharing(mut self, share: (OwnedSemaphorePermit, OwnedSemaphorePermit)) -> Self {
         self._share = Some(share);
         self
     }
@@ -378,6 +408,11 @@ pub struct Admission {
     /// One permit per free slot of the command share.
     commands: Arc<Semaphore>,
     command_max: usize,
+    /// Each agent's share of the command share ([`agent_share`] permits each). A bucket whose
+    /// permits are all back is dropped when the next one is made, so the map holds the agents
+    /// whose commands hold connections now, not every agent there ever was.
+    agents: std::collections::HashMap<Bucket, Arc<Semaphore>>,
+    agent_max: usize,
     /// One permit per refused connection that may be served to hear why.
     refusals: Arc<Semaphore>,
     idle_timeout: Duration,
@@ -395,6 +430,8 @@ impl Admission {
         Self {
             commands: Arc::new(Semaphore::new(occupancy.max)),
             command_max: occupancy.max,
+            agents: std::collections::HashMap::new(),
+            agent_max: agent_share(occupancy.max),
             occupancy,
             refusals: Arc::new(Semaphore::new(REFUSALS_SERVED)),
             idle_timeout,
@@ -411,7 +448,21 @@ impl Admission {
     pub fn with_command_share(mut self, max: usize) -> Self {
         self.commands = Arc::new(Semaphore::new(max));
         self.command_max = max;
+        self.agent_max = agent_share(max);
         self
+    }
+
+    /// A slot of `bucket`'s share, if one is free.
+    fn agent_slot(&mut self, bucket: Bucket) -> Option<OwnedSemaphorePermit> {
+        let max = self.agent_max;
+        if !self.agents.contains_key(&bucket) {
+            self.agents.retain(|_, s| s.available_permits() < max);
+        }
+        let share = self
+            .agents
+            .entry(bucket)
+            .or_insert_with(|| Arc::new(Semaphore::new(max)));
+        share.clone().try_acquire_owned().ok()
     }
 
     /// Wraps `io` (from a client running where `peer` says) if a slot is free; otherwise drops it
@@ -422,9 +473,22 @@ impl Admission {
         let share = if peer.provenance.is_outside() {
             None
         } else {
+            let Some(agent) = self.agent_slot(Bucket::of(&peer.provenance)) else {
+                let reason = format!(
+                    "too many connections from inside this agent's commands: its share, {} of max_command_connections ({}), is in use; close some, or raise max_command_connections in dshd's config",
+                    self.agent_max, self.command_max
+                );
+                return self.refuse_command(io, peer, reason);
+            };
             match self.commands.clone().try_acquire_owned() {
-                Ok(share) => Some(share),
-                Err(_) => return self.refuse_command(io, peer),
+                Ok(share) => Some((share, agent)),
+                Err(_) => {
+                    let reason = format!(
+                        "too many connections from inside dshd's commands: max_command_connections ({}) are open; close some, or raise max_command_connections in dshd's config",
+                        self.command_max
+                    );
+                    return self.refuse_command(io, peer, reason);
+                }
             }
         };
         match self.occupancy.slots.clone().try_acquire_owned() {
@@ -463,7 +527,7 @@ impl Admission {
 
     /// A client inside a command found the command share full: served to hear why (while few
     /// are), else closed; a warning names the setting, at most every 10 s.
-    fn refuse_command<IO>(&mut self, io: IO, peer: Peer) -> Option<Tracked<IO>> {
+    fn refuse_command<IO>(&mut self, io: IO, peer: Peer, reason: String) -> Option<Tracked<IO>> {
         self.commands_refused_since_warning += 1;
         let due = self
             .last_command_warning
@@ -483,10 +547,7 @@ impl Admission {
             drop(io);
             return None;
         };
-        let reason: Arc<str> = Arc::from(format!(
-            "too many connections from inside dshd's commands: max_command_connections ({}) are open; close some, or raise max_command_connections in dshd's config",
-            self.command_max
-        ));
+        let reason: Arc<str> = Arc::from(reason);
         Some(
             Tracked::new(
                 io,
@@ -720,13 +781,8 @@ mod tests {
     /// (served a few to hear why, then closed unheard) while the user's own clients are admitted.
     #[tokio::test]
     async fn commands_beyond_their_share_are_refused_and_the_user_keeps_slots() {
-        use dsh_core::{CommandOrigin, Provenance};
-        let command = || {
-            Peer::at(Provenance::Command(CommandOrigin {
-                sandbox: dsh_core::SandboxPolicy::UNCONFINED,
-                agent: None,
-            }))
-        };
+        // Each connection from another agent's command: the agents' own shares are not the point.
+        let command = || command_of(Some(dsh_core::SessionId::new_v7()));
         assert_eq!(command_share(None, 4096), 1024);
         assert_eq!(command_share(Some(3000), 4096), 2048);
         assert_eq!(command_share(Some(8), 4096), 8);
@@ -758,6 +814,55 @@ mod tests {
         drop(heard);
         drop(admitted);
         assert!(admission.admit(tokio::io::duplex(8).0, command()).is_some());
+    }
+
+    fn command_of(agent: Option<dsh_core::SessionId>) -> Peer {
+        Peer::at(dsh_core::Provenance::Command(dsh_core::CommandOrigin {
+            sandbox: dsh_core::SandboxPolicy::UNCONFINED,
+            agent,
+        }))
+    }
+
+    /// One agent's commands hold at most a quarter of the command share: the rest stays for the
+    /// other agents' commands (and the commands of no agent), each with a share of its own.
+    #[tokio::test]
+    async fn one_agents_commands_leave_the_other_agents_room() {
+        assert_eq!(
+            (agent_share(128), agent_share(3), agent_share(0)),
+            (32, 1, 1)
+        );
+        let occupancy = Occupancy::new(64);
+        let mut admission = Admission::new(occupancy.clone(), IDLE, CancellationToken::new())
+            .with_command_share(16);
+        let greedy = dsh_core::SessionId::new_v7();
+        let held: Vec<_> = (0..4)
+            .map(|_| admission.admit(tokio::io::duplex(8).0, command_of(Some(greedy.clone()))))
+            .map(|t| t.unwrap())
+            .collect();
+        assert!(held.iter().all(|t| t.refused.is_none()));
+        let refused = admission
+            .admit(tokio::io::duplex(8).0, command_of(Some(greedy.clone())))
+            .unwrap();
+        let reason = refused.connect_info().refused.unwrap();
+        assert!(
+            reason.contains("this agent's commands")
+                && reason.contains("4 of max_command_connections (16)"),
+            "{reason}"
+        );
+        let others: Vec<_> = [
+            command_of(Some(dsh_core::SessionId::new_v7())),
+            command_of(None),
+        ]
+        .into_iter()
+        .map(|peer| admission.admit(tokio::io::duplex(8).0, peer).unwrap())
+        .collect();
+        assert!(others.iter().all(|t| t.refused.is_none()));
+        assert_eq!(occupancy.open(), 6);
+        drop(held);
+        let again = admission
+            .admit(tokio::io::duplex(8).0, command_of(Some(greedy)))
+            .unwrap();
+        assert!(again.refused.is_none());
     }
 
     #[tokio::test]

@@ -177,7 +177,12 @@ async fn per_turn(
         for turn in 0..TURNS {
             let start = Instant::now();
             let handle = registry
-                .prompt(agent.id(), format!("question {turn}"), None)
+                .prompt(
+                    agent.id(),
+                    format!("question {turn}"),
+                    None,
+                    dsh_core::WatchedBy::Person,
+                )
                 .unwrap();
             let outcome = handle.outcome.await.unwrap();
             samples.push(start.elapsed());

@@ -81,7 +81,9 @@ async fn per_step(policy: CheckpointPolicy, cwd: &std::path::Path, steps: usize)
             )
             .unwrap();
         let start = Instant::now();
-        let handle = registry.prompt(agent.id(), "go".into(), None).unwrap();
+        let handle = registry
+            .prompt(agent.id(), "go".into(), None, dsh_core::WatchedBy::Person)
+            .unwrap();
         let outcome = handle.outcome.await.unwrap();
         let elapsed = start.elapsed();
         assert_eq!(outcome.reason, TurnEndReason::Completed, "{outcome:?}");

@@ -87,7 +87,7 @@ pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_loca
 
 // The backend choice saved by `Persistence.Use`.
 pub use persistence::choice::{
-    BackendChoice, ChoiceError, load as load_backend_choice, save as save_backend_choice,
+    BackendChoice, ChoiceError, STATE_DIR, load as load_backend_choice, save as save_backend_choice,
 };
 
 // The sandbox policy for model commands.
@@ -98,15 +98,15 @@ pub use sandbox::{
 // The executor: commands, their limits and outcome, spill files and orphans.
 pub use exec::{
     CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher, LauncherError,
-    RESERVE_BYTES, adopt_orphans, compile_secret_pattern, remove_stale_spills, signal_name,
-    total_limit,
+    RESERVE_BYTES, SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills,
+    signal_name, total_limit,
 };
 
 // Background jobs and live output.
 pub use exec::{JobId, JobInfo, JobState, OutputFeed, OutputStream};
 
 // Where a process (a client of the socket) came from.
-pub use exec::{CommandOrigin, Provenance, UnknownReason, has_terminal, provenance};
+pub use exec::{CommandOrigin, Placement, Provenance, UnknownReason, place};
 
 // One tool call, and the model's tools.
 pub use call::{AgentContext, ToolExecution};
@@ -133,7 +133,8 @@ pub use agent::{
 
 // Watching agents.
 pub use agent::{
-    DEFAULT_WATCH_MAX_PENDING, EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher,
+    DEFAULT_WATCH_MAX_PENDING, EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope,
+    WatchedBy, Watcher,
 };
 
 // Model providers.

@@ -16,6 +16,10 @@ mod daemon_state;
 mod escape;
 #[path = "sandbox/policy.rs"]
 mod policy;
+#[path = "sandbox/recycled.rs"]
+mod recycled;
+#[path = "sandbox/secrets.rs"]
+mod secrets;
 
 use std::path::Path;
 
@@ -25,7 +29,7 @@ use serde_json::{Value, json};
 
 /// A scripted agent in `cwd`, created with `dshctl agent new ... FLAGS`, whose one turn runs each
 /// of `commands` as a model bash call, one step each; returns its id.
-fn agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], commands: &[&str]) -> String {
+pub(crate) fn agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], commands: &[&str]) -> String {
     let mut replies: Vec<Value> = commands
         .iter()
         .map(|c| json!({"tool_calls": [bash_call(c)]}))
@@ -63,7 +67,7 @@ fn user_home(daemon: &TestDaemon) -> std::path::PathBuf {
 }
 
 /// Prompts `agent` once and returns its bash results in order.
-fn results(daemon: &TestDaemon, agent: &str) -> Vec<CallResult> {
+pub(crate) fn results(daemon: &TestDaemon, agent: &str) -> Vec<CallResult> {
     prompt_results(&prompt(daemon, agent, "go"))
 }
 

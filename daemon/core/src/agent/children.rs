@@ -2,6 +2,7 @@
 //! [`ChildAgents`], with the SubagentStart and SubagentStop hooks around the child's one turn.
 
 use super::registry::AgentRegistry;
+use super::watch::WatchedBy;
 use crate::call::{AGENT_TYPE, BoxFuture, ToolExecution, ToolOutput};
 use crate::hooks::{HookContext, HookEvent};
 use crate::session::TurnEndReason;
@@ -57,7 +58,15 @@ impl ChildAgents for AgentRegistry {
                 parent.append(record);
             }
             child.log_hook_context(&start.outcome.additional_context);
-            let outcome = match self.prompt(&child_id, prompt.to_owned(), Some(&exec.cancel)) {
+            // The parent's call waits for the outcome; nobody reads the turn's events through
+            // it, so it is no person watching the child (those watch the parent's tree).
+            let turn = self.prompt(
+                &child_id,
+                prompt.to_owned(),
+                Some(&exec.cancel),
+                WatchedBy::Command,
+            );
+            let outcome = match turn {
                 Ok(handle) => handle.outcome.await,
                 Err(error) => {
                     let _ = self.close_child(&child_id).await;

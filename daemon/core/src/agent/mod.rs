@@ -27,4 +27,4 @@ pub use services::{
     AgentLimits, AgentServices, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_WATCH_MAX_PENDING,
 };
-pub use watch::{EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, Watcher};
+pub use watch::{EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, WatchedBy, Watcher};

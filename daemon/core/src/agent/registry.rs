@@ -15,7 +15,7 @@ use super::provider::ModelProvider;
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
 use super::watch::hub::WatchHub;
-use super::watch::{WatchScope, Watcher};
+use super::watch::{WatchScope, WatchedBy, Watcher};
 use crate::hooks::SessionSource;
 use crate::lock;
 use crate::persistence::handle::DurableCursor;
@@ -351,6 +351,7 @@ impl AgentRegistry {
         id: &SessionId,
         prompt: String,
         parent_cancel: Option<&CancellationToken>,
+        by: WatchedBy,
     ) -> Result<TurnHandle, AgentError> {
         self.check_open()?;
         let agent = self.get(id)?;
@@ -364,7 +365,7 @@ impl AgentRegistry {
             });
         };
         // Registered before the turn starts, so it misses nothing of it.
-        let mut updates = self.watcher(WatchScope::Tree(id.clone()), true);
+        let mut updates = self.watcher(WatchScope::Tree(id.clone()), true, by);
         updates.start_at(id.clone(), first_seq);
         let updates = updates.until_turn_end(id.clone(), turn);
         let services = self.services.clone();

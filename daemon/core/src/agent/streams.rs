@@ -4,7 +4,7 @@
 use super::AgentStatus;
 use super::answers::ApprovalAnswer;
 use super::registry::{AgentError, AgentRegistry};
-use super::watch::{EventFilter, WatchScope, Watcher};
+use super::watch::{EventFilter, WatchScope, WatchedBy, Watcher};
 use crate::session::SessionId;
 
 impl AgentRegistry {
@@ -12,8 +12,13 @@ impl AgentRegistry {
     /// be live) is replayed from that seq first, and so are its live descendants (from their
     /// start) for a [`WatchScope::Tree`]; without it, every followed agent is followed from its
     /// next event. [`WatchScope::All`] takes no `from_seq` (the caller checks).
-    pub fn watch(&self, scope: WatchScope, from_seq: Option<u64>) -> Result<Watcher, AgentError> {
-        self.watch_types(scope, from_seq, None)
+    pub fn watch(
+        &self,
+        scope: WatchScope,
+        from_seq: Option<u64>,
+        by: WatchedBy,
+    ) -> Result<Watcher, AgentError> {
+        self.watch_types(scope, from_seq, None, by)
     }
 
     /// [`watch`](Self::watch), handing out only the event types `filter` admits; previews
@@ -23,6 +28,7 @@ impl AgentRegistry {
         scope: WatchScope,
         from_seq: Option<u64>,
         filter: Option<EventFilter>,
+        by: WatchedBy,
     ) -> Result<Watcher, AgentError> {
         let root = match &scope {
             WatchScope::Agent(id) | WatchScope::Tree(id) => Some(self.get(id)?),
@@ -31,7 +37,7 @@ impl AgentRegistry {
         // Registered before anything is read, so nothing published meanwhile is missed; what
         // is both replayed and published is handed out once (the watcher keeps cursors).
         let deltas = filter.as_ref().is_none_or(EventFilter::wants_previews);
-        let mut watcher = self.watcher(scope.clone(), deltas).filtered(filter);
+        let mut watcher = self.watcher(scope.clone(), deltas, by).filtered(filter);
         if let (Some(root), Some(from)) = (root, from_seq) {
             watcher.replay(root.clone(), from);
             if let WatchScope::Tree(id) = &scope {
@@ -47,8 +53,13 @@ impl AgentRegistry {
 
     /// Session `id`'s logged events from `from_seq`, then every event it logs from then on, live
     /// or stored alike: a stored session is followed once it is resumed. Ends at shutdown.
-    pub async fn follow(&self, id: &SessionId, from_seq: u64) -> Result<Watcher, AgentError> {
-        let mut watcher = self.watcher(WatchScope::Agent(id.clone()), false);
+    pub async fn follow(
+        &self,
+        id: &SessionId,
+        from_seq: u64,
+        by: WatchedBy,
+    ) -> Result<Watcher, AgentError> {
+        let mut watcher = self.watcher(WatchScope::Agent(id.clone()), false, by);
         match self.get(id) {
             Ok(agent) => watcher.replay(agent, from_seq),
             Err(_) => {
@@ -77,11 +88,12 @@ impl AgentRegistry {
     }
 
     /// A watcher of `scope`, registered now (streamed text too when `deltas`).
-    pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool) -> Watcher {
+    pub(crate) fn watcher(&self, scope: WatchScope, deltas: bool, by: WatchedBy) -> Watcher {
         Watcher::register(
             &self.hub,
             scope,
             deltas,
+            by,
             self.services().persistence.clone(),
         )
     }

@@ -90,9 +90,10 @@ fn a_command_of_one_agent_cannot_read_or_list_another_agents_jobs() {
 
 /// A confined background job opens 5,000 connections to dshd's socket and holds them (it used to
 /// take every slot, and the user's `dshctl status` failed with "transport error"). Clients inside
-/// commands get a share of the slots (a quarter by default); beyond it they are refused, and one
-/// that asks is told why (RESOURCE_EXHAUSTED naming `max_command_connections`), while the user's
-/// own `dshctl status` answers.
+/// commands get a share of the slots (a quarter by default), and one agent's commands a quarter of
+/// that; beyond it they are refused, and one that asks is told why (RESOURCE_EXHAUSTED naming
+/// `max_command_connections`), while another agent's command and the user's own `dshctl status`
+/// answer.
 #[test]
 fn a_command_holding_thousands_of_connections_leaves_the_user_slots() {
     const FLOOD: usize = 5000;
@@ -150,6 +151,19 @@ PY"#,
         "{out}"
     );
 
+    // Another agent's command still reaches dshd: one agent's commands hold only their own
+    // share of the command share (it used to be "transport error" for every other agent).
+    let dshctl = dshctl_line(&daemon);
+    let other = agent(
+        &daemon,
+        &daemon.workdir("other"),
+        &["--sandbox", "read-only"],
+        &[&format!("{dshctl} --json status >/dev/null; echo rc=$?")],
+    );
+    let got = results(&daemon, &other);
+    assert_eq!(got[0].content, "rc=0\n", "{:?}", got[0]);
+    assert!(out.contains("this agent's commands"), "{out}");
+
     let status = daemon.dshctl(&["--json", "status"]);
     assert!(
         status.status.success(),
@@ -163,4 +177,82 @@ PY"#,
     );
     assert_eq!(daemon.dshctl_json(&["job", "kill", &job])["killed"], true);
     assert!(daemon.log_text().contains("max_command_connections"));
+}
+
+/// Watchers inside dshd's commands (a confined one with `dshctl watch`, an unconfined one's
+/// `dshctl prompt`) see an agent's approval request but cannot answer it, so they do not count
+/// as watching: with no person following the agent, the request is denied at once as unwatched
+/// (it used to wait out the approval timeout).
+#[test]
+fn watchers_inside_commands_do_not_hold_an_approval_for_a_person() {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some("[approvals]\ntimeout_ms = 120000\n".into()),
+        ..DaemonSpec::default()
+    });
+    let dshctl = dshctl_line(&daemon);
+    let work = daemon.workdir("asker");
+    let marker = work.join("marker");
+    let asker = scripted_agent(
+        &daemon,
+        &work,
+        &["--approval", "always"],
+        &json!({"replies": [
+            {"text": "hello"},
+            {"tool_calls": [bash_call(&format!("touch '{}'", marker.display()))]},
+            {"text": "done"},
+        ]}),
+    );
+    // A first turn, so a watcher replaying from seq 0 shows it is registered by printing it.
+    prompt(&daemon, &asker, "hi");
+    let watcher = agent(
+        &daemon,
+        &daemon.workdir("watcher"),
+        &["--sandbox", "read-only"],
+        &[],
+    );
+    let watching = dsh_tests::shell::background(
+        &daemon,
+        &[
+            "--agent",
+            &watcher,
+            "--",
+            &format!("{dshctl} --json watch {asker} --from 0"),
+        ],
+    );
+    let mut seen = String::new();
+    assert!(
+        dsh_tests::eventually(std::time::Duration::from_secs(30), || {
+            let doc = dsh_tests::shell::job_output(&daemon, &watching);
+            seen.push_str(doc["stdout"].as_str().unwrap());
+            seen.contains("turn/end")
+        }),
+        "the confined watcher never showed the first turn: {seen}"
+    );
+    // The second turn, prompted from an unconfined command of a third agent.
+    let prompter = agent(
+        &daemon,
+        &daemon.workdir("prompter"),
+        &[],
+        &[&format!("{dshctl} --json prompt --agent {asker} go")],
+    );
+    results(&daemon, &prompter);
+    let events = daemon.dshctl_json_lines(&["session", "events", &asker]);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "approval/decision")
+        .unwrap_or_else(|| panic!("no decision: {events:?}"));
+    assert_eq!(decided["data"]["by"], "unwatched", "{decided}");
+    assert!(!marker.exists());
+    // The confined watcher saw the request.
+    let mut seen_request = false;
+    assert!(dsh_tests::eventually(
+        std::time::Duration::from_secs(30),
+        || {
+            let doc = dsh_tests::shell::job_output(&daemon, &watching);
+            seen.push_str(doc["stdout"].as_str().unwrap());
+            seen_request = seen.contains("approval/request");
+            seen_request
+        }
+    ));
+    daemon.dshctl_json(&["job", "kill", &watching]);
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 
 use super::queue::Queue;
-use super::{Preview, WatchScope};
+use super::{Preview, WatchScope, WatchedBy};
 use crate::agent::live::{Agent, Publish};
 use crate::{read_lock, write_lock};
 
@@ -36,8 +36,8 @@ impl WatchHub {
     }
 
     /// Registers a watcher's queue: it is told of everything published from now on.
-    pub(super) fn register(&self, scope: WatchScope, deltas: bool) -> Arc<Queue> {
-        let queue = Arc::new(Queue::new(scope, deltas, self.max_pending));
+    pub(super) fn register(&self, scope: WatchScope, deltas: bool, by: WatchedBy) -> Arc<Queue> {
+        let queue = Arc::new(Queue::new(scope, deltas, by, self.max_pending));
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             queue.close();
         }
@@ -69,11 +69,11 @@ impl WatchHub {
         }
     }
 
-    /// Whether any watcher follows `agent` now.
+    /// Whether a person follows `agent` now (watchers inside dshd's commands do not count).
     pub(crate) fn watching(&self, agent: &Agent) -> bool {
         read_lock(&self.watchers)
             .iter()
-            .any(|q| q.scope.covers(agent))
+            .any(|q| q.by == WatchedBy::Person && q.scope.covers(agent))
     }
 
     /// Changes whenever a watcher leaves.

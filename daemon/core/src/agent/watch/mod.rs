@@ -35,6 +35,18 @@ pub(crate) const MODEL_RETRY: &str = "model/retry";
 /// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
 pub(crate) const LAGGED: &str = "watch/lagged";
 
+/// Who a watcher is, as far as approvals care: an approval request whose agent no person watches
+/// is denied at once rather than left to wait out its timeout, and only a person can answer one
+/// (`Agents.Approve` is refused to anything a command of dshd's started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchedBy {
+    /// A client outside every command dshd started: it counts as watching.
+    Person,
+    /// A client inside a command dshd started (confined or not), or one that cannot be placed:
+    /// it sees the events, but the agent counts as unwatched.
+    Command,
+}
+
 /// Which agents a watcher follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchScope {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
-use super::{Preview, WatchScope};
+use super::{Preview, WatchScope, WatchedBy};
 use crate::agent::live::Agent;
 use crate::lock;
 use crate::session::SessionId;
@@ -90,6 +90,8 @@ pub(super) struct Queue {
     pub scope: WatchScope,
     /// Whether the watcher wants streamed text at all.
     pub deltas: bool,
+    /// Whether it counts as watching for approvals.
+    pub by: WatchedBy,
     max_pending: usize,
     state: Mutex<State>,
     /// Wakes the watcher. `notify_one` keeps a permit when nobody waits, so a wake-up between the
@@ -107,10 +109,11 @@ impl std::fmt::Debug for Queue {
 }
 
 impl Queue {
-    pub(super) fn new(scope: WatchScope, deltas: bool, max_pending: usize) -> Self {
+    pub(super) fn new(scope: WatchScope, deltas: bool, by: WatchedBy, max_pending: usize) -> Self {
         Self {
             scope,
             deltas,
+            by,
             max_pending: max_pending.max(1),
             state: Mutex::new(State::default()),
             wake: Notify::new(),

@@ -152,9 +152,12 @@ async fn a_watcher_of_the_tree_gets_what_the_prompt_gets_children_included() {
     );
     let mut watcher = w
         .registry
-        .watch(WatchScope::Tree(id.clone()), None)
+        .watch(WatchScope::Tree(id.clone()), None, WatchedBy::Person)
         .unwrap();
-    let handle = w.registry.prompt(&id, "hi".into(), None).unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "hi".into(), None, WatchedBy::Person)
+        .unwrap();
     let prompted = drain(handle.updates).await;
     let watched = read_until(&mut watcher, is_turn_end(&id)).await;
     // Per session the same events in the same order (sessions may interleave differently).
@@ -198,15 +201,18 @@ async fn a_replay_from_zero_mid_turn_has_the_whole_log_then_live_events_once() {
     );
     drain(
         w.registry
-            .prompt(&id, "first".into(), None)
+            .prompt(&id, "first".into(), None, WatchedBy::Person)
             .unwrap()
             .updates,
     )
     .await;
-    let handle = w.registry.prompt(&id, "second".into(), None).unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "second".into(), None, WatchedBy::Person)
+        .unwrap();
     let mut watcher = w
         .registry
-        .watch(WatchScope::Agent(id.clone()), Some(0))
+        .watch(WatchScope::Agent(id.clone()), Some(0), WatchedBy::Person)
         .unwrap();
     let watched = read_until(&mut watcher, |e| {
         e.kind == "turn/end" && data(e)["turn"] == 2
@@ -229,10 +235,13 @@ async fn a_watcher_that_does_not_read_is_lagged_and_catches_up_from_the_log() {
     let id = w.agent(&json!({ "replies": replies }), None);
     let mut stalled = w
         .registry
-        .watch(WatchScope::Agent(id.clone()), None)
+        .watch(WatchScope::Agent(id.clone()), None, WatchedBy::Person)
         .unwrap();
     // The turn runs to its end while the watcher reads nothing: it was not held up.
-    let handle = w.registry.prompt(&id, "go".into(), None).unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "go".into(), None, WatchedBy::Person)
+        .unwrap();
     let prompted = drain(handle.updates).await;
     assert_eq!(prompted.last().unwrap().kind, "turn/end");
     let watched = read_until(&mut stalled, is_turn_end(&id)).await;
@@ -253,9 +262,15 @@ async fn streamed_text_beyond_the_budget_is_skipped_with_the_gap_visible() {
     let id = w.agent(&json!({"replies": [{"text": big}, {"text": "tail"}]}), None);
     let watcher = w
         .registry
-        .watch(WatchScope::Agent(id.clone()), None)
+        .watch(WatchScope::Agent(id.clone()), None, WatchedBy::Person)
         .unwrap();
-    drain(w.registry.prompt(&id, "go".into(), None).unwrap().updates).await;
+    drain(
+        w.registry
+            .prompt(&id, "go".into(), None, WatchedBy::Person)
+            .unwrap()
+            .updates,
+    )
+    .await;
     let mut watcher = watcher;
     let events = read_until(&mut watcher, is_turn_end(&id)).await;
     let deltas: Vec<Value> = events
@@ -286,7 +301,13 @@ async fn a_calls_output_streams_as_tool_output_before_its_result() {
         ]}),
         None,
     );
-    let events = drain(w.registry.prompt(&id, "go".into(), None).unwrap().updates).await;
+    let events = drain(
+        w.registry
+            .prompt(&id, "go".into(), None, WatchedBy::Person)
+            .unwrap()
+            .updates,
+    )
+    .await;
     let call = events.iter().find(|e| e.kind == "tool/call").unwrap();
     let call_id = data(call)["callId"].clone();
     let result_at = events.iter().position(|e| e.kind == "tool/result").unwrap();
@@ -340,7 +361,11 @@ fn approval_world(timeout: Duration) -> (World, SessionId, std::path::PathBuf) {
 }
 
 async fn decision(w: &World, id: &SessionId, answer: Option<ApprovalVerdict>) -> Vec<StreamEvent> {
-    let mut updates = w.registry.prompt(id, "go".into(), None).unwrap().updates;
+    let mut updates = w
+        .registry
+        .prompt(id, "go".into(), None, WatchedBy::Person)
+        .unwrap()
+        .updates;
     let mut seen = read_until(&mut updates, |e| e.kind == "approval/request").await;
     let request = data(seen.last().unwrap());
     assert_eq!(request["callId"], "c1");
@@ -417,7 +442,10 @@ async fn an_unanswered_request_is_denied_at_the_timeout() {
 #[tokio::test]
 async fn with_nobody_watching_the_request_is_denied_at_once() {
     let (w, id, marker) = approval_world(Duration::from_secs(600));
-    let handle = w.registry.prompt(&id, "go".into(), None).unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "go".into(), None, WatchedBy::Person)
+        .unwrap();
     // The client went away: nobody can answer.
     drop(handle.updates);
     handle.outcome.await.unwrap();
@@ -431,6 +459,38 @@ async fn with_nobody_watching_the_request_is_denied_at_once() {
         .unwrap();
     assert_eq!(decided, crate::session::ApprovalSource::Unwatched);
     assert!(!marker.exists());
+}
+
+/// A watcher inside one of dshd's commands sees the events but is nobody who could answer: the
+/// request is denied at once as unwatched, not left to wait out its timeout.
+#[tokio::test]
+async fn a_watcher_inside_a_command_does_not_count_as_watching() {
+    let (w, id, marker) = approval_world(Duration::from_secs(600));
+    let mut command = w
+        .registry
+        .watch(WatchScope::Agent(id.clone()), None, WatchedBy::Command)
+        .unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "go".into(), None, WatchedBy::Command)
+        .unwrap();
+    handle.outcome.await.unwrap();
+    let log = w.registry.get(&id).unwrap().events_from(0);
+    let decided = log
+        .iter()
+        .find_map(|e| match &e.data {
+            crate::session::EventData::ApprovalDecision { by, .. } => Some(*by),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(decided, crate::session::ApprovalSource::Unwatched);
+    assert!(!marker.exists());
+    // It did see the request and its decision.
+    let seen = read_until(&mut command, |e| e.kind == "approval/decision").await;
+    assert!(
+        seen.iter().any(|e| e.kind == "approval/request"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -462,13 +522,13 @@ async fn a_stored_session_is_followed_once_resumed() {
     let id = w.agent(&json!({"replies": [{"text": "one"}]}), None);
     drain(
         w.registry
-            .prompt(&id, "first".into(), None)
+            .prompt(&id, "first".into(), None, WatchedBy::Person)
             .unwrap()
             .updates,
     )
     .await;
     w.registry.close(&id).await.unwrap();
-    let mut follower = w.registry.follow(&id, 0).await.unwrap();
+    let mut follower = w.registry.follow(&id, 0, WatchedBy::Person).await.unwrap();
     let stored = read_until(&mut follower, is_turn_end(&id)).await;
     w.registry
         .resume(
@@ -479,7 +539,10 @@ async fn a_stored_session_is_followed_once_resumed() {
         )
         .await
         .unwrap();
-    let handle = w.registry.prompt(&id, "second".into(), None).unwrap();
+    let handle = w
+        .registry
+        .prompt(&id, "second".into(), None, WatchedBy::Person)
+        .unwrap();
     drain(handle.updates).await;
     let live = read_until(&mut follower, is_turn_end(&id)).await;
     let seqs: Vec<u64> = stored.iter().chain(&live).filter_map(|e| e.seq).collect();

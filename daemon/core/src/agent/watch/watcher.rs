@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::hub::WatchHub;
 use super::queue::{Item, Missed, Next, Queue};
-use super::{StreamEvent, WatchScope};
+use super::{StreamEvent, WatchScope, WatchedBy};
 use crate::agent::live::Agent;
 use crate::persistence::PersistenceHandle;
 use crate::session::{Event, EventData, SessionId};
@@ -67,9 +67,10 @@ impl Watcher {
         hub: &Arc<WatchHub>,
         scope: WatchScope,
         deltas: bool,
+        by: WatchedBy,
         persistence: Arc<PersistenceHandle>,
     ) -> Self {
-        let queue = hub.register(scope, deltas);
+        let queue = hub.register(scope, deltas, by);
         Self {
             hub: hub.clone(),
             queue,
