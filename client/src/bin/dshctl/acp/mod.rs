@@ -108,7 +108,9 @@ pub async fn run(
             }
             Incoming::Response { id, result } => {
                 if !peer.answered(&id, result) {
-                    eprintln!("dshctl acp: an answer to no request of ours (id {id})");
+                    crate::safe::eprintln(format_args!(
+                        "dshctl acp: an answer to no request of ours (id {id})"
+                    ));
                 }
             }
             Incoming::Invalid { id, error } => peer.respond(id, Err(error)).await,
@@ -176,7 +178,7 @@ impl Bridge {
         if method == "session/cancel"
             && let Err(e) = self.cancel(params).await
         {
-            eprintln!("dshctl acp: session/cancel: {}", e.message);
+            crate::safe::eprintln(format_args!("dshctl acp: session/cancel: {}", e.message));
         }
     }
 
@@ -206,10 +208,10 @@ impl Bridge {
         }
         let asked: Params = parse_params("initialize", params)?;
         if asked.protocol_version != PROTOCOL_VERSION {
-            eprintln!(
+            crate::safe::eprintln(format_args!(
                 "dshctl acp: the client asked for ACP version {}; this bridge speaks {PROTOCOL_VERSION}",
                 asked.protocol_version
-            );
+            ));
         }
         let status = self
             .client()
@@ -285,7 +287,10 @@ impl Bridge {
                 .await
                 && status.code() != tonic::Code::NotFound
             {
-                eprintln!("dshctl acp: closing {agent_id}: {}", status.message());
+                crate::safe::eprintln(format_args!(
+                    "dshctl acp: closing {agent_id}: {}",
+                    status.message()
+                ));
             }
         }
     }
@@ -296,10 +301,10 @@ impl Bridge {
         for session_id in ids {
             let params = json!({"sessionId": session_id});
             if let Err(e) = self.cancel(params).await {
-                eprintln!(
+                crate::safe::eprintln(format_args!(
                     "dshctl acp: cancelling the turn of {session_id}: {}",
                     e.message
-                );
+                ));
             }
         }
     }
