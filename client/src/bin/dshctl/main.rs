@@ -244,6 +244,7 @@ fn describe(error: &anyhow::Error) -> (String, String) {
         let kind = match e {
             ConnectError::NotListening { .. } => "not_listening",
             ConnectError::PermissionDenied { .. } => "permission_denied",
+            ConnectError::SandboxRefused { .. } => "sandbox_refused",
             ConnectError::ForeignServer { .. } => "foreign_server",
             _ => "connect",
         };
