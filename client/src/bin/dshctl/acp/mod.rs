@@ -22,7 +22,7 @@ use dsh_client::Client;
 use dsh_proto::v1;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 
 use crate::agent::{ModelArgs, SandboxArgs};
 use jsonrpc::{Incoming, Peer, RpcError, code};
@@ -72,29 +72,10 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut lines = BufReader::new(input).lines();
+    let mut messages = jsonrpc::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
-            Err(e) => {
-                // Not UTF-8, most likely: answer it like any unreadable line and go on.
-                peer.respond(
-                    Value::Null,
-                    Err(RpcError::new(
-                        code::PARSE_ERROR,
-                        format!("parse error: {e}"),
-                    )),
-                )
-                .await;
-                continue;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match jsonrpc::parse(&line) {
+    while let Some(message) = messages.next().await {
+        match message {
             Incoming::Request { id, method, params } => {
                 let bridge = bridge.clone();
                 tasks.spawn(async move {
