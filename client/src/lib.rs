@@ -18,6 +18,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 /// The environment variable that names the socket (set by dshd in every bash child it starts).
 pub const SOCKET_ENV: &str = "DSH_SOCKET";
 
+/// The environment variable dshd sets to `1` in every command it runs for a model.
+pub const SHELL_ENV: &str = "DSH_SHELL";
+
 /// Why a client could not reach the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -33,11 +36,29 @@ pub enum ConnectError {
         /// empty.
         looked: String,
     },
-    /// The socket exists but we may not use it.
-    #[error("permission denied on {}: the socket belongs to another user", path.display())]
+    /// The socket exists but we may not connect to it (`connect()` failed with EACCES).
+    #[error("permission denied on {}: {reason}", path.display())]
     PermissionDenied {
         /// The socket path.
         path: PathBuf,
+        /// Why, as far as the socket file tells: another uid owns it, or its mode or a
+        /// directory above it keeps us out.
+        reason: String,
+    },
+    /// A sandbox refused to make the socket: dsh's sandbox with network off (a seccomp filter)
+    /// answers `socket()` with EACCES, for unix sockets too.
+    #[error(
+        "cannot connect to {}: {}",
+        path.display(),
+        sandbox_refusal(*inside_dsh_command, error)
+    )]
+    SandboxRefused {
+        /// The socket path.
+        path: PathBuf,
+        /// `DSH_SHELL=1`: this runs inside a command dshd started.
+        inside_dsh_command: bool,
+        /// What `socket()` said.
+        error: String,
     },
     /// The socket is served by a process of another user; nothing was sent to it.
     #[error(
@@ -234,9 +255,28 @@ impl Client {
     }
 }
 
+/// What a [`ConnectError::SandboxRefused`] says after the path.
+fn sandbox_refusal(inside_dsh_command: bool, error: &str) -> String {
+    if inside_dsh_command {
+        format!(
+            "this runs inside a dsh command whose sandbox has network off, and the sandbox refuses \
+             new sockets (socket(): {error}); run dshctl outside it, or give the agent (or \
+             `dshctl run`) `--network on`"
+        )
+    } else {
+        format!(
+            "a sandbox with network off refused to make a socket (socket(): {error}); run dshctl \
+             outside it"
+        )
+    }
+}
+
 /// Why one connection attempt failed.
 #[derive(Debug, thiserror::Error)]
 enum DialError {
+    /// `socket()` failed: nothing was tried yet.
+    #[error("socket(): {0}")]
+    Socket(std::io::Error),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("the socket is served by uid {server_uid}, not by uid {own_uid}")]
@@ -255,12 +295,14 @@ async fn dial(path: PathBuf) -> Result<TokioIo<tokio::net::UnixStream>, DialErro
 
 /// `connect(2)` as a blocking socket does it: a full listen queue (a burst of clients, dshd busy
 /// accepting) is waited out, for up to [`FULL_QUEUE_WAIT`], instead of failing at once with
-/// EAGAIN as a non-blocking connect does.
-async fn connect_waiting(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+/// EAGAIN as a non-blocking connect does. The socket is made apart from the connect, so that a
+/// sandbox refusing `socket()` is told from a socket file refusing `connect()`.
+async fn connect_waiting(path: &Path) -> Result<tokio::net::UnixStream, DialError> {
     let started = tokio::time::Instant::now();
     let mut pause = std::time::Duration::from_millis(1);
     loop {
-        match tokio::net::UnixStream::connect(path).await {
+        let socket = tokio::net::UnixSocket::new_stream().map_err(DialError::Socket)?;
+        match socket.connect(path).await {
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     && started.elapsed() < FULL_QUEUE_WAIT =>
@@ -268,7 +310,7 @@ async fn connect_waiting(path: &Path) -> std::io::Result<tokio::net::UnixStream>
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(std::time::Duration::from_millis(50));
             }
-            other => return other,
+            other => return Ok(other?),
         }
     }
 }
@@ -307,6 +349,7 @@ fn connect_error(socket: &Path, error: &tonic::transport::Error) -> ConnectError
                     own_uid,
                 };
             }
+            Some(DialError::Socket(io)) => return socket_refused(path, io, inside_dsh_command()),
             // `transparent` hides the io::Error from `source()`, so look inside.
             Some(DialError::Io(io)) => kind = kind.or(Some(io.kind())),
             None => {}
@@ -323,11 +366,53 @@ fn connect_error(socket: &Path, error: &tonic::transport::Error) -> ConnectError
                 looked: String::new(),
             }
         }
-        Some(std::io::ErrorKind::PermissionDenied) => ConnectError::PermissionDenied { path },
+        Some(std::io::ErrorKind::PermissionDenied) => ConnectError::PermissionDenied {
+            reason: permission_reason(&path, rustix::process::geteuid().as_raw()),
+            path,
+        },
         _ => ConnectError::Other {
             path,
             message: error_chain(error),
         },
+    }
+}
+
+/// `DSH_SHELL=1`: this process runs inside a command dshd started for a model.
+fn inside_dsh_command() -> bool {
+    std::env::var_os(SHELL_ENV).is_some_and(|v| v == "1")
+}
+
+/// The error for a `socket()` that failed: refused by a sandbox (EACCES or EPERM, as seccomp
+/// filters answer), or something else (no descriptors left, ...).
+fn socket_refused(path: PathBuf, error: &std::io::Error, inside_dsh_command: bool) -> ConnectError {
+    if error.kind() == std::io::ErrorKind::PermissionDenied {
+        ConnectError::SandboxRefused {
+            path,
+            inside_dsh_command,
+            error: error.to_string(),
+        }
+    } else {
+        ConnectError::Other {
+            path,
+            message: format!("socket(): {error}"),
+        }
+    }
+}
+
+/// Why `connect()` to `path` was refused, as far as the socket file tells: another uid owns it,
+/// or it is ours and its mode or a directory above it keeps us (`own_uid`) out.
+fn permission_reason(path: &Path, own_uid: u32) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.uid() != own_uid => format!(
+            "the socket belongs to another user (uid {}, not you: uid {own_uid})",
+            meta.uid()
+        ),
+        Ok(meta) => format!(
+            "the socket is yours but its mode ({:o}) does not let you connect",
+            meta.mode() & 0o7777
+        ),
+        Err(e) => format!("a directory above it does not let you in ({e})"),
     }
 }
 
@@ -348,6 +433,58 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `socket()` refused with EACCES is the sandbox's doing, never another user's; inside a
+    /// dsh command the message says whose sandbox it is.
+    #[test]
+    fn a_refused_socket_names_the_sandbox() {
+        let path = PathBuf::from("/run/user/1/dsh/dshd.sock");
+        let denied = std::io::Error::from_raw_os_error(13);
+        let inside = socket_refused(path.clone(), &denied, true).to_string();
+        assert!(
+            inside.starts_with(
+                "cannot connect to /run/user/1/dsh/dshd.sock: this runs inside a dsh command whose \
+                 sandbox has network off"
+            ) && inside.contains("socket(): Permission denied (os error 13)"),
+            "{inside}"
+        );
+        let outside = socket_refused(path.clone(), &denied, false).to_string();
+        assert!(
+            outside.contains("a sandbox with network off refused") && !outside.contains("dsh "),
+            "{outside}"
+        );
+        for message in [inside, outside] {
+            assert!(!message.contains("another user"), "{message}");
+        }
+        let no_descriptors = std::io::Error::from_raw_os_error(24);
+        assert!(matches!(
+            socket_refused(path, &no_descriptors, true),
+            ConnectError::Other { .. }
+        ));
+    }
+
+    /// A refused `connect()` says another user owns the socket only when one does.
+    #[test]
+    fn a_refused_connect_names_another_user_only_when_one_owns_the_socket() {
+        let dir = std::env::temp_dir().join(format!("dsh-client-perm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("s");
+        std::fs::write(&file, "").unwrap();
+        let own = rustix::process::geteuid().as_raw();
+        let mine = permission_reason(&file, own);
+        assert!(mine.starts_with("the socket is yours"), "{mine}");
+        let theirs = permission_reason(&file, own + 1);
+        assert_eq!(
+            theirs,
+            format!(
+                "the socket belongs to another user (uid {own}, not you: uid {})",
+                own + 1
+            )
+        );
+        let hidden = permission_reason(&dir.join("missing/s"), own);
+        assert!(hidden.starts_with("a directory above it"), "{hidden}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A full listen queue is waited out: the attempt succeeds once the server accepts one.
     #[tokio::test]

@@ -13,9 +13,12 @@ use std::time::{Duration, Instant};
 /// writes to our stdout and our stdin to the terminal, and exits with the command's status (128+N
 /// for a signal).
 const RELAY: &str = r#"
-import fcntl, os, pty, select, struct, sys, termios
+import fcntl, os, pty, select, signal, struct, sys, termios
 pid, fd = pty.fork()
 if pid == 0:
+    # Ctrl-C must interrupt the command as it would at a terminal, even when we were started
+    # with SIGINT ignored (a background job of a shell without job control): exec keeps that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execvp(sys.argv[1], sys.argv[1:])
 fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
 reading_stdin = True
@@ -46,6 +49,8 @@ pub struct Pty {
     child: Child,
     input: Option<ChildStdin>,
     pieces: mpsc::Receiver<(Instant, Vec<u8>)>,
+    /// Every byte the command wrote to the terminal so far, as it wrote them.
+    raw: Vec<u8>,
     /// Everything shown so far (carriage returns removed).
     screen: String,
     /// The moment each complete line of `screen` arrived (when its newline did), in order.
@@ -86,6 +91,7 @@ impl Pty {
             input: child.stdin.take(),
             child,
             pieces,
+            raw: Vec::new(),
             screen: String::new(),
             line_times: Vec::new(),
         }
@@ -123,6 +129,7 @@ impl Pty {
     }
 
     fn add(&mut self, at: Instant, bytes: &[u8]) {
+        self.raw.extend_from_slice(bytes);
         let text = String::from_utf8_lossy(bytes).replace('\r', "");
         for _ in text.matches('\n') {
             self.line_times.push(at);
@@ -133,6 +140,12 @@ impl Pty {
     /// Everything shown so far.
     pub fn screen(&self) -> &str {
         &self.screen
+    }
+
+    /// The bytes the terminal received so far, exactly (the terminal's own output processing
+    /// turns each newline into a carriage return and a newline).
+    pub fn bytes(&self) -> &[u8] {
+        &self.raw
     }
 
     /// The complete lines shown so far, each with the moment it arrived.

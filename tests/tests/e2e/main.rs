@@ -7,6 +7,7 @@ mod agents;
 mod cli;
 mod contributors;
 mod daemon;
+mod escapes;
 mod full_loop;
 mod hooks;
 mod launcher;

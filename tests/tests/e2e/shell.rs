@@ -532,11 +532,12 @@ async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
         let permit = slots.clone().acquire_owned().await.unwrap();
         let mut shell = client.shell();
         calls.spawn(async move {
-            // `$$` is the shell, which leads the command's own process group.
+            // `$$` is the shell, which leads the command's own process group; with its start
+            // time, it names that process and not a later one given the same pid.
             let response = shell
                 .run(v1::RunRequest {
                     sandbox: None,
-                    command: "echo $$".into(),
+                    command: "echo $$ $(cut -d' ' -f22 /proc/$$/stat)".into(),
                     ..v1::RunRequest::default()
                 })
                 .await
@@ -547,14 +548,16 @@ async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
                 panic!("no outcome: {response:?}");
             };
             assert_eq!(o.exit_code, Some(0), "{o:?}");
-            o.stdout.trim().parse::<i32>().unwrap()
+            let (pid, started) = o.stdout.trim().split_once(' ').unwrap();
+            (pid.parse::<i32>().unwrap(), started.parse::<u64>().unwrap())
         });
     }
-    let mut groups = BTreeSet::new();
-    while let Some(pgid) = calls.join_next().await {
-        groups.insert(pgid.unwrap());
+    let mut groups = BTreeMap::new();
+    while let Some(group) = calls.join_next().await {
+        let (pgid, started) = group.unwrap();
+        groups.insert(pgid, started);
     }
-    assert!(!groups.contains(&dshd));
+    assert!(!groups.contains_key(&dshd));
 
     // Every call has returned, and each one reaps its shell before it answers.
     let all = processes();
@@ -565,12 +568,27 @@ async fn a_thousand_calls_leave_no_zombie_and_no_process_group() {
     assert!(zombies.is_empty(), "zombie children of dshd: {zombies:?}");
     let left = descendants(dshd);
     assert!(left.is_empty(), "processes left under dshd: {left:?}");
-    let in_groups: Vec<_> = all.iter().filter(|p| groups.contains(&p.pgid)).collect();
+    // The suite's other tests start processes too, and pids wrap (32768 on some machines): a
+    // group whose leader's pid is now another process's is that process's group, since the
+    // kernel gives out no pid that a live process group still carries.
+    let reused = |pgid: i32| start_time(pgid).is_some_and(|t| Some(&t) != groups.get(&pgid));
+    let in_groups: Vec<_> = all
+        .iter()
+        .filter(|p| groups.contains_key(&p.pgid) && !reused(p.pgid))
+        .collect();
     assert!(
         in_groups.is_empty(),
         "processes left in the commands' groups: {in_groups:?}"
     );
     assert!(dsh_tests::shell::proc_stat(dshd).is_some_and(|p| p.state != 'Z'));
+}
+
+/// When process `pid` started (field 22 of its stat line, in clock ticks since boot), if it exists.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After `pid (comm) `, the fields run from the state, field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(22 - 3)?.parse().ok()
 }
 
 /// `sleep 300 & echo $! > pid; echo $$ > shell; wait`: a shell and a grandchild that would live

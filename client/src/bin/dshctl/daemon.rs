@@ -113,10 +113,10 @@ pub async fn shutdown(client: &Client, out: Output) -> anyhow::Result<()> {
 /// an error would name them, in case the daemon meant is elsewhere); `--json`: `stopped: false`.
 pub fn not_running(out: Output, socket: &std::path::Path, looked: &str) -> anyhow::Result<()> {
     let doc = json!({ "stopped": false, "running": false, "socket": socket });
-    eprintln!(
+    crate::safe::eprintln(format_args!(
         "dshctl: no dshd is listening on {}{looked}; nothing to shut down",
         socket.display()
-    );
+    ));
     out.emit(&doc, |_| Ok(()))
 }
 

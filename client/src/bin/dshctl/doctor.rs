@@ -280,6 +280,10 @@ fn connect_fix(error: &dsh_client::ConnectError) -> String {
             "check who owns the socket and its directory; use your own (--socket or $DSH_SOCKET)"
                 .to_owned()
         }
+        dsh_client::ConnectError::SandboxRefused { .. } => {
+            "run dshctl outside the sandbox, or in a command with network on (--network on)"
+                .to_owned()
+        }
         _ => "check the socket path (--socket or $DSH_SOCKET)".to_owned(),
     }
 }

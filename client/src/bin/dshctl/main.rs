@@ -16,6 +16,7 @@ mod prompt;
 mod question;
 mod render;
 mod run;
+mod safe;
 mod session;
 mod session_meta;
 mod skills;
@@ -221,10 +222,11 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 /// Reports a failure: the message on stderr, and with `--json` an error document on stdout.
 fn fail(out: Output, error: &anyhow::Error) -> ExitCode {
     let (kind, message) = describe(error);
-    eprintln!("dshctl: error: {message}");
+    // The message may carry dshd's, which may quote a model's or a command's text.
+    safe::eprintln(format_args!("dshctl: error: {message}"));
     if out.json {
         let doc = json!({ "error": { "kind": kind, "message": message } });
-        let _ = writeln!(std::io::stdout(), "{doc}");
+        let _ = output::json_line(&doc.to_string());
     }
     ExitCode::FAILURE
 }
@@ -242,6 +244,7 @@ fn describe(error: &anyhow::Error) -> (String, String) {
         let kind = match e {
             ConnectError::NotListening { .. } => "not_listening",
             ConnectError::PermissionDenied { .. } => "permission_denied",
+            ConnectError::SandboxRefused { .. } => "sandbox_refused",
             ConnectError::ForeignServer { .. } => "foreign_server",
             _ => "connect",
         };

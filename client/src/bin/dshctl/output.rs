@@ -1,10 +1,14 @@
 //! Printing results: a human form by default, exactly one JSON document on stdout with `--json`
-//! (streams: one JSON object per line, each printed with [`Output::emit`] or [`Output::line`] as it
-//! arrives). A closed stdout (`dshctl ... | head`) ends the program quietly instead of panicking.
+//! (streams: one JSON object per line, each printed with [`Output::emit`] or [`Output::raw_line`]
+//! as it arrives). The human form goes through [`crate::safe`], which escapes what a terminal
+//! would obey; JSON gets JSON's escapes for the same characters. A closed stdout (`dshctl ... |
+//! head`) ends the program quietly instead of panicking.
 
 use std::io::Write;
 
 use serde::Serialize;
+
+use crate::safe;
 
 /// Where and how results are printed.
 #[derive(Debug, Clone, Copy)]
@@ -14,30 +18,33 @@ pub struct Output {
 }
 
 impl Output {
-    /// Prints `value` as JSON, or calls `human` to print the human form.
+    /// Prints `value` as JSON, or calls `human` to print the human form (on a writer that makes
+    /// it safe for a terminal).
     pub fn emit<T: Serialize>(
         self,
         value: &T,
         human: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> anyhow::Result<()> {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        let result = if self.json {
-            serde_json::to_writer(&mut lock, value)
-                .map_err(std::io::Error::from)
-                .and_then(|()| writeln!(lock))
-        } else {
-            human(&mut lock)
-        };
-        finish(result.and_then(|()| lock.flush()))
+        if self.json {
+            let line = serde_json::to_string(value)?;
+            return self.raw_line(&line);
+        }
+        let mut out = safe::stdout();
+        let result = human(&mut out);
+        finish(result.and_then(|()| out.flush()))
     }
 
     /// Prints `line` (already JSON) on its own line and flushes it (streams).
     pub fn raw_line(self, line: &str) -> anyhow::Result<()> {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        finish(writeln!(lock, "{line}").and_then(|()| lock.flush()))
+        finish(json_line(line))
     }
+}
+
+/// Prints one JSON document on its own line on stdout, with [`safe::json`]'s escapes.
+pub fn json_line(line: &str) -> std::io::Result<()> {
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    writeln!(lock, "{}", safe::json(line)).and_then(|()| lock.flush())
 }
 
 /// Whether human output may use colour and other attributes: stdout is a terminal and
@@ -52,10 +59,29 @@ pub fn color() -> bool {
 /// copied.
 const WRAPPED: [&str; 5] = ["CWD", "DESCRIPTION", "COMMAND", "PATH", "TITLE"];
 
+/// A table for human output, whose cells are made safe for a terminal ([`safe::cell`]) before
+/// the table measures them.
+#[derive(Debug)]
+pub struct Table(comfy_table::Table);
+
+impl Table {
+    /// Adds a row of cells.
+    pub fn add_row<S: AsRef<str>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        let cells: Vec<String> = cells.into_iter().map(|c| safe::cell(c.as_ref())).collect();
+        self.0.add_row(cells);
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// A table with a header row, for human output. On a terminal it fits the width (comfy-table's
 /// dynamic arrangement: the [`WRAPPED`] columns wrap); piped, rows stay whole. `--json` always
 /// carries the full values.
-pub fn table(header: &[&str]) -> comfy_table::Table {
+pub fn table(header: &[&str]) -> Table {
     let mut table = comfy_table::Table::new();
     table
         .load_preset(comfy_table::presets::NOTHING)
@@ -71,7 +97,7 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
             column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
         }
     }
-    table
+    Table(table)
 }
 
 /// The width a table fits when stdout is a terminal: the terminal's own (`TIOCGWINSZ`), else

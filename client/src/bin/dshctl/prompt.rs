@@ -168,7 +168,7 @@ pub async fn run(
                 .show(&event)?;
             if let Some(questions) = questions.as_mut() {
                 if event.r#type == "approval/request" && !cancel_sent {
-                    questions.ask(Request::of(&event));
+                    questions.ask(&event);
                 } else {
                     questions.show();
                 }

@@ -1,9 +1,14 @@
-//! The approval question `dshctl prompt` asks on a terminal (`allow call …? [y/N]`).
+//! The approval question `dshctl prompt` asks on a terminal: the command as it will run, then
+//! `allow call …? [y/N]`.
 //!
 //! The answer is read without blocking the turn's stream: while the question is open, events keep
 //! arriving and are shown above it, and the question closes by itself when the request is decided
 //! elsewhere (another terminal, the timeout, a cancel) or Ctrl-C cancels the turn. Reading a
 //! blocked `read_line` on a thread could do neither: it would hold the terminal until Enter.
+//!
+//! The command is shown in [`safe::exact`]'s form, redrawn with the question each time: a
+//! command's own escape sequences could otherwise have redrawn it as another command, and
+//! the person answers what the question shows.
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
@@ -15,6 +20,7 @@ use anyhow::Context;
 use dsh_proto::v1;
 use tokio::sync::oneshot;
 
+use crate::safe::{self, Control, Terminal};
 use crate::wire;
 
 /// A pending `approval/request` of some agent of the turn.
@@ -42,10 +48,19 @@ impl Request {
 /// How often the reader looks whether its question was closed.
 const CLOSED_CHECK: Duration = Duration::from_millis(100);
 
+/// A request, with the command it would run (empty for a tool that runs none).
+#[derive(Debug, Clone)]
+struct Asked {
+    request: Request,
+    command: String,
+}
+
 /// The question on screen, and the thread reading its answer.
 #[derive(Debug)]
 struct Open {
     request: Request,
+    /// The question as drawn.
+    text: String,
     /// The answer line (empty at end of input).
     line: oneshot::Receiver<std::io::Result<String>>,
     /// Set when the question closes: the reader stops without reading.
@@ -58,7 +73,7 @@ pub struct Questions {
     /// The question on screen.
     open: Option<Open>,
     /// Requests that came while another was open, in order.
-    waiting: VecDeque<Request>,
+    waiting: VecDeque<Asked>,
     /// stderr is a terminal: the question line can be erased and redrawn.
     redraw: bool,
 }
@@ -78,16 +93,24 @@ impl Questions {
         self.open.is_some()
     }
 
-    /// Asks about `request` now, or after the questions before it.
-    pub fn ask(&mut self, request: Request) {
-        self.waiting.push_back(request);
+    /// Asks about `event`'s request (an `approval/request`) now, or after the questions before
+    /// it.
+    pub fn ask(&mut self, event: &v1::Event) {
+        let command = wire::event_data(event)["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.waiting.push_back(Asked {
+            request: Request::of(event),
+            command,
+        });
         self.next();
     }
 
     /// `request` was decided (by anyone): its question closes, or it is not asked at all. True
     /// when it was the open question.
     pub fn decided(&mut self, request: &Request) -> bool {
-        self.waiting.retain(|r| r != request);
+        self.waiting.retain(|asked| asked.request != *request);
         if self.open.as_ref().is_some_and(|o| o.request == *request) {
             self.close();
             self.next();
@@ -107,8 +130,10 @@ impl Questions {
     /// Erases the question line before something else is printed; [`show`](Self::show) puts it
     /// back.
     pub fn hide(&self) {
-        if self.open.is_some() && self.redraw {
-            eprint!("\r\x1b[2K");
+        if let Some(open) = &self.open
+            && self.redraw
+        {
+            erase(&open.text);
         }
     }
 
@@ -117,8 +142,7 @@ impl Questions {
         if let Some(open) = &self.open
             && self.redraw
         {
-            eprint!("{}", prompt(&open.request));
-            let _ = std::io::stderr().flush();
+            draw(&open.text);
         }
     }
 
@@ -146,9 +170,9 @@ impl Questions {
         if self.open.is_some() {
             return;
         }
-        if let Some(request) = self.waiting.pop_front() {
-            eprint!("{}", prompt(&request));
-            let _ = std::io::stderr().flush();
+        if let Some(Asked { request, command }) = self.waiting.pop_front() {
+            let text = question(&request, &command);
+            draw(&text);
             let closed = Arc::new(AtomicBool::new(false));
             let (tx, line) = oneshot::channel();
             let stop = Arc::clone(&closed);
@@ -159,6 +183,7 @@ impl Questions {
             });
             self.open = Some(Open {
                 request,
+                text,
                 line,
                 closed,
             });
@@ -168,16 +193,16 @@ impl Questions {
     /// Takes the open question off the screen, with whatever was typed of its answer: left in
     /// the terminal, a half-typed `y` would be read by the shell after dshctl exits.
     fn close(&mut self) {
-        if let Some(open) = self.open.take() {
-            open.closed.store(true, Ordering::SeqCst);
-        }
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        open.closed.store(true, Ordering::SeqCst);
         let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
         if self.redraw {
-            eprint!("\r\x1b[2K");
+            erase(&open.text);
         } else {
             eprintln!();
         }
-        let _ = std::io::stderr().flush();
     }
 }
 
@@ -221,6 +246,108 @@ pub fn in_the_foreground() -> bool {
         && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|group| group == rustix::process::getpgrp())
 }
 
-fn prompt(request: &Request) -> String {
-    format!("allow call {}? [y/N] ", request.call_id)
+/// The question about `request`: the command it would run, in [`safe::exact`]'s form (its
+/// further lines indented under the first), a note when that form escaped something, then
+/// `allow call ID? [y/N] `.
+fn question(request: &Request, command: &str) -> String {
+    let mut text = String::new();
+    if !command.is_empty() {
+        let shown = safe::exact(command);
+        text.push_str("  $ ");
+        text.push_str(&shown.text.replace('\n', "\n    "));
+        text.push('\n');
+        if shown.escaped {
+            text.push_str(
+                "  (shown escaped: it holds control or invisible characters; \\\\ is one \\)\n",
+            );
+        }
+    }
+    text.push_str(&format!(
+        "allow call {}? [y/N] ",
+        safe::exact(&request.call_id).text
+    ));
+    text
+}
+
+/// Draws `question` on stderr.
+fn draw(question: &str) {
+    let mut err = safe::stderr();
+    let _ = write!(err, "{question}").and_then(|()| err.flush());
+}
+
+/// Erases `question`, drawn last on stderr's terminal, with whatever was typed after it on its
+/// line: every line it takes at the terminal's width, from its last up.
+fn erase(question: &str) {
+    let mut err = safe::stderr();
+    let mut result = err.control(Control::EraseLine);
+    for _ in 1..rows(question, terminal_width()) {
+        result = result.and_then(|()| err.control(Control::EraseLineAbove));
+    }
+    let _ = result.and_then(|()| err.flush());
+}
+
+/// How many terminal lines `text` takes at `width` columns (a line exactly as wide as the
+/// terminal takes one: the cursor waits at its end).
+fn rows(text: &str, width: usize) -> usize {
+    let width = width.max(1);
+    text.split('\n')
+        .map(|line| {
+            unicode_width::UnicodeWidthStr::width(line)
+                .div_ceil(width)
+                .max(1)
+        })
+        .sum()
+}
+
+/// The width of stderr's terminal (80 when it cannot be read).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|size| usize::from(size.ws_col))
+        .filter(|&columns| columns > 0)
+        .unwrap_or(80)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> Request {
+        Request {
+            agent: "a".into(),
+            call_id: "c1".into(),
+        }
+    }
+
+    #[test]
+    fn the_question_shows_the_command_as_it_runs() {
+        assert_eq!(
+            question(&request(), "cat <<'EOF'\nhi\nEOF"),
+            "  $ cat <<'EOF'\n    hi\n    EOF\nallow call c1? [y/N] "
+        );
+        assert_eq!(question(&request(), ""), "allow call c1? [y/N] ");
+        let spoof = question(&request(), "rm -rf ~ #\r\x1b[Kls -la");
+        assert!(
+            spoof.starts_with("  $ rm -rf ~ #\\r\\x1b[Kls -la\n  (shown escaped: "),
+            "{spoof}"
+        );
+        let call = Request {
+            call_id: "c1\r\x1b[2Kallow call c2".into(),
+            ..request()
+        };
+        assert_eq!(
+            question(&call, ""),
+            "allow call c1\\r\\x1b[2Kallow call c2? [y/N] "
+        );
+    }
+
+    #[test]
+    fn a_question_takes_a_line_per_width_of_each_of_its_lines() {
+        assert_eq!(rows("allow call c1? [y/N] ", 80), 1);
+        assert_eq!(rows(&"x".repeat(80), 80), 1);
+        assert_eq!(rows(&"x".repeat(81), 80), 2);
+        assert_eq!(rows("  $ ls\n\nallow?", 80), 3);
+        // Wide characters take two columns each.
+        assert_eq!(rows(&"漢".repeat(41), 80), 2);
+    }
 }

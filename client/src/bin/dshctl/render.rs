@@ -1,5 +1,7 @@
 //! The human form of the event streams (`prompt`, `watch`): one line per event worth a line,
 //! streamed text as it comes, and the events of other agents (children) marked with their id.
+//! Everything is written through [`crate::safe`]: the models', commands' and hooks' text shows
+//! escaped on a terminal, and only dshctl's own dimming and erasing act on it.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -7,6 +9,7 @@ use std::io::Write;
 use dsh_proto::v1;
 use serde_json::Value;
 
+use crate::safe::{self, Control, Terminal};
 use crate::wire;
 
 /// Lines of one call's live output shown at most; the rest is in its result.
@@ -56,8 +59,7 @@ impl Screen {
 
     /// Prints `event` in its human form.
     pub fn show(&mut self, event: &v1::Event) -> anyhow::Result<()> {
-        let stdout = std::io::stdout();
-        let mut w = stdout.lock();
+        let mut w = safe::stdout();
         let result = self.write(&mut w, event).and_then(|()| w.flush());
         crate::output::finish(result)
     }
@@ -74,15 +76,13 @@ impl Screen {
         if self.mid_line.is_some() {
             return Ok(());
         }
-        let (on, off) = if self.dim {
-            ("\x1b[2m", "\x1b[0m")
-        } else {
-            ("", "")
-        };
-        let stdout = std::io::stdout();
-        let mut w = stdout.lock();
+        let mut w = safe::stdout();
         self.status_shown = true;
-        crate::output::finish(write!(w, "\r\x1b[2K{on}{text}{off}").and_then(|()| w.flush()))
+        let result = w
+            .control(Control::EraseLine)
+            .and_then(|()| dimmed(&mut w, self.dim, text))
+            .and_then(|()| w.flush());
+        crate::output::finish(result)
     }
 
     /// Erases the status line, if one is shown (before anything else is printed).
@@ -90,9 +90,8 @@ impl Screen {
         if !std::mem::take(&mut self.status_shown) {
             return Ok(());
         }
-        let stdout = std::io::stdout();
-        let mut w = stdout.lock();
-        crate::output::finish(write!(w, "\r\x1b[2K").and_then(|()| w.flush()))
+        let mut w = safe::stdout();
+        crate::output::finish(w.control(Control::EraseLine).and_then(|()| w.flush()))
     }
 
     /// Notes what the main agent waits on after `e`.
@@ -116,10 +115,10 @@ impl Screen {
         };
     }
 
-    fn write(&mut self, w: &mut dyn Write, e: &v1::Event) -> std::io::Result<()> {
+    fn write(&mut self, w: &mut dyn Terminal, e: &v1::Event) -> std::io::Result<()> {
         let data = wire::event_data(e);
         if std::mem::take(&mut self.status_shown) {
-            write!(w, "\r\x1b[2K")?;
+            w.control(Control::EraseLine)?;
         }
         self.note_activity(e, &data);
         let text = |key: &str| data[key].as_str().unwrap_or_default().to_owned();
@@ -220,7 +219,7 @@ impl Screen {
         format!("[{}] ", crate::output::short_id(&e.session_id))
     }
 
-    fn line(&mut self, w: &mut dyn Write, e: &v1::Event, text: String) -> std::io::Result<()> {
+    fn line(&mut self, w: &mut dyn Terminal, e: &v1::Event, text: String) -> std::io::Result<()> {
         if self.mid_line.take().is_some() {
             writeln!(w)?;
         }
@@ -229,7 +228,7 @@ impl Screen {
 
     /// Prints a streamed fragment. A fragment past what was printed means dshd skipped text while
     /// we were slow: nothing more of the step is printed until its full text arrives.
-    fn delta(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
+    fn delta(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
         let step = (
             data["turn"].as_u64().unwrap_or(0),
             data["step"].as_u64().unwrap_or(0),
@@ -248,21 +247,15 @@ impl Screen {
     }
 
     /// Prints a piece of a call's live output, dimmed and indented, up to [`LIVE_LINES`] lines
-    /// and [`LIVE_BYTES`] bytes per call (its result follows with the whole output). Control
-    /// characters other than newline and tab are left out: they could move the cursor or
-    /// rewrite lines already on screen.
-    fn output(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
+    /// and [`LIVE_BYTES`] bytes per call (its result follows with the whole output).
+    fn output(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
         let call = data["callId"].as_str().unwrap_or_default().to_owned();
         let stderr = usize::from(data["stream"] == "stderr");
         let offset = data["offset"].as_u64().unwrap_or(0);
         let text = data["text"].as_str().unwrap_or_default();
         let key = format!("{}\u{0}{call}", e.session_id);
         let mark = self.mark(e);
-        let (on, off) = if self.dim {
-            ("\x1b[2m", "\x1b[0m")
-        } else {
-            ("", "")
-        };
+        let dim = self.dim;
         let shown = self
             .outputs
             .entry((e.session_id.clone(), call))
@@ -272,22 +265,20 @@ impl Screen {
         }
         let gap = offset - shown.next[stderr];
         shown.next[stderr] = offset + text.len() as u64;
-        let clean: String = text
-            .chars()
-            .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-            .collect();
         let skipped = (gap > 0).then(|| format!("[… {gap} bytes not shown]\n"));
         for piece in skipped
             .iter()
             .map(String::as_str)
-            .chain(clean.split_inclusive('\n'))
+            .chain(text.split_inclusive('\n'))
         {
             if shown.lines >= LIVE_LINES || shown.bytes >= LIVE_BYTES {
                 shown.capped = true;
                 if self.mid_line.take().is_some() {
                     writeln!(w)?;
                 }
-                return writeln!(w, "{mark}  {on}… (more output; the result shows it){off}");
+                write!(w, "{mark}  ")?;
+                dimmed(w, dim, "… (more output; the result shows it)")?;
+                return writeln!(w);
             }
             if self.mid_line.as_deref() != Some(key.as_str()) {
                 if self.mid_line.take().is_some() {
@@ -296,7 +287,7 @@ impl Screen {
                 write!(w, "{mark}  ")?;
             }
             let line = piece.strip_suffix('\n');
-            write!(w, "{on}{}{off}", line.unwrap_or(piece))?;
+            dimmed(w, dim, line.unwrap_or(piece))?;
             shown.bytes += piece.len();
             if line.is_some() {
                 writeln!(w)?;
@@ -310,7 +301,7 @@ impl Screen {
     }
 
     /// The step's full text: prints whatever the deltas did not.
-    fn full(&mut self, w: &mut dyn Write, e: &v1::Event, data: &Value) -> std::io::Result<()> {
+    fn full(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
         let step = (
             data["turn"].as_u64().unwrap_or(0),
             data["step"].as_u64().unwrap_or(0),
@@ -332,7 +323,7 @@ impl Screen {
 
     /// Streams `text` of `e`'s agent, starting a marked line when another agent's text (or
     /// nothing) is on the current one.
-    fn text(&mut self, w: &mut dyn Write, e: &v1::Event, text: &str) -> std::io::Result<()> {
+    fn text(&mut self, w: &mut dyn Terminal, e: &v1::Event, text: &str) -> std::io::Result<()> {
         if self.mid_line.as_deref() != Some(e.session_id.as_str()) {
             if self.mid_line.is_some() {
                 writeln!(w)?;
@@ -343,6 +334,18 @@ impl Screen {
         self.mid_line = (!text.ends_with('\n')).then(|| e.session_id.clone());
         Ok(())
     }
+}
+
+/// Writes `text`, dimmed when `dim`.
+fn dimmed(w: &mut dyn Terminal, dim: bool, text: &str) -> std::io::Result<()> {
+    if dim {
+        w.control(Control::Dim)?;
+    }
+    write!(w, "{text}")?;
+    if dim {
+        w.control(Control::Undim)?;
+    }
+    Ok(())
 }
 
 /// A wait in seconds as a person reads it: `3 s`, `0.5 s`.
@@ -446,10 +449,14 @@ mod tests {
         )
     }
 
+    /// What `events` show on a terminal.
     fn render(screen: &mut Screen, events: &[v1::Event]) -> String {
         let mut out = Vec::new();
-        for e in events {
-            screen.write(&mut out, e).unwrap();
+        {
+            let mut w = safe::SafeWriter::new(&mut out, true);
+            for e in events {
+                screen.write(&mut w, e).unwrap();
+            }
         }
         String::from_utf8(out).unwrap()
     }
@@ -522,7 +529,7 @@ mod tests {
     }
 
     #[test]
-    fn live_output_is_indented_cleaned_and_capped_per_call() {
+    fn live_output_is_indented_escaped_and_capped_per_call() {
         let mut screen = Screen::new(Some("a".into()));
         let many: String = (0..30).map(|i| format!("{i}\n")).collect();
         let out = render(
@@ -535,7 +542,7 @@ mod tests {
                 output("c2", "stdout", 81, "never shown\n"),
             ],
         );
-        let mut expected = "  one\n  two[2J\n  [… 4 bytes not shown]\n  late\n".to_owned();
+        let mut expected = "  one\n  two\\x1b[2J\n  [… 4 bytes not shown]\n  late\n".to_owned();
         for i in 0..20 {
             expected.push_str(&format!("  {i}\n"));
         }

@@ -13,6 +13,7 @@ use dsh_proto::v1;
 use serde_json::json;
 
 use crate::output::Output;
+use crate::safe;
 
 pub const RUN_AFTER_HELP: &str = "\
 Examples:
@@ -145,8 +146,9 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
             });
             out.emit(&doc, |w| {
                 w.write_all(o.stdout.as_bytes())?;
-                std::io::stderr().lock().write_all(o.stderr.as_bytes())?;
-                how_it_ended(&o)
+                let mut err = safe::stderr();
+                err.write_all(o.stderr.as_bytes())?;
+                how_it_ended(&mut err, &o)
             })?;
             Ok(exit_status(&o))
         }
@@ -155,9 +157,15 @@ pub async fn run(client: &Client, out: Output, args: RunArgs) -> anyhow::Result<
 }
 
 /// The human form: the output as the command produces it (`Shell.RunStream`), how it ended last.
+/// On a terminal its control characters are shown escaped, as everything dshctl prints: the
+/// command runs without a terminal, so it draws no screens to keep, and its output is often what
+/// a model wrote.
 async fn run_streaming(client: &Client, request: v1::RunRequest) -> anyhow::Result<ExitCode> {
     use v1::run_stream_response::Event;
     let mut stream = client.shell().run_stream(request).await?.into_inner();
+    // One writer per stream for the whole run: a piece may end inside a character, or with the
+    // carriage return of a CRLF.
+    let (mut out, mut err) = (safe::stdout(), safe::stderr());
     // Per stream, the offset the next piece should start at.
     let mut next = [0_u64; 2];
     while let Some(message) = stream.message().await? {
@@ -166,28 +174,24 @@ async fn run_streaming(client: &Client, request: v1::RunRequest) -> anyhow::Resu
                 let stderr = chunk.stream == v1::OutputStream::Stderr as i32;
                 let expected = &mut next[usize::from(stderr)];
                 if chunk.offset > *expected {
-                    eprintln!(
+                    writeln!(
+                        err,
                         "dshctl: [{} bytes of {} not shown: the terminal was slower than the command]",
                         chunk.offset - *expected,
                         if stderr { "stderr" } else { "stdout" },
-                    );
+                    )?;
                 }
                 *expected = chunk.offset + chunk.text.len() as u64;
-                let result = if stderr {
-                    let mut w = std::io::stderr().lock();
-                    w.write_all(chunk.text.as_bytes()).and_then(|()| w.flush())
-                } else {
-                    let mut w = std::io::stdout().lock();
-                    w.write_all(chunk.text.as_bytes()).and_then(|()| w.flush())
-                };
-                crate::output::finish(result)?;
+                let w: &mut dyn Write = if stderr { &mut err } else { &mut out };
+                crate::output::finish(w.write_all(chunk.text.as_bytes()).and_then(|()| w.flush()))?;
             }
             Some(Event::Finished(o)) => {
-                crate::output::finish(how_it_ended(&o))?;
+                drop(out);
+                crate::output::finish(how_it_ended(&mut err, &o))?;
                 return Ok(exit_status(&o));
             }
             Some(Event::JobId(job_id)) => {
-                println!("{job_id}");
+                crate::output::finish(writeln!(out, "{job_id}"))?;
                 return Ok(ExitCode::SUCCESS);
             }
             None => {}
@@ -196,9 +200,8 @@ async fn run_streaming(client: &Client, request: v1::RunRequest) -> anyhow::Resu
     anyhow::bail!("dshd ended the stream without the command's outcome")
 }
 
-/// Says on stderr when the command timed out or a signal ended it.
-fn how_it_ended(o: &v1::CommandOutcome) -> std::io::Result<()> {
-    let mut err = std::io::stderr().lock();
+/// Says on `err` when the command timed out or a signal ended it.
+fn how_it_ended(err: &mut dyn Write, o: &v1::CommandOutcome) -> std::io::Result<()> {
     if o.timed_out {
         writeln!(err, "dshctl: command timed out")?;
     } else if let Some(signal) = &o.signal {
@@ -332,8 +335,9 @@ fn one_line(command: &str) -> String {
     }
 }
 
-/// Prints one read of a job's output: the bytes as they are (stderr to stderr) and, unless
-/// following, a last line on stderr saying where the job stands.
+/// Prints one read of a job's output: the bytes as they are (stderr to stderr; on a terminal with
+/// control characters escaped) and, unless following, a last line on stderr saying where the job
+/// stands.
 fn print_job_output(
     out: Output,
     id: &str,
@@ -359,7 +363,7 @@ fn print_job_output(
     }
     out.emit(&doc, |w| {
         w.write_all(o.stdout.as_bytes())?;
-        let mut err = std::io::stderr().lock();
+        let mut err = safe::stderr();
         err.write_all(o.stderr.as_bytes())?;
         if !o.note.is_empty() {
             writeln!(err, "dshctl: {}", o.note)?;

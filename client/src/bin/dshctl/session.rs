@@ -285,17 +285,13 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                     }
                     let mark = if point { "  [fork point]" } else { "" };
                     let line = format!("{seq:>5}  {:<18} {}{mark}", event.r#type, event.data_json);
-                    let stdout = std::io::stdout();
-                    let mut w = stdout.lock();
-                    crate::output::finish(writeln!(w, "{line}"))?;
+                    crate::output::finish(writeln!(crate::safe::stdout(), "{line}"))?;
                 }
             }
             if !out.json && !fork_points.is_empty() {
                 let seqs: Vec<String> = fork_points.iter().map(u64::to_string).collect();
-                let stdout = std::io::stdout();
-                let mut w = stdout.lock();
                 crate::output::finish(writeln!(
-                    w,
+                    crate::safe::stdout(),
                     "fork points (dshctl agent fork {id} --at SEQ): {}",
                     seqs.join(" ")
                 ))?;

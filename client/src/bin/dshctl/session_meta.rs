@@ -61,7 +61,7 @@ pub async fn delete(client: &Client, out: Output, id: &str, yes: bool) -> anyhow
             .describe(v1::DescribeBackendRequest {})
             .await?
             .into_inner();
-        let mut err = std::io::stderr().lock();
+        let mut err = crate::safe::stderr();
         write!(
             err,
             "delete session {id} and its log from {} ({})? This cannot be undone. [y/N] ",

@@ -244,15 +244,60 @@ fn watchers_inside_commands_do_not_hold_an_approval_for_a_person() {
     assert_eq!(decided["data"]["by"], "unwatched", "{decided}");
     assert!(!marker.exists());
     // The confined watcher saw the request.
-    let mut seen_request = false;
-    assert!(dsh_tests::eventually(
-        std::time::Duration::from_secs(30),
-        || {
+    assert!(
+        dsh_tests::eventually(std::time::Duration::from_secs(30), || {
             let doc = dsh_tests::shell::job_output(&daemon, &watching);
             seen.push_str(doc["stdout"].as_str().unwrap());
-            seen_request = seen.contains("approval/request");
-            seen_request
-        }
-    ));
+            seen.contains("approval/request")
+        }),
+        "the confined watcher never showed the request: {seen}"
+    );
     daemon.dshctl_json(&["job", "kill", &watching]);
+}
+
+/// Issue 39, item 12: `dshctl` inside a command whose sandbox has network off cannot make a
+/// socket (the seccomp filter answers `socket()` with EACCES). It used to say that the socket
+/// belongs to another user; it says the sandbox refused it, and that this is a dsh command's
+/// sandbox when `DSH_SHELL=1` says so.
+#[test]
+fn dshctl_in_a_command_with_network_off_says_the_sandbox_refused_it() {
+    let daemon = TestDaemon::start();
+    let dshctl = dshctl_line(&daemon);
+    let commands = [
+        format!("{dshctl} status; echo rc=$?"),
+        format!("{dshctl} --json status"),
+        format!("env -u DSH_SHELL {dshctl} status"),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let id = agent(
+        &daemon,
+        &daemon.workdir("off"),
+        &["--network", "off"],
+        &commands,
+    );
+    let got = results(&daemon, &id);
+    let said = &got[0].content;
+    assert!(
+        said.contains("this runs inside a dsh command whose sandbox has network off")
+            && said.contains("Permission denied")
+            && said.contains("rc=1"),
+        "{said}"
+    );
+    for result in &got {
+        assert!(!result.content.contains("another user"), "{result:?}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(
+        got[1]
+            .content
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON: {:?}", got[1])),
+    )
+    .unwrap();
+    assert_eq!(doc["error"]["kind"], "sandbox_refused", "{doc}");
+    let outside = &got[2].content;
+    assert!(
+        outside.contains("a sandbox with network off refused") && !outside.contains("dsh command"),
+        "{outside}"
+    );
 }

@@ -1,14 +1,33 @@
 //! JSON-RPC 2.0 over newline-delimited stdio, as ACP frames it: one message per line, stdout
 //! carries protocol messages only. Parsing never fails the connection: a line that is not a
-//! message gets an error response and the next line is read.
+//! message gets an error response and the next line is read. A line is read up to
+//! [`MAX_LINE`] bytes and no further, and a request's id is kept as the client wrote it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
+
+/// The longest line read as a message: 64 MiB. dshd takes 4 MiB per gRPC message, and JSON's
+/// escapes make a text at most six times longer, so every prompt dshd could accept fits; an image
+/// of several MB, base64-encoded, fits too, and is refused by name (`-32602`) rather than as a
+/// long line. Beyond it, the line is answered `-32700` and skipped without being held: an editor
+/// (or anything on stdin) cannot make the bridge hold more than this.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// A request id exactly as the client wrote it (a number, a string or `null`), echoed byte for
+/// byte: an integer beyond 64 bits read as a number would come back as a float, and a string's
+/// escapes would be rewritten.
+pub type Id = Box<RawValue>;
+
+/// The `null` id, for answers to lines whose id could not be read.
+fn null_id() -> Id {
+    RawValue::NULL.to_owned()
+}
 
 /// JSON-RPC's standard error codes, and ACP's.
 pub mod code {
@@ -69,12 +88,12 @@ impl RpcError {
 }
 
 /// One line read from the client.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Incoming {
     /// A request to answer.
     Request {
-        /// Its id (a number or a string), echoed in the answer.
-        id: Value,
+        /// Its id (a number, a string or null), echoed in the answer.
+        id: Id,
         /// The method.
         method: String,
         /// Its params (`null` when absent).
@@ -90,49 +109,157 @@ pub enum Incoming {
     /// The client's answer to one of our requests.
     Response {
         /// The id of our request.
-        id: Value,
+        id: Id,
         /// The result, or the client's error.
         result: Result<Value, RpcError>,
     },
     /// Not a message: answer with this error (and this id, `null` when it could not be read).
     Invalid {
         /// The id, if the line had a usable one.
-        id: Value,
+        id: Id,
         /// Why the line is not a message.
         error: RpcError,
     },
 }
 
+/// Reads the client's lines as messages, [`MAX_LINE`] bytes of a line at most.
+#[derive(Debug)]
+pub struct Reader<R> {
+    input: R,
+    /// The longest line read ([`MAX_LINE`]; tests use less).
+    cap: usize,
+    /// The line being read was too long and answered: its rest is skipped up to its newline.
+    skipping: bool,
+}
+
+impl<R: AsyncBufRead + Unpin> Reader<R> {
+    /// Reads messages from `input`.
+    pub fn new(input: R) -> Self {
+        Self {
+            input,
+            cap: MAX_LINE,
+            skipping: false,
+        }
+    }
+
+    /// The next message (blank lines are skipped); `None` at the end of input, or when it cannot
+    /// be read any more.
+    pub async fn next(&mut self) -> Option<Incoming> {
+        loop {
+            let line = match self.line().await {
+                Ok(Some(Line::Read(line))) => line,
+                Ok(Some(Line::TooLong)) => return Some(too_long(self.cap)),
+                // An unreadable stdin is as good as a closed one: nobody is there to answer.
+                Ok(None) | Err(_) => return None,
+            };
+            let Ok(text) = String::from_utf8(line) else {
+                return Some(Incoming::Invalid {
+                    id: null_id(),
+                    error: RpcError::new(code::PARSE_ERROR, "parse error: the line is not UTF-8"),
+                });
+            };
+            if !text.trim().is_empty() {
+                return Some(parse(&text));
+            }
+        }
+    }
+
+    /// The next line, without its line end; `None` at the end of input. A line that passes
+    /// [`MAX_LINE`] is [`Line::TooLong`] as soon as it does (its newline may never come), and what
+    /// follows of it is consumed by the next calls without being kept.
+    async fn line(&mut self) -> std::io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        loop {
+            let available = self.input.fill_buf().await?;
+            if available.is_empty() {
+                // The end: a last line without its newline still counts.
+                let last = !std::mem::take(&mut self.skipping) && !line.is_empty();
+                return Ok(last.then_some(Line::Read(line)));
+            }
+            let newline = available.iter().position(|&b| b == b'\n');
+            let end = newline.unwrap_or(available.len());
+            let used = newline.map_or(end, |at| at + 1);
+            if self.skipping {
+                self.input.consume(used);
+                self.skipping = newline.is_none();
+                continue;
+            }
+            if line.len() + end > self.cap {
+                self.skipping = true;
+                return Ok(Some(Line::TooLong));
+            }
+            line.extend_from_slice(&available[..end]);
+            self.input.consume(used);
+            if newline.is_some() {
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Ok(Some(Line::Read(line)));
+            }
+        }
+    }
+}
+
+/// One line of input.
+#[derive(Debug)]
+enum Line {
+    /// A line of at most [`MAX_LINE`] bytes.
+    Read(Vec<u8>),
+    /// A longer one, not kept.
+    TooLong,
+}
+
+/// The answer to a line longer than `cap` bytes.
+fn too_long(cap: usize) -> Incoming {
+    Incoming::Invalid {
+        id: null_id(),
+        error: RpcError::new(
+            code::PARSE_ERROR,
+            format!(
+                "line too long: a message may take at most {} MiB ({cap} bytes) on one line; the \
+                 rest of the line is skipped",
+                cap >> 20
+            ),
+        ),
+    }
+}
+
 /// Reads one line as a JSON-RPC message.
 pub fn parse(line: &str) -> Incoming {
-    let value: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return Incoming::Invalid {
-                id: Value::Null,
-                error: RpcError::new(code::PARSE_ERROR, format!("parse error: {e}")),
-            };
-        }
+    if let Err(e) = serde_json::from_str::<&RawValue>(line) {
+        return Incoming::Invalid {
+            id: null_id(),
+            error: RpcError::new(code::PARSE_ERROR, format!("parse error: {e}")),
+        };
+    }
+    // Each member as the client wrote it, so the id is kept byte for byte.
+    let Ok(mut message) = serde_json::from_str::<HashMap<String, &RawValue>>(line) else {
+        return invalid(null_id(), "a message must be a JSON object");
     };
-    let Value::Object(mut message) = value else {
-        return invalid(Value::Null, "a message must be a JSON object");
-    };
-    let id = message.remove("id");
+    let id: Option<Id> = message.remove("id").map(ToOwned::to_owned);
     if let Some(id) = &id
-        && !(id.is_string() || id.is_number() || id.is_null())
+        && !matches!(
+            id.get().as_bytes().first(),
+            Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+        )
     {
-        return invalid(Value::Null, "id: must be a string, a number or null");
+        return invalid(null_id(), "id: must be a string, a number or null");
     }
-    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return invalid(id.unwrap_or(Value::Null), "jsonrpc: must be \"2.0\"");
+    let mut member = |name: &str| -> Option<Value> {
+        let raw = message.remove(name)?;
+        // Valid JSON already (checked above): this cannot fail.
+        Some(serde_json::from_str(raw.get()).unwrap_or(Value::Null))
+    };
+    if member("jsonrpc").as_ref().and_then(Value::as_str) != Some("2.0") {
+        return invalid(id.unwrap_or_else(null_id), "jsonrpc: must be \"2.0\"");
     }
-    let params = message.remove("params").unwrap_or(Value::Null);
-    match (message.remove("method"), id) {
+    let params = member("params").unwrap_or(Value::Null);
+    match (member("method"), id) {
         (Some(Value::String(method)), Some(id)) => Incoming::Request { id, method, params },
         (Some(Value::String(method)), None) => Incoming::Notification { method, params },
-        (Some(_), id) => invalid(id.unwrap_or(Value::Null), "method: must be a string"),
+        (Some(_), id) => invalid(id.unwrap_or_else(null_id), "method: must be a string"),
         (None, Some(id)) => {
-            let result = match (message.remove("result"), message.remove("error")) {
+            let result = match (member("result"), member("error")) {
                 (Some(result), None) => Ok(result),
                 (None, Some(error)) => Err(RpcError {
                     code: error
@@ -150,11 +277,11 @@ pub fn parse(line: &str) -> Incoming {
             };
             Incoming::Response { id, result }
         }
-        (None, None) => invalid(Value::Null, "method: required"),
+        (None, None) => invalid(null_id(), "method: required"),
     }
 }
 
-fn invalid(id: Value, message: &str) -> Incoming {
+fn invalid(id: Id, message: &str) -> Incoming {
     Incoming::Invalid {
         id,
         error: RpcError::new(code::INVALID_REQUEST, format!("invalid request: {message}")),
@@ -190,17 +317,25 @@ impl Peer {
     }
 
     async fn send(&self, message: Value) {
-        // The writer only goes away when stdout is closed; then nobody can be told anything.
-        let _ = self.out.send(message.to_string()).await;
+        self.send_text(message.to_string()).await;
     }
 
-    /// Answers request `id`.
-    pub async fn respond(&self, id: Value, result: Result<Value, RpcError>) {
-        let message = match result {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+    async fn send_text(&self, message: String) {
+        // The writer only goes away when stdout is closed; then nobody can be told anything.
+        let _ = self.out.send(message).await;
+    }
+
+    /// Answers request `id` (written back as the client wrote it).
+    pub async fn respond(&self, id: Id, result: Result<Value, RpcError>) {
+        let outcome = match result {
+            Ok(result) => format!("\"result\":{result}"),
+            Err(error) => format!("\"error\":{}", error.to_json()),
         };
-        self.send(message).await;
+        self.send_text(format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},{outcome}}}",
+            id.get()
+        ))
+        .await;
     }
 
     /// Sends a notification.
@@ -222,8 +357,9 @@ impl Peer {
     }
 
     /// Hands the client's answer to the request waiting for it; false when none waits.
-    pub fn answered(&self, id: &Value, result: Result<Value, RpcError>) -> bool {
-        let Some(tx) = id.as_u64().and_then(|id| self.lock().remove(&id)) else {
+    pub fn answered(&self, id: &RawValue, result: Result<Value, RpcError>) -> bool {
+        let ours = id.get().parse::<u64>().ok();
+        let Some(tx) = ours.and_then(|id| self.lock().remove(&id)) else {
             return false;
         };
         let _ = tx.send(result);
@@ -265,30 +401,37 @@ pub async fn write_out(
 mod tests {
     use super::*;
 
+    /// The id and error of an answer the line gets, or what else it is.
+    fn refused(line: &str) -> (String, i64) {
+        match parse(line) {
+            Incoming::Invalid { id, error } => (id.get().to_owned(), error.code),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
     #[test]
     fn lines_are_requests_notifications_responses_or_errors() {
+        let Incoming::Request { id, method, params } =
+            parse(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"a":1}}"#)
+        else {
+            panic!("not a request");
+        };
         assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"a":1}}"#),
-            Incoming::Request {
-                id: json!(1),
-                method: "initialize".into(),
-                params: json!({"a": 1})
-            }
+            (id.get(), method.as_str(), params),
+            ("1", "initialize", json!({"a": 1}))
         );
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","method":"session/cancel"}"#),
-            Incoming::Notification {
-                method: "session/cancel".into(),
-                params: Value::Null
-            }
-        );
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":3,"result":{"x":true}}"#),
-            Incoming::Response {
-                id: json!(3),
-                result: Ok(json!({"x": true}))
-            }
-        );
+        let Incoming::Notification { method, params } =
+            parse(r#"{"jsonrpc":"2.0","method":"session/cancel"}"#)
+        else {
+            panic!("not a notification");
+        };
+        assert_eq!((method.as_str(), params), ("session/cancel", Value::Null));
+        let Incoming::Response { id, result } =
+            parse(r#"{"jsonrpc":"2.0","id":3,"result":{"x":true}}"#)
+        else {
+            panic!("not a response");
+        };
+        assert_eq!((id.get(), result), ("3", Ok(json!({"x": true}))));
         let Incoming::Response { result: Err(e), .. } =
             parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#)
         else {
@@ -296,28 +439,72 @@ mod tests {
         };
         assert_eq!((e.code, e.message.as_str()), (-1, "no"));
         for (line, code, id) in [
-            ("{not json", code::PARSE_ERROR, Value::Null),
-            ("[1,2]", code::INVALID_REQUEST, Value::Null),
-            (r#"{"id":7,"method":"x"}"#, code::INVALID_REQUEST, json!(7)),
+            ("{not json", code::PARSE_ERROR, "null"),
+            ("[1,2]", code::INVALID_REQUEST, "null"),
+            (r#"{"id":7,"method":"x"}"#, code::INVALID_REQUEST, "7"),
             (
                 r#"{"jsonrpc":"2.0","id":"a","method":5}"#,
                 code::INVALID_REQUEST,
-                json!("a"),
+                r#""a""#,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
                 code::INVALID_REQUEST,
-                Value::Null,
+                "null",
             ),
-            (r#"{"jsonrpc":"2.0"}"#, code::INVALID_REQUEST, Value::Null),
+            (r#"{"jsonrpc":"2.0"}"#, code::INVALID_REQUEST, "null"),
         ] {
-            match parse(line) {
-                Incoming::Invalid { id: got, error } => {
-                    assert_eq!((error.code, got), (code, id), "{line}");
-                }
-                other => panic!("{line}: {other:?}"),
-            }
+            assert_eq!(refused(line), (id.to_owned(), code), "{line}");
         }
+    }
+
+    #[test]
+    fn ids_are_kept_as_written() {
+        for id in [
+            "18446744073709551616",
+            "-0.0",
+            "1e400",
+            r#""\u00e9\"""#,
+            "null",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#);
+            let Incoming::Request { id: got, .. } = parse(&line) else {
+                panic!("{line}: not a request");
+            };
+            assert_eq!(got.get(), id);
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_are_read_up_to_the_cap_and_the_rest_of_a_long_one_is_skipped() {
+        let input: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\r\n\
+            xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n\
+            \n\xff\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}";
+        // Three bytes at a time: lines and the cap fall in the middle of reads.
+        let mut reader = Reader {
+            input: tokio::io::BufReader::with_capacity(3, input),
+            cap: 40,
+            skipping: false,
+        };
+        let mut got = Vec::new();
+        while let Some(message) = reader.next().await {
+            got.push(match message {
+                Incoming::Notification { method, .. } => method,
+                Incoming::Invalid { id, error } => {
+                    format!("{} {} {}", id.get(), error.code, error.message)
+                }
+                other => panic!("{other:?}"),
+            });
+        }
+        assert_eq!(
+            got,
+            [
+                "a".to_owned(),
+                "null -32700 line too long: a message may take at most 0 MiB (40 bytes) on one line; the rest of the line is skipped".to_owned(),
+                "null -32700 parse error: the line is not UTF-8".to_owned(),
+                "b".to_owned(),
+            ]
+        );
     }
 
     #[tokio::test]
@@ -329,8 +516,21 @@ mod tests {
         });
         let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
         assert_eq!(sent["method"], "session/request_permission");
-        assert!(!peer.answered(&json!(999), Ok(json!(1))), "no such request");
-        assert!(peer.answered(&sent["id"], Ok(json!({"ok": 1}))));
+        let unknown = RawValue::from_string("999".to_owned()).unwrap();
+        assert!(!peer.answered(&unknown, Ok(json!(1))), "no such request");
+        let id = RawValue::from_string(sent["id"].to_string()).unwrap();
+        assert!(peer.answered(&id, Ok(json!({"ok": 1}))));
         assert_eq!(asking.await.unwrap(), Ok(json!({"ok": 1})));
+    }
+
+    #[tokio::test]
+    async fn an_answer_carries_the_id_as_it_was_written() {
+        let (peer, mut rx) = Peer::new();
+        let id = RawValue::from_string("18446744073709551616".to_owned()).unwrap();
+        peer.respond(id, Ok(json!({"a": 1}))).await;
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","id":18446744073709551616,"result":{"a":1}}"#
+        );
     }
 }

@@ -22,7 +22,7 @@ use dsh_client::Client;
 use dsh_proto::v1;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 
 use crate::agent::{ModelArgs, SandboxArgs};
 use jsonrpc::{Incoming, Peer, RpcError, code};
@@ -72,29 +72,10 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut lines = BufReader::new(input).lines();
+    let mut messages = jsonrpc::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
-            Err(e) => {
-                // Not UTF-8, most likely: answer it like any unreadable line and go on.
-                peer.respond(
-                    Value::Null,
-                    Err(RpcError::new(
-                        code::PARSE_ERROR,
-                        format!("parse error: {e}"),
-                    )),
-                )
-                .await;
-                continue;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match jsonrpc::parse(&line) {
+    while let Some(message) = messages.next().await {
+        match message {
             Incoming::Request { id, method, params } => {
                 let bridge = bridge.clone();
                 tasks.spawn(async move {
@@ -108,7 +89,9 @@ pub async fn run(
             }
             Incoming::Response { id, result } => {
                 if !peer.answered(&id, result) {
-                    eprintln!("dshctl acp: an answer to no request of ours (id {id})");
+                    crate::safe::eprintln(format_args!(
+                        "dshctl acp: an answer to no request of ours (id {id})"
+                    ));
                 }
             }
             Incoming::Invalid { id, error } => peer.respond(id, Err(error)).await,
@@ -176,7 +159,7 @@ impl Bridge {
         if method == "session/cancel"
             && let Err(e) = self.cancel(params).await
         {
-            eprintln!("dshctl acp: session/cancel: {}", e.message);
+            crate::safe::eprintln(format_args!("dshctl acp: session/cancel: {}", e.message));
         }
     }
 
@@ -206,10 +189,10 @@ impl Bridge {
         }
         let asked: Params = parse_params("initialize", params)?;
         if asked.protocol_version != PROTOCOL_VERSION {
-            eprintln!(
+            crate::safe::eprintln(format_args!(
                 "dshctl acp: the client asked for ACP version {}; this bridge speaks {PROTOCOL_VERSION}",
                 asked.protocol_version
-            );
+            ));
         }
         let status = self
             .client()
@@ -285,7 +268,10 @@ impl Bridge {
                 .await
                 && status.code() != tonic::Code::NotFound
             {
-                eprintln!("dshctl acp: closing {agent_id}: {}", status.message());
+                crate::safe::eprintln(format_args!(
+                    "dshctl acp: closing {agent_id}: {}",
+                    status.message()
+                ));
             }
         }
     }
@@ -296,10 +282,10 @@ impl Bridge {
         for session_id in ids {
             let params = json!({"sessionId": session_id});
             if let Err(e) = self.cancel(params).await {
-                eprintln!(
+                crate::safe::eprintln(format_args!(
                     "dshctl acp: cancelling the turn of {session_id}: {}",
                     e.message
-                );
+                ));
             }
         }
     }

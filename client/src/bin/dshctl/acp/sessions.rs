@@ -136,11 +136,11 @@ impl Bridge {
                 })
                 .await;
             if let Some(e) = closed.err().or(deleted.err()) {
-                eprintln!(
+                crate::safe::eprintln(format_args!(
                     "dshctl acp: removing the refused fork {}: {}",
                     info.session_id,
                     e.message()
-                );
+                ));
             }
             return Err(RpcError::params(format!(
                 "cwd: a fork keeps the session's working directory, {cwd:?}; got {:?}",
@@ -239,11 +239,11 @@ impl Bridge {
             .location;
         let skipped: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
         if !skipped.is_empty() {
-            eprintln!(
+            crate::safe::eprintln(format_args!(
                 "dshctl acp: session {}: dsh does not connect MCP servers; not connected: {}",
                 info.session_id,
                 skipped.join(", ")
-            );
+            ));
         }
         let sandbox = info.sandbox.clone().unwrap_or_default();
         Ok(json!({

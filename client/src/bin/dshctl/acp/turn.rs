@@ -143,11 +143,11 @@ impl Bridge {
         match approved {
             // Timed out, cancelled or answered elsewhere first: the log says what happened.
             Err(s) if s.code() == tonic::Code::NotFound => {}
-            Err(s) => eprintln!(
+            Err(s) => crate::safe::eprintln(format_args!(
                 "dshctl acp: answering the approval of {}: {}",
                 ask.call_id,
                 s.message()
-            ),
+            )),
             Ok(_) => {}
         }
     }

@@ -182,10 +182,10 @@ impl Translator {
 /// The event's data did not parse: dsh's own bytes, so this is a bug worth a line on stderr
 /// (stdout carries protocol messages only).
 fn warn_unreadable(event: &v1::Event) {
-    eprintln!(
+    crate::safe::eprintln(format_args!(
         "dshctl acp: skipped a {} event of {} whose data is not JSON",
         event.r#type, event.session_id
-    );
+    ));
 }
 
 /// The part of `text` (at byte `offset` of its stream) past the `seen` bytes already taken, which
