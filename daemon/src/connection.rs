@@ -2,10 +2,9 @@
 //!
 //! Three parts work together:
 //!
-//! - [`effective_max_connections`] keeps connections to half of the soft `RLIMIT_NOFILE` dshd was
-//!   started with, so the other half stays for session logs, command pipes and hooks. dshd does
-//!   not raise the limit: its children inherit it as it is, with nothing (no startup file a
-//!   command could tamper with) to give them back a conventional one.
+//! - [`effective_max_connections`] keeps connections to half of dshd's soft `RLIMIT_NOFILE` (raised
+//!   to the hard limit at start, `open_files`), so the other half stays for session logs, command
+//!   pipes and hooks.
 //! - [`Admission`] admits at most that many connections at once; a connection beyond it is closed
 //!   at once (with a rate-limited warning), so the accept loop never waits for a slot.
 //! - Each admitted connection is wrapped in [`Tracked`], which reports end of file to the HTTP/2
@@ -87,11 +86,6 @@ impl Bucket {
             dsh_core::Provenance::Outside | dsh_core::Provenance::Unknown(_) => Self::Unplaced,
         }
     }
-}
-
-/// The current soft open-file limit (`None`: unlimited).
-pub fn open_file_limit() -> Option<u64> {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
 /// The connection limit actually used: the configured one, but at most half the open-file limit
@@ -506,7 +500,6 @@ impl Admission {
                 })
             }
             Err(_) => {
-                drop(io);
                 self.refused_since_warning += 1;
                 let due = self
                     .last_warning
@@ -515,12 +508,16 @@ impl Admission {
                     tracing::warn!(
                         max_connections = self.occupancy.max,
                         refused = self.refused_since_warning,
-                        "connection limit reached: closing new connections until some end (idle ones close after connection_idle_timeout_ms)"
+                        "connection limit reached: refusing new connections until some end (idle ones close after connection_idle_timeout_ms)"
                     );
                     self.last_warning = Some(Instant::now());
                     self.refused_since_warning = 0;
                 }
-                None
+                let reason = format!(
+                    "dshd's connection limit is reached: {} connections are open (max_connections, at most half of dshd's open-file limit); close idle clients, or raise max_connections in dshd's config (and LimitNOFILE= or ulimit -Hn if that is what holds it)",
+                    self.occupancy.max
+                );
+                self.serve_refusal(io, peer, reason)
             }
         }
     }
@@ -543,11 +540,17 @@ impl Admission {
             self.last_command_warning = Some(Instant::now());
             self.commands_refused_since_warning = 0;
         }
+        self.serve_refusal(io, peer, reason)
+    }
+
+    /// A refused connection, served only to answer every call `RESOURCE_EXHAUSTED` with `reason`
+    /// for about a second, while few such are (a refusal can only be said in HTTP/2, after
+    /// accepting); beyond those it is closed unheard, so a flood cannot hold descriptors this way.
+    fn serve_refusal<IO>(&mut self, io: IO, peer: Peer, reason: String) -> Option<Tracked<IO>> {
         let Ok(permit) = self.refusals.clone().try_acquire_owned() else {
             drop(io);
             return None;
         };
-        let reason: Arc<str> = Arc::from(reason);
         Some(
             Tracked::new(
                 io,
@@ -556,7 +559,7 @@ impl Admission {
                 Some(permit),
                 Some(self.shutdown.clone()),
             )
-            .refusing(reason),
+            .refusing(Arc::from(reason)),
         )
     }
 }
@@ -762,12 +765,27 @@ mod tests {
             .admit(tokio::io::duplex(8).0, Peer::in_process())
             .unwrap();
         assert_eq!(occupancy.open(), 2);
+        // Served to hear why, while few are; then closed unheard.
+        let mut heard = Vec::new();
+        for _ in 0..REFUSALS_SERVED {
+            let refused = admission
+                .admit(tokio::io::duplex(8).0, Peer::in_process())
+                .unwrap();
+            let reason = refused.connect_info().refused.unwrap();
+            assert!(
+                reason.contains("connection limit is reached")
+                    && reason.contains("max_connections"),
+                "{reason}"
+            );
+            heard.push(refused);
+        }
         let (refused, mut peer) = tokio::io::duplex(8);
         assert!(admission.admit(refused, Peer::in_process()).is_none());
         assert_eq!(occupancy.open(), 2, "a refused connection holds no slot");
         // The refused connection was closed: its peer reads EOF at once.
         let mut out = Vec::new();
         assert_eq!(peer.read_to_end(&mut out).await.unwrap(), 0);
+        drop(heard);
         drop(first);
         assert_eq!(occupancy.open(), 1);
         assert!(

@@ -12,6 +12,7 @@ pub mod confined_clients;
 pub mod connection;
 pub mod daemon;
 pub mod model_key;
+pub mod open_files;
 pub mod peer;
 pub mod rpc;
 pub mod server;

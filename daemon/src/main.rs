@@ -171,8 +171,10 @@ fn check_config(mut flags: Flags, file: Option<PathBuf>) -> ExitCode {
 }
 
 fn run(flags: Flags, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result<()> {
-    let config = Config::load(&flags, &Ambient::from_process())?;
+    let mut config = Config::load(&flags, &Ambient::from_process())?;
     init_logging(config.log_format);
+    // Before the first child, so every command gets the limit dshd was started with back.
+    config.exec.child_open_files = dsh_daemon::open_files::raise();
     if let Err(error) = allocator {
         tracing::warn!(%error, "cannot tune the allocator; freed memory may go back to the system later");
     }

@@ -160,24 +160,24 @@ pub async fn run(
     });
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    let open_files = connection::open_file_limit();
+    let open_files = crate::open_files::soft_limit();
     let max_connections = connection::effective_max_connections(config.max_connections, open_files);
     if max_connections < config.max_connections {
-        // The default lowered under a login session's usual 1024 is routine; a value someone
-        // configured that cannot be honoured deserves a warning (raise `LimitNOFILE=`/`ulimit -n`).
+        // The default lowered under a low hard limit is routine; a value someone configured that
+        // cannot be honoured deserves a warning (raise `LimitNOFILE=`/`ulimit -Hn`).
         if config.max_connections == connection::DEFAULT_MAX_CONNECTIONS {
             tracing::info!(
                 default = config.max_connections,
                 used = max_connections,
                 open_file_limit = open_files,
-                "max_connections lowered to half the open-file limit dshd was started with"
+                "max_connections lowered to half dshd's open-file limit"
             );
         } else {
             tracing::warn!(
                 configured = config.max_connections,
                 used = max_connections,
                 open_file_limit = open_files,
-                "max_connections lowered to half the open-file limit dshd was started with; raise the limit (ulimit -n, LimitNOFILE=) to allow more"
+                "max_connections lowered to half dshd's open-file limit; raise the hard limit (LimitNOFILE=, ulimit -Hn) to allow more"
             );
         }
     }

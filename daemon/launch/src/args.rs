@@ -1,8 +1,8 @@
 //! What one launch is, and its encoding as the launcher's arguments:
 //!
 //! ```text
-//! dsh-launch [--abi N --kernel-abi N [--fs] [--net-off] [--writable PATH]... [--tmp PATH]
-//!             [--protected PATH]... [--hidden PATH]...] -- PROGRAM [ARG]...
+//! dsh-launch [--open-files N] [--abi N --kernel-abi N [--fs] [--net-off] [--writable PATH]...
+//!             [--tmp PATH] [--protected PATH]... [--hidden PATH]...] -- PROGRAM [ARG]...
 //! ```
 //!
 //! Paths and arguments are passed as they are (any bytes but NUL); nothing is quoted.
@@ -16,6 +16,9 @@ use std::path::PathBuf;
 pub struct Launch {
     /// `None`: only a new session, no confinement.
     pub confine: Option<Plan>,
+    /// The soft open-file limit the program starts with (`None`: the launcher's own). dshd
+    /// raises its own to the hard limit, and hands each command the one it was started with.
+    pub open_files: Option<u64>,
     /// What to `exec` (a path: no `PATH` search is wanted).
     pub program: OsString,
     /// Its arguments, without `argv[0]`.
@@ -66,6 +69,9 @@ impl Launch {
     /// The launcher's arguments for this launch (without `argv[0]`).
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = Vec::new();
+        if let Some(limit) = self.open_files {
+            out.extend(["--open-files".into(), limit.to_string().into()]);
+        }
         if let Some(plan) = &self.confine {
             out.extend(["--abi".into(), plan.abi.to_string().into()]);
             out.extend(["--kernel-abi".into(), plan.kernel_abi.to_string().into()]);
@@ -109,12 +115,17 @@ impl Launch {
             hidden: Vec::new(),
         };
         let mut confined = false;
-        let number = |value: Option<OsString>, flag: &str| -> Result<u32, ParseError> {
+        let mut open_files = None;
+        let number = |value: Option<OsString>, flag: &str| -> Result<u64, ParseError> {
             value
                 .as_deref()
                 .and_then(OsStr::to_str)
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| bad(format!("{flag} needs a number")))
+        };
+        let abi = |value, flag| {
+            number(value, flag)
+                .and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{flag} is too large"))))
         };
         let path = |value: Option<OsString>, flag: &str| -> Result<PathBuf, ParseError> {
             value
@@ -128,8 +139,12 @@ impl Launch {
             };
             match arg.to_str() {
                 Some(SEPARATOR) => break,
-                Some("--abi") => plan.abi = number(args.next(), "--abi")?,
-                Some("--kernel-abi") => plan.kernel_abi = number(args.next(), "--kernel-abi")?,
+                Some("--open-files") => {
+                    open_files = Some(number(args.next(), "--open-files")?);
+                    continue;
+                }
+                Some("--abi") => plan.abi = abi(args.next(), "--abi")?,
+                Some("--kernel-abi") => plan.kernel_abi = abi(args.next(), "--kernel-abi")?,
                 Some("--fs") => plan.fs = true,
                 Some("--net-off") => plan.net_off = true,
                 Some("--writable") => plan.writable.push(path(args.next(), "--writable")?),
@@ -148,6 +163,7 @@ impl Launch {
         }
         Ok(Self {
             confine: confined.then_some(plan),
+            open_files,
             program,
             args: args.collect(),
         })
@@ -193,6 +209,7 @@ mod tests {
         for confine in plans {
             let launch = Launch {
                 confine,
+                open_files: Some(1024),
                 program: "/bin/bash".into(),
                 args: vec!["-c".into(), "--".into(), odd.clone(), "--abi".into()],
             };

@@ -12,7 +12,9 @@
 //!    first, then ambient, inheritable, permitted, effective), the Landlock domain of the plan
 //!    (`domain`), and a seccomp filter (`seccomp`). The daemon is never inside a command's
 //!    domain: nothing of dshd runs after this, in this process.
-//! 3. `exec` of the program.
+//! 3. The soft open-file limit dshd was started with, when dshd raised its own
+//!    (`Launch::open_files`): a command gets the limit any program of the user's would.
+//! 4. `exec` of the program.
 //!
 //! When a step fails, the launcher writes `dsh-launch: <what failed>; nothing was run` to stderr
 //! and exits with [`EXIT_REFUSED`]; the program never starts.
@@ -62,6 +64,9 @@ pub fn main() -> ! {
 fn run(args: Vec<OsString>) -> Result<Infallible, String> {
     let launch = Launch::parse(args).map_err(|e| e.to_string())?;
     rustix::process::setsid().map_err(|e| format!("cannot start a new session: {e}"))?;
+    if let Some(limit) = launch.open_files {
+        open_files(limit)?;
+    }
     if let Some(plan) = &launch.confine {
         confine(plan)?;
     }
@@ -73,6 +78,14 @@ fn run(args: Vec<OsString>) -> Result<Infallible, String> {
         "cannot run {}: {error}",
         launch.program.to_string_lossy()
     ))
+}
+
+/// Sets the soft open-file limit to `limit` (never above the hard one).
+fn open_files(limit: u64) -> Result<(), String> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut rlimit = getrlimit(Resource::Nofile);
+    rlimit.current = Some(rlimit.maximum.map_or(limit, |hard| limit.min(hard)));
+    setrlimit(Resource::Nofile, rlimit).map_err(|e| format!("cannot set the open-file limit: {e}"))
 }
 
 /// Confines this process to `plan`, for good.

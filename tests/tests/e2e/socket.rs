@@ -389,7 +389,7 @@ fn two_thousand_idle_connections_neither_starve_the_daemon_nor_outlive_the_idle_
 }
 
 #[test]
-fn connections_beyond_max_connections_are_closed_at_once_until_some_end() {
+fn connections_beyond_max_connections_are_refused_naming_the_limit_until_some_end() {
     const MAX: usize = 16;
     // The default idle timeout (5 minutes) is far away: only the limit can close anything here.
     let daemon = TestDaemon::start_with(DaemonSpec {
@@ -427,6 +427,12 @@ fn connections_beyond_max_connections_are_closed_at_once_until_some_end() {
         refused.status.code(),
         Some(1),
         "Status got a slot beyond the limit"
+    );
+    // Told why, naming the limit, not "transport error".
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("connection limit is reached") && said.contains("max_connections"),
+        "{said}"
     );
     // Connections already admitted are still served, and the count says the limit is reached.
     assert_eq!(status().connections, MAX as u32);
@@ -486,35 +492,55 @@ fn a_zero_connection_limit_or_idle_timeout_names_the_file_line_and_key() {
     }
 }
 
-/// dshd runs with the open-file limit it was started with, and so do its children: it keeps
-/// `max_connections` to half of it instead of raising the limit (which needed a startup file in
-/// every shell to give children the conventional one back, and any command could break that file).
+/// dshd raises its soft open-file limit to the hard one at start, so thousands of idle connections
+/// of the user's own processes are held and `dshctl status` still answers (under systemd's soft
+/// 1024 it used to keep connections to 512 and fail at once with "transport error"); every
+/// command it starts gets back the limit dshd was started with, set by the launcher (no startup
+/// file), confined or not.
 #[test]
-fn dshd_and_its_children_keep_the_open_file_limit_dshd_started_with() {
+fn dshd_raises_its_open_file_limit_and_commands_get_the_one_it_started_with() {
+    const IDLE: usize = 2000;
     let hard = raise_own_open_file_limit();
     assert!(
-        hard > 1024,
-        "this test needs a hard open-file limit above 1024; it is {hard}"
+        hard > 2 * IDLE as u64 + 100,
+        "this test needs a hard open-file limit above {}; it is {hard}",
+        2 * IDLE + 100
     );
     let daemon = TestDaemon::start_with(DaemonSpec {
         open_file_soft_limit: Some(1024),
         ..DaemonSpec::default()
     });
-    assert_eq!(open_file_limits(daemon.child.id()).0, Some(1024));
+    assert_eq!(
+        open_file_limits(daemon.child.id()),
+        (Some(hard), Some(hard))
+    );
+    let held: Vec<UnixStream> = (0..IDLE)
+        .map(|_| UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
     let status = daemon.dshctl_json(&["status"]);
-    assert_eq!(status["max_connections"], 512, "{status}");
-    let out = daemon.dshctl(&[
-        "run",
-        "--",
-        "ulimit -Sn; sh -c 'ulimit -Sn'; echo \"[$BASH_ENV]\"",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "1024\n1024\n[]\n");
     assert!(
-        daemon
-            .log_text()
-            .contains("max_connections lowered to half"),
+        status["connections"].as_u64().unwrap() > IDLE as u64,
+        "the idle connections were not all held: {status}"
+    );
+    for sandbox in ["off", "read-only"] {
+        let out = daemon.dshctl(&[
+            "run",
+            "--sandbox",
+            sandbox,
+            "--",
+            "ulimit -Sn; ulimit -Hn; sh -c 'ulimit -Sn'; echo \"[$BASH_ENV]\"",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("1024\n{hard}\n1024\n[]\n"),
+            "sandbox {sandbox}"
+        );
+    }
+    assert!(
+        daemon.log_text().contains("raised the open-file limit"),
         "{}",
         daemon.log_text()
     );
+    drop(held);
 }

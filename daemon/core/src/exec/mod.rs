@@ -163,6 +163,9 @@ pub struct ExecConfig {
     pub sandbox: SandboxSettings,
     /// The program every command is started through (see [`Launcher`]).
     pub launcher: Launcher,
+    /// The soft open-file limit every command starts with: the one dshd was started with, when
+    /// dshd raised its own (the launcher sets it before `exec`). `None`: dshd's own.
+    pub child_open_files: Option<u64>,
 }
 
 impl Default for ExecConfig {
@@ -183,6 +186,7 @@ impl Default for ExecConfig {
             owner_scope: String::new(),
             sandbox: SandboxSettings::default(),
             launcher: default_launcher(),
+            child_open_files: None,
         }
     }
 }
@@ -509,6 +513,7 @@ impl Executor {
     ) -> Launch<'a> {
         Launch {
             launcher: &self.config.launcher,
+            open_files: self.config.child_open_files,
             sandbox,
             shell: &self.shell,
             base: &self.base,

@@ -69,6 +69,8 @@ use crate::session::SessionId;
 pub(crate) struct Launch<'a> {
     /// The launcher the shell is started through.
     pub launcher: &'a Launcher,
+    /// The soft open-file limit the launcher gives the shell (`None`: dshd's own).
+    pub open_files: Option<u64>,
     /// The confinement the launcher applies to itself before it runs the shell.
     pub sandbox: Option<&'a Confinement>,
     pub shell: &'a Path,
@@ -166,6 +168,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
         .map_err(|e| spawn_error(e.into()))?;
     let invocation = dsh_launch::Launch {
         confine: launch.sandbox.map(|c| c.plan.clone()),
+        open_files: launch.open_files,
         program: launch.shell.as_os_str().to_owned(),
         args: vec!["-c".into(), launch.command.into()],
     }
@@ -502,6 +505,7 @@ mod tests {
     ) -> Launch<'a> {
         Launch {
             launcher: launcher(),
+            open_files: None,
             shell: Path::new("/bin/bash"),
             base,
             command,
