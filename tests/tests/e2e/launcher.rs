@@ -108,7 +108,14 @@ fn commands_start_through_the_copy_dshd_made_at_start() {
 #[test]
 fn chmod_000_of_the_launcher_or_dshd_from_inside_stops_nothing() {
     for installed in [true, false] {
-        let (bin, dshd) = install(installed.then_some(0o755));
+        // Copies, not the hard links `install` makes: a chmod of a link would reach the suite's
+        // own dshd and launcher, and every other test running meanwhile.
+        let bin = dsh_tests::private_dir();
+        let dshd = bin.path().join("dshd");
+        std::fs::copy(dsh_tests::dshd_bin(), &dshd).unwrap();
+        if installed {
+            std::fs::copy(dsh_tests::launcher_bin(), bin.path().join("dsh-launch")).unwrap();
+        }
         let dir = dsh_tests::private_dir();
         let hooked = dir.path().join("hooked");
         let settings = dir.path().join("settings.json");
@@ -172,10 +179,6 @@ fn chmod_000_of_the_launcher_or_dshd_from_inside_stops_nothing() {
             3,
             "installed {installed}: hooks ran {runs:?}"
         );
-        for file in std::fs::read_dir(bin.path()).unwrap() {
-            let path = file.unwrap().path();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
     }
 }
 
