@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::SandboxPolicy;
-use crate::session::{SessionHeader, SessionId};
+use dsh_session::{SessionHeader, SessionId};
 
 /// A boxed, sendable future (tools and providers are used as trait objects).
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

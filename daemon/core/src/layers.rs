@@ -17,8 +17,8 @@ mod tests {
 
     /// The core's modules from the bottom up. A module may name only modules listed before it.
     const LAYERS: [&str; 11] = [
+        "locks",
         "sandbox",
-        "session",
         "skills",
         "persistence",
         "exec",
@@ -416,6 +416,28 @@ mod tests {
             }
         }
         assert!(broken.is_empty(), "{}", broken.join("\n"));
+    }
+
+    /// Every module names what it uses where it is defined, never through the crate root: the
+    /// root only declares modules and the public API, so an arrow up to it would hide which
+    /// module a file really depends on.
+    #[test]
+    fn no_module_names_the_crate_root() {
+        let mut upward = Vec::new();
+        for (module, code) in sources().iter().filter(|(m, _)| !m.is_empty()) {
+            for path in named_paths(code).iter().filter(|p| is_in_crate(p)) {
+                let target = resolve(module, path);
+                let at_root = target.len() < 2
+                    || !LAYERS
+                        .iter()
+                        .chain(&["test_support"])
+                        .any(|m| target[0] == *m);
+                if at_root {
+                    upward.push(format!("{} names {}", module.join("::"), path.join("::")));
+                }
+            }
+        }
+        assert!(upward.is_empty(), "{}", upward.join("\n"));
     }
 
     #[test]

@@ -17,9 +17,9 @@ mod call;
 mod exec;
 mod hooks;
 mod layers;
+mod locks;
 mod persistence;
 mod sandbox;
-mod session;
 mod shell;
 mod shell_env;
 mod skills;
@@ -27,38 +27,19 @@ mod skills;
 pub mod test_support;
 mod tools;
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// Locks `mutex`, as every lock in the crate is taken: a thread that panicked while holding it
-/// does not stop later users, which go on with the data as it was left (refusing all later work
-/// over one panic would lose more).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// [`lock`], for reading an `RwLock`.
-fn read_lock<T>(rwlock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    rwlock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// [`lock`], for writing an `RwLock`.
-fn write_lock<T>(rwlock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    rwlock.write().unwrap_or_else(PoisonError::into_inner)
-}
-
 // The harness home (resolution and normalization), from `dsh-paths`.
 pub use dsh_paths::home;
 
 // Sessions: ids, the header, the event vocabulary, the in-memory log, the model's history.
-pub use session::history::HistoryMessage;
-pub use session::{
+pub use dsh_session::history::HistoryMessage;
+pub use dsh_session::{
     AssistantMessage, Event, EventData, MessageSource, Origin, SessionHeader, SessionId,
     SessionLog, SessionMeta, ToolCallRequest, TurnEndReason, UserMessage, now_ms,
 };
 
 // Approvals: the policy, a person's answer, and how long an agent waits for one.
 pub use agent::{ApprovalAnswer, ApprovalSettings, DEFAULT_APPROVAL_TIMEOUT};
-pub use session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
+pub use dsh_session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
 
 // Skills.
 pub use skills::{Discovery, Skills};

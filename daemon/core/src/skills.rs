@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
-use crate::{read_lock, write_lock};
+use crate::locks::{read_lock, write_lock};
 
 /// A discovered skill.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
-use crate::lock;
-use crate::session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
+use crate::locks::lock;
+use dsh_session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
 
 /// A client's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]

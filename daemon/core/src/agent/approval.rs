@@ -15,7 +15,7 @@ use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, ToolExecution};
 use crate::hooks::{Decision, HookEvent, NotificationKind};
-use crate::session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
+use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 
 /// Why a call needs a person's approval before it runs, if it does: a hook asked (`hook_reason`)
 /// and the policy lets someone be asked, or the policy asks for every `bash` call.
@@ -38,7 +38,9 @@ pub(crate) fn needed(
 /// tool) and where it would run.
 fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
     let cwd = match arguments.get("workdir") {
-        Some(Value::String(dir)) if !dir.is_empty() => crate::home::normalize(&exec.cwd.join(dir)),
+        Some(Value::String(dir)) if !dir.is_empty() => {
+            dsh_paths::home::normalize(&exec.cwd.join(dir))
+        }
         _ => exec.cwd.clone(),
     };
     let command = match arguments.get("command") {

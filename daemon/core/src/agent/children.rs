@@ -5,8 +5,8 @@ use super::registry::AgentRegistry;
 use super::watch::WatchedBy;
 use crate::call::{AGENT_TYPE, BoxFuture, ToolExecution, ToolOutput};
 use crate::hooks::{HookContext, HookEvent};
-use crate::session::TurnEndReason;
 use crate::tools::ChildAgents;
+use dsh_session::TurnEndReason;
 
 impl ChildAgents for AgentRegistry {
     fn run_child<'a>(

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::model::{InvalidModel, UnusableModel};
 use crate::persistence::PersistenceError;
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// Why an agent operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,7 @@ pub enum AgentError {
     NotRunning(SessionId),
     /// A title a person gave is unusable.
     #[error("title: {0}")]
-    InvalidTitle(crate::session::TitleError),
+    InvalidTitle(dsh_session::TitleError),
     /// A fork point that is not the end of a completed step or turn.
     #[error(
         "at_seq: {seq} is not the end of a completed step or turn of session {session}; {}",
@@ -145,8 +145,8 @@ impl From<UnusableModel> for AgentError {
 
 /// By hand rather than `#[from]`: the cause is in the message, so it is not also a `source()`
 /// that a chain would print again.
-impl From<crate::session::TitleError> for AgentError {
-    fn from(error: crate::session::TitleError) -> Self {
+impl From<dsh_session::TitleError> for AgentError {
+    fn from(error: dsh_session::TitleError) -> Self {
         Self::InvalidTitle(error)
     }
 }

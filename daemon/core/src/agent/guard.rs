@@ -11,8 +11,8 @@ use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{ToolExecution, ToolOutput};
 use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
-use crate::session::{ApprovalPolicy, EventData};
 use crate::tools::ToolSet;
+use dsh_session::{ApprovalPolicy, EventData};
 
 /// How one call ended: its result, what its hooks tell the model, and whether a hook stopped the
 /// turn.

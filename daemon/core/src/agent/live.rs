@@ -10,15 +10,15 @@ use super::services::AgentServices;
 use crate::call::AgentContext;
 use crate::exec::{OutputStream, OutputTap};
 use crate::hooks::SessionSource;
+use crate::locks::{lock, read_lock, write_lock};
 use crate::persistence::PersistenceError;
 use crate::persistence::handle::{self, DurableCursor};
 use crate::sandbox::SandboxPolicy;
-use crate::session::history::{HistoryCache, HistoryMessage};
-use crate::session::{
+use dsh_session::history::{HistoryCache, HistoryMessage};
+use dsh_session::{
     AbortCause, AgentSettings, ApprovalPolicy, Event, EventData, MessageSource, SessionHeader,
     SessionId, SessionLog, UserMessage,
 };
-use crate::{lock, read_lock, write_lock};
 
 /// Whether an agent is running a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use super::error::AgentError;
 use super::registry::{AgentRegistry, join_error, stored_error};
-use crate::session::{EventData, SessionId, SessionMeta, check_title};
+use dsh_session::{EventData, SessionId, SessionMeta, check_title};
 
 impl AgentRegistry {
     /// Names the session `id`: a `session/title` event in its own log. Returns the metadata after.

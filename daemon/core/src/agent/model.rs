@@ -7,7 +7,7 @@ use super::openai::{self, OpenAiProvider};
 pub use super::provider::ModelChoice;
 use super::provider::{ModelError, ModelProvider};
 use super::scripted::{self, Script, ScriptedProvider};
-use crate::session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
+use dsh_session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
 
 /// A model choice that cannot be used, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -184,7 +184,7 @@ pub(super) fn record_settings(
 mod tests {
     use super::*;
     use crate::agent::openai::OpenAiConfig;
-    use crate::session::ApprovalPolicy;
+    use dsh_session::ApprovalPolicy;
 
     fn factory(key: Option<&str>) -> ProviderFactory {
         let openai = OpenAiProvider::new(OpenAiConfig::default(), key.map(str::to_owned)).unwrap();

@@ -4,8 +4,8 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{BoxFuture, ToolSchema};
-use crate::session::history::HistoryMessage;
-use crate::session::{SessionId, ToolCallRequest, Usage};
+use dsh_session::history::HistoryMessage;
+use dsh_session::{SessionId, ToolCallRequest, Usage};
 
 /// Which provider and model an agent runs. At creation `None` fields take the daemon's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

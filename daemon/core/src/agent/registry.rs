@@ -17,15 +17,15 @@ use super::turn::{self, TurnOutcome};
 use super::watch::hub::WatchHub;
 use super::watch::{WatchScope, WatchedBy, Watcher};
 use crate::hooks::SessionSource;
-use crate::lock;
+use crate::locks::lock;
 use crate::persistence::handle::DurableCursor;
 use crate::persistence::{PersistenceError, StoredSession};
 use crate::sandbox::SandboxPolicy;
-use crate::session::{
+use crate::tools::ChildAgents;
+use dsh_session::{
     AbortCause, ApprovalPolicy, EventData, HeaderError, Origin, SessionHeader, SessionId,
     SessionLog, Usage, recorded_settings,
 };
-use crate::tools::ChildAgents;
 
 /// A running turn, as its caller sees it.
 #[derive(Debug)]
@@ -101,17 +101,13 @@ impl AgentRegistry {
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
-        let cwd = &crate::home::normalize(cwd);
+        let cwd = &dsh_paths::home::normalize(cwd);
         check_cwd(cwd)?;
         let provider = self.providers.build(choice)?;
         let approval = approval.unwrap_or(self.services.approval.policy);
         let header = SessionHeader {
             settings: Some(settings_of(provider.as_ref(), approval)),
-            ..SessionHeader::new(
-                SessionId::new_v7(),
-                cwd.to_owned(),
-                crate::session::now_ms(),
-            )
+            ..SessionHeader::new(SessionId::new_v7(), cwd.to_owned(), dsh_session::now_ms())
         };
         let agent = self.top_level(
             SessionLog::new(header),
@@ -157,7 +153,7 @@ impl AgentRegistry {
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 parent_header.cwd.clone(),
-                crate::session::now_ms(),
+                dsh_session::now_ms(),
             )
         };
         let agent = Agent::new(NewAgent {
@@ -262,21 +258,21 @@ impl AgentRegistry {
             .or(recorded.as_ref().map(|r| r.approval))
             .unwrap_or(self.services.approval.policy);
         let seed = match at_seq {
-            None => crate::session::completed_prefix_len(&events),
+            None => dsh_session::completed_prefix_len(&events),
             Some(seq) => {
-                let points = crate::session::fork_points(&events);
+                let points = dsh_session::fork_points(&events);
                 if points.binary_search(&seq).is_err() {
                     return Err(AgentError::InvalidForkPoint {
                         session: source.clone(),
                         seq,
-                        valid: crate::session::nearest(&points, seq),
+                        valid: dsh_session::nearest(&points, seq),
                     });
                 }
                 seq + 1
             }
         };
         events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
-        let closers = crate::session::repair::close_open_turn(&events);
+        let closers = dsh_session::repair::close_open_turn(&events);
         let header = SessionHeader {
             parent_session: Some(source_header.id.clone()),
             seed_length: Some(seed),
@@ -286,7 +282,7 @@ impl AgentRegistry {
             ..SessionHeader::new(
                 SessionId::new_v7(),
                 source_header.cwd.clone(),
-                crate::session::now_ms(),
+                dsh_session::now_ms(),
             )
         };
         let mut log = SessionLog::from_parts(header, events).map_err(|e| {
@@ -618,7 +614,7 @@ fn check_cwd(cwd: &Path) -> Result<(), AgentError> {
         path: cwd.to_owned(),
         reason,
     };
-    crate::session::validate_cwd(cwd).map_err(|e| match e {
+    dsh_session::validate_cwd(cwd).map_err(|e| match e {
         HeaderError::RelativeCwd(_) => invalid("must be an absolute path".into()),
         HeaderError::NonUtf8Cwd(_) => invalid("must be valid UTF-8".into()),
         other => invalid(other.to_string()),

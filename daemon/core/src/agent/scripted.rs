@@ -23,8 +23,8 @@ use super::provider::{
     FinishReason, ModelChoice, ModelError, ModelProgress, ModelProvider, ModelReply, ModelRequest,
 };
 use crate::call::BoxFuture;
-use crate::lock;
-use crate::session::ToolCallRequest;
+use crate::locks::lock;
+use dsh_session::ToolCallRequest;
 
 /// Provider name of the scripted model.
 pub const PROVIDER: &str = "scripted";
@@ -251,7 +251,7 @@ impl ModelProvider for ScriptedProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SessionId;
+    use dsh_session::SessionId;
 
     fn request() -> ModelRequest {
         ModelRequest {

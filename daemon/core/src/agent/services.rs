@@ -55,7 +55,7 @@ pub(super) const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApprovalSettings {
     /// The policy of agents created without one (`approvals.policy`).
-    pub policy: crate::session::ApprovalPolicy,
+    pub policy: dsh_session::ApprovalPolicy,
     /// How long a request waits for an answer before it is denied (`approvals.timeout_ms`).
     pub timeout: Duration,
 }
@@ -67,7 +67,7 @@ pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 impl Default for ApprovalSettings {
     fn default() -> Self {
         Self {
-            policy: crate::session::ApprovalPolicy::default(),
+            policy: dsh_session::ApprovalPolicy::default(),
             timeout: DEFAULT_APPROVAL_TIMEOUT,
         }
     }

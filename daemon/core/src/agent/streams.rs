@@ -5,7 +5,7 @@ use super::AgentStatus;
 use super::answers::ApprovalAnswer;
 use super::registry::{AgentError, AgentRegistry};
 use super::watch::{EventFilter, WatchScope, WatchedBy, Watcher};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 impl AgentRegistry {
     /// A watcher of `scope`, with streamed text. With `from_seq`, the scope's agent (which must

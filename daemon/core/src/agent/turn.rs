@@ -27,11 +27,9 @@ use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, Model
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::call::{SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
 use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
-use crate::session::ToolCallRequest;
-use crate::session::{
-    AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage,
-};
 use crate::tools::ToolSet;
+use dsh_session::ToolCallRequest;
+use dsh_session::{AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage};
 
 /// Plugin name of steering messages from blocking Stop hooks.
 const STOP_HOOK_PLUGIN: &str = "hooks";

@@ -16,10 +16,10 @@ use std::sync::Mutex;
 
 use super::ExecError;
 use super::output::ensure_private_dir;
-use crate::lock;
+use crate::locks::lock;
 use crate::sandbox::plan::{self, Plan, check_support};
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxMode, SandboxPolicy, SandboxSettings};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// How one command is to be confined.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::outcome::{push_line, signal_name};
 use super::output::Collector;
-use crate::lock;
-use crate::session::SessionId;
+use crate::locks::lock;
+use dsh_session::SessionId;
 
 /// Longest job id accepted from outside, in bytes.
 const MAX_JOB_ID_BYTES: usize = 64;

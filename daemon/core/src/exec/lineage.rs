@@ -28,7 +28,7 @@ use std::fmt;
 use std::os::fd::BorrowedFd;
 
 use super::reaper::{CommandOrigin, Stat, read_stat, self_id, spawned_shell};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// How far up the tree a walk goes before it gives up (real trees are a few levels deep).
 const MAX_DEPTH: usize = 512;

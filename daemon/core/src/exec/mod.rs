@@ -93,9 +93,9 @@ pub use launcher::{Launcher, LauncherError, SealError};
 use output::{Collector, SpillTarget};
 use process::{Launch, Limits};
 
-use crate::lock;
+use crate::locks::lock;
 use crate::sandbox::{LandlockSupport, SandboxError, SandboxSettings};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// The default secret pattern, matched case-insensitively anywhere in a variable name.
 ///

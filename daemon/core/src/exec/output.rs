@@ -38,8 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::tap::{OutputStream, OutputTap, StreamTap, incomplete_utf8_suffix, lossy};
-use crate::lock;
-use crate::session::SessionId;
+use crate::locks::lock;
+use dsh_session::SessionId;
 
 /// Where and how much to spill; shared by every collector of one executor.
 #[derive(Debug)]

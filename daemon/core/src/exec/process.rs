@@ -62,8 +62,8 @@ use super::limits::Extra;
 use super::output::Collector;
 use super::reaper::CommandOrigin;
 use super::reaper::{Owner, ShellRecord, SpawnGate};
-use crate::lock;
-use crate::session::SessionId;
+use crate::locks::lock;
+use dsh_session::SessionId;
 
 /// What to start.
 pub(crate) struct Launch<'a> {

@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::env::OWNER_MARKER;
+use crate::locks::{lock, read_lock, write_lock};
 use crate::sandbox::SandboxPolicy;
-use crate::session::SessionId;
-use crate::{lock, read_lock, write_lock};
+use dsh_session::SessionId;
 
 /// How long closing an owner keeps killing and reaping before it gives up (and logs).
 const CLOSE_BOUND: Duration = Duration::from_secs(2);

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use crate::lock;
+use crate::locks::lock;
 use tokio::sync::Notify;
 
 /// Which stream of a command a piece of output comes from.

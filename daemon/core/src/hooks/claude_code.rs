@@ -155,7 +155,7 @@ pub(super) fn payload(
 }
 
 /// Claude Code's `prompt_id`: one per prompt; dsh's prompts are its turns.
-fn prompt_id(session: &crate::session::SessionHeader, turn: u32) -> String {
+fn prompt_id(session: &dsh_session::SessionHeader, turn: u32) -> String {
     format!("{}-prompt-{turn}", session.id.as_str())
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::ToolOutput;
-use crate::session::SessionHeader;
+use dsh_session::SessionHeader;
 
 /// Which hook format a handler was written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

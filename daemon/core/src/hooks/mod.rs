@@ -71,9 +71,9 @@ use job::Job;
 use merge::Decoded;
 
 use crate::exec::Executor;
+use crate::locks::{lock, read_lock, write_lock};
 use crate::persistence::PersistenceHandle;
-use crate::session::EventData;
-use crate::{lock, read_lock, write_lock};
+use dsh_session::EventData;
 use tracing::Instrument;
 
 /// The merged permission decision, strictest first: `Deny` > `Ask` > `Allow` > `None`.
@@ -292,7 +292,7 @@ impl Hooks {
     }
 
     /// Removes `session`'s Claude Code transcript projection (its agent was closed).
-    pub fn forget_transcript(&self, session: &crate::session::SessionId) {
+    pub fn forget_transcript(&self, session: &dsh_session::SessionId) {
         if let Some(transcripts) = &self.transcripts {
             transcripts.forget(session);
         }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{Dialect, tools};
 use crate::persistence::PersistenceHandle;
-use crate::session::SessionHeader;
+use dsh_session::SessionHeader;
 
 /// A JSON object being written, keys in call order.
 #[derive(Debug)]

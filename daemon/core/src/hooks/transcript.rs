@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 
 use super::Dialect;
 use super::tools;
-use crate::lock;
-use crate::session::{Event, EventData, MessageSource, SessionHeader, SessionId};
+use crate::locks::lock;
+use dsh_session::{Event, EventData, MessageSource, SessionHeader, SessionId};
 
 /// What `transcript_path` names for Claude Code hooks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -264,7 +264,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{AssistantMessage, ToolCallRequest, UserMessage};
+    use dsh_session::{AssistantMessage, ToolCallRequest, UserMessage};
 
     struct Log(Vec<Event>);
 

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
-use crate::session::{SessionHeader, SessionId, SessionLog};
-use crate::{lock, read_lock, write_lock};
+use crate::locks::{lock, read_lock, write_lock};
+use dsh_session::{SessionHeader, SessionId, SessionLog};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
 /// kilobytes at most); when full it starts over.

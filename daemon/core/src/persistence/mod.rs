@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use handle::PersistenceHandle;
 pub use page::{Creator, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
-use crate::session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
+use dsh_session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
 
 /// Where a backend keeps one session's transcript. A location hint, not a promise: the file may
 /// not exist until the session's first checkpoint.
@@ -140,7 +140,7 @@ pub enum PersistenceError {
     #[error(
         "{} was written by a newer dsh (session format version {version}; this dshd writes version {}): it can be read, not resumed or written; use that dsh",
         path.display(),
-        crate::session::FORMAT_VERSION
+        dsh_session::FORMAT_VERSION
     )]
     NewerFormat {
         /// The log file.
@@ -460,7 +460,7 @@ fn append_meta<P: Persistence + ?Sized>(
         .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
     let event = Event {
         seq,
-        time: crate::session::now_ms(),
+        time: dsh_session::now_ms(),
         data,
     };
     let appended = backend.append(&header, &[event]);
@@ -528,7 +528,7 @@ fn batch_start(id: &SessionId, events: &[Event]) -> Result<u64, PersistenceError
 /// The events that close the turn `events` leaves open (`close_open_turn`) and the repair that
 /// appending them is, for `load`; `None` when no turn is open.
 fn open_turn_closers(events: &[Event]) -> Option<(Vec<Event>, Repair)> {
-    let closers = crate::session::repair::close_open_turn(events);
+    let closers = dsh_session::repair::close_open_turn(events);
     let EventData::TurnEnd { turn, .. } = closers.last()?.data else {
         return None;
     };
@@ -546,8 +546,8 @@ pub(crate) fn event_of_row(
     time: i64,
     type_name: &str,
     data: &str,
-) -> Result<crate::session::Event, String> {
-    crate::session::Event::from_columns(seq, time, type_name, data).map_err(|e| {
+) -> Result<dsh_session::Event, String> {
+    dsh_session::Event::from_columns(seq, time, type_name, data).map_err(|e| {
         if e.is_syntax() || e.is_eof() {
             format!("data is not JSON: {e}")
         } else {

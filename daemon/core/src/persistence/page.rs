@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::session::{SessionHeader, SessionId};
+use dsh_session::{SessionHeader, SessionId};
 
 /// The most sessions one page may ask for: a bound on the work and the reply of one call.
 pub const MAX_PAGE_SIZE: usize = 1000;

@@ -21,12 +21,29 @@ pub(crate) const MIN_FS_ABI: u32 = 3;
 /// The ABI network `off` needs: TCP bind and connect rules came with 4.
 pub(crate) const MIN_NET_ABI: u32 = 4;
 
+/// The lowest Landlock ABI that enforces every promise of `policy`: 3 for the filesystem modes
+/// (truncation is a write only from ABI 3 on), 4 for network off (TCP rules); 0 when nothing is
+/// confined.
+pub(crate) fn min_abi(policy: &SandboxPolicy) -> u32 {
+    let fs = if policy.mode == SandboxMode::Off {
+        0
+    } else {
+        MIN_FS_ABI
+    };
+    let net = if policy.network == super::Network::Off {
+        MIN_NET_ABI
+    } else {
+        0
+    };
+    fs.max(net)
+}
+
 /// The ABI a policy needs under `configured` (`sandbox.landlock_abi`), and why.
 pub(crate) fn needed_abi(policy: &SandboxPolicy, configured: Option<u32>) -> (u32, String) {
-    let own = policy.min_abi();
+    let own = min_abi(policy);
     match configured {
         Some(abi) if abi > own => (abi, format!("sandbox.landlock_abi is {abi}")),
-        _ if own == super::MIN_NET_ABI => (own, "TCP rules for network off".to_owned()),
+        _ if own == MIN_NET_ABI => (own, "TCP rules for network off".to_owned()),
         _ => (own, "write rules that cover truncation".to_owned()),
     }
 }
@@ -138,7 +155,7 @@ pub(crate) fn check_exposure(
 /// rest appended (lexically normalised), so a protected path that is not there yet is still
 /// compared where it will appear.
 pub(crate) fn resolve(path: &Path) -> PathBuf {
-    let path = crate::home::normalize(path);
+    let path = dsh_paths::home::normalize(path);
     if path.is_absolute() && walk_without_links(&path).is_some() {
         return path;
     }

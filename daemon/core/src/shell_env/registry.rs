@@ -13,7 +13,7 @@ use super::error::{CollectError, RegisterError};
 use super::key::{DSH_HOME, DSH_SESSION_ID, DSH_SHELL, ManagedKey, RESERVED_KEYS};
 use super::{BUILTIN_CONTRIBUTOR, ManagedEnv, VariableInfo};
 use crate::call::ToolExecution;
-use crate::{read_lock, write_lock};
+use crate::locks::{read_lock, write_lock};
 
 /// What `list()` says about the registry's own keys, in [`RESERVED_KEYS`] order.
 const BUILTIN_DESCRIPTIONS: [&str; 3] = [

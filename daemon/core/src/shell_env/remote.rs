@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::contributor::{AsyncResolver, DynamicOutput, ResolveFuture};
 use crate::call::ToolExecution;
-use crate::lock;
+use crate::locks::lock;
 
 /// The facts of one tool execution, as an external contributor is told them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,7 +64,7 @@ fn parse(arguments: &Value, cwd: &Path) -> Result<Arguments, String> {
     let workdir = match arguments.get("workdir") {
         None | Some(Value::Null) => None,
         Some(Value::String(dir)) if dir.is_empty() => None,
-        Some(Value::String(dir)) => Some(crate::home::normalize(&cwd.join(dir))),
+        Some(Value::String(dir)) => Some(dsh_paths::home::normalize(&cwd.join(dir))),
         Some(other) => return Err(format!("`workdir` must be a string, got {other}")),
     };
     let background = match arguments.get("run_in_background") {

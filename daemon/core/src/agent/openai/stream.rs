@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::ModelError;
 use super::wire::{CallDelta, Chunk, Text, WireUsage, shorten};
 use crate::agent::provider::{FinishReason, ModelReply};
-use crate::session::{ToolCallRequest, Usage};
+use dsh_session::{ToolCallRequest, Usage};
 
 /// Whether to keep reading the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::agent::provider::ModelRequest;
 use crate::call::ToolSchema;
-use crate::session::ToolCallRequest;
-use crate::session::history::HistoryMessage;
+use dsh_session::ToolCallRequest;
+use dsh_session::history::HistoryMessage;
 
 /// Serialises the request body for `model`.
 pub(super) fn request_body(model: &str, request: &ModelRequest) -> serde_json::Result<Vec<u8>> {

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::queue::Queue;
 use super::{Preview, WatchScope, WatchedBy};
 use crate::agent::live::{Agent, Publish};
-use crate::{read_lock, write_lock};
+use crate::locks::{read_lock, write_lock};
 
 /// The registered watchers of one daemon's agents.
 #[derive(Debug)]

@@ -24,7 +24,7 @@ pub use watcher::Watcher;
 
 use crate::agent::live::Agent;
 pub(crate) use crate::agent::live::Preview;
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// Type of the unlogged event carrying streamed model text.
 pub(crate) const TEXT_DELTA: &str = "text/delta";
@@ -201,13 +201,13 @@ impl StreamEvent {
             session,
             kind: Cow::Borrowed(LAGGED),
             seq: None,
-            time: crate::session::now_ms(),
+            time: dsh_session::now_ms(),
             data_json: to_json_text(&Data { from_seq }),
         }
     }
 
     /// A logged event of `session`.
-    pub fn logged(session: SessionId, event: &crate::session::Event) -> Self {
+    pub fn logged(session: SessionId, event: &dsh_session::Event) -> Self {
         Self {
             session,
             kind: match event.data.known_type_name() {

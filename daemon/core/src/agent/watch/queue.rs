@@ -19,8 +19,8 @@ use tokio::sync::Notify;
 
 use super::{Preview, WatchScope, WatchedBy};
 use crate::agent::live::Agent;
-use crate::lock;
-use crate::session::SessionId;
+use crate::locks::lock;
+use dsh_session::SessionId;
 
 /// Most bytes of streamed text (plus `ENTRY_COST` per waiting message) that wait for one slow
 /// watcher. 1 MiB is minutes of reading for a person and far below gRPC's usual 4 MiB message
@@ -179,7 +179,7 @@ impl Queue {
                     what: what.clone(),
                     offset,
                     text: text.to_owned(),
-                    time: crate::session::now_ms(),
+                    time: dsh_session::now_ms(),
                 });
                 state.pending_text += len + ENTRY_COST;
                 self.bound(&mut state);

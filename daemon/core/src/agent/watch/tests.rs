@@ -15,11 +15,11 @@ use crate::agent::{
 use crate::exec::{ExecConfig, Executor};
 use crate::hooks::{HookSettings, Hooks};
 use crate::persistence::{BackendKind, PersistenceHandle};
-use crate::session::{ApprovalPolicy, ApprovalVerdict};
 use crate::shell::Shell;
 use crate::shell_env::ShellEnvRegistry;
 use crate::skills::Skills;
 use crate::tools::ToolSet;
+use dsh_session::{ApprovalPolicy, ApprovalVerdict};
 
 struct World {
     registry: Arc<AgentRegistry>,
@@ -374,7 +374,7 @@ async fn decision(w: &World, id: &SessionId, answer: Option<ApprovalVerdict>) ->
         let answer = ApprovalAnswer {
             verdict,
             reason: Some("because".into()),
-            scope: crate::session::ApprovalScope::Once,
+            scope: dsh_session::ApprovalScope::Once,
             client: None,
         };
         w.registry.approve(id, "c1", answer.clone()).unwrap();
@@ -453,11 +453,11 @@ async fn with_nobody_watching_the_request_is_denied_at_once() {
     let decided = log
         .iter()
         .find_map(|e| match &e.data {
-            crate::session::EventData::ApprovalDecision { by, .. } => Some(*by),
+            dsh_session::EventData::ApprovalDecision { by, .. } => Some(*by),
             _ => None,
         })
         .unwrap();
-    assert_eq!(decided, crate::session::ApprovalSource::Unwatched);
+    assert_eq!(decided, dsh_session::ApprovalSource::Unwatched);
     assert!(!marker.exists());
 }
 
@@ -479,11 +479,11 @@ async fn a_watcher_inside_a_command_does_not_count_as_watching() {
     let decided = log
         .iter()
         .find_map(|e| match &e.data {
-            crate::session::EventData::ApprovalDecision { by, .. } => Some(*by),
+            dsh_session::EventData::ApprovalDecision { by, .. } => Some(*by),
             _ => None,
         })
         .unwrap();
-    assert_eq!(decided, crate::session::ApprovalSource::Unwatched);
+    assert_eq!(decided, dsh_session::ApprovalSource::Unwatched);
     assert!(!marker.exists());
     // It did see the request and its decision.
     let seen = read_until(&mut command, |e| e.kind == "approval/decision").await;
@@ -504,7 +504,7 @@ async fn an_unknown_call_is_not_pending() {
             ApprovalAnswer {
                 verdict: ApprovalVerdict::Allow,
                 reason: None,
-                scope: crate::session::ApprovalScope::Once,
+                scope: dsh_session::ApprovalScope::Once,
                 client: None,
             },
         )
@@ -555,10 +555,10 @@ async fn a_stored_session_is_followed_once_resumed() {
 
 #[test]
 fn the_json_form_is_the_log_line_with_the_session() {
-    let event = crate::session::Event {
+    let event = dsh_session::Event {
         seq: 4,
         time: 9,
-        data: crate::session::EventData::TurnStart { turn: 2 },
+        data: dsh_session::EventData::TurnStart { turn: 2 },
     };
     let id = SessionId::parse("s1").unwrap();
     assert_eq!(

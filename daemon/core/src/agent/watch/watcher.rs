@@ -9,7 +9,7 @@ use super::queue::{Item, Missed, Next, Queue};
 use super::{StreamEvent, WatchScope, WatchedBy};
 use crate::agent::live::Agent;
 use crate::persistence::PersistenceHandle;
-use crate::session::{Event, EventData, SessionId};
+use dsh_session::{Event, EventData, SessionId};
 
 /// A live view of agents' events: replayed from the logs where asked, then live, in order per
 /// session, without gaps or duplicates of logged events. Bounded: a watcher that falls too far

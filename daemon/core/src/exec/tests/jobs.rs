@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::exec::{ExecError, JobId, JobState};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 #[tokio::test]
 async fn reads_are_consuming_and_never_repeat_bytes() {
@@ -439,7 +439,7 @@ async fn provenance_places_commands_their_children_and_strangers() {
 #[tokio::test]
 async fn provenance_carries_the_agent_a_command_runs_for() {
     use crate::exec::{Provenance, UnknownReason};
-    use crate::session::SessionId;
+    use dsh_session::SessionId;
     let tmp = tempfile::tempdir().unwrap();
     let ex = executor(tmp.path());
     let (mine, theirs) = (SessionId::new_v7(), SessionId::new_v7());

@@ -65,7 +65,7 @@ pub(super) fn spec(command: &str, cwd: &Path) -> CommandSpec {
 /// A spec run on behalf of an agent, so its spill files stay until that agent's are released.
 pub(super) fn kept_spec(command: &str, cwd: &Path) -> CommandSpec {
     CommandSpec {
-        spill_owner: Some(crate::session::SessionId::new_v7()),
+        spill_owner: Some(dsh_session::SessionId::new_v7()),
         ..CommandSpec::new(command, cwd)
     }
 }

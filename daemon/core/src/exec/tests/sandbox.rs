@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{config, executor_with, spec};
 use crate::exec::{Executor, SandboxRequest};
 use crate::sandbox::{LandlockSupport, Network, SandboxMode, SandboxPolicy};
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 fn landlock_or_fail() {
     let support = LandlockSupport::probe();

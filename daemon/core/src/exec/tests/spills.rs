@@ -2,7 +2,7 @@
 //! total cap.
 
 use super::*;
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 pub(super) fn spill_files(dir: &Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir.join("spill"))

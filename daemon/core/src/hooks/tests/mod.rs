@@ -28,7 +28,7 @@ use crate::exec::{ExecConfig, Executor};
 use crate::persistence::{
     BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
 };
-use crate::session::{Event, EventData, SessionHeader, SessionId};
+use dsh_session::{Event, EventData, SessionHeader, SessionId};
 
 /// A persistence double that only answers `kind`, `path` and `locate`: hooks must never need more.
 #[derive(Debug)]

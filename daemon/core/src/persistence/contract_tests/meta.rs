@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::persistence::{Order, PageQuery};
-use crate::session::SessionMeta;
+use dsh_session::SessionMeta;
 
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {

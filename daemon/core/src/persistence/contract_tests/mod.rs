@@ -16,8 +16,8 @@ use super::handle::{DurableCursor, checkpoint};
 use super::jsonl::{self, JsonlBackend};
 use super::sqlite::SqliteBackend;
 use super::{BackendKind, Persistence, PersistenceError, PersistenceHandle, Repair};
-use crate::session::repair::TOOL_OUTCOME_UNKNOWN;
-use crate::session::{
+use dsh_session::repair::TOOL_OUTCOME_UNKNOWN;
+use dsh_session::{
     AssistantMessage, Event, EventData, MessageSource, Origin, SessionHeader, SessionId,
     SessionLog, ToolCallRequest, TurnEndReason, UserMessage,
 };

@@ -279,7 +279,7 @@ pub(super) fn set_aside(
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let stamp = crate::session::now_ms();
+    let stamp = dsh_session::now_ms();
     let mut attempt = 0;
     let aside = loop {
         let suffix = if attempt == 0 {

@@ -32,7 +32,7 @@ use super::layout::{LOG_FILE, log_path, project_dir_name, session_dir_name};
 use super::projects::{Stamp, project_dirs};
 use super::read::read_header;
 use crate::persistence::{ListKey, Order, Page, PageQuery, PersistenceError};
-use crate::session::{SessionHeader, SessionId};
+use dsh_session::{SessionHeader, SessionId};
 
 /// A session's place in the order: `(createdAt, id)`, with the id shared between the sets.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

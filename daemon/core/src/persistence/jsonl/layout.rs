@@ -5,7 +5,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::session::SessionHeader;
+use dsh_session::SessionHeader;
 
 /// Name of the transcript inside a session directory.
 pub(crate) const LOG_FILE: &str = "session.jsonl";
@@ -209,7 +209,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::session::SessionId;
+    use dsh_session::SessionId;
 
     #[test]
     fn escape_examples() {

@@ -24,8 +24,8 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
     SessionLocation, StoredSession, batch_start, open_turn_closers,
 };
-use crate::lock;
-use crate::session::{Event, MetaBuilder, SessionHeader, SessionId, SessionMeta};
+use crate::locks::lock;
+use dsh_session::{Event, MetaBuilder, SessionHeader, SessionId, SessionMeta};
 use read::Scan;
 
 /// Whether `magic` (`statfs`'s `f_type`) names a file system on a local device or in memory,
@@ -617,7 +617,7 @@ pub(crate) fn rescue_copy(
     let name = format!(
         "{}-{}.jsonl",
         layout::escape_id(header.id.as_str()),
-        crate::session::now_ms()
+        dsh_session::now_ms()
     );
     let mut last = PersistenceError::Config("no rescue directory configured".into());
     for dir in dirs {
@@ -640,7 +640,7 @@ fn store_one(backend: &JsonlBackend, header: &SessionHeader) {
     let event = Event {
         seq: 0,
         time: 1,
-        data: crate::session::EventData::TurnStart { turn: 1 },
+        data: dsh_session::EventData::TurnStart { turn: 1 },
     };
     backend.append(header, &[event]).unwrap();
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use super::io;
 use super::layout::is_project_dir_name;
-use crate::lock;
+use crate::locks::lock;
 use crate::persistence::PersistenceError;
 
 /// How much older than a scan a directory's modification time must be to be trusted.
@@ -109,7 +109,7 @@ mod tests {
     use super::*;
     use crate::persistence::Persistence;
     use crate::persistence::jsonl::{JsonlBackend, log_path, store_one};
-    use crate::session::{SessionHeader, SessionId};
+    use dsh_session::{SessionHeader, SessionId};
 
     #[test]
     fn a_racy_time_is_not_trusted() {

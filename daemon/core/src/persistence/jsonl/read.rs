@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::persistence::{PersistenceError, Repair};
-use crate::session::{Event, FORMAT_VERSION, SessionHeader};
+use dsh_session::{Event, FORMAT_VERSION, SessionHeader};
 
 /// The longest header line `list` reads before giving up on a file: headers are a few hundred
 /// bytes, so anything this long without a newline is not a session log.
@@ -128,7 +128,7 @@ pub(super) struct Scan {
 ///
 /// Only a final line without `\n` is a torn tail: a write that a crash cut short. Every complete
 /// line was written whole by someone, so it is never dropped: a line of an event type (or with
-/// members) this dshd does not know is kept as [`EventData::Unknown`](crate::session::EventData),
+/// members) this dshd does not know is kept as [`EventData::Unknown`](dsh_session::EventData),
 /// and a complete line that is not an event at all (not JSON, no envelope, a seq out of order) is
 /// damage, named by its 1-based line, which nothing repairs without being asked.
 pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, PersistenceError> {
@@ -215,7 +215,7 @@ impl<'a> Iterator for Lines<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{EventData, SessionId, TurnEndReason};
+    use dsh_session::{EventData, SessionId, TurnEndReason};
 
     fn header() -> SessionHeader {
         SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 7)
@@ -391,8 +391,8 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::*;
-        use crate::session::strategies::{events, text};
-        use crate::session::{SessionId, check_contiguous};
+        use dsh_session::strategies::{events, text};
+        use dsh_session::{SessionId, check_contiguous};
 
         fn written(header: &SessionHeader, events: &[Event]) -> Vec<u8> {
             let mut bytes = Vec::new();
@@ -413,7 +413,7 @@ mod tests {
                     header.delegation_depth = depth;
                     header.parent_session = parent.map(|p| SessionId::parse(&p).unwrap());
                     header.seed_length = seed;
-                    header.origin = child.then_some(crate::session::Origin::Subagent);
+                    header.origin = child.then_some(dsh_session::Origin::Subagent);
                     header
                 })
         }
@@ -509,7 +509,7 @@ mod tests {
                 match backend.load(&header.id) {
                     Ok(first) => {
                         prop_assert!(check_contiguous(&first.events).is_ok());
-                        prop_assert!(crate::session::repair::close_open_turn(&first.events).is_empty());
+                        prop_assert!(dsh_session::repair::close_open_turn(&first.events).is_empty());
                         backend.release(&header.id);
                         let again = backend.load(&header.id).unwrap();
                         prop_assert_eq!(again.events, first.events);

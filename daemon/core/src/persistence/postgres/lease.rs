@@ -16,9 +16,9 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use super::Inner;
-use crate::lock;
+use crate::locks::lock;
 use crate::persistence::PersistenceError;
-use crate::session::SessionId;
+use dsh_session::SessionId;
 
 /// Who holds a lease: a daemon instance on a machine.
 #[derive(Debug, Clone, PartialEq, Eq)]

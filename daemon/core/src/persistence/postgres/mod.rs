@@ -27,8 +27,8 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
     batch_start,
 };
-use crate::lock;
-use crate::session::{Event, SessionHeader, SessionId};
+use crate::locks::lock;
+use dsh_session::{Event, SessionHeader, SessionId};
 use ops::Rows;
 
 pub(crate) mod lease;

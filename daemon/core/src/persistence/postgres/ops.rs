@@ -2,9 +2,9 @@
 //! for whatever writes, one transaction that first takes or keeps the session's lease.
 
 use super::{Inner, lease};
-use crate::lock;
+use crate::locks::lock;
 use crate::persistence::{PersistenceError, StoredSession, open_turn_closers};
-use crate::session::{Event, SessionHeader, SessionId};
+use dsh_session::{Event, SessionHeader, SessionId};
 
 /// The rows of an append batch, serialised on the caller's thread.
 pub(super) struct Rows {

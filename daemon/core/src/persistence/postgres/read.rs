@@ -8,7 +8,7 @@ use super::Inner;
 use crate::persistence::{
     Creator, Order, Page, PageQuery, PersistenceError, parse_header, readable_header,
 };
-use crate::session::{Event, SessionHeader, SessionId};
+use dsh_session::{Event, SessionHeader, SessionId};
 
 impl Inner {
     /// Reads one session inside the caller's transaction (one snapshot).

@@ -27,8 +27,8 @@ use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
     batch_start, open_turn_closers,
 };
-use crate::lock;
-use crate::session::{Event, SessionHeader, SessionId};
+use crate::locks::lock;
+use dsh_session::{Event, SessionHeader, SessionId};
 use schema::Identity;
 
 mod files;

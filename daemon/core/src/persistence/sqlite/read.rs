@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::SqliteBackend;
 use super::schema::CWD;
 use crate::persistence::{Order, Page, PageQuery, PersistenceError, parse_header, readable_header};
-use crate::session::{Event, SessionHeader, SessionId};
+use dsh_session::{Event, SessionHeader, SessionId};
 
 const INSERT_EVENT: &str =
     "INSERT INTO events(session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -192,7 +192,7 @@ mod tests {
 
     use super::*;
     use crate::persistence::Persistence;
-    use crate::session::EventData;
+    use dsh_session::EventData;
     use rusqlite::Connection;
 
     /// Every page query is a range scan of an index in index order: no full scan of `sessions`

@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn a_version_1_database_is_migrated_in_place() {
         use crate::persistence::Persistence;
-        use crate::session::{Event, EventData, SessionHeader, SessionId};
+        use dsh_session::{Event, EventData, SessionHeader, SessionId};
 
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("old.sqlite3");

@@ -7,12 +7,12 @@ use super::*;
 use crate::persistence::{
     BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
 };
-use crate::session::Event;
 use crate::shell_env::builtin::{
     DAEMON, DSH_AGENT_DEPTH, DSH_PARENT_SESSION_ID, DSH_ROOT_SESSION_ID, DSH_SESSION_JSONL,
     DSH_SOCKET, DSH_TOOL_CALL_ID, DSH_TURN, LINEAGE, SESSION_PERSISTENCE, TOOL_CALL,
 };
 use crate::shell_env::{CollectError, RegisterError, Registration, register_builtins};
+use dsh_session::Event;
 
 const SOCKET: &str = "/run/user/1000/dsh/dshd.sock";
 

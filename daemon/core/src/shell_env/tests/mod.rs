@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AsyncResolver, Contributor, DynamicOutput, ResolveFuture, Resolver, ShellEnvRegistry};
 use crate::call::{AgentContext, ToolExecution};
-use crate::session::{SessionHeader, SessionId};
+use dsh_session::{SessionHeader, SessionId};
 
 const HOME: &str = "/home/u/.dsh";
 

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::agent::provider::FinishReason;
 use crate::call::ToolSchema;
-use crate::session::history::HistoryMessage;
-use crate::session::{MessageSource, SessionId, ToolCallRequest, Usage};
+use dsh_session::history::HistoryMessage;
+use dsh_session::{MessageSource, SessionId, ToolCallRequest, Usage};
 
 fn config(base_url: &str) -> OpenAiConfig {
     OpenAiConfig {

@@ -37,7 +37,7 @@ pub enum HistoryMessage {
 /// appended since the last request are projected, and each request shares the result (an `Arc`
 /// that is extended in place once the previous request has been dropped).
 #[derive(Debug, Default)]
-pub(crate) struct HistoryCache {
+pub struct HistoryCache {
     /// Events already projected (a prefix of the append-only log).
     derived: usize,
     messages: Arc<Vec<HistoryMessage>>,
@@ -46,7 +46,7 @@ pub(crate) struct HistoryCache {
 impl HistoryCache {
     /// The history of `events`, which must extend the events seen before (a session's log only
     /// grows); a shorter log starts the cache afresh.
-    pub(crate) fn update(&mut self, events: &[Event]) -> Arc<Vec<HistoryMessage>> {
+    pub fn update(&mut self, events: &[Event]) -> Arc<Vec<HistoryMessage>> {
         if events.len() < self.derived {
             *self = Self::default();
         }
@@ -60,7 +60,7 @@ impl HistoryCache {
 }
 
 /// Projects the log's user, assistant and tool-result events to messages, in order.
-pub(crate) fn derive(events: &[Event]) -> Vec<HistoryMessage> {
+pub fn derive(events: &[Event]) -> Vec<HistoryMessage> {
     events
         .iter()
         .filter_map(|event| match &event.data {

@@ -8,7 +8,7 @@ use super::{ApprovalPolicy, SessionId};
 
 /// Format version written in every header. A log of a newer version is read, never written; an
 /// older one does not exist.
-pub(crate) const FORMAT_VERSION: u32 = 0;
+pub const FORMAT_VERSION: u32 = 0;
 
 /// Why a session was created other than directly by a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +131,7 @@ impl SessionHeader {
 }
 
 /// Checks that `cwd` can be a session cwd: absolute and UTF-8.
-pub(crate) fn validate_cwd(cwd: &Path) -> Result<(), HeaderError> {
+pub fn validate_cwd(cwd: &Path) -> Result<(), HeaderError> {
     if !cwd.is_absolute() {
         return Err(HeaderError::RelativeCwd(cwd.to_owned()));
     }
@@ -173,7 +173,7 @@ mod tests {
             settings: Some(AgentSettings {
                 provider: "scripted".into(),
                 model: "script".into(),
-                approval: crate::session::ApprovalPolicy::default(),
+                approval: crate::ApprovalPolicy::default(),
             }),
             ..SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 5)
         };

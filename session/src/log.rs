@@ -73,7 +73,7 @@ impl SessionLog {
 
     /// Appends an event stamped with the next seq and the current time.
     pub fn append(&mut self, data: EventData) -> &Event {
-        self.append_at(data, crate::session::now_ms())
+        self.append_at(data, crate::now_ms())
     }
 
     /// Number of the last turn started (0 before the first).
@@ -137,7 +137,7 @@ impl SessionLog {
 }
 
 /// See [`SessionLog::completed_prefix_len`].
-pub(crate) fn completed_prefix_len(events: &[Event]) -> u64 {
+pub fn completed_prefix_len(events: &[Event]) -> u64 {
     events
         .iter()
         .rposition(|e| matches!(e.data, EventData::TurnEnd { .. }))
@@ -145,7 +145,7 @@ pub(crate) fn completed_prefix_len(events: &[Event]) -> u64 {
 }
 
 /// The seqs a session may be forked at: every `step/end` and `turn/end`, ascending.
-pub(crate) fn fork_points(events: &[Event]) -> Vec<u64> {
+pub fn fork_points(events: &[Event]) -> Vec<u64> {
     events
         .iter()
         .filter(|e| {
@@ -160,7 +160,7 @@ pub(crate) fn fork_points(events: &[Event]) -> Vec<u64> {
 
 /// The nearest of the ascending `points` below and above `seq` (one or two of them; none when
 /// `points` is empty).
-pub(crate) fn nearest(points: &[u64], seq: u64) -> Vec<u64> {
+pub fn nearest(points: &[u64], seq: u64) -> Vec<u64> {
     let after = points.partition_point(|&p| p < seq);
     let mut out = Vec::with_capacity(2);
     if after > 0 {
@@ -173,7 +173,7 @@ pub(crate) fn nearest(points: &[u64], seq: u64) -> Vec<u64> {
 }
 
 /// Checks that every event's seq equals its index.
-pub(crate) fn check_contiguous(events: &[Event]) -> Result<(), LogError> {
+pub fn check_contiguous(events: &[Event]) -> Result<(), LogError> {
     for (index, event) in events.iter().enumerate() {
         if event.seq != index as u64 {
             return Err(LogError::SeqGap {

@@ -6,7 +6,7 @@ use super::{AgentSettings, Event, EventData, SessionHeader};
 
 /// The settings a session last ran with: its header's, replaced by its last `session/settings`
 /// event. `None` for sessions written before settings were recorded.
-pub(crate) fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<AgentSettings> {
+pub fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<AgentSettings> {
     events
         .iter()
         .rev()
@@ -28,7 +28,7 @@ pub(crate) fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{ApprovalPolicy, SessionId};
+    use crate::{ApprovalPolicy, SessionId};
 
     #[test]
     fn policy_names_round_trip() {

@@ -12,7 +12,7 @@ use super::{
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
-pub(crate) fn text() -> impl Strategy<Value = String> {
+pub fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "(?s).{0,24}",
         Just(String::new()),
@@ -22,7 +22,7 @@ pub(crate) fn text() -> impl Strategy<Value = String> {
 
 /// Any JSON value without floats (a float may not survive a text round trip bit for bit, and
 /// dsh never writes one).
-pub(crate) fn json() -> impl Strategy<Value = Value> {
+pub fn json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
@@ -80,7 +80,7 @@ fn call_id() -> impl Strategy<Value = String> {
 }
 
 /// Any event data of the vocabulary.
-pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
+pub fn event_data() -> impl Strategy<Value = EventData> {
     prop_oneof![
         small().prop_map(|turn| EventData::TurnStart { turn }),
         (
@@ -276,7 +276,7 @@ pub(crate) fn event_data() -> impl Strategy<Value = EventData> {
 }
 
 /// A log's events: any data, seq equal to the index, any time.
-pub(crate) fn events(max: usize) -> impl Strategy<Value = Vec<Event>> {
+pub fn events(max: usize) -> impl Strategy<Value = Vec<Event>> {
     vec((event_data(), any::<i64>()), 0..max).prop_map(|items| {
         items
             .into_iter()

@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 use super::{Event, EventData, TurnEndReason};
 
 /// Error code of the result synthesised for a tool call whose outcome was lost.
-pub(crate) const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
+pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
 
 /// The events that close an open turn at the end of `events`: an error `tool/result` for each call
 /// without a result, `step/end` if a step is open, then `turn/end {interrupted}`. Empty when no
 /// turn is open. The closers are stamped with the last event's time, so repair never invents a
 /// later moment.
-pub(crate) fn close_open_turn(events: &[Event]) -> Vec<Event> {
+pub fn close_open_turn(events: &[Event]) -> Vec<Event> {
     let Some(start) = events.iter().rposition(|e| {
         matches!(
             e.data,
@@ -189,8 +189,8 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::*;
-        use crate::session::check_contiguous;
-        use crate::session::strategies::events;
+        use crate::check_contiguous;
+        use crate::strategies::events;
 
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(256))]

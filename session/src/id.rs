@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// Longest id accepted from outside, in bytes.
-pub(crate) const MAX_ID_BYTES: usize = 256;
+pub const MAX_ID_BYTES: usize = 256;
 
 /// A session id (also the id of the agent that owns the session while it is live).
 ///

@@ -9,7 +9,7 @@ use super::{Event, EventData, MessageSource, SessionHeader};
 
 /// The longest title, in characters: a prompt's first line is cut there (with `…`), and a longer
 /// title given to `SetTitle` is refused.
-pub(crate) const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_TITLE_CHARS: usize = 200;
 
 /// A session's title and archived flag.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct SessionMeta {
 /// Folds events into a [`SessionMeta`], one at a time (a backend can feed it only the events
 /// that matter without holding the whole log).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct MetaBuilder {
+pub struct MetaBuilder {
     seed_length: u64,
     set_title: Option<String>,
     prompt_title: Option<String>,
@@ -32,7 +32,7 @@ pub(crate) struct MetaBuilder {
 
 impl MetaBuilder {
     /// A builder for the session whose header is `header`.
-    pub(crate) fn new(header: &SessionHeader) -> Self {
+    pub fn new(header: &SessionHeader) -> Self {
         Self {
             seed_length: header.seed_length.unwrap_or(0),
             ..Self::default()
@@ -40,7 +40,7 @@ impl MetaBuilder {
     }
 
     /// Takes one event into account (events must come in seq order).
-    pub(crate) fn observe(&mut self, event: &Event) {
+    pub fn observe(&mut self, event: &Event) {
         match &event.data {
             EventData::SessionTitle { title } => self.set_title = Some(title.clone()),
             EventData::SessionArchived { archived } if event.seq >= self.seed_length => {
@@ -56,7 +56,7 @@ impl MetaBuilder {
     }
 
     /// The metadata of the events seen.
-    pub(crate) fn finish(self) -> SessionMeta {
+    pub fn finish(self) -> SessionMeta {
         SessionMeta {
             title: self.set_title.or(self.prompt_title),
             archived: self.archived,
@@ -77,7 +77,7 @@ impl SessionMeta {
 
 /// The title a prompt gives its session: its first non-blank line, trimmed, cut to
 /// [`MAX_TITLE_CHARS`]; `None` for a blank prompt.
-pub(crate) fn title_of_prompt(text: &str) -> Option<String> {
+pub fn title_of_prompt(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     if line.chars().count() <= MAX_TITLE_CHARS {
         return Some(line.to_owned());
@@ -102,7 +102,7 @@ pub enum TitleError {
 }
 
 /// Checks a title a person gives and returns it trimmed.
-pub(crate) fn check_title(title: &str) -> Result<String, TitleError> {
+pub fn check_title(title: &str) -> Result<String, TitleError> {
     let trimmed = title.trim();
     if trimmed.is_empty() {
         return Err(TitleError::Empty);
@@ -120,7 +120,7 @@ pub(crate) fn check_title(title: &str) -> Result<String, TitleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{SessionId, UserMessage};
+    use crate::{SessionId, UserMessage};
 
     fn ev(seq: u64, data: EventData) -> Event {
         Event { seq, time: 0, data }
