@@ -199,20 +199,25 @@ fn after_kill_9_the_next_daemon_kills_what_the_last_one_left_and_nothing_else() 
     );
 }
 
-/// A process made with `clone(CLONE_PARENT)` becomes a sibling of its maker: for a shell dshd
-/// spawned, a child of the dshd thread that spawned it (a worker, not the main thread). It
-/// carries the owner marker, writes its pid to `p` and sleeps.
+/// `clone-parent FILE SECONDS HOLD`: a process made with `clone(CLONE_PARENT)` becomes a sibling
+/// of its maker. Run as the shell itself (`exec`), its maker is dshd's child, so the sibling is a
+/// child of the dshd thread that spawned the shell (a worker, not the main thread). The sibling
+/// leaves the command's session and group, keeps the owner marker, writes its pid to FILE and
+/// sleeps SECONDS; the maker waits for FILE, then holds HOLD seconds (the command's life).
 const CLONE_PARENT: &str = r#"
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
     long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
     if (pid < 0) { perror("clone"); return 1; }
     if (pid == 0) {
+        setsid();
         FILE *f = fopen(argv[1], "w");
         if (!f) _exit(1);
         fprintf(f, "%d\n", getpid());
@@ -220,16 +225,16 @@ int main(int argc, char **argv) {
         execlp("sleep", "sleep", argv[2], (char *)0);
         _exit(1);
     }
+    struct stat st;
+    while (stat(argv[1], &st) != 0 || st.st_size == 0) usleep(10000);
+    sleep(atoi(argv[3]));
     return 0;
 }
 "#;
 
-/// Runs the `CLONE_PARENT` program in `cwd` (it writes `p`), then waits for the pid.
-fn clone_parent_command(bin: &Path, seconds: &str) -> String {
-    format!(
-        "'{}' p {seconds} && while [ ! -s p ]; do sleep 0.01; done",
-        bin.display()
-    )
+/// The shell becomes the `CLONE_PARENT` program (its sibling writes `p`), held `hold` seconds.
+fn clone_parent_command(bin: &Path, seconds: &str, hold: u32) -> String {
+    format!("exec '{}' p {seconds} {hold}", bin.display())
 }
 
 #[test]
@@ -244,7 +249,7 @@ fn a_sibling_made_with_clone_parent_ends_with_its_call_job_and_daemon() {
         "--cwd",
         cwd.to_str().unwrap(),
         "--",
-        &clone_parent_command(&bin, "31344"),
+        &clone_parent_command(&bin, "31344", 0),
     ]);
     assert!(
         out.status.success(),
@@ -255,13 +260,8 @@ fn a_sibling_made_with_clone_parent_ends_with_its_call_job_and_daemon() {
 
     // A background job: alive while it runs, gone with its kill.
     let cwd = workdir(&daemon, "job");
-    let job = job_in(
-        &daemon,
-        &cwd,
-        &format!("{}\n{HOLD}", clone_parent_command(&bin, "31345")),
-    );
+    let job = job_in(&daemon, &cwd, &clone_parent_command(&bin, "31345", 300));
     let pid = read_pid(&cwd.join("p"));
-    read_pid(&cwd.join("shell"));
     assert!(alive(pid));
     daemon.dshctl_json(&["job", "kill", &job]);
     read_to_end(&daemon, &job, &mut String::new());
@@ -269,13 +269,8 @@ fn a_sibling_made_with_clone_parent_ends_with_its_call_job_and_daemon() {
 
     // Still running at shutdown: gone with the daemon.
     let cwd = workdir(&daemon, "stop");
-    job_in(
-        &daemon,
-        &cwd,
-        &format!("{}\n{HOLD}", clone_parent_command(&bin, "31346")),
-    );
+    job_in(&daemon, &cwd, &clone_parent_command(&bin, "31346", 300));
     let pid = read_pid(&cwd.join("p"));
-    read_pid(&cwd.join("shell"));
     let status = daemon.signal_and_wait(rustix::process::Signal::TERM, Duration::from_secs(20));
     assert!(status.success(), "{status:?}\n{}", daemon.log_text());
     assert_gone(&[pid], "the daemon");
