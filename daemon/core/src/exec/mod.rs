@@ -53,6 +53,7 @@ mod lineage;
 pub use lineage::{Provenance, UnknownReason, has_terminal, provenance};
 mod outcome;
 mod output;
+pub(crate) use output::ensure_private_dir;
 pub use output::remove_stale_spills;
 mod process;
 mod reaper;

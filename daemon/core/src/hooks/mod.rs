@@ -209,11 +209,10 @@ impl Hooks {
     ) -> Self {
         let settings = settings.sanitized();
         let files = load_configured(&settings);
-        let transcripts = (settings.claude_code_transcript == TranscriptMode::Claude).then(|| {
-            transcript::Transcripts::new(settings.transcript_dir.clone().unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("dsh-transcripts-{}", std::process::id()))
-            }))
-        });
+        let transcripts = transcript::Transcripts::for_settings(
+            settings.claude_code_transcript,
+            settings.transcript_dir.as_deref(),
+        );
         Self {
             settings,
             executor,
