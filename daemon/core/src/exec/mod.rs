@@ -60,7 +60,9 @@ mod reaper;
 pub use reaper::{CommandOrigin, adopt_orphans};
 mod tap;
 pub(crate) use tap::OutputTap;
+mod visible;
 pub use tap::{OutputFeed, OutputStream};
+pub(crate) use visible::Withheld;
 
 #[cfg(test)]
 mod tests;
@@ -382,6 +384,8 @@ impl Drop for Tracked {
 pub struct Executor {
     config: ExecConfig,
     base: BaseEnv,
+    /// [`ExecConfig::secret_pattern`], compiled.
+    secret_pattern: Regex,
     shell: PathBuf,
     spill: Arc<SpillTarget>,
     jobs: JobTable,
@@ -451,6 +455,7 @@ impl Executor {
             scope: reaper::scope_of(&config.owner_scope),
             config,
             base,
+            secret_pattern,
             shell,
             spill,
             jobs: JobTable::default(),

@@ -18,7 +18,7 @@ use crate::exec::{CommandSpec, Executor};
 /// Runs one hook; never fails (a hook that cannot start ends with a `failure`).
 pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
     if job.http.is_some() {
-        return super::http::run(job).await;
+        return super::http::run(job, executor).await;
     }
     let started = Instant::now();
     let spec = CommandSpec {
