@@ -71,6 +71,7 @@ pub(super) async fn run(job: Job, executor: &Executor) -> RunEnd {
         stderr: String::new(),
         failure,
         duration: started.elapsed(),
+        sandbox: None,
     };
     let url = match reqwest::Url::parse(&job.command) {
         Ok(url) => url,

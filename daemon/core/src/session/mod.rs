@@ -16,7 +16,7 @@ pub(crate) mod strategies;
 
 pub(crate) use approval::ApprovalSource;
 pub use approval::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
-pub(crate) use event::{AbortCause, Usage};
+pub(crate) use event::{AbortCause, HookConfinement, Usage};
 pub use event::{
     AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, UserMessage,
 };
