@@ -455,3 +455,71 @@ async fn a_confined_agents_hook_runs_through_the_launcher_in_its_sandbox() {
     };
     assert_eq!(sandbox, &None);
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Text made mostly of what the splitter reacts to.
+    fn shellish() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                prop::sample::select(vec![
+                    "'",
+                    "\"",
+                    "\\",
+                    "$",
+                    "(",
+                    ")",
+                    "{",
+                    "}",
+                    "`",
+                    "~",
+                    "*",
+                    "[",
+                    "#",
+                    ";",
+                    "|",
+                    "&",
+                    "<",
+                    ">",
+                    " ",
+                    "\n",
+                    "$(",
+                    "${",
+                    "$((",
+                    "))",
+                    ":-",
+                    "=",
+                    "/",
+                    "HOME",
+                    "CLAUDE_PROJECT_DIR",
+                    "a",
+                    "é",
+                ])
+                .prop_map(str::to_owned),
+                "(?s).{0,3}",
+            ],
+            0..40,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        /// Any command splits or is refused, never a panic, and a split is a bounded list.
+        #[test]
+        fn any_command_splits_or_is_refused(command in prop_oneof![shellish(), "(?s).{0,200}"]) {
+            if let Ok(words) = split(&command, &vars) {
+                prop_assert!(words.len() <= command.chars().count() + 1);
+            }
+        }
+
+        /// Placing any command never panics (on the test's real directories).
+        #[test]
+        fn any_command_is_placed(command in shellish()) {
+            let p = Place::new();
+            let _ = p.place(&command);
+        }
+    }
+}
