@@ -456,6 +456,78 @@ async fn a_confined_agents_hook_runs_through_the_launcher_in_its_sandbox() {
     assert_eq!(sandbox, &None);
 }
 
+/// A hook that must run in its agent's sandbox, where the kernel cannot enforce it (an ABI above
+/// this build's, as `sandbox.landlock_abi` would ask), does not run at all: never as the user.
+#[tokio::test]
+async fn a_hook_whose_sandbox_cannot_be_enforced_does_not_run() {
+    let fx = Fx::new();
+    let config = ExecConfig {
+        spill_dir: fx.path("spill-2"),
+        sandbox: SandboxSettings {
+            tmp_roots: vec![fx.path("sandbox-tmp")],
+            landlock_abi: Some(crate::sandbox::KNOWN_ABI + 1),
+            ..SandboxSettings::default()
+        },
+        ..ExecConfig::default()
+    };
+    let executor =
+        Arc::new(Executor::with_base_env(config, super::ambient(fx.tmp.path())).unwrap());
+    std::fs::write(
+        fx.cwd.join("hook.sh"),
+        "touch \"$CLAUDE_PROJECT_DIR/ran\"\n",
+    )
+    .unwrap();
+    let file = fx.file(
+        "cc/settings.json",
+        &json!({"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": "bash \"$CLAUDE_PROJECT_DIR/hook.sh\""},
+        ]}]}}),
+    );
+    let hooks = Hooks::new(
+        HookSettings {
+            claude_code: vec![file],
+            ..HookSettings::default()
+        },
+        executor,
+        fx.persistence.clone(),
+    );
+    let ctx = HookContext {
+        sandbox: SandboxPolicy {
+            mode: SandboxMode::WorkspaceWrite,
+            network: Network::On,
+        },
+        ..fx.ctx()
+    };
+    let run = hooks
+        .run(
+            &ctx,
+            HookEvent::Stop {
+                stop_hook_active: false,
+                last_assistant_message: None,
+            },
+        )
+        .await;
+    assert!(!fx.cwd.join("ran").exists(), "the hook ran");
+    let Some(EventData::HookResult {
+        decision,
+        stderr_summary,
+        sandbox,
+        ..
+    }) = run.records.get(1)
+    else {
+        panic!("{run:?}")
+    };
+    assert_eq!(decision, "error");
+    let said = stderr_summary.as_deref().unwrap_or_default();
+    assert!(said.contains("cannot be enforced"), "{said}");
+    assert!(
+        sandbox
+            .as_ref()
+            .is_some_and(|s| s.reason.contains("hook.sh")),
+        "{sandbox:?}"
+    );
+}
+
 mod properties {
     use proptest::prelude::*;
 
