@@ -165,6 +165,19 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
 }
 
+/// The sandbox a hook ran in (`hook/result`'s `sandbox`): its agent's policy, and why the hook
+/// ran under it rather than as the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookConfinement {
+    /// The filesystem mode: `workspace-write`, `read-only` or `off`.
+    pub mode: String,
+    /// `on` or `off`.
+    pub network: String,
+    /// What put it there, e.g. the word of its command that names a file the agent can write.
+    pub reason: String,
+}
+
 impl Usage {
     /// Adds `other`: counts summed, an optional count present when either has it.
     pub fn add(&mut self, other: &Usage) {
@@ -356,6 +369,9 @@ event_vocabulary! {
         /// The hook's `systemMessage`, for the user (never the model).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         system_message: Option<String>,
+        /// Set when the hook ran in its agent's sandbox: the policy, and why it ran there.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<HookConfinement>,
     },
     /// A person named the session (`Persistence.SetTitle`); the last one counts.
     SessionTitle = "session/title" { title: String },
@@ -765,6 +781,7 @@ mod tests {
             stderr_summary: None,
             duration_ms: 4,
             system_message: None,
+            sandbox: None,
         });
         assert!(
             json.contains(r#""data":{"dialect":"codex","event":"Stop","handler":"h","decision":"block","exitCode":2,"durationMs":4}"#),
@@ -779,9 +796,20 @@ mod tests {
             stderr_summary: None,
             duration_ms: 4,
             system_message: Some("tests are red".into()),
+            sandbox: Some(HookConfinement {
+                mode: "workspace-write".into(),
+                network: "off".into(),
+                reason: "hooks.sandbox is \"always\"".into(),
+            }),
         });
         assert!(
             json.contains(r#""systemMessage":"tests are red""#),
+            "{json}"
+        );
+        assert!(
+            json.contains(
+                r#""sandbox":{"mode":"workspace-write","network":"off","reason":"hooks.sandbox is \"always\""}"#
+            ),
             "{json}"
         );
         let json = roundtrip(EventData::ToolRewritten {

@@ -26,8 +26,8 @@ pub use approval::{
     ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
 };
 pub use event::{
-    AbortCause, AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason,
-    Usage, UserMessage,
+    AbortCause, AssistantMessage, Event, EventData, HookConfinement, MessageSource,
+    ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
 pub use header::{AgentSettings, FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{SessionId, SessionIdError};

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::{
     AbortCause, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
-    AssistantMessage, Event, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage,
-    UserMessage,
+    AssistantMessage, Event, EventData, HookConfinement, MessageSource, ToolCallRequest,
+    TurnEndReason, Usage, UserMessage,
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
@@ -181,7 +181,16 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
             prop::option::of(any::<i32>()),
             prop::option::of(text()),
             prop::option::of(text()),
-            any::<u64>()
+            any::<u64>(),
+            prop::option::of(
+                (text(), text(), text()).prop_map(|(mode, network, reason)| {
+                    HookConfinement {
+                        mode,
+                        network,
+                        reason,
+                    }
+                })
+            ),
         )
             .prop_map(
                 |(
@@ -193,6 +202,7 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
                     stderr_summary,
                     system_message,
                     duration_ms,
+                    sandbox,
                 )| {
                     EventData::HookResult {
                         dialect,
@@ -203,6 +213,7 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
                         stderr_summary,
                         system_message,
                         duration_ms,
+                        sandbox,
                     }
                 }
             ),

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use dsh_core::{
     EventData, ExecConfig, Executor, HookContext, HookEvent, HookSettings, Hooks, JsonlBackend,
-    Launcher, PersistenceHandle, SessionHeader, SessionId,
+    Launcher, PersistenceHandle, SandboxPolicy, SessionHeader, SessionId,
 };
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -111,6 +111,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
         subagent: None,
         turn: Some(1),
         model: "bench".into(),
+        sandbox: SandboxPolicy::UNCONFINED,
         cancel: CancellationToken::new(),
         events: None,
     };

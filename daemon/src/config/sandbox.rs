@@ -135,9 +135,12 @@ fn hide(config: &mut Config) {
 }
 
 /// Fills in what confined commands may never write: the home, the session stores, the spill
-/// and socket directories, the config file and the hook files (hooks run unconfined, so a
-/// writable hook file would be a way out), what they may not read, and with
-/// `hooks.project_hooks` each workspace's own.
+/// and socket directories, the config file and the configured hook files (a hook from a file a
+/// confined agent can write runs in its sandbox, but one agent's workspace may hold the file
+/// that every agent's hooks come from), and what they may not read. Project hook files
+/// (`hooks.project_hooks`) are not protected: they lie in the workspace, which a protected path
+/// would close to the agent altogether, and their hooks run in the sandbox of an agent that can
+/// write them.
 pub(super) fn protect(config: &mut Config) {
     hide(config);
     let mut protected = vec![
@@ -158,12 +161,4 @@ pub(super) fn protect(config: &mut Config) {
     protected.extend(config.hooks.codex.iter().cloned());
     protected.extend(config.exec.sandbox.hidden.iter().cloned());
     config.exec.sandbox.protected = protected;
-    config.exec.sandbox.protected_in_workspace = if config.hooks.project_hooks {
-        vec![
-            Path::new(".claude/settings.json").to_owned(),
-            Path::new(".codex/hooks.json").to_owned(),
-        ]
-    } else {
-        Vec::new()
-    };
 }

@@ -43,6 +43,26 @@ fn wrong_type_names_line_and_key() {
 }
 
 #[test]
+fn hooks_sandbox_is_auto_or_always_and_anything_else_names_its_line() {
+    assert_eq!(
+        parse("").unwrap().hooks.sandbox,
+        dsh_core::HookSettings::default().sandbox
+    );
+    let always = parse("[hooks]\nsandbox = \"always\"\n").unwrap();
+    assert_ne!(
+        always.hooks.sandbox,
+        dsh_core::HookSettings::default().sandbox
+    );
+    let err = parse("[hooks]\nproject_hooks = true\nsandbox = \"never\"\n").unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (3, "hooks.sandbox"));
+    assert!(
+        err.message.contains("`auto`") && err.message.contains("`always`"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
 fn invalid_toml_names_the_line() {
     let err = parse("a = 1\nb = = 2\n").unwrap_err();
     assert_eq!(err.line, 2);
@@ -366,6 +386,7 @@ mod properties {
         ("hooks", "stop_continuation_cap"),
         ("hooks", "stderr_summary_chars"),
         ("hooks", "claude_code_transcript"),
+        ("hooks", "sandbox"),
     ];
 
     /// Values of every TOML type, biased to the edges and to words the keys accept.
@@ -387,6 +408,8 @@ mod properties {
             "(",
             "session",
             "claude",
+            "auto",
+            "always",
         ]);
         let scalar = prop_oneof![
             prop::sample::select(vec![0, 1, -1, i64::MAX, i64::MIN, 1 << 32, 1 << 53])

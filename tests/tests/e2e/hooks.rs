@@ -27,6 +27,8 @@ mod patterns;
 mod payload;
 #[path = "hooks/process.rs"]
 mod process;
+#[path = "hooks/sandboxed.rs"]
+mod sandboxed;
 #[path = "hooks/semantics.rs"]
 mod semantics;
 #[path = "hooks/transcripts.rs"]
@@ -94,6 +96,8 @@ struct Setup {
     claude_code_files: Vec<PathBuf>,
     /// Codex hook files, in order.
     codex: Vec<Value>,
+    /// Codex hook files used where they are, after those of `codex`.
+    codex_files: Vec<PathBuf>,
     /// More lines for the `[hooks]` table, e.g. `stop_continuation_cap = 2`; later tables may
     /// follow it (`[model]` ...).
     hooks_toml: String,
@@ -166,7 +170,8 @@ impl World {
                 .iter()
                 .map(|p| p.display().to_string()),
         );
-        let codex = write("codex", &setup.codex);
+        let mut codex = write("codex", &setup.codex);
+        codex.extend(setup.codex_files.iter().map(|p| p.display().to_string()));
         let config = dir.path("config.toml");
         std::fs::write(
             &config,

@@ -42,6 +42,7 @@ impl ChildAgents for AgentRegistry {
                 subagent: None,
                 turn: exec.turn,
                 model: provider.model().to_owned(),
+                sandbox: parent.context().sandbox,
                 cancel: exec.cancel.clone(),
                 events: Some(parent.clone()),
             };

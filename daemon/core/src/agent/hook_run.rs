@@ -27,6 +27,7 @@ pub(super) async fn run_hooks(
         }),
         turn,
         model: agent.provider().model().to_owned(),
+        sandbox: agent.context().sandbox,
         cancel: cancel.clone(),
         events: Some(agent.clone()),
     };

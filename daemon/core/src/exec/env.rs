@@ -199,6 +199,8 @@ pub(crate) fn has_url_password(value: &[u8]) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct BaseEnv {
     vars: BTreeMap<OsString, OsString>,
+    /// The names of dshd's environment left out, and why.
+    withheld: BTreeMap<OsString, &'static str>,
 }
 
 impl BaseEnv {
@@ -209,22 +211,33 @@ impl BaseEnv {
         secret_pattern: &Regex,
         extra_scrub: &[String],
     ) -> Self {
-        let mut vars: BTreeMap<OsString, OsString> = ambient
-            .into_iter()
-            .filter(
-                |(name, value)| match scrub_reason(name, value, secret_pattern, extra_scrub) {
-                    None => true,
-                    Some(reason) => {
-                        tracing::debug!(name = %name.to_string_lossy(), reason, "not passed to children");
-                        false
-                    }
-                },
-            )
-            .collect();
+        let mut vars = BTreeMap::new();
+        let mut withheld = BTreeMap::new();
+        for (name, value) in ambient {
+            match scrub_reason(&name, &value, secret_pattern, extra_scrub) {
+                None => {
+                    vars.insert(name, value);
+                }
+                Some(reason) => {
+                    tracing::debug!(name = %name.to_string_lossy(), reason, "not passed to children");
+                    withheld.insert(name, reason);
+                }
+            }
+        }
         for (name, value) in TERMINAL_OVERRIDES {
             vars.insert(name.into(), value.into());
         }
-        Self { vars }
+        Self { vars, withheld }
+    }
+
+    /// The value every child gets for `name` (layers 1 and 2), if any.
+    pub(crate) fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars.get(OsStr::new(name)).map(OsString::as_os_str)
+    }
+
+    /// Why dshd's own variable `name` is not passed to children, when it is not.
+    pub(crate) fn withheld(&self, name: &str) -> Option<&'static str> {
+        self.withheld.get(OsStr::new(name)).copied()
     }
 
     /// Number of variables in layers 1 and 2.

@@ -53,13 +53,16 @@ mod lineage;
 pub use lineage::{Placement, Provenance, UnknownReason, place};
 mod outcome;
 mod output;
+pub(crate) use output::ensure_private_dir;
 pub use output::remove_stale_spills;
 mod process;
 mod reaper;
 pub use reaper::{CommandOrigin, adopt_orphans};
 mod tap;
 pub(crate) use tap::OutputTap;
+mod visible;
 pub use tap::{OutputFeed, OutputStream};
+pub(crate) use visible::Withheld;
 
 #[cfg(test)]
 mod tests;
@@ -385,6 +388,8 @@ impl Drop for Tracked {
 pub struct Executor {
     config: ExecConfig,
     base: BaseEnv,
+    /// [`ExecConfig::secret_pattern`], compiled.
+    secret_pattern: Regex,
     shell: PathBuf,
     spill: Arc<SpillTarget>,
     jobs: JobTable,
@@ -454,6 +459,7 @@ impl Executor {
             scope: reaper::scope_of(&config.owner_scope),
             config,
             base,
+            secret_pattern,
             shell,
             spill,
             jobs: JobTable::default(),

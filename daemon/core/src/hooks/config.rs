@@ -48,6 +48,9 @@ pub struct HookSettings {
     /// What Claude Code hooks get as `transcript_path`: the session's own file (`session`) or a
     /// Claude-Code-format projection (`claude`).
     pub claude_code_transcript: super::TranscriptMode,
+    /// Which command hooks of a confined agent run in its sandbox: those that name, or come
+    /// from a file, the agent can write (`auto`), or all (`always`).
+    pub sandbox: super::HookSandbox,
     /// Where the projections are written (not a config key: dshd sets it under its home's run
     /// directory). `None`: a directory under the system's temporary directory.
     #[serde(skip)]
@@ -68,6 +71,7 @@ impl Default for HookSettings {
             codex: Vec::new(),
             project_hooks: false,
             claude_code_transcript: super::TranscriptMode::Session,
+            sandbox: super::HookSandbox::Auto,
             transcript_dir: None,
             default_timeout: DEFAULT_TIMEOUT,
             stop_continuation_cap: DEFAULT_STOP_CONTINUATION_CAP,

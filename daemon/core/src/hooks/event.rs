@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::ToolOutput;
+use crate::sandbox::SandboxPolicy;
 use dsh_session::SessionHeader;
 
 /// Which hook format a handler was written for.
@@ -238,6 +239,9 @@ pub struct HookContext {
     pub turn: Option<u32>,
     /// The model name (Codex payloads carry it).
     pub model: String,
+    /// The sandbox of the agent [`Self::header`] belongs to: a command hook that names, or comes
+    /// from a file, it can write runs under it (`sandboxing.rs`). Unconfined when no agent fires.
+    pub sandbox: SandboxPolicy,
     /// Cancelling it kills every running hook of this call (e.g. the turn was cancelled).
     pub cancel: CancellationToken,
     /// The log of [`Self::header`]'s session, for `hooks.claude_code_transcript = "claude"`
@@ -252,6 +256,7 @@ impl std::fmt::Debug for HookContext {
             .field("subagent", &self.subagent)
             .field("turn", &self.turn)
             .field("model", &self.model)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Dialect;
+use super::sandboxing::Reach;
+use crate::sandbox::SandboxPolicy;
+use dsh_session::HookConfinement;
 
 /// One hook to run.
 #[derive(Debug, Clone)]
@@ -26,6 +29,29 @@ pub(super) struct Job {
     pub cancel: CancellationToken,
     /// Set for an HTTP hook: `command` is the URL the payload is POSTed to.
     pub http: Option<super::config::HttpHook>,
+    /// The file the hook was read from.
+    pub file: PathBuf,
+    /// The firing agent's confinement, when it has one: decides whether the hook runs in its
+    /// sandbox (`sandboxing.rs`).
+    pub reach: Option<Arc<Reach>>,
+}
+
+/// The sandbox a hook ran in, and why.
+#[derive(Debug, Clone)]
+pub(super) struct Confined {
+    pub policy: SandboxPolicy,
+    pub reason: String,
+}
+
+impl Confined {
+    /// Its form in the `hook/result` record.
+    pub(super) fn record(&self) -> HookConfinement {
+        HookConfinement {
+            mode: self.policy.mode.as_str().to_owned(),
+            network: self.policy.network.as_str().to_owned(),
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 /// How one hook ended.
@@ -38,4 +64,6 @@ pub(super) struct RunEnd {
     /// Why it did not end normally: timed out, cancelled, killed by a signal, or never started.
     pub failure: Option<String>,
     pub duration: Duration,
+    /// Set when it ran in its agent's sandbox.
+    pub sandbox: Option<Confined>,
 }

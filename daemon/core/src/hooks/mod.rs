@@ -46,8 +46,10 @@ mod matcher;
 mod merge;
 mod payload;
 mod runner;
+mod sandboxing;
 mod tools;
 mod transcript;
+mod words;
 
 #[cfg(test)]
 mod tests;
@@ -63,6 +65,7 @@ pub(crate) use event::{
     SubagentOf,
 };
 pub use event::{HookContext, HookEvent};
+pub(crate) use sandboxing::HookSandbox;
 pub(crate) use transcript::{SessionEvents, TranscriptMode};
 
 use config::HookFile;
@@ -209,11 +212,10 @@ impl Hooks {
     ) -> Self {
         let settings = settings.sanitized();
         let files = load_configured(&settings);
-        let transcripts = (settings.claude_code_transcript == TranscriptMode::Claude).then(|| {
-            transcript::Transcripts::new(settings.transcript_dir.clone().unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("dsh-transcripts-{}", std::process::id()))
-            }))
-        });
+        let transcripts = transcript::Transcripts::for_settings(
+            settings.claude_code_transcript,
+            settings.transcript_dir.as_deref(),
+        );
         Self {
             settings,
             executor,
@@ -325,6 +327,13 @@ impl Hooks {
     ) -> HookRun {
         let name = event.name();
         self.sync_transcript(ctx, selected);
+        let reach = sandboxing::Reach::of(
+            ctx.sandbox,
+            &ctx.header.cwd,
+            &self.executor.config().sandbox,
+            self.settings.sandbox,
+        )
+        .map(Arc::new);
         let mut payloads: HashMap<Dialect, Arc<Vec<u8>>> = HashMap::new();
         let mut jobs = Vec::with_capacity(selected.len());
         for (file, i) in selected {
@@ -335,7 +344,9 @@ impl Hooks {
                 .entry(file.dialect)
                 .or_insert_with(|| Arc::new(self.payload(file.dialect, ctx, event)))
                 .clone();
-            jobs.push(self.job(file, handler, name, ctx, stdin));
+            let mut job = self.job(file, handler, name, ctx, stdin);
+            job.reach = reach.clone();
+            jobs.push(job);
         }
         let finished = runner::run_all(&self.executor, jobs.clone()).await;
 
@@ -351,6 +362,8 @@ impl Hooks {
                 decision = output.record_decision(),
                 exit_code = end.exit_code,
                 duration_ms = end.duration.as_millis(),
+                sandbox = end.sandbox.as_ref().map(|c| c.policy.to_string()),
+                sandbox_reason = end.sandbox.as_ref().map(|c| c.reason.as_str()),
                 "hook ran"
             );
             let summary = runner::summarize(
@@ -374,6 +387,7 @@ impl Hooks {
                 stderr_summary: summary,
                 duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
                 system_message: output.system_message.clone(),
+                sandbox: end.sandbox.as_ref().map(job::Confined::record),
             });
             outputs.push(Decoded {
                 dialect: job.dialect,
@@ -525,6 +539,9 @@ impl Hooks {
             ),
             cancel: ctx.cancel.clone(),
             http: handler.http.clone(),
+            file: file.path.clone(),
+            // Set by the caller, once for every job of a run.
+            reach: None,
         }
     }
 }

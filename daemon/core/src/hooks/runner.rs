@@ -5,22 +5,52 @@
 //! about the session from their payload), its own process group, the session cwd, the payload on
 //! stdin (then closed; a hook that does not read it is fine), and its timeout. On timeout or when
 //! the caller's token is cancelled the executor kills the whole group, grandchildren included.
+//!
+//! A hook of a confined agent is placed first (`sandboxing.rs`, on the blocking pool: it looks at
+//! the file system): as the user, or under the agent's own policy and workspace, through the
+//! launcher exactly like the agent's bash calls (with a private temporary directory of its own).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::task::JoinSet;
 
-use super::job::{Job, RunEnd};
-use crate::exec::{CommandSpec, Executor};
+use super::job::{Confined, Job, RunEnd};
+use super::sandboxing::{Hook, Placement};
+use crate::exec::{CommandSpec, Executor, SandboxRequest};
 
 /// Runs one hook; never fails (a hook that cannot start ends with a `failure`).
-pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
-    if job.http.is_some() {
-        return super::http::run(job).await;
-    }
+pub(super) async fn run_one(executor: &Arc<Executor>, job: Job) -> RunEnd {
     let started = Instant::now();
+    let placement = place(executor, &job).await;
+    let confined = match placement {
+        Placement::Refused(reason) => {
+            return RunEnd {
+                failure: Some(reason),
+                duration: started.elapsed(),
+                ..RunEnd::default()
+            };
+        }
+        Placement::User => None,
+        Placement::Sandbox(reason) => job.reach.as_ref().map(|reach| {
+            (
+                SandboxRequest {
+                    policy: reach.policy,
+                    workspace: reach.workspace.clone(),
+                },
+                Confined {
+                    policy: reach.policy,
+                    reason,
+                },
+            )
+        }),
+    };
+    if job.http.is_some() {
+        return super::http::run(job, executor).await;
+    }
+    let (sandbox, confined) = confined.unzip();
     let spec = CommandSpec {
         command: job.command,
         cwd: job.cwd,
@@ -31,8 +61,7 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
         cancel: job.cancel,
         // The daemon decodes a hook's output and nothing reads it afterwards.
         spill_owner: None,
-        // Hooks are the user's own configuration and run unconfined (docs/CONFIG.md, Sandbox).
-        sandbox: None,
+        sandbox,
         // A hook's output is decoded, not shown.
         output: None,
     };
@@ -51,14 +80,69 @@ pub(super) async fn run_one(executor: &Executor, job: Job) -> RunEnd {
                 stderr: o.stderr,
                 failure,
                 duration: started.elapsed(),
+                sandbox: confined,
             }
         }
         Err(e) => RunEnd {
             failure: Some(format!("could not run the hook: {e}")),
             duration: started.elapsed(),
+            sandbox: confined,
             ..RunEnd::default()
         },
     }
+}
+
+/// Where `job` runs: as the user unless its agent is confined (then decided on the blocking
+/// pool). A decision that cannot be made confines a command and refuses an HTTP hook.
+async fn place(executor: &Arc<Executor>, job: &Job) -> Placement {
+    let Some(reach) = job.reach.clone() else {
+        return Placement::User;
+    };
+    let executor = executor.clone();
+    let http = job.http.is_some();
+    let (file, command, cwd, env) = (
+        job.file.clone(),
+        job.command.clone(),
+        job.cwd.clone(),
+        job.env.clone(),
+    );
+    let placed = tokio::task::spawn_blocking(move || {
+        let vars = |name: &str| variable(&executor, &env, &cwd, name);
+        reach.place(&Hook {
+            file: &file,
+            http,
+            command: &command,
+            cwd: &cwd,
+            vars: &vars,
+        })
+    })
+    .await;
+    placed.unwrap_or_else(|e| {
+        let why = format!("where the hook may run could not be decided ({e})");
+        if http {
+            Placement::Refused(why)
+        } else {
+            Placement::Sandbox(why)
+        }
+    })
+}
+
+/// The value a hook's shell will have for `name`, when dsh knows it: the hook's own variables,
+/// `PWD` (its cwd), then what every command gets from dshd's environment.
+fn variable(
+    executor: &Executor,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    name: &str,
+) -> Option<String> {
+    if let Some(value) = env.get(name) {
+        return Some(value.clone());
+    }
+    if name == "PWD" {
+        return Some(cwd.to_string_lossy().into_owned());
+    }
+    let value = executor.command_var(name).ok().flatten()?;
+    Some(value.to_string_lossy().into_owned())
 }
 
 /// Runs `jobs` concurrently and returns their ends in the order of `jobs`.

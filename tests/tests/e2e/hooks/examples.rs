@@ -1,5 +1,6 @@
-//! The three real-world scripts of `examples/hooks/scripts/`, unmodified, installed in a project
-//! with the sample configs the way the README says, run by the daemon for a scripted model.
+//! The three real-world scripts of `examples/hooks/scripts/`, unmodified, installed with the
+//! sample configs in the user's home the way the README says (outside every workspace, listed in
+//! dshd's config), run by the daemon for a scripted model.
 
 use super::*;
 
@@ -17,37 +18,56 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hooks")
 }
 
-/// A daemon reading project hook files, with the examples installed in `<dir>/proj` for `layouts`
-/// (`.claude/hooks/*.sh` + `.claude/settings.json`, `.codex/hooks/*.sh` + `.codex/hooks.json`).
-fn project(layouts: &[Layout]) -> World {
+/// The `HOME` dshd (and so every hook) runs with: `<dir>/me`.
+const HOME: &str = "me";
+
+/// Where the samples write (`${XDG_STATE_HOME:-$HOME/.local/state}/dsh`): dshd runs with
+/// `XDG_STATE_HOME` unset, whatever the environment of the tests.
+const STATE: &str = "me/.local/state/dsh";
+
+/// A daemon with the examples installed in `<dir>/me` for `layouts` (`~/.claude/hooks/*.sh` +
+/// `~/.claude/settings.json`, `~/.codex/hooks/*.sh` + `~/.codex/hooks.json`) and those files
+/// listed in its config.
+fn installed(layouts: &[Layout]) -> World {
     dsh_core::test_support::require_jq();
-    let w = World::new(|_| Setup {
-        hooks_toml: "project_hooks = true".into(),
-        ..Setup::default()
-    });
-    for layout in layouts {
-        let (dir, config, name) = match layout {
-            Layout::ClaudeCode => (".claude", "claude-code/settings.json", "settings.json"),
-            Layout::Codex => (".codex", "codex/hooks.json", "hooks.json"),
+    World::new(|dir| {
+        let home = dir.path(HOME);
+        let mut setup = Setup {
+            env: vec![
+                ("HOME".into(), home.display().to_string()),
+                ("XDG_STATE_HOME".into(), String::new()),
+            ],
+            ..Setup::default()
         };
-        let scripts = w.cwd.join(dir).join("hooks");
-        std::fs::create_dir_all(&scripts).unwrap();
-        for script in SCRIPTS {
-            // `copy` keeps the executable bit the repository gives the scripts.
-            std::fs::copy(
-                examples().join("scripts").join(script),
-                scripts.join(script),
-            )
-            .unwrap();
+        for layout in layouts {
+            let (sub, config, name) = match layout {
+                Layout::ClaudeCode => (".claude", "claude-code/settings.json", "settings.json"),
+                Layout::Codex => (".codex", "codex/hooks.json", "hooks.json"),
+            };
+            let scripts = home.join(sub).join("hooks");
+            std::fs::create_dir_all(&scripts).unwrap();
+            for script in SCRIPTS {
+                // `copy` keeps the executable bit the repository gives the scripts.
+                std::fs::copy(
+                    examples().join("scripts").join(script),
+                    scripts.join(script),
+                )
+                .unwrap();
+            }
+            let file = home.join(sub).join(name);
+            std::fs::copy(examples().join(config), &file).unwrap();
+            match layout {
+                Layout::ClaudeCode => setup.claude_code_files.push(file),
+                Layout::Codex => setup.codex_files.push(file),
+            }
         }
-        std::fs::copy(examples().join(config), w.cwd.join(dir).join(name)).unwrap();
-    }
-    w
+        setup
+    })
 }
 
 #[test]
 fn the_example_guard_blocks_a_models_rm_rf_in_both_dialects() {
-    let w = project(&[Layout::ClaudeCode, Layout::Codex]);
+    let w = installed(&[Layout::ClaudeCode, Layout::Codex]);
     let victim = w.cwd.join("build");
     std::fs::create_dir(&victim).unwrap();
     std::fs::write(victim.join("precious"), "keep me").unwrap();
@@ -98,19 +118,14 @@ fn the_example_guard_blocks_a_models_rm_rf_in_both_dialects() {
 
 #[test]
 fn the_example_backup_copies_the_transcript_as_of_the_last_checkpoint_on_stop() {
-    let w = project(&[Layout::ClaudeCode]);
+    let w = installed(&[Layout::ClaudeCode]);
     let agent = w.agent(&json!({"replies": [
         bash_reply("looking", "echo hi"),
         {"text": "done"},
     ]}));
     let transcript = PathBuf::from(w.locate(&agent).unwrap());
-    // The script's default: `$HOME/.transcript-backups/<session>.jsonl`, HOME being the daemon's.
-    let backup = w
-        .daemon
-        .dir
-        .path()
-        .join("user/.transcript-backups")
-        .join(format!("{agent}.jsonl"));
+    // The script's default: `${XDG_STATE_HOME:-$HOME/.local/state}/dsh/transcript-backups`.
+    let backup = w.path(&format!("{STATE}/transcript-backups/{agent}.jsonl"));
 
     assert_eq!(w.prompt(&agent, "go").kind(), "completed");
     let copied = std::fs::read_to_string(&backup)
@@ -144,7 +159,7 @@ fn the_example_backup_copies_the_transcript_as_of_the_last_checkpoint_on_stop() 
 
 #[test]
 fn the_example_audit_logger_records_every_event_the_daemon_fires() {
-    let w = project(&[Layout::ClaudeCode, Layout::Codex]);
+    let w = installed(&[Layout::ClaudeCode, Layout::Codex]);
     let agent = w.agent(&json!({"replies": [
         {"text": "delegating", "tool_calls": [
             {"name": "bash", "arguments": {"command": "echo hi"}},
@@ -155,7 +170,7 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
     ]}));
     assert_eq!(w.prompt(&agent, "go").kind(), "completed");
 
-    let log = std::fs::read_to_string(w.cwd.join(".hook-audit.jsonl")).unwrap();
+    let log = std::fs::read_to_string(w.path(&format!("{STATE}/hook-audit.jsonl"))).unwrap();
     let lines = parse_lines(&log);
     let start = lines
         .iter()
@@ -258,15 +273,75 @@ fn the_example_audit_logger_records_every_event_the_daemon_fires() {
     // Closing the agent ends its session: SessionEnd, in both dialects, for the parent only (the
     // child's session ended with its SubagentStop when it was closed after its turn).
     w.daemon.dshctl_json(&["agent", "close", &agent]);
-    let ends: Vec<Value> =
-        parse_lines(&std::fs::read_to_string(w.cwd.join(".hook-audit.jsonl")).unwrap())
-            .into_iter()
-            .filter(|l| l["hook_event_name"] == "SessionEnd")
-            .collect();
+    let ends: Vec<Value> = parse_lines(
+        &std::fs::read_to_string(w.path(&format!("{STATE}/hook-audit.jsonl"))).unwrap(),
+    )
+    .into_iter()
+    .filter(|l| l["hook_event_name"] == "SessionEnd")
+    .collect();
     assert_eq!(ends.len(), 2, "{ends:?}");
     for end in &ends {
         assert_eq!(end["session_id"], agent.as_str());
         assert_eq!(end["reason"], "other");
         assert!(end.get("agent_id").is_none());
     }
+}
+
+/// The audit sample keeps its log outside every workspace and never writes through a link: with
+/// its log replaced by a link to a file of the user's, and a link waiting where the old sample
+/// wrote (`<project>/.hook-audit.jsonl`), every run refuses, naming the link, and neither target
+/// changes. Once the link is gone it logs again, to a file only the user can read.
+#[test]
+fn the_example_audit_logger_refuses_to_write_through_a_planted_link() {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    let w = installed(&[Layout::ClaudeCode]);
+    let victim = w.path("bashrc");
+    std::fs::write(&victim, "# mine\n").unwrap();
+    let log = w.path(&format!("{STATE}/hook-audit.jsonl"));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    symlink(&victim, &log).unwrap();
+    symlink(&victim, w.cwd.join(".hook-audit.jsonl")).unwrap();
+
+    let agent = w.agent(&json!({"replies": [
+        bash_reply("one", "true"),
+        {"text": "done"},
+        {"text": "done again"},
+    ]}));
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+    let events = w.events(&agent);
+    let audits: Vec<&Value> = of_type(&events, "hook/result")
+        .into_iter()
+        .map(|e| &e["data"])
+        .filter(|d| {
+            let handler = d["handler"].as_str().unwrap();
+            !handler.contains("PreToolUse[0]") && !handler.contains("Stop[0][0]")
+        })
+        .collect();
+    // SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop (the guard and the backup
+    // aside).
+    assert_eq!(audits.len(), 5, "{audits:?}");
+    for audit in &audits {
+        assert_eq!(audit["decision"], "error", "{audit}");
+        let said = audit["stderrSummary"].as_str().unwrap();
+        assert!(
+            said.contains(&format!(
+                "refusing to write {}: it is a symbolic link",
+                log.display()
+            )),
+            "{said}"
+        );
+    }
+
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(w.prompt(&agent, "again").kind(), "completed");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+    let logged = parse_lines(&std::fs::read_to_string(&log).unwrap());
+    let names: Vec<&str> = logged
+        .iter()
+        .map(|l| l["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["UserPromptSubmit", "Stop"]);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&log), 0o600);
 }

@@ -10,6 +10,7 @@ type Seen = (String, Vec<(String, String)>, String);
 /// every request it reads.
 struct HookServer {
     url: String,
+    port: u16,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
 }
 
@@ -17,7 +18,8 @@ impl HookServer {
     fn start() -> Self {
         use std::io::{BufRead as _, BufReader, Read as _, Write as _};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}");
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let record = seen.clone();
         std::thread::spawn(move || {
@@ -74,7 +76,7 @@ impl HookServer {
                 });
             }
         });
-        Self { url, seen }
+        Self { url, port, seen }
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -83,7 +85,8 @@ impl HookServer {
 }
 
 /// Claude Code's `type: "http"` hooks: the payload is POSTed as JSON, a 2xx JSON answer decides
-/// as a command's stdout would (here a PreToolUse deny), `allowedEnvVars` fill header values, and
+/// as a command's stdout would (here a PreToolUse deny), `allowedEnvVars` fill header values (only
+/// those listed), and
 /// a non-2xx status or no answer within the timeout is a non-blocking error (the call runs).
 #[test]
 fn http_hooks_post_the_payload_and_their_answer_decides() {
@@ -93,15 +96,15 @@ fn http_hooks_post_the_payload_and_their_answer_decides() {
         claude_code: vec![
             json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
                 {"type": "http", "url": format!("{url}/deny"),
-                 "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Other": "[$DEEPSEEK_API_KEY]"},
-                 "allowedEnvVars": ["HOOK_TOKEN"]},
+                 "headers": {"X-Team": "team $HOOK_TEAM", "X-Other": "[$HOOK_OTHER]"},
+                 "allowedEnvVars": ["HOOK_TEAM"]},
                 {"type": "http", "url": format!("{url}/fail")},
                 {"type": "http", "url": format!("{url}/slow"), "timeout": 1},
             ]}]}}),
         ],
         env: vec![
-            ("HOOK_TOKEN".into(), "s3cret".into()),
-            ("DEEPSEEK_API_KEY".into(), "sk-not-for-hooks".into()),
+            ("HOOK_TEAM".into(), "blue".into()),
+            ("HOOK_OTHER".into(), "not listed".into()),
         ],
         ..Setup::default()
     });
@@ -142,7 +145,7 @@ fn http_hooks_post_the_payload_and_their_answer_decides() {
             .unwrap_or_default()
     };
     assert_eq!(header(deny[0], "content-type"), "application/json");
-    assert_eq!(header(deny[0], "authorization"), "Bearer s3cret");
+    assert_eq!(header(deny[0], "x-team"), "team blue");
     assert_eq!(
         header(deny[0], "x-other"),
         "[]",
@@ -178,4 +181,139 @@ fn http_hooks_post_the_payload_and_their_answer_decides() {
         assert_eq!(slow.0, "error");
         assert!(slow.1.contains("timed out"), "{slow:?}");
     }
+}
+
+/// `allowedEnvVars` never reaches a secret (issue 39, item 8): a name the executor keeps from
+/// every command (`shell.secret_pattern`, the model key variable) is not expanded into a header;
+/// the hook fails before anything is sent, its record naming the variable and why. A listed
+/// variable commands may see is expanded as before.
+#[test]
+fn http_hooks_never_expand_a_secret_or_the_model_key() {
+    let server = HookServer::start();
+    let url = format!("{}/deny", server.url);
+    let w = World::new(move |_| Setup {
+        claude_code: vec![
+            json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "http", "url": url, "headers": {"Authorization": "Bearer $HOOK_TOKEN"},
+                 "allowedEnvVars": ["HOOK_TOKEN"]},
+                {"type": "http", "url": url, "headers": {"X-Model": "${LLM_ACCESS}"},
+                 "allowedEnvVars": ["LLM_ACCESS"]},
+                {"type": "http", "url": url, "headers": {"X-Team": "$HOOK_TEAM"},
+                 "allowedEnvVars": ["HOOK_TEAM"]},
+            ]}]}}),
+        ],
+        // The model key variable here matches no secret pattern: it is kept out by name.
+        hooks_toml: "[model]\napi_key_env = \"LLM_ACCESS\"".into(),
+        env: vec![
+            ("HOOK_TOKEN".into(), "s3cret".into()),
+            ("LLM_ACCESS".into(), "sk-model".into()),
+            ("HOOK_TEAM".into(), "blue".into()),
+        ],
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [bash_reply("one", "true"), {"text": "done"}]}));
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+
+    let seen = server.seen();
+    assert_eq!(
+        seen.len(),
+        1,
+        "only the hook without a secret sent: {seen:?}"
+    );
+    let headers = &seen[0].1;
+    assert!(
+        headers.contains(&("x-team".into(), "blue".into())),
+        "{headers:?}"
+    );
+    let all = format!("{seen:?}");
+    assert!(
+        !all.contains("s3cret") && !all.contains("sk-model"),
+        "{all}"
+    );
+
+    let events = w.events(&agent);
+    let results: Vec<&Value> = of_type(&events, "hook/result")
+        .into_iter()
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    let said = |i: usize| {
+        results[i]["stderrSummary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(results[0]["decision"], "error");
+    assert!(
+        said(0).contains("HOOK_TOKEN") && said(0).contains("shell.secret_pattern"),
+        "{}",
+        said(0)
+    );
+    assert!(said(0).contains("nothing was sent"), "{}", said(0));
+    assert_eq!(results[1]["decision"], "error");
+    assert!(
+        said(1).contains("LLM_ACCESS") && said(1).contains("model.api_key_env"),
+        "{}",
+        said(1)
+    );
+    assert_eq!(results[2]["decision"], "pass", "{}", results[2]);
+    let log = w.daemon.log_text();
+    assert!(
+        !log.contains("s3cret") && !log.contains("sk-model"),
+        "{log}"
+    );
+}
+
+/// An HTTP hook to a loopback address (`127.0.0.0/8`, `::1`, `localhost`) goes straight to it,
+/// never through a proxy in dshd's environment: the proxy would see every payload.
+#[test]
+fn http_hooks_to_loopback_never_go_through_a_proxy() {
+    let server = HookServer::start();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let port = server.port;
+    let w = World::new(move |_| Setup {
+        claude_code: vec![
+            json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "http", "url": format!("http://127.0.0.1:{port}/deny"), "timeout": 5},
+                {"type": "http", "url": format!("http://localhost:{port}/deny"), "timeout": 5},
+            ]}]}}),
+        ],
+        env: ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+            .into_iter()
+            .map(|k| (k.to_owned(), proxy_url.clone()))
+            .chain(["NO_PROXY", "no_proxy"].map(|k| (k.to_owned(), String::new())))
+            .collect(),
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [bash_reply("one", "true"), {"text": "done"}]}));
+    assert_eq!(w.prompt(&agent, "go").kind(), "completed");
+
+    let events = w.events(&agent);
+    let decisions: Vec<&Value> = of_type(&events, "hook/result")
+        .into_iter()
+        .map(|e| &e["data"])
+        .collect();
+    assert!(
+        decisions.iter().all(|d| d["decision"] == "pass"),
+        "{decisions:?}"
+    );
+    let mut hosts: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|s| {
+            s.1.iter()
+                .find(|(k, _)| k == "host")
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        })
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [format!("127.0.0.1:{port}"), format!("localhost:{port}")]
+    );
+    // Both hooks have ended; a request through the proxy would have connected by then.
+    proxy.set_nonblocking(true).unwrap();
+    assert!(proxy.accept().is_err(), "the proxy saw a loopback hook");
 }

@@ -127,3 +127,85 @@ fn with_the_session_transcript_ralph_wiggum_stops_at_once() {
         "{stops:?}"
     );
 }
+
+/// The projection directory of a world with `claude_code_transcript = "claude"`.
+fn projections(w: &World) -> PathBuf {
+    w.daemon.home.join("run/spill/claude-transcripts")
+}
+
+/// A link planted where a session's projection goes (issue 39, item 11) is not written through:
+/// its target keeps its bytes, and the hook still reads the session's projection, which dshd
+/// wrote to a file of its own in the link's place.
+#[test]
+fn a_link_planted_at_a_projection_is_not_written_through() {
+    use std::os::unix::fs::symlink;
+    dsh_core::test_support::require_jq();
+    let w = World::new(|dir| Setup {
+        claude_code: vec![hook_file(&[(
+            "Stop",
+            None,
+            &format!("cp \"$(jq -r .transcript_path)\" {}", dir.q("seen.jsonl")),
+        )])],
+        hooks_toml: "claude_code_transcript = \"claude\"".into(),
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [{"text": "hello there"}]}));
+    let victim = w.path("bashrc");
+    std::fs::write(&victim, "# mine\n").unwrap();
+    std::fs::create_dir_all(projections(&w)).unwrap();
+    let projection = projections(&w).join(format!("{agent}.jsonl"));
+    symlink(&victim, &projection).unwrap();
+
+    let turn = w.prompt(&agent, "hi");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+    let meta = std::fs::symlink_metadata(&projection).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    let seen = parse_lines(&w.read("seen.jsonl"));
+    let texts: Vec<&Value> = seen
+        .iter()
+        .filter(|r| r["type"] == "assistant")
+        .map(|r| &r["message"]["content"][0]["text"])
+        .collect();
+    assert_eq!(texts, ["hello there"], "{seen:?}");
+}
+
+/// Whatever is in the projection directory when dshd starts is removed, links (not followed),
+/// directories and files alike; what links led to is untouched.
+#[test]
+fn the_projection_directory_is_emptied_when_dshd_starts() {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    let mut w = World::new(|_| Setup {
+        hooks_toml: "claude_code_transcript = \"claude\"".into(),
+        ..Setup::default()
+    });
+    let dir = projections(&w);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/s-2.jsonl"), "{}\n").unwrap();
+    std::fs::write(dir.join("s-1.jsonl"), "{}\n").unwrap();
+    let victim = w.path("bashrc");
+    std::fs::write(&victim, "# mine\n").unwrap();
+    symlink(&victim, dir.join("s-3.jsonl")).unwrap();
+    let elsewhere = w.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("kept"), "kept\n").unwrap();
+    symlink(&elsewhere, dir.join("s-4.jsonl")).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    w.daemon
+        .signal_and_wait(rustix::process::Signal::TERM, PATIENCE);
+    w.daemon.restart_with(spec(&w.path("config.toml")));
+
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    let mode = std::fs::symlink_metadata(&dir)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("kept")).unwrap(),
+        "kept\n"
+    );
+}

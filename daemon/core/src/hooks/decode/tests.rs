@@ -17,6 +17,7 @@ fn end(exit: Option<i32>, stdout: &str, stderr: &str) -> RunEnd {
         stderr: stderr.to_owned(),
         failure: None,
         duration: Duration::ZERO,
+        sandbox: None,
     }
 }
 
@@ -992,6 +993,7 @@ mod properties {
                 stderr: err.clone(),
                 failure: failure.clone(),
                 duration: std::time::Duration::ZERO,
+                sandbox: None,
             };
             let decoded = decode(&end, event, dialect);
             prop_assert_eq!(decoded.verdict == Verdict::Error, decoded.error_note().is_some());

@@ -51,6 +51,7 @@ async fn exit_two_denies_with_stderr_and_ignores_stdout() {
                     _ => unreachable!(),
                 },
                 system_message: None,
+                sandbox: None,
             }
         ]
     );

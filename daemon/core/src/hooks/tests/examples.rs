@@ -1,5 +1,6 @@
 //! The shipped examples (`examples/hooks/`): three real-world scripts, unmodified, with the sample
-//! configs installed as project hook files the way a user would install them.
+//! configs installed in the user's home (the executor's `HOME`, the temporary directory) the way
+//! their README says: outside the session's workspace, listed in the settings.
 
 use std::path::PathBuf;
 
@@ -15,14 +16,14 @@ fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/hooks")
 }
 
-/// Copies the scripts to `<cwd>/.claude/hooks/` (or `.codex/hooks/`) and the sample config to
-/// `<cwd>/.claude/settings.json` (or `.codex/hooks.json`).
-fn install(fx: &Fx, dialect: Dialect) {
+/// Copies the scripts to `~/.claude/hooks/` (or `~/.codex/hooks/`) and the sample config to
+/// `~/.claude/settings.json` (or `~/.codex/hooks.json`); returns the config's path.
+fn install(fx: &Fx, dialect: Dialect) -> PathBuf {
     let (dir, config, name) = match dialect {
         Dialect::ClaudeCode => (".claude", "claude-code/settings.json", "settings.json"),
         Dialect::Codex => (".codex", "codex/hooks.json", "hooks.json"),
     };
-    let scripts = fx.cwd.join(dir).join("hooks");
+    let scripts = fx.path(dir).join("hooks");
     std::fs::create_dir_all(&scripts).unwrap();
     for script in SCRIPTS {
         // `copy` keeps the executable bit the repository gives the scripts.
@@ -32,19 +33,27 @@ fn install(fx: &Fx, dialect: Dialect) {
         )
         .unwrap();
     }
-    std::fs::copy(examples().join(config), fx.cwd.join(dir).join(name)).unwrap();
+    let installed = fx.path(dir).join(name);
+    std::fs::copy(examples().join(config), &installed).unwrap();
+    installed
 }
 
 fn example_hooks(fx: &Fx, dialects: &[Dialect]) -> Hooks {
     require_jq();
+    let mut settings = HookSettings::default();
     for d in dialects {
-        install(fx, *d);
+        let file = install(fx, *d);
+        match d {
+            Dialect::ClaudeCode => settings.claude_code.push(file),
+            Dialect::Codex => settings.codex.push(file),
+        }
     }
-    fx.hooks(HookSettings {
-        project_hooks: true,
-        ..HookSettings::default()
-    })
+    fx.hooks(settings)
 }
+
+/// Where the samples keep what they write: `${XDG_STATE_HOME:-$HOME/.local/state}/dsh` (the
+/// executor's environment has no `XDG_STATE_HOME`).
+const STATE: &str = ".local/state/dsh";
 
 fn stop() -> HookEvent {
     HookEvent::Stop {
@@ -124,7 +133,7 @@ async fn the_backup_copies_an_existing_transcript_on_stop() {
     for dialect in Dialect::ALL {
         let fx = Fx::new();
         let hooks = example_hooks(&fx, &[dialect]);
-        let backup = fx.path(".transcript-backups/s-1.jsonl");
+        let backup = fx.path(&format!("{STATE}/transcript-backups/s-1.jsonl"));
 
         // Before the first checkpoint the file does not exist: nothing to copy, no error.
         let run = hooks.run(&fx.ctx(), stop()).await;
@@ -149,8 +158,9 @@ async fn the_backup_does_nothing_without_a_transcript_location() {
         let hooks = example_hooks(&fx, &[dialect]);
         let run = hooks.run(&fx.ctx(), stop()).await;
         assert_eq!(decisions(&run), ["pass", "pass"], "{dialect:?}");
-        assert!(!fx.path(".transcript-backups").exists());
-        let logged: Value = serde_json::from_str(fx.read("proj/.hook-audit.jsonl").trim()).unwrap();
+        assert!(!fx.path(&format!("{STATE}/transcript-backups")).exists());
+        let logged: Value =
+            serde_json::from_str(fx.read(&format!("{STATE}/hook-audit.jsonl")).trim()).unwrap();
         let expected = match dialect {
             Dialect::ClaudeCode => json!(""),
             Dialect::Codex => Value::Null,
@@ -201,7 +211,7 @@ async fn the_audit_logger_writes_one_json_line_per_hook() {
             run.records
         );
     }
-    let log = fx.read("proj/.hook-audit.jsonl");
+    let log = fx.read(&format!("{STATE}/hook-audit.jsonl"));
     let lines: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

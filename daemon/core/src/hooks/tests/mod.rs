@@ -12,6 +12,7 @@ mod decisions;
 mod examples;
 mod payload;
 mod process;
+mod sandboxing;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -103,6 +104,11 @@ impl Fx {
         let config = ExecConfig {
             kill_grace: Duration::from_millis(300),
             spill_dir: tmp.path().join("spill"),
+            // Where a hook run in its agent's sandbox gets its temporary directory.
+            sandbox: crate::sandbox::SandboxSettings {
+                tmp_roots: vec![tmp.path().join("sandbox-tmp")],
+                ..Default::default()
+            },
             ..ExecConfig::default()
         };
         let executor = Arc::new(Executor::with_base_env(config, ambient(tmp.path())).unwrap());
@@ -171,6 +177,7 @@ impl Fx {
             subagent: None,
             turn: Some(3),
             model: "test-model".into(),
+            sandbox: crate::sandbox::SandboxPolicy::UNCONFINED,
             cancel: CancellationToken::new(),
             events: None,
         }

@@ -15,16 +15,19 @@
 //! one small append per hook run that has new events; none when the setting is `session`, the
 //! default). Files are private (0600, in a 0700 directory) and removed when the agent is closed,
 //! with its other derived files; the directory is emptied when dshd starts.
+//! Where and how the files are written is `file.rs`: never through a link.
+
+mod file;
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use self::file::{clear, create, open_dir, open_existing, prepare};
 use super::Dialect;
 use super::tools;
 use crate::locks::lock;
@@ -65,14 +68,31 @@ pub(super) struct Transcripts {
 }
 
 impl Transcripts {
-    /// Projections under `dir`; anything an earlier dshd left there is removed.
-    pub(super) fn new(dir: PathBuf) -> Self {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_file()) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+    /// The projections `mode` asks for, under `dir` (`None`: a directory of this process under
+    /// the system's temporary directory); with `session`, none, and whatever an earlier dshd left
+    /// in `dir` is removed.
+    pub(super) fn for_settings(mode: TranscriptMode, dir: Option<&Path>) -> Option<Self> {
+        match (mode, dir) {
+            (TranscriptMode::Claude, dir) => Some(Self::new(dir.map_or_else(
+                || std::env::temp_dir().join(format!("dsh-transcripts-{}", std::process::id())),
+                Path::to_path_buf,
+            ))),
+            (TranscriptMode::Session, Some(dir)) => {
+                clear(dir);
+                None
             }
+            (TranscriptMode::Session, None) => None,
+        }
+    }
+
+    /// Projections under `dir`, made dshd's own and emptied of anything an earlier dshd (or
+    /// anyone else) left there.
+    pub(super) fn new(dir: PathBuf) -> Self {
+        if let Err(error) = prepare(&dir) {
+            tracing::warn!(
+                dir = %dir.display(), %error,
+                "cannot use this directory for Claude Code transcript projections; hooks get their path, but no projection is written"
+            );
         }
         Self {
             dir,
@@ -82,7 +102,7 @@ impl Transcripts {
 
     /// The projection file of `id` (whether or not it was written yet).
     pub(super) fn path(&self, id: &SessionId) -> PathBuf {
-        self.dir.join(format!("{}.jsonl", id.as_str()))
+        self.dir.join(file_name(id))
     }
 
     /// Appends what `events` logged since the last sync of `header`'s session to its projection.
@@ -97,45 +117,53 @@ impl Transcripts {
                 next_seq: 0,
                 last_uuid: None,
             });
-        let new = events.events_from(projection.next_seq);
-        let Some(last) = new.last() else {
-            return;
-        };
-        let next_seq = last.seq + 1;
-        let mut last_uuid = projection.last_uuid.clone();
-        let mut text = String::new();
-        for event in &new {
-            if let Some(record) = record(header, model, event, last_uuid.as_deref()) {
-                last_uuid = record["uuid"].as_str().map(str::to_owned);
-                text.push_str(&record.to_string());
-                text.push('\n');
+        let name = file_name(&header.id);
+        let written = open_dir(&self.dir).and_then(|dir| {
+            let mut existing = None;
+            if projection.next_seq > 0 {
+                match open_existing(&dir, &name) {
+                    Ok(file) => existing = Some(file),
+                    Err(error) => {
+                        tracing::warn!(
+                            session = %header.id, path = %projection.path.display(), %error,
+                            "the Claude Code transcript projection was replaced; writing it again"
+                        );
+                        projection.next_seq = 0;
+                        projection.last_uuid = None;
+                    }
+                }
             }
-        }
-        match self.append(&projection.path, text.as_bytes()) {
-            Ok(()) => {
-                projection.next_seq = next_seq;
-                projection.last_uuid = last_uuid;
+            let new = events.events_from(projection.next_seq);
+            let Some(last) = new.last() else {
+                return Ok(());
+            };
+            let next_seq = last.seq + 1;
+            let mut last_uuid = projection.last_uuid.clone();
+            let mut text = String::new();
+            for event in &new {
+                if let Some(record) = record(header, model, event, last_uuid.as_deref()) {
+                    last_uuid = record["uuid"].as_str().map(str::to_owned);
+                    text.push_str(&record.to_string());
+                    text.push('\n');
+                }
             }
-            Err(error) => tracing::warn!(
+            let mut file = match existing {
+                Some(file) => file,
+                None => create(&dir, &name)?,
+            };
+            file.write_all(text.as_bytes())?;
+            projection.next_seq = next_seq;
+            projection.last_uuid = last_uuid;
+            Ok(())
+        });
+        if let Err(error) = written {
+            tracing::warn!(
                 session = %header.id,
                 path = %projection.path.display(),
                 %error,
                 "cannot write the Claude Code transcript projection"
-            ),
+            );
         }
-    }
-
-    fn append(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)?;
-        file.write_all(bytes)
     }
 
     /// Removes `id`'s projection (its agent was closed).
@@ -150,6 +178,10 @@ impl Transcripts {
             }
         }
     }
+}
+
+fn file_name(id: &SessionId) -> String {
+    format!("{}.jsonl", id.as_str())
 }
 
 /// The Claude Code record of `event`, when it has one.
