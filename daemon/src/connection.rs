@@ -648,6 +648,14 @@ impl<B: http_body::Body + Unpin> http_body::Body for TrackedBody<B> {
     }
 }
 
+/// The client that sent `request` ([`Peer::in_process`] for a request of no connection).
+pub fn peer_of<T>(request: &tonic::Request<T>) -> Arc<Peer> {
+    request
+        .extensions()
+        .get::<ConnectionInfo>()
+        .map_or_else(|| Arc::new(Peer::in_process()), |info| info.peer.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

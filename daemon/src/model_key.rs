@@ -9,9 +9,6 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 
-/// The credential name read when `model.api_key_credential` is not set.
-pub const DEFAULT_CREDENTIAL: &str = "dsh-model-api-key";
-
 /// Where the key came from (never the key itself), for the log and `Status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {

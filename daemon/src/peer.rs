@@ -4,11 +4,8 @@
 //! client inside an agent's command less than the user (`confined_clients`, jobs, approvals).
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
 
 use dsh_core::{Provenance, UnknownReason};
-
-use crate::connection::ConnectionInfo;
 
 /// One connection's client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +81,4 @@ impl Peer {
             ..Self::in_process()
         }
     }
-}
-
-/// The client that sent `request` ([`Peer::in_process`] for a request of no connection).
-pub fn of<T>(request: &tonic::Request<T>) -> Arc<Peer> {
-    request
-        .extensions()
-        .get::<ConnectionInfo>()
-        .map_or_else(|| Arc::new(Peer::in_process()), |info| info.peer.clone())
 }

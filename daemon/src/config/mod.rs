@@ -26,6 +26,9 @@ use dsh_core::{
     home::ResolvedHome,
 };
 
+/// The systemd credential holding the model key when `model.api_key_credential` is not set.
+pub const DEFAULT_API_KEY_CREDENTIAL: &str = "dsh-model-api-key";
+
 /// Name of the config file looked up in the harness home when `--config` is not given.
 pub const DEFAULT_FILE_NAME: &str = "config.toml";
 
@@ -493,7 +496,7 @@ impl Builder<'_> {
                 .model
                 .api_key_credential
                 .clone()
-                .unwrap_or_else(|| crate::model_key::DEFAULT_CREDENTIAL.to_owned()),
+                .unwrap_or_else(|| DEFAULT_API_KEY_CREDENTIAL.to_owned()),
             default_cwd,
             resolve_timeout: self.positive_ms(
                 parsed.shell_env.resolve_timeout_ms,

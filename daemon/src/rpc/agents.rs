@@ -125,7 +125,7 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn prompt(&self, request: Request<v1::PromptRequest>) -> Reply<Self::PromptStream> {
-        let by = crate::peer::of(&request).watched_by();
+        let by = crate::connection::peer_of(&request).watched_by();
         let req = request.into_inner();
         let id = session_id("agent_id", req.agent_id)?;
         if req.text.trim().is_empty() {
@@ -143,7 +143,7 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn watch(&self, request: Request<v1::WatchRequest>) -> Reply<Self::WatchStream> {
-        let by = crate::peer::of(&request).watched_by();
+        let by = crate::connection::peer_of(&request).watched_by();
         let req = request.into_inner();
         let scope = if req.agent_id.is_empty() {
             if req.from_seq.is_some() {
@@ -170,7 +170,7 @@ impl agents_server::Agents for AgentsService {
     }
 
     async fn approve(&self, request: Request<v1::ApproveRequest>) -> Reply<v1::ApproveResponse> {
-        let peer = crate::peer::of(&request);
+        let peer = crate::connection::peer_of(&request);
         // Approvals come from people: a process an agent's command started (its own background
         // job included) could otherwise answer its agent's requests.
         if !peer.provenance.is_outside() {

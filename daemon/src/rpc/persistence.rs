@@ -339,7 +339,7 @@ impl persistence_server::Persistence for PersistenceService {
         &self,
         request: Request<v1::ReadEventsRequest>,
     ) -> Reply<Self::ReadEventsStream> {
-        let by = crate::peer::of(&request).watched_by();
+        let by = crate::connection::peer_of(&request).watched_by();
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
         if req.follow {

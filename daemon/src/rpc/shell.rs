@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::callers::Callers;
 use super::convert::{exec_status, sandbox_policy};
-use crate::peer::{self, Peer};
+use crate::peer::Peer;
 use dsh_core::{
     Command, CommandOutcome, ExecError, JobId, JobInfo, JobState, OutputFeed, OutputStream, Ran,
     RunError, SandboxPolicy, Shell, ToolExecution,
@@ -252,7 +252,7 @@ impl shell_server::Shell for ShellService {
         &self,
         request: Request<v1::JobOutputRequest>,
     ) -> Reply<v1::JobOutputResponse> {
-        let peer = peer::of(&request);
+        let peer = crate::connection::peer_of(&request);
         let id = job_id(request.into_inner().job_id)?;
         self.visible_job(&peer, &id)?;
         let output = self.shell.executor().job_output(&id).map_err(exec_status)?;
@@ -291,7 +291,7 @@ impl shell_server::Shell for ShellService {
     }
 
     async fn job_kill(&self, request: Request<v1::JobKillRequest>) -> Reply<v1::JobKillResponse> {
-        let peer = peer::of(&request);
+        let peer = crate::connection::peer_of(&request);
         let id = job_id(request.into_inner().job_id)?;
         self.visible_job(&peer, &id)?;
         let killed = self.shell.executor().job_kill(&id).map_err(exec_status)?;
@@ -302,7 +302,7 @@ impl shell_server::Shell for ShellService {
         &self,
         request: Request<v1::ListJobsRequest>,
     ) -> Reply<v1::ListJobsResponse> {
-        let peer = peer::of(&request);
+        let peer = crate::connection::peer_of(&request);
         // Only a live agent's jobs are asked for: an unknown id is NOT_FOUND, not "no jobs".
         let owner = self.callers.live_agent(request.into_inner().agent_id)?;
         let jobs = self

@@ -115,8 +115,6 @@ pub struct SandboxSettings {
     /// stores, spill directory, socket directory, config and hook files. A writable root that
     /// holds one, or lies inside one, refuses the call.
     pub protected: Vec<PathBuf>,
-    /// Paths relative to the workspace that are protected too (`hooks.project_hooks`' files).
-    pub protected_in_workspace: Vec<PathBuf>,
     /// Paths no confined command may read (dshd's config and state, the model key file, the
     /// PostgreSQL URL file, systemd's user configuration and credentials, `sandbox.hidden`).
     /// They are protected too: a writable root may neither hold nor lie inside one.

@@ -116,18 +116,7 @@ pub(crate) fn new(
             error: source,
         })?);
     }
-    plan.protected = settings
-        .protected
-        .iter()
-        .cloned()
-        .chain(
-            settings
-                .protected_in_workspace
-                .iter()
-                .map(|rel| workspace.join(rel)),
-        )
-        .map(|p| resolve(&p))
-        .collect();
+    plan.protected = settings.protected.iter().map(|p| resolve(p)).collect();
     for root in &plan.writable {
         check_exposure(root, false, &plan.protected)?;
     }
