@@ -328,6 +328,11 @@ fn adopted_children() -> Vec<i32> {
 
 fn survey(all: bool) -> Adopted {
     let me = self_id();
+    // Exclusive with spawns: a shell being spawned is a child of ours before it is in
+    // [`SHELLS`], and its owner may be newer than any snapshot of [`LIVE`] taken before it was
+    // spawned. With no spawn under way, every child not in [`SHELLS`] is one we did not spawn,
+    // and every owner whose process exists is in the snapshot.
+    let _gate = write_lock(&SPAWN_GATE);
     let live = lock(&LIVE).clone();
     let mut found = Adopted::default();
     for pid in adopted_children() {
