@@ -77,6 +77,17 @@ impl Refusal {
         })
     }
 
+    /// The request field an `INVALID_ARGUMENT` names as at fault (its `google.rpc.BadRequest`),
+    /// where dshd gives one.
+    pub fn bad_field(status: &tonic::Status) -> Option<String> {
+        status
+            .get_details_bad_request()?
+            .field_violations
+            .into_iter()
+            .next()
+            .map(|violation| violation.field)
+    }
+
     /// The `reason` of `status`'s ErrorInfo when dshd gave one, known to this client or not.
     pub fn reason(status: &tonic::Status) -> Option<String> {
         status

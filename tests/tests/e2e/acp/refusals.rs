@@ -60,3 +60,19 @@ fn a_missing_model_key_is_auth_required_with_dshds_reason() {
         "{error}"
     );
 }
+
+#[test]
+fn a_cursor_dsh_did_not_issue_is_invalid_params_naming_the_cursor() {
+    let daemon = TestDaemon::start();
+    let mut acp = Acp::start(&daemon.socket, &[]);
+    acp.initialize();
+    let error = acp.call_err("session/list", json!({"cursor": "junk"}));
+    assert_eq!(error["code"], -32602, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cursor: page_token: not a token this daemon issued"),
+        "{error}"
+    );
+}

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
 use tokio_stream::StreamExt;
 
@@ -240,11 +241,10 @@ impl Bridge {
                 host: String::new(),
             })
             .await
-            .map_err(|s| match RpcError::from(s) {
-                e if e.message.starts_with("page_token") => {
-                    RpcError::params(format!("cursor: {}", e.message))
-                }
-                e => e,
+            .map_err(|s| match Refusal::bad_field(&s).as_deref() {
+                // dsh's page token is ACP's cursor.
+                Some("page_token") => RpcError::params(format!("cursor: {}", s.message())),
+                _ => RpcError::from(s),
             })?
             .into_inner();
         // Child agents' sessions are shown as tool calls of their parent, not as sessions.
