@@ -8,6 +8,7 @@
 //! Speaks ACP protocol version 1 (JSON-RPC 2.0, one message per line). See docs/ACP.md.
 
 mod jsonrpc;
+mod lines;
 mod schema;
 mod sessions;
 mod stdio;
@@ -79,7 +80,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut messages = jsonrpc::Reader::new(BufReader::new(input));
+    let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
     while let Some(message) = messages.next().await {
         match message {
