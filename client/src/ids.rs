@@ -8,6 +8,7 @@
 //! other client sees the protocol unchanged. A full id is passed through without a call, and so is a
 //! value that cannot be a prefix of any id (the server then names it in its own error).
 
+use crate::events::{EventData, Streamed};
 use dsh_proto::v1;
 use tonic::transport::Channel;
 
@@ -225,16 +226,13 @@ pub async fn resolve_call(
         .into_inner();
     let mut waiting: Vec<String> = Vec::new();
     while let Some(event) = events.message().await? {
-        let call = || {
-            serde_json::from_str::<serde_json::Value>(&event.data_json)
-                .ok()
-                .and_then(|d| d["callId"].as_str().map(str::to_owned))
-        };
-        match event.r#type.as_str() {
-            "approval/request" => waiting.extend(call()),
-            "approval/decision" => {
-                let decided = call();
-                waiting.retain(|c| Some(c) != decided.as_ref());
+        // An event that cannot be read names no call: the others still count.
+        match crate::events::decode(&event) {
+            Ok(Streamed::Logged(EventData::ApprovalRequest { call_id, .. })) => {
+                waiting.push(call_id);
+            }
+            Ok(Streamed::Logged(EventData::ApprovalDecision { call_id, .. })) => {
+                waiting.retain(|c| *c != call_id);
             }
             _ => {}
         }

@@ -5,7 +5,9 @@
 //! socket served by another uid is refused. Without that check, another user who could replace the
 //! socket file would receive our requests (prompts, commands, environment values).
 
+pub mod events;
 pub mod ids;
+pub mod refusal;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

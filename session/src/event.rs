@@ -22,7 +22,7 @@ pub struct Event {
 
 /// Why a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TurnEndReason {
     /// The model answered without tool calls.
     Completed,
@@ -49,6 +49,13 @@ pub enum TurnEndReason {
     },
     /// Found open after a crash and closed on load.
     Interrupted,
+    /// The turn reached `agent.max_steps_per_turn` steps and was ended before another. Logs
+    /// written before this reason existed record such a turn as an `error` whose message names
+    /// the setting; they read as that.
+    StepLimit {
+        /// The limit in force.
+        limit: u32,
+    },
 }
 
 impl TurnEndReason {
@@ -61,6 +68,7 @@ impl TurnEndReason {
             Self::Blocked { .. } => "blocked",
             Self::Stopped { .. } => "stopped",
             Self::Interrupted => "interrupted",
+            Self::StepLimit { .. } => "step_limit",
         }
     }
 
@@ -71,6 +79,9 @@ impl TurnEndReason {
             Self::Aborted { cause } => cause.as_str().to_owned(),
             Self::Error { message } => message.clone(),
             Self::Blocked { reason } | Self::Stopped { reason } => reason.clone(),
+            Self::StepLimit { limit } => {
+                format!("the turn reached the limit of {limit} steps (agent.max_steps_per_turn)")
+            }
         }
     }
 }
@@ -841,6 +852,32 @@ mod tests {
             turn: Some(1),
             tool_call_id: None,
         });
+    }
+
+    /// The step limit is a reason of its own; a log written before it existed recorded the same
+    /// turn as an error naming the setting, and still reads as that error.
+    #[test]
+    fn the_step_limit_is_its_own_reason_and_old_logs_still_read() {
+        let json = roundtrip(EventData::TurnEnd {
+            turn: 3,
+            reason: TurnEndReason::StepLimit { limit: 2 },
+            answer_seq: None,
+            usage: None,
+        });
+        assert!(
+            json.contains(r#""reason":{"kind":"step_limit","limit":2}"#),
+            "{json}"
+        );
+        let old = r#"{"type":"turn/end","seq":9,"time":1,"data":{"turn":3,"reason":{"kind":"error","message":"the turn reached the limit of 2 steps (agent.max_steps_per_turn)"}}}"#;
+        let event = Event::from_line(old.as_bytes()).unwrap();
+        let EventData::TurnEnd { reason, .. } = event.data else {
+            panic!("{event:?}");
+        };
+        assert_eq!(reason.kind(), "error");
+        assert_eq!(
+            TurnEndReason::StepLimit { limit: 2 }.message(),
+            "the turn reached the limit of 2 steps (agent.max_steps_per_turn)"
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The session vocabulary dshd and its clients share: ids, the immutable header, the event
 //! vocabulary and its `{type, seq, time, data}` envelope, the approval and sandbox terms events
 //! carry, the in-memory log, the history and metadata derived from it, and the repair of a turn
-//! left open by a crash (docs/CONTRACTS.md §4). A client decodes an event's JSON into
-//! [`EventData`] once and matches on it, so a new event type is a compile error in every client,
-//! not a blank line.
+//! left open by a crash (docs/CONTRACTS.md §4), and the unlogged events streams carry besides
+//! ([`LiveEvent`]). A client decodes an event's JSON into [`EventData`] or [`LiveEvent`] once and
+//! matches on it, so a new event type is a compile error in every client, not a blank line.
 //!
 //! Only serde, serde_json, uuid and thiserror: nothing of the daemon's runtime, storage or
 //! server, so the thin client links it without them.
@@ -14,6 +14,7 @@ mod event_de;
 mod header;
 pub mod history;
 mod id;
+mod live;
 mod log;
 mod meta;
 pub mod repair;
@@ -31,6 +32,7 @@ pub use event::{
 };
 pub use header::{AgentSettings, FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{SessionId, SessionIdError};
+pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutput};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};
 pub use meta::{MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title};
 pub use sandbox::{LooserPolicy, Network, SandboxMode, SandboxPolicy, UnknownName};

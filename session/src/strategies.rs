@@ -51,6 +51,7 @@ fn reason() -> impl Strategy<Value = TurnEndReason> {
         cause.prop_map(|cause| TurnEndReason::Aborted { cause }),
         text().prop_map(|message| TurnEndReason::Error { message }),
         text().prop_map(|reason| TurnEndReason::Blocked { reason }),
+        any::<u32>().prop_map(|limit| TurnEndReason::StepLimit { limit }),
     ]
 }
 

@@ -9,6 +9,11 @@
 //!    to the gRPC figure what any process between an editor and dshd costs, measured in the same
 //!    round: a line's round trip through `cat` (a relay that does nothing else; the bridge wakes
 //!    twice per message as it does, once for the editor's line and once for dshd's answer).
+//!    A fourth line is what `acp/stdio.rs` saves a user per message: the same first update from a
+//!    second bridge whose stdin and stdout are a `SOCK_SEQPACKET` socket pair, which the module
+//!    leaves to tokio's own `stdin()`/`stdout()` (reads and writes on the blocking pool), against
+//!    the bridge on pipes (served on the runtime's reactor, as an editor's pipes or stream sockets
+//!    are). Rounds alternate the two bridges.
 //! 2. **CPU per update.** A turn of exactly 1,000 updates (one step of 333 bash calls `true`, three
 //!    updates each, and one text chunk), repeated [`BIG_TURNS`] times: the bridge's CPU time
 //!    (all its threads, from `/proc/<pid>/task/*/schedstat`) per update, against `dshctl --json
@@ -20,8 +25,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dsh_proto::v1;
@@ -59,23 +65,29 @@ fn main() {
 
     println!("first update: {ROUNDS} rounds each, alternating");
     let mut acp = Bridge::start(&dshctl, daemon.socket(), &small);
+    let mut blocking = Bridge::start_on_seqpacket(&dshctl, daemon.socket(), &small);
     let mut relay = Relay::start();
     let (mut grpc_first, mut grpc_text, mut acp_first) = (Vec::new(), Vec::new(), Vec::new());
-    let mut relayed_floor = Vec::new();
+    let (mut relayed_floor, mut blocking_first) = (Vec::new(), Vec::new());
     for round in 0..=ROUNDS {
         let (first, text) = runtime.block_on(grpc_round(&client, &cwd, &small));
         let session = acp.new_session(&cwd);
         let took = acp.first_update(&session);
         let relayed = relay.round_trip();
+        let other = blocking.new_session(&cwd);
+        let took_blocking = blocking.first_update(&other);
         if round > 0 {
             // The first round warms both paths up.
             grpc_first.push(first);
             grpc_text.push(text);
             acp_first.push(took);
             relayed_floor.push(first + relayed);
+            blocking_first.push(took_blocking);
         }
         acp.call("session/close", json!({"sessionId": session}));
+        blocking.call("session/close", json!({"sessionId": other}));
     }
+    drop(blocking);
     latency_ratio(
         "acp: session/prompt to the first session/update vs Agents.Prompt's first event",
         ("Agents.Prompt", &mut grpc_first),
@@ -91,8 +103,14 @@ fn main() {
     latency_ratio(
         "acp: session/prompt to the first session/update vs Agents.Prompt's first event plus a relay process's round trip",
         ("Prompt + relay", &mut relayed_floor),
-        ("session/prompt", &mut acp_first),
+        ("session/prompt", &mut acp_first.clone()),
         1.2,
+    );
+    latency_ratio(
+        "acp: first session/update with stdio on the reactor (pipes) vs tokio's blocking stdin/stdout (informational)",
+        ("tokio stdin/stdout", &mut blocking_first),
+        ("reactor (pipes)", &mut acp_first),
+        1.0,
     );
     drop(acp);
 
@@ -190,7 +208,7 @@ async fn grpc_round(
 /// The least a process between the editor and dshd adds: a line's round trip through `cat`.
 struct Relay {
     child: Child,
-    stdin: ChildStdin,
+    stdin: std::fs::File,
     stdout: Lines,
 }
 
@@ -201,8 +219,8 @@ impl Relay {
             .stdout(Stdio::piped())
             .spawn()
             .expect("cat (coreutils) is needed for the relay floor");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = Lines::new(child.stdout.take().unwrap());
+        let stdin = std::fs::File::from(OwnedFd::from(child.stdin.take().unwrap()));
+        let stdout = Lines::new(OwnedFd::from(child.stdout.take().unwrap()));
         Self {
             child,
             stdin,
@@ -237,12 +255,16 @@ impl Drop for Relay {
 }
 
 /// A child's stdout read line by line on the measuring thread itself, as the gRPC side reads its
-/// stream (a reader thread would add its own hand-off to every figure).
-struct Lines(std::io::BufReader<std::process::ChildStdout>);
+/// stream (a reader thread would add its own hand-off to every figure). A pipe, or a
+/// `SOCK_SEQPACKET` socket whose messages are read whole (64 KiB each at most here).
+struct Lines(std::io::BufReader<std::fs::File>);
 
 impl Lines {
-    fn new(stdout: std::process::ChildStdout) -> Self {
-        Self(std::io::BufReader::new(stdout))
+    fn new(stdout: OwnedFd) -> Self {
+        Self(std::io::BufReader::with_capacity(
+            1 << 16,
+            std::fs::File::from(stdout),
+        ))
     }
 
     /// The next line, waiting at most two minutes for it (a hung child fails the bench).
@@ -270,25 +292,57 @@ impl Lines {
 /// A release `dshctl acp`, initialized.
 struct Bridge {
     child: Child,
-    stdin: ChildStdin,
+    stdin: std::fs::File,
     stdout: Lines,
     next_id: u64,
 }
 
 impl Bridge {
+    /// A bridge on pipes, as an editor starts it.
     fn start(dshctl: &Path, socket: &Path, script: &Path) -> Self {
-        let mut child = Command::new(dshctl)
+        let mut child = Self::command(dshctl, socket, script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = OwnedFd::from(child.stdout.take().unwrap());
+        let stdin = OwnedFd::from(child.stdin.take().unwrap());
+        Self::initialized(child, stdin, stdout)
+    }
+
+    /// A bridge whose stdin and stdout are one end of a `SOCK_SEQPACKET` pair: neither a pipe nor
+    /// a stream socket, so `acp/stdio.rs` leaves them to tokio's `stdin()` and `stdout()`.
+    fn start_on_seqpacket(dshctl: &Path, socket: &Path, script: &Path) -> Self {
+        use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+        let (ours, theirs) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let child = Self::command(dshctl, socket, script)
+            .stdin(Stdio::from(theirs.try_clone().unwrap()))
+            .stdout(Stdio::from(theirs))
+            .spawn()
+            .unwrap();
+        let reading = ours.try_clone().unwrap();
+        Self::initialized(child, ours, reading)
+    }
+
+    fn command(dshctl: &Path, socket: &Path, script: &Path) -> Command {
+        let mut command = Command::new(dshctl);
+        command
             .arg("--socket")
             .arg(socket)
             .args(["acp", "--script", script.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    fn initialized(child: Child, stdin: OwnedFd, stdout: OwnedFd) -> Self {
         let stdout = Lines::new(stdout);
-        let stdin = child.stdin.take().unwrap();
+        let stdin = std::fs::File::from(stdin);
         let mut bridge = Self {
             child,
             stdin,

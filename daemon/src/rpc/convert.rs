@@ -1,8 +1,12 @@
 //! Translation helpers shared by the services: domain values to protocol messages, protocol input to
 //! validated domain values, and domain errors to gRPC status codes.
 
+use std::collections::HashMap;
+
+use dsh_proto::refusal::{self, metadata};
 use dsh_proto::v1;
-use tonic::Status;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
     Agent, AgentError, AgentStatus, ApprovalPolicy, ChoiceError, Event, ExecError, ModelChoice,
@@ -124,12 +128,27 @@ pub fn persistence_status(error: PersistenceError) -> Status {
     match error {
         PersistenceError::NotFound(id) => Status::not_found(format!("no session {id}")),
         e @ PersistenceError::Corrupt { .. } => Status::data_loss(e.to_string()),
+        PersistenceError::Leased {
+            ref id,
+            ref host,
+            pid,
+            expires_in,
+        } => refused(
+            Code::FailedPrecondition,
+            error.to_string(),
+            refusal::SESSION_LEASED,
+            &[
+                (metadata::SESSION_ID, id.to_string()),
+                (metadata::HOST, host.clone()),
+                (metadata::PID, pid.to_string()),
+                (metadata::EXPIRES_IN_MS, expires_in.as_millis().to_string()),
+            ],
+        ),
         e @ (PersistenceError::ForeignDatabase { .. }
         | PersistenceError::Config(_)
         | PersistenceError::BadLocation { .. }
         | PersistenceError::NotWritable { .. }
-        | PersistenceError::NewerFormat { .. }
-        | PersistenceError::Leased { .. }) => Status::failed_precondition(e.to_string()),
+        | PersistenceError::NewerFormat { .. }) => Status::failed_precondition(e.to_string()),
         e @ PersistenceError::Unavailable { .. } => Status::unavailable(e.to_string()),
         e @ PersistenceError::NoSpace { .. } => Status::resource_exhausted(e.to_string()),
         e @ (PersistenceError::SeqMismatch { .. } | PersistenceError::Diverged { .. }) => {
@@ -153,19 +172,52 @@ pub fn choice_status(error: ChoiceError) -> Status {
     }
 }
 
+/// `code` and `message` with an `ErrorInfo` in dsh's domain: the refusal's `reason` (one of
+/// [`refusal`]'s) and its `metadata`, which clients act on instead of the message's words.
+fn refused(code: Code, message: String, reason: &str, metadata: &[(&str, String)]) -> Status {
+    let metadata: HashMap<String, String> = metadata
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), value.clone()))
+        .collect();
+    Status::with_error_details(
+        code,
+        message,
+        ErrorDetails::with_error_info(reason, refusal::DOMAIN, metadata),
+    )
+}
+
 /// An agent error as a status a client can act on.
 pub fn agent_status(error: AgentError) -> Status {
     match error {
-        e @ (AgentError::NotFound(_)
-        | AgentError::SessionNotFound(_)
-        | AgentError::NoPendingApproval { .. }) => Status::not_found(e.to_string()),
+        AgentError::NotFound(ref id) => refused(
+            Code::NotFound,
+            error.to_string(),
+            refusal::AGENT_NOT_LIVE,
+            &[(metadata::AGENT_ID, id.to_string())],
+        ),
+        e @ (AgentError::SessionNotFound(_) | AgentError::NoPendingApproval { .. }) => {
+            Status::not_found(e.to_string())
+        }
         e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
+        AgentError::Busy { ref id, turn } => refused(
+            Code::FailedPrecondition,
+            error.to_string(),
+            refusal::AGENT_BUSY,
+            &[
+                (metadata::AGENT_ID, id.to_string()),
+                (metadata::TURN, turn.to_string()),
+            ],
+        ),
         // A missing API key is the daemon's state, not the request's fault.
-        e @ (AgentError::Busy { .. }
-        | AgentError::Closed(_)
-        | AgentError::NoModelKey { .. }
-        | AgentError::Live(_)
-        | AgentError::NotRunning(_)) => Status::failed_precondition(e.to_string()),
+        AgentError::NoModelKey { ref variable } => refused(
+            Code::FailedPrecondition,
+            error.to_string(),
+            refusal::NO_MODEL_KEY,
+            &[(metadata::VARIABLE, variable.clone())],
+        ),
+        e @ (AgentError::Closed(_) | AgentError::Live(_) | AgentError::NotRunning(_)) => {
+            Status::failed_precondition(e.to_string())
+        }
         e @ (AgentError::InvalidCwd { .. }
         | AgentError::InvalidModel(_)
         | AgentError::InvalidTitle(_)
@@ -258,8 +310,6 @@ pub fn exec_status(error: ExecError) -> Status {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-
-    use tonic::Code;
 
     use super::*;
     use dsh_core::LaunchPart;

@@ -191,7 +191,16 @@ pub fn encode(key: &ListKey, order: Order, cwd: Option<&Path>) -> String {
 
 /// The key a token continues after, if it is a token of this order and cwd.
 pub fn decode(token: &str, order: Order, cwd: Option<&Path>) -> Result<ListKey, Status> {
-    let bad = |why: &str| Status::invalid_argument(format!("page_token: {why}"));
+    // The field at fault is also a `google.rpc.BadRequest` violation, for clients that name it
+    // in their own terms (the ACP bridge's `cursor`).
+    let bad = |why: &str| {
+        use tonic_types::StatusExt as _;
+        Status::with_error_details(
+            tonic::Code::InvalidArgument,
+            format!("page_token: {why}"),
+            tonic_types::ErrorDetails::with_bad_request_violation("page_token", why),
+        )
+    };
     let not_ours = || bad("not a token this daemon issued; give next_page_token unchanged");
     let rest = token.strip_prefix(TOKEN_VERSION).ok_or_else(not_ours)?;
     let mut chars = rest.chars();
@@ -307,6 +316,11 @@ mod tests {
                 err.message().starts_with("page_token: "),
                 "{bad:?}: {err:?}"
             );
+            let violations = tonic_types::StatusExt::get_details_bad_request(&err)
+                .map(|b| b.field_violations)
+                .unwrap_or_default();
+            assert_eq!(violations.len(), 1, "{bad:?}: {err:?}");
+            assert_eq!(violations[0].field, "page_token");
         }
     }
 

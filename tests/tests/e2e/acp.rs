@@ -10,6 +10,8 @@
 
 #[path = "acp/framing.rs"]
 mod framing;
+#[path = "acp/refusals.rs"]
+mod refusals;
 
 use std::io::Write;
 use std::path::Path;

@@ -17,6 +17,7 @@ mod observability;
 mod openai;
 mod persistence;
 mod readme;
+mod refusals;
 mod sandbox;
 mod shell;
 mod slow_client;

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use dsh_client::Client;
+use dsh_client::events::{self, EventData, Streamed, TurnEndReason};
 use dsh_client::ids::IdKind;
+use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_stream::StreamExt;
@@ -154,11 +156,21 @@ pub async fn run(
         if out.json {
             out.raw_line(&wire::event_line(&event))?;
         } else {
+            // Decoded again by the screen below: only approvals matter here, and they are rare.
+            let approval = match events::decode(&event) {
+                Ok(Streamed::Logged(EventData::ApprovalRequest {
+                    call_id, command, ..
+                })) => Some((Request::new(&event.session_id, &call_id), Some(command))),
+                Ok(Streamed::Logged(EventData::ApprovalDecision { call_id, .. })) => {
+                    Some((Request::new(&event.session_id, &call_id), None))
+                }
+                _ => None,
+            };
             if let Some(questions) = questions.as_mut() {
                 // The question closes when its request is decided, whoever decided it; the
                 // decision line printed next says by whom.
-                if event.r#type == "approval/decision" {
-                    questions.decided(&Request::of(&event));
+                if let Some((request, None)) = &approval {
+                    questions.decided(request);
                 }
                 questions.hide();
             }
@@ -167,10 +179,11 @@ pub async fn run(
                 .get_or_insert_with(|| Screen::new(Some(event.session_id.clone())))
                 .show(&event)?;
             if let Some(questions) = questions.as_mut() {
-                if event.r#type == "approval/request" && !cancel_sent {
-                    questions.ask(&event);
-                } else {
-                    questions.show();
+                match approval {
+                    Some((request, Some(command))) if !cancel_sent => {
+                        questions.ask(request, command);
+                    }
+                    _ => questions.show(),
                 }
             }
         }
@@ -180,19 +193,27 @@ pub async fn run(
         screen.clear_status()?;
     }
     // The stream's last event is the prompted agent's `turn/end`.
-    let ended = last
-        .filter(|e| e.r#type == "turn/end")
-        .map(|e| wire::event_data(&e)["reason"]["kind"].clone());
-    Ok(match ended.as_ref().and_then(|k| k.as_str()) {
-        Some("completed") => ExitCode::SUCCESS,
-        Some("aborted") if cancel_sent => {
+    let ended = last.as_ref().and_then(|e| match events::decode(e) {
+        Ok(Streamed::Logged(EventData::TurnEnd { reason, .. })) => Some(reason),
+        _ => None,
+    });
+    let Some(reason) = ended else {
+        anyhow::bail!(
+            "the stream ended without turn/end; `dshctl session events {agent}` shows what was logged"
+        )
+    };
+    Ok(match reason {
+        TurnEndReason::Completed => ExitCode::SUCCESS,
+        TurnEndReason::Aborted { .. } if cancel_sent => {
             eprintln!("dshctl: turn cancelled");
             ExitCode::from(INTERRUPTED)
         }
-        Some(_) => ExitCode::FAILURE,
-        None => anyhow::bail!(
-            "the stream ended without turn/end; `dshctl session events {agent}` shows what was logged"
-        ),
+        TurnEndReason::Aborted { .. }
+        | TurnEndReason::Error { .. }
+        | TurnEndReason::Blocked { .. }
+        | TurnEndReason::Stopped { .. }
+        | TurnEndReason::Interrupted
+        | TurnEndReason::StepLimit { .. } => ExitCode::FAILURE,
     })
 }
 
@@ -214,15 +235,15 @@ fn stop_waiting() -> ExitCode {
     ExitCode::from(INTERRUPTED)
 }
 
-/// "busy" names the command that ends the running turn.
+/// A busy agent (dshd's `AGENT_BUSY`): the message names the command that ends the running turn.
 fn busy_hint(status: tonic::Status, agent: &str) -> tonic::Status {
-    if status.code() == tonic::Code::FailedPrecondition && status.message().contains(" is busy ") {
-        tonic::Status::new(
+    match Refusal::of(&status) {
+        Some(Refusal::AgentBusy { .. }) => tonic::Status::with_details(
             status.code(),
             format!("{} (dshctl agent cancel {agent})", status.message()),
-        )
-    } else {
-        status
+            status.details().to_vec().into(),
+        ),
+        _ => status,
     }
 }
 

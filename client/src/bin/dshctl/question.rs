@@ -17,11 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use dsh_proto::v1;
 use tokio::sync::oneshot;
 
 use crate::safe::{self, Control, Terminal};
-use crate::wire;
 
 /// A pending `approval/request` of some agent of the turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,14 +31,11 @@ pub struct Request {
 }
 
 impl Request {
-    /// The request an `approval/request` or `approval/decision` event is about.
-    pub fn of(event: &v1::Event) -> Self {
+    /// The request of `agent`'s call `call_id`.
+    pub fn new(agent: &str, call_id: &str) -> Self {
         Self {
-            agent: event.session_id.clone(),
-            call_id: wire::event_data(event)["callId"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            agent: agent.to_owned(),
+            call_id: call_id.to_owned(),
         }
     }
 }
@@ -93,17 +88,10 @@ impl Questions {
         self.open.is_some()
     }
 
-    /// Asks about `event`'s request (an `approval/request`) now, or after the questions before
-    /// it.
-    pub fn ask(&mut self, event: &v1::Event) {
-        let command = wire::event_data(event)["command"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        self.waiting.push_back(Asked {
-            request: Request::of(event),
-            command,
-        });
+    /// Asks about `request` (an `approval/request` for `command`) now, or after the questions
+    /// before it.
+    pub fn ask(&mut self, request: Request, command: String) {
+        self.waiting.push_back(Asked { request, command });
         self.next();
     }
 

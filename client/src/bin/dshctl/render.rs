@@ -6,11 +6,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use dsh_client::events::{
+    self, ApprovalClient, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData, LiveEvent,
+    MessageSource, OutputStream, Streamed, TextDelta, ToolOutput, Usage,
+};
 use dsh_proto::v1;
-use serde_json::Value;
 
 use crate::safe::{self, Control, Terminal};
-use crate::wire;
 
 /// Lines of one call's live output shown at most; the rest is in its result.
 const LIVE_LINES: usize = 20;
@@ -36,7 +38,7 @@ pub struct Screen {
     /// The last line is unfinished, and whose text it is.
     mid_line: Option<String>,
     /// Per session: the step whose text is on screen, and how many of its bytes were printed.
-    printed: HashMap<String, ((u64, u64), u64)>,
+    printed: HashMap<String, ((u32, u32), u64)>,
     /// Per session and call: what was shown of its live output.
     outputs: HashMap<(String, String), Shown>,
     /// Live output is dimmed (a terminal, and `NO_COLOR` unset).
@@ -95,7 +97,7 @@ impl Screen {
     }
 
     /// Notes what the main agent waits on after `e`.
-    fn note_activity(&mut self, e: &v1::Event, data: &Value) {
+    fn note_activity(&mut self, e: &v1::Event, event: &Streamed<'_>) {
         if self
             .main
             .as_deref()
@@ -103,110 +105,157 @@ impl Screen {
         {
             return;
         }
-        self.activity = match e.r#type.as_str() {
-            "step/start" | "tool/result" => Some("waiting for the model".to_owned()),
-            "model/retry" => Some("waiting to retry".to_owned()),
-            "text/delta" | "tool/output" => return,
-            "tool/call" | "approval/decision" => {
-                let name = data["name"].as_str().unwrap_or("the call");
-                Some(format!("running {name}"))
-            }
-            _ => None,
+        self.activity = match event {
+            Streamed::Live(live) => match live {
+                LiveEvent::ModelRetry(_) => Some("waiting to retry".to_owned()),
+                LiveEvent::TextDelta(_) | LiveEvent::ToolOutput(_) => return,
+                LiveEvent::Lagged(_) => None,
+            },
+            Streamed::Logged(data) => match data {
+                EventData::StepStart { .. } | EventData::ToolResult { .. } => {
+                    Some("waiting for the model".to_owned())
+                }
+                EventData::ToolCall { name, .. } => Some(format!("running {name}")),
+                EventData::ApprovalDecision { .. } => Some("running the call".to_owned()),
+                EventData::TurnStart { .. }
+                | EventData::TurnEnd { .. }
+                | EventData::StepEnd { .. }
+                | EventData::UserMessage { .. }
+                | EventData::AssistantMessage { .. }
+                | EventData::ToolRewritten { .. }
+                | EventData::HookInvoked { .. }
+                | EventData::HookResult { .. }
+                | EventData::SessionTitle { .. }
+                | EventData::SessionArchived { .. }
+                | EventData::EndSeed {}
+                | EventData::Settings { .. }
+                | EventData::ApprovalRequest { .. }
+                | EventData::Unknown(_) => None,
+            },
         };
     }
 
     fn write(&mut self, w: &mut dyn Terminal, e: &v1::Event) -> std::io::Result<()> {
-        let data = wire::event_data(e);
         if std::mem::take(&mut self.status_shown) {
             w.control(Control::EraseLine)?;
         }
-        self.note_activity(e, &data);
-        let text = |key: &str| data[key].as_str().unwrap_or_default().to_owned();
-        let num = |key: &str| data[key].as_u64().unwrap_or_default();
-        match e.r#type.as_str() {
-            "turn/start" => self.line(w, e, format!("── turn {}", num("turn"))),
-            "user/message" if data["message"]["source"]["kind"] == "user" && self.main.is_none() => {
-                let said = data["message"]["text"].as_str().unwrap_or_default();
-                self.line(w, e, format!("› {}", indent(said)))
-            }
-            "user/message" if data["message"]["source"]["kind"] == "steer" => {
-                let said = data["message"]["text"].as_str().unwrap_or_default();
-                self.line(w, e, format!("↪ steered: {}", indent(said)))
-            }
-            "text/delta" => self.delta(w, e, &data),
-            "tool/output" => self.output(w, e, &data),
-            "model/retry" => {
-                let delay = std::time::Duration::from_millis(num("delayMs"));
+        let event = match events::decode(e) {
+            Ok(event) => event,
+            // dshd's own bytes: never expected, but a line says so rather than nothing.
+            Err(error) => return self.line(w, e, format!("⚠ {error}")),
+        };
+        self.note_activity(e, &event);
+        match event {
+            Streamed::Live(live) => self.live(w, e, live),
+            Streamed::Logged(data) => self.logged(w, e, data),
+        }
+    }
+
+    /// An unlogged event: streamed text and output, a retry, a lag marker.
+    fn live(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        live: LiveEvent<'_>,
+    ) -> std::io::Result<()> {
+        match live {
+            LiveEvent::TextDelta(delta) => self.delta(w, e, &delta),
+            LiveEvent::ToolOutput(output) => self.output(w, e, &output),
+            LiveEvent::ModelRetry(retry) => {
+                let delay = std::time::Duration::from_millis(retry.delay_ms);
                 self.line(
                     w,
                     e,
-                    format!("⟳ retrying in {} ({})", seconds(delay), text("reason")),
+                    format!("⟳ retrying in {} ({})", seconds(delay), retry.reason),
                 )
             }
-            "assistant/message" => self.full(w, e, &data),
-            "tool/call" => self.line(w, e, format!("▶ {} {}", text("name"), data["arguments"])),
-            "tool/result" => {
-                let marker = if data["isError"] == true { "✗" } else { "◀" };
-                self.line(w, e, format!("{marker} {}", indent(&text("content"))))
-            }
-            "hook/result" => {
-                self.line(
-                    w,
-                    e,
-                    format!("· {} hook {} → {}", text("dialect"), text("event"), text("decision")),
-                )?;
-                // A hook's systemMessage is for the user: shown on its own line, as both
-                // harnesses show it as a warning.
-                match data["systemMessage"].as_str() {
-                    Some(message) => self.line(w, e, format!("⚠ {}", indent(message))),
-                    None => Ok(()),
-                }
-            }
-            "approval/request" => self.line(
-                w,
-                e,
-                format!(
-                    "? approval needed for {} call {}: {}\n  in {}\n  why: {}\n  answer: dshctl approve {} {} --allow|--deny",
-                    text("tool"),
-                    text("callId"),
-                    indent(&text("command")),
-                    text("cwd"),
-                    indent(&text("reason")),
-                    e.session_id,
-                    text("callId"),
-                ),
-            ),
-            "approval/decision" => {
-                let verdict = if data["decision"] == "allow" { "✓ allowed" } else { "✗ denied" };
-                let why = data["reason"]
-                    .as_str()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default();
-                let until = if data["scope"] == "session" {
-                    ", and the same request for this session"
-                } else {
-                    ""
-                };
-                let by = answered_by(&data);
-                self.line(w, e, format!("{verdict} call {} ({by}{until}){why}", text("callId")))
-            }
-            "turn/end" => {
-                let reason = &data["reason"];
-                let kind = reason["kind"].as_str().unwrap_or_default();
-                let detail = reason_detail(reason);
-                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
-                let usage = usage_text(&data["usage"]);
-                self.line(w, e, format!("── turn {} {kind}{detail}{usage}", num("turn")))
-            }
-            "watch/lagged" => self.line(
+            LiveEvent::Lagged(lagged) => self.line(
                 w,
                 e,
                 format!(
                     "… fell behind; streamed text was skipped, events from seq {} re-read from the log",
-                    num("fromSeq")
+                    lagged.from_seq
                 ),
             ),
-            _ => Ok(()),
+        }
+    }
+
+    /// A logged event: one line for those worth one, nothing for the bookkeeping ones.
+    fn logged(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        data: EventData,
+    ) -> std::io::Result<()> {
+        match data {
+            EventData::TurnStart { turn } => self.line(w, e, format!("── turn {turn}")),
+            EventData::UserMessage { message } => match message.source {
+                // The prompt is the person's own: shown only when watching from elsewhere.
+                MessageSource::User if self.main.is_none() => {
+                    self.line(w, e, format!("› {}", indent(&message.text)))
+                }
+                MessageSource::Steer => {
+                    self.line(w, e, format!("↪ steered: {}", indent(&message.text)))
+                }
+                MessageSource::User | MessageSource::Plugin { .. } => Ok(()),
+            },
+            EventData::AssistantMessage { turn, step, message, .. } => {
+                self.full(w, e, (turn, step), &message.text)
+            }
+            EventData::ToolCall { name, arguments, .. } => {
+                self.line(w, e, format!("▶ {name} {arguments}"))
+            }
+            EventData::ToolResult { content, is_error, .. } => {
+                let marker = if is_error { "✗" } else { "◀" };
+                self.line(w, e, format!("{marker} {}", indent(&content)))
+            }
+            EventData::HookResult { dialect, event, decision, system_message, .. } => {
+                self.line(w, e, format!("· {dialect} hook {event} → {decision}"))?;
+                // A hook's systemMessage is for the user: shown on its own line, as both
+                // harnesses show it as a warning.
+                match system_message {
+                    Some(message) => self.line(w, e, format!("⚠ {}", indent(&message))),
+                    None => Ok(()),
+                }
+            }
+            EventData::ApprovalRequest { tool, call_id, command, cwd, reason, .. } => self.line(
+                w,
+                e,
+                format!(
+                    "? approval needed for {tool} call {call_id}: {}\n  in {cwd}\n  why: {}\n  answer: dshctl approve {} {call_id} --allow|--deny",
+                    indent(&command),
+                    indent(&reason),
+                    e.session_id,
+                ),
+            ),
+            EventData::ApprovalDecision { call_id, decision, by, reason, scope, client, handlers, .. } => {
+                let verdict = match decision {
+                    ApprovalVerdict::Allow => "✓ allowed",
+                    ApprovalVerdict::Deny => "✗ denied",
+                };
+                let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+                let until = match scope {
+                    ApprovalScope::Session => ", and the same request for this session",
+                    ApprovalScope::Once => "",
+                };
+                let by = answered_by(by, client.as_ref(), &handlers);
+                self.line(w, e, format!("{verdict} call {call_id} ({by}{until}){why}"))
+            }
+            EventData::TurnEnd { turn, reason, usage, .. } => {
+                let detail = reason.message();
+                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                let usage = usage.as_ref().map(usage_text).unwrap_or_default();
+                self.line(w, e, format!("── turn {turn} {}{detail}{usage}", reason.kind()))
+            }
+            EventData::StepStart { .. }
+            | EventData::StepEnd { .. }
+            | EventData::ToolRewritten { .. }
+            | EventData::HookInvoked { .. }
+            | EventData::SessionTitle { .. }
+            | EventData::SessionArchived { .. }
+            | EventData::EndSeed {}
+            | EventData::Settings { .. }
+            | EventData::Unknown(_) => Ok(()),
         }
     }
 
@@ -228,18 +277,19 @@ impl Screen {
 
     /// Prints a streamed fragment. A fragment past what was printed means dshd skipped text while
     /// we were slow: nothing more of the step is printed until its full text arrives.
-    fn delta(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
-        let step = (
-            data["turn"].as_u64().unwrap_or(0),
-            data["step"].as_u64().unwrap_or(0),
-        );
-        let offset = data["offset"].as_u64().unwrap_or(0);
-        let text = data["text"].as_str().unwrap_or_default();
+    fn delta(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        delta: &TextDelta<'_>,
+    ) -> std::io::Result<()> {
+        let step = (delta.turn, delta.step);
+        let text = &*delta.text;
         let entry = self.printed.entry(e.session_id.clone()).or_default();
         if entry.0 != step {
             *entry = (step, 0);
         }
-        if offset != entry.1 || text.is_empty() {
+        if delta.offset != entry.1 || text.is_empty() {
             return Ok(());
         }
         entry.1 += text.len() as u64;
@@ -248,11 +298,16 @@ impl Screen {
 
     /// Prints a piece of a call's live output, dimmed and indented, up to [`LIVE_LINES`] lines
     /// and [`LIVE_BYTES`] bytes per call (its result follows with the whole output).
-    fn output(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
-        let call = data["callId"].as_str().unwrap_or_default().to_owned();
-        let stderr = usize::from(data["stream"] == "stderr");
-        let offset = data["offset"].as_u64().unwrap_or(0);
-        let text = data["text"].as_str().unwrap_or_default();
+    fn output(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        output: &ToolOutput<'_>,
+    ) -> std::io::Result<()> {
+        let call = output.call_id.clone().into_owned();
+        let stderr = usize::from(output.stream == OutputStream::Stderr);
+        let offset = output.offset;
+        let text = &*output.text;
         let key = format!("{}\u{0}{call}", e.session_id);
         let mark = self.mark(e);
         let dim = self.dim;
@@ -301,12 +356,13 @@ impl Screen {
     }
 
     /// The step's full text: prints whatever the deltas did not.
-    fn full(&mut self, w: &mut dyn Terminal, e: &v1::Event, data: &Value) -> std::io::Result<()> {
-        let step = (
-            data["turn"].as_u64().unwrap_or(0),
-            data["step"].as_u64().unwrap_or(0),
-        );
-        let full = data["message"]["text"].as_str().unwrap_or_default();
+    fn full(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        step: (u32, u32),
+        full: &str,
+    ) -> std::io::Result<()> {
         let entry = self.printed.entry(e.session_id.clone()).or_default();
         let printed = if entry.0 == step {
             usize::try_from(entry.1).unwrap_or(usize::MAX)
@@ -358,15 +414,6 @@ fn seconds(wait: std::time::Duration) -> String {
     }
 }
 
-/// The human detail of a turn's end reason: the abort cause, error message, or hook's reason.
-pub fn reason_detail(reason: &Value) -> String {
-    ["cause", "message", "reason"]
-        .iter()
-        .find_map(|k| reason[k].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 fn indent(text: &str) -> String {
     let text = text.trim_end();
     text.replace('\n', "\n  ")
@@ -374,25 +421,21 @@ fn indent(text: &str) -> String {
 
 /// Who decided an `approval/decision`: `by`, and for a client what dshd saw of it (pid, uid,
 /// whether it had a terminal), e.g. `client pid 4242, uid 1000, at a terminal`.
-fn answered_by(data: &serde_json::Value) -> String {
-    let by = data["by"].as_str().unwrap_or_default();
+fn answered_by(by: ApprovalSource, client: Option<&ApprovalClient>, handlers: &[String]) -> String {
+    let by = by.as_str();
     // A PermissionRequest hook's answer names the hooks that gave it.
-    if let Some(handlers) = data["handlers"].as_array().filter(|h| !h.is_empty()) {
-        let ids: Vec<&str> = handlers.iter().filter_map(|h| h.as_str()).collect();
-        return format!("{by} {}", ids.join(", "));
+    if !handlers.is_empty() {
+        return format!("{by} {}", handlers.join(", "));
     }
-    let client = &data["client"];
-    if !client.is_object() {
+    let Some(client) = client else {
         return by.to_owned();
-    }
+    };
     let mut parts = Vec::new();
-    if let Some(pid) = client["pid"].as_i64() {
+    if let Some(pid) = client.pid {
         parts.push(format!("pid {pid}"));
     }
-    if let Some(uid) = client["uid"].as_u64() {
-        parts.push(format!("uid {uid}"));
-    }
-    match client["terminal"].as_bool() {
+    parts.push(format!("uid {}", client.uid));
+    match client.terminal {
         Some(true) => parts.push("at a terminal".to_owned()),
         Some(false) => parts.push("no terminal".to_owned()),
         None => {}
@@ -400,181 +443,18 @@ fn answered_by(data: &serde_json::Value) -> String {
     format!("{by} {}", parts.join(", "))
 }
 
-/// A turn's usage for its end line, e.g. ` · 1,200 tokens in (800 cached), 35 out`; empty when
-/// the turn has none (the provider reported nothing: never shown as zero).
-fn usage_text(usage: &serde_json::Value) -> String {
-    if !usage.is_object() {
-        return String::new();
-    }
-    let n = |key: &str| usage[key].as_u64();
-    let input = n("inputTokens").unwrap_or(0);
-    let cached = n("cacheReadTokens");
-    let prompt = input + cached.unwrap_or(0);
+/// A turn's usage for its end line, e.g. ` · tokens: 1200 in (800 cached), 35 out` (the provider
+/// reported it: a turn without usage has no such part, never a zero).
+fn usage_text(usage: &Usage) -> String {
+    let cached = usage.cache_read_tokens;
+    let prompt = usage.input_tokens + cached.unwrap_or(0);
     let cached = cached.map(|c| format!(" ({c} cached)")).unwrap_or_default();
     format!(
         " · tokens: {prompt} in{cached}, {} out",
-        n("outputTokens").unwrap_or(0)
+        usage.output_tokens
     )
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    fn event(kind: &str, session: &str, data: Value) -> v1::Event {
-        v1::Event {
-            session_id: session.to_owned(),
-            r#type: kind.to_owned(),
-            seq: None,
-            time_ms: 0,
-            data_json: data.to_string(),
-        }
-    }
-
-    fn delta(step: u64, offset: u64, text: &str) -> v1::Event {
-        event(
-            "text/delta",
-            "a",
-            serde_json::json!({"turn": 1, "step": step, "offset": offset, "text": text}),
-        )
-    }
-
-    fn full(step: u64, text: &str) -> v1::Event {
-        event(
-            "assistant/message",
-            "a",
-            serde_json::json!({"turn": 1, "step": step, "message": {"text": text}}),
-        )
-    }
-
-    /// What `events` show on a terminal.
-    fn render(screen: &mut Screen, events: &[v1::Event]) -> String {
-        let mut out = Vec::new();
-        {
-            let mut w = safe::SafeWriter::new(&mut out, true);
-            for e in events {
-                screen.write(&mut w, e).unwrap();
-            }
-        }
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn a_decision_says_who_answered() {
-        let json = |v: Value| v;
-        assert_eq!(
-            answered_by(&json(serde_json::json!({"by": "timeout"}))),
-            "timeout"
-        );
-        assert_eq!(
-            answered_by(&json(
-                serde_json::json!({"by": "client", "client": {"pid": 42, "uid": 1000, "terminal": true}})
-            )),
-            "client pid 42, uid 1000, at a terminal"
-        );
-        assert_eq!(
-            answered_by(&json(
-                serde_json::json!({"by": "client", "client": {"uid": 0, "terminal": false}})
-            )),
-            "client uid 0, no terminal"
-        );
-        assert_eq!(
-            answered_by(&json(
-                serde_json::json!({"by": "hook", "handlers": ["/h/settings.json#PermissionRequest[0][0]"]})
-            )),
-            "hook /h/settings.json#PermissionRequest[0][0]"
-        );
-    }
-
-    #[test]
-    fn skipped_text_is_taken_from_the_full_text() {
-        let mut screen = Screen::new(Some("a".into()));
-        // dshd skipped "big " while we were slow: nothing after the gap is printed out of place.
-        let out = render(
-            &mut screen,
-            &[
-                delta(1, 0, "Hello, "),
-                delta(1, 11, "world"),
-                full(1, "Hello, big world"),
-            ],
-        );
-        assert_eq!(out, "Hello, big world");
-    }
-
-    #[test]
-    fn a_step_streamed_whole_is_printed_once() {
-        let mut screen = Screen::new(Some("a".into()));
-        let out = render(
-            &mut screen,
-            &[
-                delta(1, 0, "one"),
-                full(1, "one"),
-                delta(2, 0, "two"),
-                delta(2, 3, "!"),
-                full(2, "two!"),
-            ],
-        );
-        assert_eq!(out, "onetwo!");
-        assert!(screen.mid_line.is_some());
-    }
-
-    fn output(call: &str, stream: &str, offset: u64, text: &str) -> v1::Event {
-        event(
-            "tool/output",
-            "a",
-            serde_json::json!({"turn": 1, "step": 1, "callId": call, "stream": stream, "offset": offset, "text": text}),
-        )
-    }
-
-    #[test]
-    fn live_output_is_indented_escaped_and_capped_per_call() {
-        let mut screen = Screen::new(Some("a".into()));
-        let many: String = (0..30).map(|i| format!("{i}\n")).collect();
-        let out = render(
-            &mut screen,
-            &[
-                output("c1", "stdout", 0, "one\ntw"),
-                output("c1", "stdout", 6, "o\x1b[2J\n"),
-                output("c1", "stderr", 4, "late\n"),
-                output("c2", "stdout", 0, &many),
-                output("c2", "stdout", 81, "never shown\n"),
-            ],
-        );
-        let mut expected = "  one\n  two\\x1b[2J\n  [… 4 bytes not shown]\n  late\n".to_owned();
-        for i in 0..20 {
-            expected.push_str(&format!("  {i}\n"));
-        }
-        expected.push_str("  … (more output; the result shows it)\n");
-        assert_eq!(out, expected);
-    }
-
-    #[test]
-    fn a_retry_says_how_long_and_why() {
-        let mut screen = Screen::new(Some("a".into()));
-        let retry = |ms: u64| {
-            event(
-                "model/retry",
-                "a",
-                serde_json::json!({"turn": 1, "step": 1, "attempt": 1, "delayMs": ms, "reason": "429"}),
-            )
-        };
-        let out = render(&mut screen, &[retry(3000), retry(500)]);
-        assert_eq!(out, "⟳ retrying in 3 s (429)\n⟳ retrying in 0.5 s (429)\n");
-    }
-
-    #[test]
-    fn other_agents_are_marked_with_their_id() {
-        let mut screen = Screen::new(Some("a".into()));
-        let child = "0198c0de-0000-7000-8000-00000000beef";
-        let out = render(
-            &mut screen,
-            &[
-                event("turn/start", "a", serde_json::json!({"turn": 1})),
-                event("turn/start", child, serde_json::json!({"turn": 1})),
-            ],
-        );
-        assert_eq!(out, "── turn 1\n[…0000beef] ── turn 1\n");
-    }
-}
+#[path = "render_tests.rs"]
+mod tests;

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use clap::Subcommand;
 use dsh_client::Client;
+use dsh_client::events::{self, EventData, LiveEvent, Streamed};
 use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
@@ -279,7 +280,7 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
                     out.raw_line(&wire::event_line(&event))?;
                 } else {
                     let seq = event.seq.map_or_else(String::new, |s| s.to_string());
-                    let point = matches!(event.r#type.as_str(), "step/end" | "turn/end");
+                    let point = fork_point(&event);
                     if point {
                         fork_points.extend(event.seq);
                     }
@@ -298,6 +299,40 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
             }
             Ok(())
         }
+    }
+}
+
+/// Whether `agent fork --at` may start a fork after `event`: the end of a step or a turn. An
+/// event that cannot be read is shown as it is, and is no fork point.
+fn fork_point(event: &v1::Event) -> bool {
+    match events::decode(event) {
+        Ok(Streamed::Logged(data)) => match data {
+            EventData::StepEnd { .. } | EventData::TurnEnd { .. } => true,
+            EventData::TurnStart { .. }
+            | EventData::StepStart { .. }
+            | EventData::UserMessage { .. }
+            | EventData::AssistantMessage { .. }
+            | EventData::ToolCall { .. }
+            | EventData::ToolRewritten { .. }
+            | EventData::ToolResult { .. }
+            | EventData::HookInvoked { .. }
+            | EventData::HookResult { .. }
+            | EventData::SessionTitle { .. }
+            | EventData::SessionArchived { .. }
+            | EventData::EndSeed {}
+            | EventData::Settings { .. }
+            | EventData::ApprovalRequest { .. }
+            | EventData::ApprovalDecision { .. }
+            | EventData::Unknown(_) => false,
+        },
+        // A stored session's stream carries no unlogged event but a lag marker.
+        Ok(Streamed::Live(live)) => match live {
+            LiveEvent::TextDelta(_)
+            | LiveEvent::ToolOutput(_)
+            | LiveEvent::ModelRetry(_)
+            | LiveEvent::Lagged(_) => false,
+        },
+        Err(_) => false,
     }
 }
 

@@ -2,6 +2,7 @@
 //! `dshctl approve AGENT CALL`: answer a tool call's approval request from any terminal.
 
 use dsh_client::Client;
+use dsh_client::events::{self, EventData, Streamed};
 use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
@@ -145,11 +146,11 @@ async fn asked(client: &Client, agent: &str, call: &str) -> anyhow::Result<Strin
         .into_inner();
     while let Some(event) = stream.next().await {
         let event = event?;
-        if event.r#type == "approval/request"
-            && let Some(id) = wire::event_data(&event)["callId"].as_str()
-            && id.starts_with(call)
+        if let Ok(Streamed::Logged(EventData::ApprovalRequest { call_id, .. })) =
+            events::decode(&event)
+            && call_id.starts_with(call)
         {
-            return Ok(id.to_owned());
+            return Ok(call_id);
         }
     }
     anyhow::bail!("the watch of {agent} ended before call {call} asked for approval")

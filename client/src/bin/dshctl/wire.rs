@@ -66,11 +66,6 @@ pub fn event_line(e: &v1::Event) -> String {
     line
 }
 
-/// An event's data object (`null` if it is not JSON).
-pub fn event_data(e: &v1::Event) -> Value {
-    serde_json::from_str(&e.data_json).unwrap_or(Value::Null)
-}
-
 /// An approval policy as its word.
 pub fn approval_name(policy: i32) -> &'static str {
     match v1::ApprovalPolicy::try_from(policy) {

@@ -71,8 +71,13 @@ pub(crate) async fn run(
         tracing::info!("turn started");
         let started = std::time::Instant::now();
         let reason = run.steps(prompt).await;
-        if let TurnEndReason::Error { message } = &reason {
-            run.stop_failure(message).await;
+        // StopFailure runs for a turn that failed, the step limit included (it did before the
+        // limit had a reason of its own).
+        if matches!(
+            reason,
+            TurnEndReason::Error { .. } | TurnEndReason::StepLimit { .. }
+        ) {
+            run.stop_failure(&reason.message()).await;
         }
         let outcome = run.finish(reason).await;
         tracing::info!(
@@ -249,11 +254,8 @@ impl TurnRun {
                 return self.aborted();
             }
             if step >= self.services.max_steps_per_turn {
-                return TurnEndReason::Error {
-                    message: format!(
-                        "the turn reached the limit of {} steps (agent.max_steps_per_turn)",
-                        self.services.max_steps_per_turn
-                    ),
+                return TurnEndReason::StepLimit {
+                    limit: self.services.max_steps_per_turn,
                 };
             }
             // A step boundary: what was steered meanwhile reaches this request.

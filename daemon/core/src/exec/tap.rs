@@ -17,24 +17,9 @@ use std::sync::{Arc, Mutex};
 use crate::locks::lock;
 use tokio::sync::Notify;
 
-/// Which stream of a command a piece of output comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OutputStream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-impl OutputStream {
-    /// `stdout` or `stderr`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stdout => "stdout",
-            Self::Stderr => "stderr",
-        }
-    }
-}
+/// Which stream of a command a piece of output comes from: the session vocabulary's, since
+/// `tool/output` events name it.
+pub use dsh_session::OutputStream;
 
 /// A piece of live output: `text` starts at byte `offset` of `stream`'s output as text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,37 @@ use dsh_testkit::postgres::{PgServer, shared};
 
 use super::*;
 
+/// The ErrorInfo of `daemon`'s refusal to resume `id` (with the scripted model of `script`), read
+/// by a plain gRPC client.
+fn leased_refusal(daemon: &TestDaemon, id: &str, script: &Path) -> tonic_types::ErrorInfo {
+    use tonic_types::StatusExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(async {
+        daemon
+            .client()
+            .await
+            .agents()
+            .resume(v1::ResumeAgentRequest {
+                session_id: id.to_owned(),
+                model: Some(v1::ModelSpec {
+                    provider: "scripted".to_owned(),
+                    script_json: std::fs::read_to_string(script).unwrap(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"))
+}
+
 /// A config selecting PostgreSQL at `url`, with a lease of `lease_ms` and `extra` lines.
 fn config(url: &str, lease_ms: u64, extra: &str) -> String {
     format!(
@@ -126,6 +157,19 @@ fn two_daemons_share_one_database_with_one_writer_per_session() {
         message.contains(&format!("pid {}", a.child.id())) && message.contains("host "),
         "{message}"
     );
+    // A program reads who holds it from the refusal's ErrorInfo, not from those words.
+    let leased = leased_refusal(&b, &id, &script);
+    assert_eq!(
+        (leased.domain.as_str(), leased.reason.as_str()),
+        ("dsh", "SESSION_LEASED"),
+        "{leased:?}"
+    );
+    let meta = |key: &str| leased.metadata.get(key).cloned().unwrap_or_default();
+    assert_eq!(meta("session_id"), id, "{leased:?}");
+    assert_eq!(meta("host"), host, "{leased:?}");
+    assert_eq!(meta("pid"), a.child.id().to_string(), "{leased:?}");
+    let expires: u64 = meta("expires_in_ms").parse().unwrap();
+    assert!(expires <= 2000, "{leased:?}");
 
     // A second acknowledged turn, then a crash: the lease is not released.
     a.prompt(&id, "second").assert_completed();

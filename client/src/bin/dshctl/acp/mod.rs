@@ -8,6 +8,8 @@
 //! Speaks ACP protocol version 1 (JSON-RPC 2.0, one message per line). See docs/ACP.md.
 
 mod jsonrpc;
+mod lines;
+mod schema;
 mod sessions;
 mod stdio;
 mod turn;
@@ -19,13 +21,19 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dsh_client::Client;
+use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 use tokio::io::BufReader;
 
 use crate::agent::{ModelArgs, SandboxArgs};
-use jsonrpc::{Incoming, Peer, RpcError, code};
+use jsonrpc::{ErrorData, Incoming, Peer, Raw, RpcError, code, to_raw};
+use schema::{
+    AgentCapabilities, AuthMethod, CancelNotification, DaemonMeta, Empty, Implementation,
+    InitializeRequest, InitializeResponse, McpCapabilities, Meta, PromptCapabilities,
+    SessionCapabilities,
+};
 
 /// `dshctl acp --help`'s closing words.
 pub const AFTER_HELP: &str = "\
@@ -72,7 +80,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
     });
-    let mut messages = jsonrpc::Reader::new(BufReader::new(input));
+    let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
     while let Some(message) = messages.next().await {
         match message {
@@ -135,18 +143,29 @@ struct Bridge {
 }
 
 impl Bridge {
-    async fn handle(self: &Arc<Self>, method: &str, params: Value) -> Result<Value, RpcError> {
+    /// Answers one request: its params read as the method's own type, its answer written from
+    /// the method's own type.
+    async fn handle(self: &Arc<Self>, method: &str, params: Option<Raw>) -> Result<Raw, RpcError> {
+        let params = params.as_deref();
         match method {
-            "initialize" => self.initialize(params).await,
+            "initialize" => to_raw(&self.initialize(parse_params(method, params)?).await?),
             "authenticate" => Err(self.authenticate().await),
-            "session/new" => self.new_session(params).await,
-            "session/load" => self.load_session(params, true).await,
-            "session/resume" => self.load_session(params, false).await,
-            "session/fork" => self.fork_session(params).await,
-            "session/list" => self.list_sessions(params).await,
-            "session/close" => self.close_session(params).await,
-            "session/set_mode" => self.set_mode(params).await,
-            "session/prompt" => self.prompt(params).await,
+            "session/new" => to_raw(&self.new_session(parse_params(method, params)?).await?),
+            "session/load" => to_raw(
+                &self
+                    .load_session(method, parse_params(method, params)?, true)
+                    .await?,
+            ),
+            "session/resume" => to_raw(
+                &self
+                    .load_session(method, parse_params(method, params)?, false)
+                    .await?,
+            ),
+            "session/fork" => to_raw(&self.fork_session(parse_params(method, params)?).await?),
+            "session/list" => to_raw(&self.list_sessions(parse_params(method, params)?).await?),
+            "session/close" => to_raw(&self.close_session(parse_params(method, params)?).await?),
+            "session/set_mode" => to_raw(&self.set_mode(parse_params(method, params)?).await?),
+            "session/prompt" => to_raw(&self.prompt(parse_params(method, params)?).await?),
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("method not found: {method}"),
@@ -155,10 +174,15 @@ impl Bridge {
     }
 
     /// Notifications get no answer; unknown ones are ignored, as JSON-RPC asks.
-    async fn notified(&self, method: &str, params: Value) {
-        if method == "session/cancel"
-            && let Err(e) = self.cancel(params).await
-        {
+    async fn notified(&self, method: &str, params: Option<Raw>) {
+        if method != "session/cancel" {
+            return;
+        }
+        let cancelled = match parse_params::<CancelNotification>(method, params.as_deref()) {
+            Ok(p) => self.cancel(p.session_id).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = cancelled {
             crate::safe::eprintln(format_args!("dshctl acp: session/cancel: {}", e.message));
         }
     }
@@ -181,13 +205,7 @@ impl Bridge {
         Ok(client)
     }
 
-    async fn initialize(&self, params: Value) -> Result<Value, RpcError> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Params {
-            protocol_version: u64,
-        }
-        let asked: Params = parse_params("initialize", params)?;
+    async fn initialize(&self, asked: InitializeRequest) -> Result<InitializeResponse, RpcError> {
         if asked.protocol_version != PROTOCOL_VERSION {
             crate::safe::eprintln(format_args!(
                 "dshctl acp: the client asked for ACP version {}; this bridge speaks {PROTOCOL_VERSION}",
@@ -205,34 +223,52 @@ impl Bridge {
         let auth_methods = if self.provider.as_deref() == Some("openai")
             && !status.model_key_configured
         {
-            vec![json!({
-                "id": "dshd-model-key",
-                "name": format!("Set {} for dshd", status.model_key_env),
-                "description": format!(
+            vec![AuthMethod {
+                id: "dshd-model-key".to_owned(),
+                name: format!("Set {} for dshd", status.model_key_env),
+                description: format!(
                     "dshd reads the model API key from {} in its own environment: set it there and restart dshd",
                     status.model_key_env
                 ),
-            })]
+            }]
         } else {
             Vec::new()
         };
-        Ok(json!({
+        Ok(InitializeResponse {
             // We speak version 1 only: the answer to any other is 1, and the client decides.
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": true,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
+            protocol_version: PROTOCOL_VERSION,
+            agent_capabilities: AgentCapabilities {
+                load_session: true,
+                prompt_capabilities: PromptCapabilities {
+                    image: false,
+                    audio: false,
+                    embedded_context: true,
+                },
+                mcp_capabilities: McpCapabilities {
+                    http: false,
+                    sse: false,
+                },
+                session_capabilities: SessionCapabilities {
+                    list: Empty {},
+                    resume: Empty {},
+                    close: Empty {},
+                    fork: Empty {},
+                },
             },
-            "authMethods": auth_methods,
-            "agentInfo": {"name": "dsh", "title": "dsh", "version": env!("CARGO_PKG_VERSION")},
-            "_meta": {"dsh": {
-                "daemonVersion": status.version,
-                "daemonProtocolVersion": status.protocol_version,
-                "socket": status.socket,
-            }},
-        }))
+            auth_methods,
+            agent_info: Implementation {
+                name: "dsh".to_owned(),
+                title: "dsh".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            meta: Meta {
+                dsh: DaemonMeta {
+                    daemon_version: status.version,
+                    daemon_protocol_version: status.protocol_version,
+                    socket: status.socket,
+                },
+            },
+        })
     }
 
     async fn authenticate(&self) -> RpcError {
@@ -280,8 +316,7 @@ impl Bridge {
     async fn cancel_prompts(&self) {
         let ids: Vec<String> = lock(&self.prompting).iter().cloned().collect();
         for session_id in ids {
-            let params = json!({"sessionId": session_id});
-            if let Err(e) = self.cancel(params).await {
+            if let Err(e) = self.cancel(session_id.clone()).await {
                 crate::safe::eprintln(format_args!(
                     "dshctl acp: cancelling the turn of {session_id}: {}",
                     e.message
@@ -300,20 +335,26 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `params` as `T`, or an invalid-params error naming the method and the field.
-fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|e| RpcError::params(format!("{method}: {e}")))
+/// `params` as `T` (absent params read as `null`), or an invalid-params error naming the method
+/// and the field.
+fn parse_params<T: DeserializeOwned>(
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<T, RpcError> {
+    serde_json::from_str(params.map_or("null", RawValue::get))
+        .map_err(|e| RpcError::params(format!("{method}: {e}")))
 }
 
 /// A refusal of the daemon as an ACP error: bad input is invalid params, an unknown session
-/// "resource not found", a missing model key "auth required"; the daemon's message is kept.
+/// "resource not found", a missing model key (dshd's `NO_MODEL_KEY`) "auth required"; the
+/// daemon's message is kept, and `data` names the gRPC code and dshd's reason.
 impl From<tonic::Status> for RpcError {
     fn from(status: tonic::Status) -> Self {
         use tonic::Code;
-        let code = match status.code() {
-            Code::InvalidArgument => code::INVALID_PARAMS,
-            Code::NotFound => code::RESOURCE_NOT_FOUND,
-            Code::FailedPrecondition if status.message().contains("API key") => code::AUTH_REQUIRED,
+        let code = match (status.code(), Refusal::of(&status)) {
+            (_, Some(Refusal::NoModelKey { .. })) => code::AUTH_REQUIRED,
+            (Code::InvalidArgument, _) => code::INVALID_PARAMS,
+            (Code::NotFound, _) => code::RESOURCE_NOT_FOUND,
             _ => code::INTERNAL_ERROR,
         };
         let message = if status.message().is_empty() {
@@ -324,7 +365,10 @@ impl From<tonic::Status> for RpcError {
         RpcError {
             code,
             message,
-            data: Some(json!({"grpcCode": format!("{:?}", status.code())})),
+            data: Some(ErrorData {
+                grpc_code: format!("{:?}", status.code()),
+                reason: Refusal::reason(&status),
+            }),
         }
     }
 }

@@ -3,14 +3,19 @@
 
 use std::path::Path;
 
+use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 
+use super::Bridge;
 use super::jsonrpc::RpcError;
+use super::schema::{
+    Empty, ForkSessionRequest, ListSessionsRequest, ListSessionsResponse, ListedMeta, McpServer,
+    Meta, Mode, ModeState, NewSessionRequest, Sandbox, SessionInfo, SessionMeta,
+    SessionNotification, SessionRequest, SessionResponse, SessionUpdate, SetModeRequest,
+    Transcript,
+};
 use super::updates::{Output, Translator};
-use super::{Bridge, parse_params};
 
 /// The approval policies, as ACP modes: (id, name, description).
 const MODES: [(&str, &str, &str); 3] = [
@@ -31,57 +36,11 @@ const MODES: [(&str, &str, &str); 3] = [
     ),
 ];
 
-/// An MCP server the client asked for: only its name matters here.
-#[derive(Debug, Deserialize)]
-struct McpServer {
-    #[serde(default)]
-    name: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NewParams {
-    cwd: String,
-    #[serde(default)]
-    mcp_servers: Vec<McpServer>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionParams {
-    session_id: String,
-    #[serde(default)]
-    mcp_servers: Vec<McpServer>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ForkParams {
-    session_id: String,
-    cwd: String,
-    #[serde(default)]
-    mcp_servers: Vec<McpServer>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ListParams {
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ModeParams {
-    session_id: String,
-    mode_id: String,
-}
-
 impl Bridge {
-    pub(super) async fn new_session(&self, params: Value) -> Result<Value, RpcError> {
-        let p: NewParams = parse_params("session/new", params)?;
+    pub(super) async fn new_session(
+        &self,
+        p: NewSessionRequest,
+    ) -> Result<SessionResponse, RpcError> {
         absolute(&p.cwd)?;
         let client = self.client().await?;
         let info = client
@@ -101,8 +60,10 @@ impl Bridge {
     /// `session/fork` (ACP's unstable `sessionCapabilities.fork`): `Agents.Fork`, a new live
     /// agent starting from the session's completed turns; the session itself is untouched. A
     /// dsh fork keeps the session's working directory, so `cwd` must be that directory.
-    pub(super) async fn fork_session(&self, params: Value) -> Result<Value, RpcError> {
-        let p: ForkParams = parse_params("session/fork", params)?;
+    pub(super) async fn fork_session(
+        &self,
+        p: ForkSessionRequest,
+    ) -> Result<SessionResponse, RpcError> {
         if p.session_id.is_empty() {
             return Err(RpcError::params("session/fork: sessionId: required"));
         }
@@ -155,15 +116,10 @@ impl Bridge {
     /// (unless it is live already), its log replayed as updates for a load.
     pub(super) async fn load_session(
         &self,
-        params: Value,
+        method: &str,
+        p: SessionRequest,
         replay: bool,
-    ) -> Result<Value, RpcError> {
-        let method = if replay {
-            "session/load"
-        } else {
-            "session/resume"
-        };
-        let p: SessionParams = parse_params(method, params)?;
+    ) -> Result<SessionResponse, RpcError> {
         if p.session_id.is_empty() {
             return Err(RpcError::params(format!("{method}: sessionId: required")));
         }
@@ -214,7 +170,7 @@ impl Bridge {
             let event = event?;
             for out in translator.translate(&event) {
                 if let Output::Update(update) = out {
-                    self.update(session_id, update).await;
+                    self.update(session_id, &update).await;
                 }
             }
         }
@@ -227,7 +183,7 @@ impl Bridge {
         &self,
         info: &v1::AgentInfo,
         mcp_servers: &[McpServer],
-    ) -> Result<Value, RpcError> {
+    ) -> Result<SessionResponse, RpcError> {
         let client = self.client().await?;
         let location = client
             .persistence()
@@ -237,7 +193,7 @@ impl Bridge {
             .await?
             .into_inner()
             .location;
-        let skipped: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
+        let skipped: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
         if !skipped.is_empty() {
             crate::safe::eprintln(format_args!(
                 "dshctl acp: session {}: dsh does not connect MCP servers; not connected: {}",
@@ -246,19 +202,29 @@ impl Bridge {
             ));
         }
         let sandbox = info.sandbox.clone().unwrap_or_default();
-        Ok(json!({
-            "sessionId": info.session_id,
-            "modes": modes(info.approval, &sandbox),
-            "_meta": {"dsh": {
-                "transcript": location.map(|l| json!({"kind": l.kind, "path": l.path})),
-                "sandbox": {"mode": sandbox.mode, "network": sandbox.network},
-                "mcpServersNotConnected": skipped,
-            }},
-        }))
+        Ok(SessionResponse {
+            session_id: info.session_id.clone(),
+            modes: modes(info.approval, &sandbox),
+            meta: Meta {
+                dsh: SessionMeta {
+                    transcript: location.map(|l| Transcript {
+                        kind: l.kind,
+                        path: l.path,
+                    }),
+                    sandbox: Sandbox {
+                        mode: sandbox.mode,
+                        network: sandbox.network,
+                    },
+                    mcp_servers_not_connected: skipped,
+                },
+            },
+        })
     }
 
-    pub(super) async fn list_sessions(&self, params: Value) -> Result<Value, RpcError> {
-        let p: ListParams = parse_params("session/list", params)?;
+    pub(super) async fn list_sessions(
+        &self,
+        p: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, RpcError> {
         if let Some(cwd) = &p.cwd {
             absolute(cwd)?;
         }
@@ -275,41 +241,38 @@ impl Bridge {
                 host: String::new(),
             })
             .await
-            .map_err(|s| match RpcError::from(s) {
-                e if e.message.starts_with("page_token") => {
-                    RpcError::params(format!("cursor: {}", e.message))
-                }
-                e => e,
+            .map_err(|s| match Refusal::bad_field(&s).as_deref() {
+                // dsh's page token is ACP's cursor.
+                Some("page_token") => RpcError::params(format!("cursor: {}", s.message())),
+                _ => RpcError::from(s),
             })?
             .into_inner();
         // Child agents' sessions are shown as tool calls of their parent, not as sessions.
-        let sessions: Vec<Value> = page
+        let sessions = page
             .sessions
             .iter()
             .filter_map(|s| {
                 let h = s.header.as_ref()?;
-                (h.origin.as_deref() != Some("subagent")).then(|| {
-                    let mut info = json!({
-                        "sessionId": h.id,
-                        "cwd": h.cwd,
-                        "_meta": {"dsh": {"createdAtMs": h.created_at_ms, "live": s.live}},
-                    });
-                    if !s.title.is_empty() {
-                        info["title"] = json!(s.title);
-                    }
-                    info
+                (h.origin.as_deref() != Some("subagent")).then(|| SessionInfo {
+                    session_id: h.id.clone(),
+                    cwd: h.cwd.clone(),
+                    title: (!s.title.is_empty()).then(|| s.title.clone()),
+                    meta: Meta {
+                        dsh: ListedMeta {
+                            created_at_ms: h.created_at_ms,
+                            live: s.live,
+                        },
+                    },
                 })
             })
             .collect();
-        let mut answer = json!({"sessions": sessions});
-        if !page.next_page_token.is_empty() {
-            answer["nextCursor"] = json!(page.next_page_token);
-        }
-        Ok(answer)
+        Ok(ListSessionsResponse {
+            sessions,
+            next_cursor: (!page.next_page_token.is_empty()).then_some(page.next_page_token),
+        })
     }
 
-    pub(super) async fn close_session(&self, params: Value) -> Result<Value, RpcError> {
-        let p: SessionParams = parse_params("session/close", params)?;
+    pub(super) async fn close_session(&self, p: SessionRequest) -> Result<Empty, RpcError> {
         self.client()
             .await?
             .agents()
@@ -318,13 +281,12 @@ impl Bridge {
             })
             .await?;
         self.live_set().remove(&p.session_id);
-        Ok(json!({}))
+        Ok(Empty {})
     }
 
     /// A mode is an approval policy. dsh fixes an agent's policy when it goes live, so a change
     /// closes the idle agent and resumes it with the new policy (logged as `session/settings`).
-    pub(super) async fn set_mode(&self, params: Value) -> Result<Value, RpcError> {
-        let p: ModeParams = parse_params("session/set_mode", params)?;
+    pub(super) async fn set_mode(&self, p: SetModeRequest) -> Result<Empty, RpcError> {
         let policy = match p.mode_id.as_str() {
             "never" => v1::ApprovalPolicy::Never,
             "on-request" => v1::ApprovalPolicy::OnRequest,
@@ -367,19 +329,18 @@ impl Bridge {
         }
         self.update(
             &p.session_id,
-            json!({"sessionUpdate": "current_mode_update", "currentModeId": p.mode_id}),
+            &SessionUpdate::CurrentModeUpdate {
+                current_mode_id: p.mode_id,
+            },
         )
         .await;
-        Ok(json!({}))
+        Ok(Empty {})
     }
 
     /// Sends one `session/update`.
-    pub(super) async fn update(&self, session_id: &str, update: Value) {
+    pub(super) async fn update(&self, session_id: &str, update: &SessionUpdate) {
         self.peer
-            .notify(
-                "session/update",
-                json!({"sessionId": session_id, "update": update}),
-            )
+            .notify("session/update", SessionNotification { session_id, update })
             .await;
     }
 }
@@ -397,18 +358,22 @@ fn absolute(cwd: &str) -> Result<(), RpcError> {
 
 /// The mode state of an agent with approval policy `approval`; each mode's description says the
 /// sandbox it runs in (not a mode: it is fixed when the agent goes live).
-fn modes(approval: i32, sandbox: &v1::SandboxPolicy) -> Value {
+fn modes(approval: i32, sandbox: &v1::SandboxPolicy) -> ModeState {
     let current = match v1::ApprovalPolicy::try_from(approval) {
         Ok(v1::ApprovalPolicy::Never) => "never",
         Ok(v1::ApprovalPolicy::Always) => "always",
         _ => "on-request",
     };
     let confined = format!("sandbox {}, network {}", sandbox.mode, sandbox.network);
-    let available: Vec<Value> = MODES
-        .iter()
-        .map(|(id, name, description)| {
-            json!({"id": id, "name": name, "description": format!("{description} ({confined})")})
-        })
-        .collect();
-    json!({"currentModeId": current, "availableModes": available})
+    ModeState {
+        current_mode_id: current.to_owned(),
+        available_modes: MODES
+            .iter()
+            .map(|(id, name, description)| Mode {
+                id: (*id).to_owned(),
+                name: (*name).to_owned(),
+                description: format!("{description} ({confined})"),
+            })
+            .collect(),
+    }
 }

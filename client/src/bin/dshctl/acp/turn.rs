@@ -4,36 +4,48 @@
 
 use std::sync::Arc;
 
+use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 use tokio_stream::StreamExt;
 
+use super::Bridge;
 use super::jsonrpc::RpcError;
+use super::schema::{
+    BlockType, ContentBlock, PermissionOption, PermissionOptionKind, PermissionOutcome,
+    PromptRequest, PromptResponse, RequestPermissionRequest, RequestPermissionResponse,
+};
 use super::updates::{Ask, Output, Translator, stop_reason};
-use super::{Bridge, parse_params};
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptParams {
-    session_id: String,
-    prompt: Vec<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CancelParams {
-    session_id: String,
-}
 
 /// The permission options offered for every request; their ids are what the answer names.
 const ALLOW_ONCE: &str = "allow-once";
 const ALLOW_ALWAYS: &str = "allow-always";
 const REJECT_ONCE: &str = "reject-once";
 
+/// The options of every permission request.
+const OPTIONS: [PermissionOption; 3] = [
+    PermissionOption {
+        option_id: ALLOW_ONCE,
+        name: "Allow once",
+        kind: PermissionOptionKind::AllowOnce,
+    },
+    PermissionOption {
+        option_id: ALLOW_ALWAYS,
+        name: "Allow always (this command, this session)",
+        kind: PermissionOptionKind::AllowAlways,
+    },
+    PermissionOption {
+        option_id: REJECT_ONCE,
+        name: "Reject",
+        kind: PermissionOptionKind::RejectOnce,
+    },
+];
+
 impl Bridge {
-    pub(super) async fn prompt(self: &Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        let p: PromptParams = parse_params("session/prompt", params)?;
+    pub(super) async fn prompt(
+        self: &Arc<Self>,
+        p: PromptRequest,
+    ) -> Result<PromptResponse, RpcError> {
         let text = prompt_text(&p.prompt)?;
         let client = self.client().await?;
         let mut events = client
@@ -43,8 +55,8 @@ impl Bridge {
                 text,
             })
             .await
-            .map_err(|s| match s.code() {
-                tonic::Code::NotFound => RpcError {
+            .map_err(|s| match Refusal::of(&s) {
+                Some(Refusal::AgentNotLive { .. }) => RpcError {
                     message: format!(
                         "{}; load or resume the session first (session/load, session/resume)",
                         s.message()
@@ -65,22 +77,22 @@ impl Bridge {
         self: &Arc<Self>,
         session_id: &str,
         events: &mut tonic::Streaming<v1::Event>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<PromptResponse, RpcError> {
         let mut translator = Translator::new(session_id, false);
         while let Some(event) = events.next().await {
             let event = event?;
             for out in translator.translate(&event) {
                 match out {
-                    Output::Update(update) => self.update(session_id, update).await,
+                    Output::Update(update) => self.update(session_id, &update).await,
                     // Asked on the side: the stream goes on (other calls, the cancel) meanwhile.
                     Output::Ask(ask) => {
                         let bridge = self.clone();
                         let session = session_id.to_owned();
                         tokio::spawn(async move { bridge.ask(&session, ask).await });
                     }
-                    Output::End(data) => {
-                        return stop_reason(&data)
-                            .map(|reason| json!({"stopReason": reason}))
+                    Output::End(reason) => {
+                        return stop_reason(&reason)
+                            .map(|stop_reason| PromptResponse { stop_reason })
                             .map_err(RpcError::internal);
                     }
                 }
@@ -95,23 +107,25 @@ impl Bridge {
     /// cannot answer (an error, the cancelled outcome) denies; one that never answers leaves it to
     /// dsh's timeout, which denies too.
     async fn ask(&self, session_id: &str, ask: Ask) {
-        let options = json!([
-            {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-            {"optionId": ALLOW_ALWAYS, "name": "Allow always (this command, this session)", "kind": "allow_always"},
-            {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
-        ]);
         let answer = self
             .peer
-            .request(
+            .request::<_, RequestPermissionResponse>(
                 "session/request_permission",
-                json!({"sessionId": session_id, "toolCall": ask.tool_call, "options": options}),
+                RequestPermissionRequest {
+                    session_id,
+                    tool_call: &ask.tool_call,
+                    options: &OPTIONS,
+                },
             )
             .await;
         let chosen = match &answer {
-            Ok(result) if result["outcome"]["outcome"] == "selected" => {
-                result["outcome"]["optionId"].as_str().unwrap_or_default()
-            }
-            _ => "",
+            Ok(RequestPermissionResponse {
+                outcome: PermissionOutcome::Selected { option_id },
+            }) => option_id.as_str(),
+            Ok(RequestPermissionResponse {
+                outcome: PermissionOutcome::Cancelled,
+            })
+            | Err(_) => "",
         };
         let (decision, scope, reason) = match chosen {
             ALLOW_ONCE => (v1::ApprovalDecision::Allow, v1::ApprovalScope::Once, ""),
@@ -152,13 +166,12 @@ impl Bridge {
         }
     }
 
-    pub(super) async fn cancel(&self, params: Value) -> Result<(), RpcError> {
-        let p: CancelParams = parse_params("session/cancel", params)?;
+    pub(super) async fn cancel(&self, session_id: String) -> Result<(), RpcError> {
         self.client()
             .await?
             .agents()
             .cancel(v1::CancelAgentRequest {
-                agent_id: p.session_id,
+                agent_id: session_id,
             })
             .await?;
         Ok(())
@@ -168,38 +181,34 @@ impl Bridge {
 /// The text dsh gets for a prompt's content blocks: text as is, resources (embedded context)
 /// as their text under their URI, resource links as their URI. Images and audio are refused (the
 /// bridge says it does not take them).
-fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
+fn prompt_text(blocks: &[Box<RawValue>]) -> Result<String, RpcError> {
     let mut parts = Vec::with_capacity(blocks.len());
     for (i, block) in blocks.iter().enumerate() {
-        let part = match block["type"].as_str() {
-            Some("text") => block["text"].as_str().map(str::to_owned),
-            Some("resource_link") => block["uri"].as_str().map(|uri| format!("@{uri}")),
-            Some("resource") => {
-                let resource = &block["resource"];
-                match (resource["uri"].as_str(), resource["text"].as_str()) {
-                    (Some(uri), Some(text)) => Some(format!("{uri}:\n```\n{text}\n```")),
-                    _ => {
-                        return Err(RpcError::params(format!(
-                            "prompt[{i}]: only text resources are supported"
-                        )));
-                    }
+        let part = match serde_json::from_str::<ContentBlock>(block.get()) {
+            Ok(ContentBlock::Text { text }) => text,
+            Ok(ContentBlock::ResourceLink { uri }) => format!("@{uri}"),
+            Ok(ContentBlock::Resource { resource }) => match (resource.uri, resource.text) {
+                (Some(uri), Some(text)) => format!("{uri}:\n```\n{text}\n```"),
+                _ => {
+                    return Err(RpcError::params(format!(
+                        "prompt[{i}]: only text resources are supported"
+                    )));
                 }
+            },
+            Err(_) => {
+                let kind = serde_json::from_str::<BlockType>(block.get())
+                    .ok()
+                    .and_then(|b| b.kind)
+                    .filter(|k| !matches!(k.as_str(), "text" | "resource_link" | "resource"));
+                return Err(RpcError::params(match kind {
+                    Some(other) => format!(
+                        "prompt[{i}]: content of type {other:?} is not supported (text, resource, resource_link are)"
+                    ),
+                    None => format!("prompt[{i}]: not a content block this bridge can read"),
+                }));
             }
-            Some(other) => {
-                return Err(RpcError::params(format!(
-                    "prompt[{i}]: content of type {other:?} is not supported (text, resource, resource_link are)"
-                )));
-            }
-            None => None,
         };
-        match part {
-            Some(part) => parts.push(part),
-            None => {
-                return Err(RpcError::params(format!(
-                    "prompt[{i}]: not a content block this bridge can read"
-                )));
-            }
-        }
+        parts.push(part);
     }
     let text = parts.join("\n\n");
     if text.trim().is_empty() {
@@ -213,23 +222,31 @@ fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
+
+    fn blocks(values: &[Value]) -> Vec<Box<RawValue>> {
+        values
+            .iter()
+            .map(|v| serde_json::value::to_raw_value(v).unwrap())
+            .collect()
+    }
 
     #[test]
     fn prompt_blocks_become_one_text_and_unsupported_ones_name_their_index() {
-        let text = prompt_text(&[
+        let text = prompt_text(&blocks(&[
             json!({"type": "text", "text": "look at"}),
             json!({"type": "resource_link", "uri": "file:///w/a.rs", "name": "a.rs"}),
             json!({"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}),
-        ])
+        ]))
         .unwrap();
         assert_eq!(
             text,
             "look at\n\n@file:///w/a.rs\n\nfile:///w/b.rs:\n```\nfn b() {}\n```"
         );
-        let e = prompt_text(&[
+        let e = prompt_text(&blocks(&[
             json!({"type": "text", "text": "x"}),
             json!({"type": "image"}),
-        ])
+        ]))
         .unwrap_err();
         assert!(e.message.starts_with("prompt[1]: "), "{}", e.message);
         assert!(

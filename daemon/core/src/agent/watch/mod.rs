@@ -24,16 +24,17 @@ pub use watcher::Watcher;
 
 use crate::agent::live::Agent;
 pub(crate) use crate::agent::live::Preview;
-use dsh_session::SessionId;
+use dsh_session::{Lagged, LiveEvent, ModelRetry, SessionId, TextDelta, ToolOutput};
 
 /// Type of the unlogged event carrying streamed model text.
-pub(crate) const TEXT_DELTA: &str = "text/delta";
+pub(crate) const TEXT_DELTA: &str = LiveEvent::TEXT_DELTA;
 /// Type of the unlogged event carrying a tool call's output as its command produces it.
-pub(crate) const TOOL_OUTPUT: &str = "tool/output";
+pub(crate) const TOOL_OUTPUT: &str = LiveEvent::TOOL_OUTPUT;
 /// Type of the unlogged event telling that a model request failed and waits to be retried.
-pub(crate) const MODEL_RETRY: &str = "model/retry";
+pub(crate) const MODEL_RETRY: &str = LiveEvent::MODEL_RETRY;
 /// Type of the unlogged event telling a watcher it fell behind and is catching up from the log.
-pub(crate) const LAGGED: &str = "watch/lagged";
+#[cfg(test)]
+pub(crate) const LAGGED: &str = LiveEvent::LAGGED;
 
 /// Who a watcher is, as far as approvals care: an approval request whose agent no person watches
 /// is denied at once rather than left to wait out its timeout, and only a person can answer one
@@ -104,7 +105,8 @@ impl StreamEvent {
         out
     }
 
-    /// A `text/delta` event (`what` is a step's text) or a `tool/output` event (a call's output).
+    /// A `text/delta` event (`what` is a step's text), a `tool/output` event (a call's output)
+    /// or a `model/retry` event, written with the session vocabulary's own types.
     pub(crate) fn preview(
         session: SessionId,
         time: i64,
@@ -112,97 +114,56 @@ impl StreamEvent {
         offset: u64,
         text: &str,
     ) -> Self {
-        #[derive(Serialize)]
-        struct Delta<'a> {
-            turn: u32,
-            step: u32,
-            offset: u64,
-            text: &'a str,
-        }
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Output<'a> {
-            turn: u32,
-            step: u32,
-            call_id: &'a str,
-            stream: &'static str,
-            offset: u64,
-            text: &'a str,
-        }
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Retry<'a> {
-            turn: u32,
-            step: u32,
-            attempt: u32,
-            delay_ms: u64,
-            reason: &'a str,
-        }
-        let (kind, data_json) = match what {
+        let event = match what {
             Preview::Retry {
                 turn,
                 step,
                 attempt,
                 delay_ms,
                 reason,
-            } => (
-                MODEL_RETRY,
-                to_json_text(&Retry {
-                    turn: *turn,
-                    step: *step,
-                    attempt: *attempt,
-                    delay_ms: *delay_ms,
-                    reason,
-                }),
-            ),
-            Preview::Text { turn, step } => (
-                TEXT_DELTA,
-                to_json_text(&Delta {
-                    turn: *turn,
-                    step: *step,
-                    offset,
-                    text,
-                }),
-            ),
+            } => LiveEvent::ModelRetry(ModelRetry {
+                turn: *turn,
+                step: *step,
+                attempt: *attempt,
+                delay_ms: *delay_ms,
+                reason: Cow::Borrowed(reason),
+            }),
+            Preview::Text { turn, step } => LiveEvent::TextDelta(TextDelta {
+                turn: *turn,
+                step: *step,
+                offset,
+                text: Cow::Borrowed(text),
+            }),
             Preview::Output {
                 turn,
                 step,
                 call_id,
                 stream,
-            } => (
-                TOOL_OUTPUT,
-                to_json_text(&Output {
-                    turn: *turn,
-                    step: *step,
-                    call_id,
-                    stream: stream.as_str(),
-                    offset,
-                    text,
-                }),
-            ),
+            } => LiveEvent::ToolOutput(ToolOutput {
+                turn: *turn,
+                step: *step,
+                call_id: Cow::Borrowed(call_id),
+                stream: *stream,
+                offset,
+                text: Cow::Borrowed(text),
+            }),
         };
-        Self {
-            session,
-            kind: Cow::Borrowed(kind),
-            seq: None,
-            time,
-            data_json,
-        }
+        Self::live(session, time, &event)
     }
 
     /// A `watch/lagged` event: events of `session` from `from_seq` on are re-read from the log.
     pub(crate) fn lagged(session: SessionId, from_seq: u64) -> Self {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Data {
-            from_seq: u64,
-        }
+        let event = LiveEvent::Lagged(Lagged { from_seq });
+        Self::live(session, dsh_session::now_ms(), &event)
+    }
+
+    fn live(session: SessionId, time: i64, event: &LiveEvent<'_>) -> Self {
         Self {
             session,
-            kind: Cow::Borrowed(LAGGED),
+            kind: Cow::Borrowed(event.type_name()),
             seq: None,
-            time: dsh_session::now_ms(),
-            data_json: to_json_text(&Data { from_seq }),
+            time,
+            data_json: event.data_json(),
         }
     }
 

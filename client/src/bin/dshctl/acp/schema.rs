@@ -1,0 +1,589 @@
+//! The ACP messages the bridge reads and writes (protocol version 1, as schema 1.20 of the
+//! `agent-client-protocol` crates shapes them), as serde types of our own: the schema crate turns
+//! on serde_json's `preserve_order`, which would change dshd itself in a workspace build
+//! (DECISIONS.md, "ACP bridge"). Only what the bridge uses is here; members it does not read are
+//! ignored, so a newer client's additions are harmless.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+// What the client sends.
+
+/// `initialize`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeRequest {
+    /// The version the client speaks.
+    pub protocol_version: u64,
+}
+
+/// An MCP server the client asked for: only its name matters here.
+#[derive(Debug, Deserialize)]
+pub struct McpServer {
+    /// Its name, to say it was not connected.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `session/new`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionRequest {
+    /// The working directory (absolute).
+    pub cwd: String,
+    /// MCP servers (not connected: dsh's agents have their own tools).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// `session/load`, `session/resume` and `session/close`: a session, and for the first two the
+/// MCP servers the client would have connected.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRequest {
+    /// The session.
+    pub session_id: String,
+    /// MCP servers (not connected).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// `session/fork`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkSessionRequest {
+    /// The session forked.
+    pub session_id: String,
+    /// The fork's working directory: must be the session's.
+    pub cwd: String,
+    /// MCP servers (not connected).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// `session/list`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsRequest {
+    /// Only sessions in this directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The page to read (dsh's page token).
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `session/set_mode`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeRequest {
+    /// The session.
+    pub session_id: String,
+    /// The mode: an approval policy.
+    pub mode_id: String,
+}
+
+/// `session/prompt`. The blocks are read one by one ([`ContentBlock`]), so a refused one is named
+/// by its index.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptRequest {
+    /// The session.
+    pub session_id: String,
+    /// The prompt's content blocks, as written.
+    pub prompt: Vec<Box<RawValue>>,
+}
+
+/// `session/cancel` (a notification).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelNotification {
+    /// The session whose turn is cancelled.
+    pub session_id: String,
+}
+
+/// A content block of a prompt the bridge can take.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A link to a resource the agent can read itself.
+    ResourceLink {
+        /// Its URI.
+        uri: String,
+    },
+    /// A resource's contents (embedded context).
+    Resource {
+        /// The resource.
+        resource: EmbeddedResource,
+    },
+}
+
+/// The contents of a `resource` block: text, or (refused) a blob.
+#[derive(Debug, Deserialize)]
+pub struct EmbeddedResource {
+    /// Its URI.
+    #[serde(default)]
+    pub uri: Option<String>,
+    /// Its text, for a text resource.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// Only the `type` of a content block, to name one the bridge cannot read.
+#[derive(Debug, Deserialize)]
+pub struct BlockType {
+    /// The block's type.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+}
+
+/// The client's answer to `session/request_permission`.
+#[derive(Debug, Deserialize)]
+pub struct RequestPermissionResponse {
+    /// What the person chose.
+    pub outcome: PermissionOutcome,
+}
+
+/// What the person chose.
+#[derive(Debug, Deserialize)]
+#[serde(
+    tag = "outcome",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum PermissionOutcome {
+    /// The prompt turn was cancelled before they chose.
+    Cancelled,
+    /// One of the options offered.
+    Selected {
+        /// The option's id.
+        option_id: String,
+    },
+}
+
+// What the bridge answers.
+
+/// `initialize`'s answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResponse {
+    /// The version the bridge speaks.
+    pub protocol_version: u64,
+    /// What it can do.
+    pub agent_capabilities: AgentCapabilities,
+    /// How a client could authenticate (dsh takes no keys from editors: only a pointer to the
+    /// variable dshd reads).
+    pub auth_methods: Vec<AuthMethod>,
+    /// The bridge itself.
+    pub agent_info: Implementation,
+    /// The daemon the bridge talks to.
+    #[serde(rename = "_meta")]
+    pub meta: Meta<DaemonMeta>,
+}
+
+/// The agent's capabilities.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    /// `session/load` is supported.
+    pub load_session: bool,
+    /// What a prompt may hold.
+    pub prompt_capabilities: PromptCapabilities,
+    /// Which MCP transports are connected.
+    pub mcp_capabilities: McpCapabilities,
+    /// The session methods beyond the required ones.
+    pub session_capabilities: SessionCapabilities,
+}
+
+/// What a prompt may hold.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCapabilities {
+    /// Images.
+    pub image: bool,
+    /// Audio.
+    pub audio: bool,
+    /// Resources' contents.
+    pub embedded_context: bool,
+}
+
+/// Which MCP transports are connected.
+#[derive(Debug, Serialize)]
+pub struct McpCapabilities {
+    /// HTTP.
+    pub http: bool,
+    /// SSE.
+    pub sse: bool,
+}
+
+/// The session methods beyond the required ones: each present one is supported.
+#[derive(Debug, Serialize)]
+pub struct SessionCapabilities {
+    /// `session/list`.
+    pub list: Empty,
+    /// `session/resume`.
+    pub resume: Empty,
+    /// `session/close`.
+    pub close: Empty,
+    /// `session/fork` (unstable in ACP).
+    pub fork: Empty,
+}
+
+/// `{}`: a capability without options, or an answer without members.
+#[derive(Debug, Serialize)]
+pub struct Empty {}
+
+/// An authentication method.
+#[derive(Debug, Serialize)]
+pub struct AuthMethod {
+    /// Its id.
+    pub id: String,
+    /// What it is called.
+    pub name: String,
+    /// What to do.
+    pub description: String,
+}
+
+/// A program's name and version.
+#[derive(Debug, Serialize)]
+pub struct Implementation {
+    /// Its name.
+    pub name: String,
+    /// Its title.
+    pub title: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// `_meta`: dsh's own members, under `dsh`.
+#[derive(Debug, Serialize)]
+pub struct Meta<T> {
+    /// dsh's members.
+    pub dsh: T,
+}
+
+/// `initialize`'s `_meta.dsh`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonMeta {
+    /// dshd's version.
+    pub daemon_version: String,
+    /// dshd's gRPC protocol version.
+    pub daemon_protocol_version: u32,
+    /// dshd's socket.
+    pub socket: String,
+}
+
+/// The answer to `session/new`, `session/load`, `session/resume` and `session/fork`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionResponse {
+    /// The session (= dsh agent id).
+    pub session_id: String,
+    /// Its modes: dsh's approval policies.
+    pub modes: ModeState,
+    /// Where its transcript is, its sandbox, the MCP servers not connected.
+    #[serde(rename = "_meta")]
+    pub meta: Meta<SessionMeta>,
+}
+
+/// A session's `_meta.dsh`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    /// Where the session is stored (`null` where it is no file, under SQLite).
+    pub transcript: Option<Transcript>,
+    /// The sandbox its commands run in.
+    pub sandbox: Sandbox,
+    /// The MCP servers asked for and not connected.
+    pub mcp_servers_not_connected: Vec<String>,
+}
+
+/// Where a session is stored.
+#[derive(Debug, Serialize)]
+pub struct Transcript {
+    /// The backend's kind.
+    pub kind: String,
+    /// The path.
+    pub path: String,
+}
+
+/// A sandbox policy.
+#[derive(Debug, Serialize)]
+pub struct Sandbox {
+    /// The filesystem mode.
+    pub mode: String,
+    /// `on` or `off`.
+    pub network: String,
+}
+
+/// The modes of a session.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModeState {
+    /// The mode in force.
+    pub current_mode_id: String,
+    /// Every mode.
+    pub available_modes: Vec<Mode>,
+}
+
+/// A mode.
+#[derive(Debug, Serialize)]
+pub struct Mode {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// What it does, and the sandbox it runs in.
+    pub description: String,
+}
+
+/// `session/list`'s answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsResponse {
+    /// This page's sessions.
+    pub sessions: Vec<SessionInfo>,
+    /// The next page's cursor, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A listed session.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session.
+    pub session_id: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// Its title, when a person gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// When it was created and whether it is live.
+    #[serde(rename = "_meta")]
+    pub meta: Meta<ListedMeta>,
+}
+
+/// A listed session's `_meta.dsh`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedMeta {
+    /// Unix milliseconds.
+    pub created_at_ms: i64,
+    /// Whether it is live as an agent.
+    pub live: bool,
+}
+
+/// `session/prompt`'s answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResponse {
+    /// Why the turn ended.
+    pub stop_reason: StopReason,
+}
+
+/// Why a prompt turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished.
+    EndTurn,
+    /// It was cancelled (or dsh aborted or interrupted it).
+    Cancelled,
+    /// A hook refused the prompt or stopped the turn.
+    Refusal,
+    /// The turn reached dsh's step limit.
+    MaxTurnRequests,
+}
+
+// What the bridge sends unasked, and asks.
+
+/// `session/update`'s params.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNotification<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The update.
+    pub update: &'a SessionUpdate,
+}
+
+/// One update of a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "sessionUpdate",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SessionUpdate {
+    /// Model text.
+    AgentMessageChunk {
+        /// The text.
+        content: Content,
+    },
+    /// The person's own prompt (replayed on load).
+    UserMessageChunk {
+        /// The text.
+        content: Content,
+    },
+    /// A tool call began.
+    ToolCall {
+        /// Its id.
+        tool_call_id: String,
+        /// What it shows.
+        title: String,
+        /// Its kind.
+        kind: ToolKind,
+        /// Its status.
+        status: ToolCallStatus,
+        /// Its arguments.
+        raw_input: Value,
+    },
+    /// A tool call changed.
+    ToolCallUpdate {
+        /// Its id.
+        tool_call_id: String,
+        /// Its status, when it changed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<ToolCallStatus>,
+        /// Its content so far, when it changed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Vec<ToolCallContent>>,
+        /// Its result, at its end.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        raw_output: Option<RawOutput>,
+    },
+    /// The session's mode changed.
+    CurrentModeUpdate {
+        /// The mode now in force.
+        current_mode_id: String,
+    },
+}
+
+/// A content block the bridge writes: text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// A tool call's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolCallContent {
+    /// A content block.
+    Content {
+        /// The block.
+        content: Content,
+    },
+}
+
+/// What kind of tool a call is, for an editor's icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// A command.
+    Execute,
+    /// Anything else.
+    Other,
+}
+
+/// Where a tool call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// Waiting (to start, or for a permission).
+    Pending,
+    /// Running.
+    InProgress,
+    /// Ended.
+    Completed,
+    /// Ended with an error.
+    Failed,
+}
+
+/// A call's result, as dsh logged it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawOutput {
+    /// What the model got.
+    pub content: String,
+    /// Whether it is an error.
+    pub is_error: bool,
+    /// dsh's machine-readable error code, or `null`.
+    pub code: Option<String>,
+}
+
+/// `session/request_permission`'s params.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestPermissionRequest<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The call that waits.
+    pub tool_call: &'a PermissionToolCall,
+    /// The choices.
+    pub options: &'a [PermissionOption],
+}
+
+/// The call a permission request is about, pending, with what the request shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionToolCall {
+    /// Its id.
+    pub tool_call_id: String,
+    /// What it shows.
+    pub title: String,
+    /// Its kind.
+    pub kind: ToolKind,
+    /// Pending.
+    pub status: ToolCallStatus,
+    /// What dsh asks about.
+    pub raw_input: PermissionInput,
+}
+
+/// What an approval request says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionInput {
+    /// The command (or another tool's arguments as JSON).
+    pub command: String,
+    /// Where it would run.
+    pub cwd: String,
+    /// Why approval is needed.
+    pub reason: String,
+}
+
+/// A choice offered in a permission request.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    /// Its id, which the answer names.
+    pub option_id: &'static str,
+    /// What it says.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: PermissionOptionKind,
+}
+
+/// What a permission choice does.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOptionKind {
+    /// Allow this once.
+    AllowOnce,
+    /// Allow it from now on.
+    AllowAlways,
+    /// Refuse it this once.
+    RejectOnce,
+}
