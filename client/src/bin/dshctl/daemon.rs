@@ -7,7 +7,7 @@ use dsh_client::Client;
 use dsh_proto::v1;
 use serde_json::json;
 
-use crate::output::Output;
+use crate::output::{Output, human_duration, now_ms};
 
 pub async fn status(client: &Client, out: Output) -> anyhow::Result<()> {
     let s = client
@@ -149,21 +149,4 @@ fn is_zombie(pid: rustix::process::Pid) -> bool {
                 .map(|state| state == "Z")
         })
         .unwrap_or(false)
-}
-
-/// The wall clock in Unix milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// `42s`, `3m 07s`, `2h 05m 00s`.
-pub fn human_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
-        _ => format!("{}h {:02}m {:02}s", s / 3600, (s % 3600) / 60, s % 60),
-    }
 }

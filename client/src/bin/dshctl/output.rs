@@ -139,9 +139,9 @@ pub fn short_id(id: &str) -> String {
 /// A past moment (Unix milliseconds) as a person reads it on screen: `3m ago`.
 pub fn ago(at_ms: i64) -> String {
     let age = std::time::Duration::from_millis(
-        u64::try_from(crate::daemon::now_ms() - at_ms).unwrap_or(0),
+        u64::try_from(now_ms() - at_ms).unwrap_or(0),
     );
-    format!("{} ago", crate::daemon::human_duration(age))
+    format!("{} ago", human_duration(age))
 }
 
 /// Turns a broken pipe into a quiet, successful exit: the reader has seen all it wanted.
@@ -149,5 +149,22 @@ pub fn finish(result: std::io::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         other => Ok(other?),
+    }
+}
+
+/// The wall clock in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `42s`, `3m 07s`, `2h 05m 00s`.
+pub fn human_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m {:02}s", s / 3600, (s % 3600) / 60, s % 60),
     }
 }
