@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use dsh_core::{
     AssistantMessage, Event, EventData, Persistence, PostgresBackend, PostgresOptions,
-    SessionHeader, SessionId, SqliteBackend, ToolCallRequest,
+    SessionHeader, SessionId, SqliteBackend,
 };
 use dsh_proto::v1;
+use dsh_session::ToolCallRequest;
 use dsh_testkit::bench::Target;
 use dsh_testkit::postgres::PgServer;
 use serde_json::json;

@@ -124,7 +124,7 @@ pub fn sqlite(db: &Path, sessions: &[(SessionHeader, Vec<Event>)]) {
 /// and a non-ASCII character, so parsing has escapes to undo), and a short answer — until the
 /// serialized events reach `bytes`.
 pub fn long_session(bytes: usize) -> Vec<Event> {
-    use dsh_core::ToolCallRequest;
+    use dsh_session::ToolCallRequest;
     let line = "drwxr-xr-x 2 user user 4096 Dec  1 12:00 \"src\" \u{fc}ber\tmore\n";
     let output: String = line.repeat(8192 / line.len() + 1);
     let mut events = Vec::new();

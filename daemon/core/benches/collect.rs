@@ -18,9 +18,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use dsh_core::{
-    AgentContext, BackendKind, ManagedEnv, Origin, PersistenceHandle, Registration, SessionHeader,
+    AgentContext, BackendKind, ManagedEnv, PersistenceHandle, Registration, SessionHeader,
     SessionId, ShellEnvRegistry, ToolExecution, open_backend, register_builtins,
 };
+use dsh_session::Origin;
 use tokio_util::sync::CancellationToken;
 
 const SAMPLES: usize = 2000;

@@ -10,9 +10,10 @@
 use std::time::{Duration, Instant};
 
 use dsh_core::{
-    FinishReason, HistoryMessage, MessageSource, ModelProvider, ModelRequest, OpenAiConfig,
-    OpenAiProvider, SessionId,
+    FinishReason, MessageSource, ModelProvider, ModelRequest, OpenAiConfig, OpenAiProvider,
+    SessionId,
 };
+use dsh_session::history::HistoryMessage;
 use dsh_testkit::{DONE, Mock, Reply, finish, text_delta, usage_event};
 use tokio_util::sync::CancellationToken;
 

@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 
 use dsh_core::{
     AssistantMessage, DurableCursor, Event, EventData, JsonlBackend, MessageSource, Persistence,
-    PersistenceHandle, SessionHeader, SessionId, SessionLog, SqliteBackend, ToolCallRequest,
-    TurnEndReason, UserMessage, checkpoint, project_dir_name, session_dir_name,
+    PersistenceHandle, SessionHeader, SessionId, SqliteBackend, TurnEndReason, UserMessage,
+    checkpoint, project_dir_name, session_dir_name,
 };
+use dsh_session::{SessionLog, ToolCallRequest};
 use serde_json::json;
 
 /// Events per checkpoint.

@@ -11,6 +11,10 @@
 //! Everything else is `pub(crate)`; `unreachable_pub` keeps it that way.
 
 #![warn(unreachable_pub, missing_docs)]
+// Items named only by tests and benches are re-exported with `test-support` alone (below); built
+// without it, they are `pub` items no other crate reaches. The lint is kept by the builds that see
+// the whole API: the workspace's, where dsh-tests turns the feature on.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 mod agent;
 mod call;
@@ -30,11 +34,10 @@ mod tools;
 // The harness home (resolution and normalization), from `dsh-paths`.
 pub use dsh_paths::home;
 
-// Sessions: ids, the header, the event vocabulary, the in-memory log, the model's history.
-pub use dsh_session::history::HistoryMessage;
+// Sessions: ids, the header, the event vocabulary (the rest of `dsh-session` is named from there).
 pub use dsh_session::{
-    AssistantMessage, Event, EventData, MessageSource, Origin, SessionHeader, SessionId,
-    SessionLog, SessionMeta, ToolCallRequest, TurnEndReason, UserMessage, now_ms,
+    AssistantMessage, Event, EventData, MessageSource, SessionHeader, SessionId, SessionMeta,
+    TurnEndReason, UserMessage, now_ms,
 };
 
 // Approvals: the policy, a person's answer, and how long an agent waits for one.
@@ -45,7 +48,7 @@ pub use dsh_session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVer
 pub use skills::{Discovery, Skills};
 
 // Persistence: the trait, the swappable handle and its checkpoint cursor, opening a backend.
-pub use persistence::handle::{DurableCursor, checkpoint};
+pub use persistence::handle::checkpoint;
 pub use persistence::{
     BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
     open as open_backend, open_postgres, same_location,
@@ -56,10 +59,7 @@ pub use persistence::page::listed_before;
 pub use persistence::{Creator as SessionCreator, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
 // The three backends.
-pub use persistence::jsonl::{
-    JsonlBackend, log_path as jsonl_log_path, project_dir_name, session_dir_name,
-};
-pub use persistence::postgres::lease::host_name;
+pub use persistence::jsonl::JsonlBackend;
 pub use persistence::postgres::{
     DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
     PostgresOptions, SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
@@ -79,8 +79,7 @@ pub use sandbox::{
 // The executor: commands, their limits and outcome, spill files and orphans.
 pub use exec::{
     CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher, LauncherError,
-    RESERVE_BYTES, SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills,
-    signal_name, total_limit,
+    SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills, signal_name,
 };
 
 // Background jobs and live output.
@@ -90,7 +89,7 @@ pub use exec::{JobId, JobInfo, JobState, OutputFeed, OutputStream};
 pub use exec::{CommandOrigin, Placement, Provenance, UnknownReason, place};
 
 // One tool call, and the model's tools.
-pub use call::{AgentContext, ToolExecution};
+pub use call::ToolExecution;
 pub use tools::ToolSet;
 
 // The managed `DSH_*` environment.
@@ -104,7 +103,7 @@ pub use shell_env::{
 pub use shell::{Command, Ran, RunError, Shell};
 
 // Hooks.
-pub use hooks::{FileStatus, HookContext, HookEvent, HookFileStatus, HookRun, HookSettings, Hooks};
+pub use hooks::{FileStatus, HookFileStatus, HookSettings, Hooks};
 
 // Agents and their turns.
 pub use agent::{
@@ -122,5 +121,18 @@ pub use agent::{
 pub use agent::openai::{
     OpenAiConfig, OpenAiProvider, OpenAiSetupError, PROVIDER_NAME as OPENAI_PROVIDER,
 };
-pub use agent::provider::{FinishReason, ModelProvider, ModelRequest};
 pub use agent::scripted::{PROVIDER as SCRIPTED_PROVIDER, Script};
+
+// Named only by tests and benches (dsh-tests, this crate's benches): the JSONL layout, the
+// lease's host name, the output limits, a tool call's context, hooks run directly, the provider
+// trait driven directly, the checkpoint cursor.
+#[cfg(feature = "test-support")]
+pub use {
+    agent::provider::{FinishReason, ModelProvider, ModelRequest},
+    call::AgentContext,
+    exec::{RESERVE_BYTES, total_limit},
+    hooks::{HookContext, HookEvent, HookRun},
+    persistence::handle::DurableCursor,
+    persistence::jsonl::{log_path as jsonl_log_path, project_dir_name, session_dir_name},
+    persistence::postgres::lease::host_name,
+};

@@ -138,9 +138,7 @@ pub fn short_id(id: &str) -> String {
 
 /// A past moment (Unix milliseconds) as a person reads it on screen: `3m ago`.
 pub fn ago(at_ms: i64) -> String {
-    let age = std::time::Duration::from_millis(
-        u64::try_from(now_ms() - at_ms).unwrap_or(0),
-    );
+    let age = std::time::Duration::from_millis(u64::try_from(now_ms() - at_ms).unwrap_or(0));
     format!("{} ago", human_duration(age))
 }
 

@@ -87,7 +87,9 @@ pub(crate) use jobs::{JobEnd, JobIdError, JobOutput};
 pub use jobs::{JobId, JobInfo, JobState};
 #[cfg(test)]
 pub(crate) use limits::MAX_STRING_BYTES;
-pub use limits::{LaunchPart, RESERVE_BYTES, total_limit};
+#[cfg(feature = "test-support")]
+pub use limits::total_limit;
+pub use limits::{LaunchPart, RESERVE_BYTES};
 pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;

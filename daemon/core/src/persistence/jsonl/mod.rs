@@ -17,8 +17,10 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+#[cfg(feature = "test-support")]
+pub use layout::project_dir_name;
 pub(crate) use layout::{LOG_FILE, is_project_dir_name};
-pub use layout::{log_path, project_dir_name, session_dir_name};
+pub use layout::{log_path, session_dir_name};
 
 use super::{
     BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
