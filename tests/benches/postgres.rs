@@ -282,7 +282,7 @@ impl BareInsert {
 ///
 /// Not in blocks of one writer's appends back to back: an agent appends a step every few
 /// seconds, not every millisecond, and SQLite alone gains from commits following its own a
-/// moment earlier (BENCHMARKS.md, "How the PostgreSQL append is measured").
+/// moment earlier (DECISIONS.md, "PostgreSQL").
 fn appends(dir: &Path, server: &PgServer) {
     let db = server.fresh_database();
     let url = server.url(&db);
