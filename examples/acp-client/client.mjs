@@ -168,10 +168,10 @@ await app.connectWith(main.stream(), async (ctx) => {
 
   await ctx.request("session/close", { sessionId: id });
   await assert.rejects(
-    ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "again" }] }),
+    ctx.request("session/close", { sessionId: id }),
     (e) => e.code === -32002,
   );
-  console.log("session/close: closed (a prompt now gets -32002)");
+  console.log("session/close: closed (closing it again gets -32002)");
 
   await assert.rejects(ctx.request("session/fly", {}), (e) => e.code === -32601);
   console.log("unknown method: -32601, still serving");

@@ -36,7 +36,7 @@ pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutpu
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};
 pub use meta::{MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title};
 pub use sandbox::{LooserPolicy, Network, SandboxMode, SandboxPolicy, UnknownName};
-pub use settings::recorded_settings;
+pub use settings::{recorded_sandbox, recorded_settings};
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
 /// headers, owned here so the core depends on nothing above it for the time.

@@ -109,7 +109,7 @@ pub use hooks::{FileStatus, HookContext, HookEvent, HookFileStatus, HookRun, Hoo
 // Agents and their turns.
 pub use agent::{
     Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, CheckpointPolicy,
-    ModelChoice, ProviderFactory, Unsaved,
+    ModelChoice, ProviderFactory, SettingsChange, Unsaved,
 };
 
 // Watching agents.

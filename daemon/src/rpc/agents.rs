@@ -16,7 +16,7 @@ use super::convert::{
 };
 use dsh_core::{
     AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalScope, ApprovalVerdict, EventFilter,
-    SandboxPolicy, WatchScope, Watcher,
+    SandboxPolicy, SettingsChange, WatchScope, Watcher,
 };
 
 /// The `Agents` service.
@@ -53,14 +53,39 @@ impl agents_server::Agents for AgentsService {
         }
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let cwd = PathBuf::from(req.cwd);
+        let choice = model_choice(req.model);
+        let agent = match req.session_id {
+            None => self.agents.create(&cwd, &choice, sandbox, approval),
+            Some(id) => {
+                let id = session_id("session_id", id)?;
+                self.agents
+                    .create_as(id, &cwd, &choice, sandbox, approval)
+                    .await
+            }
+        }
+        .map_err(agent_status)?;
+        Ok(Response::new(agent_info(&agent)))
+    }
+
+    async fn configure(&self, request: Request<v1::ConfigureAgentRequest>) -> Reply<v1::AgentInfo> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        let live = self.agents.get(&id).map_err(agent_status)?;
+        // Empty fields keep what the agent runs with.
+        let sandbox = match req.sandbox {
+            None => None,
+            Some(spec) => Some(sandbox_policy(Some(spec), live.sandbox())?),
+        };
+        let change = SettingsChange {
+            model: req.model.map(|spec| model_choice(Some(spec))),
+            approval: approval_policy(req.approval)?,
+            sandbox,
+        };
         let agent = self
             .agents
-            .create(
-                &PathBuf::from(req.cwd),
-                &model_choice(req.model),
-                sandbox,
-                approval,
-            )
+            .configure(&id, change)
+            .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
@@ -99,7 +124,7 @@ impl agents_server::Agents for AgentsService {
             None => None,
             Some(spec) => {
                 let base = self.agents.get(&parent).map_err(agent_status)?;
-                Some(sandbox_policy(Some(spec), base.context().sandbox)?)
+                Some(sandbox_policy(Some(spec), base.sandbox())?)
             }
         };
         let approval = approval_policy(req.approval)?;

@@ -86,17 +86,18 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         AgentStatus::Idle => (v1::AgentState::Idle, agent.last_turn()),
         AgentStatus::Running { turn } => (v1::AgentState::Running, turn),
     };
+    let settings = agent.settings();
     v1::AgentInfo {
         agent_id: agent.id().to_string(),
         session_id: agent.id().to_string(),
         header: Some(header(agent.header())),
         state: state as i32,
-        provider: agent.provider().provider().to_owned(),
-        model: agent.provider().model().to_owned(),
+        provider: settings.provider,
+        model: settings.model,
         parent_agent_id: agent.parent().map(ToString::to_string),
         turns,
-        sandbox: Some(sandbox_wire(agent.context().sandbox)),
-        approval: approval_wire(agent.approval()) as i32,
+        sandbox: Some(sandbox_wire(agent.sandbox())),
+        approval: approval_wire(settings.approval) as i32,
         approval_rules: agent
             .approval_rules()
             .into_iter()
@@ -198,7 +199,9 @@ pub fn agent_status(error: AgentError) -> Status {
         e @ (AgentError::SessionNotFound(_) | AgentError::NoPendingApproval { .. }) => {
             Status::not_found(e.to_string())
         }
-        e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
+        e @ (AgentError::AlreadyLive(_) | AgentError::SessionExists(_)) => {
+            Status::already_exists(e.to_string())
+        }
         AgentError::Busy { ref id, turn } => refused(
             Code::FailedPrecondition,
             error.to_string(),
@@ -215,9 +218,10 @@ pub fn agent_status(error: AgentError) -> Status {
             refusal::NO_MODEL_KEY,
             &[(metadata::VARIABLE, variable.clone())],
         ),
-        e @ (AgentError::Closed(_) | AgentError::Live(_) | AgentError::NotRunning(_)) => {
-            Status::failed_precondition(e.to_string())
-        }
+        e @ (AgentError::Closed(_)
+        | AgentError::Live(_)
+        | AgentError::NotRunning(_)
+        | AgentError::ChildSettings(_)) => Status::failed_precondition(e.to_string()),
         e @ (AgentError::InvalidCwd { .. }
         | AgentError::InvalidModel(_)
         | AgentError::InvalidTitle(_)

@@ -12,6 +12,8 @@
 mod framing;
 #[path = "acp/refusals.rs"]
 mod refusals;
+#[path = "acp/threads.rs"]
+mod threads;
 
 use std::io::Write;
 use std::path::Path;

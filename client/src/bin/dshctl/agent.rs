@@ -175,6 +175,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
+                    session_id: None,
                 })
                 .await?
         }

@@ -7,7 +7,7 @@ use super::openai::{self, OpenAiProvider};
 pub use super::provider::ModelChoice;
 use super::provider::{ModelError, ModelProvider};
 use super::scripted::{self, Script, ScriptedProvider};
-use dsh_session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
+use dsh_session::{AgentSettings, ApprovalPolicy, EventData, SandboxPolicy, SessionId, SessionLog};
 
 /// A model choice that cannot be used, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -165,17 +165,20 @@ pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy
     }
 }
 
-/// Appends `session/settings` when the agent runs with other settings than the session records.
+/// Appends `session/settings` when the agent runs with other settings than the session records
+/// (with the sandbox it goes live under).
 pub(super) fn record_settings(
     log: &mut SessionLog,
     recorded: Option<AgentSettings>,
     now: AgentSettings,
+    sandbox: SandboxPolicy,
 ) {
     if recorded.as_ref() != Some(&now) {
         log.append(EventData::Settings {
             provider: now.provider,
             model: now.model,
             approval: now.approval,
+            sandbox: Some(sandbox),
         });
     }
 }

@@ -382,7 +382,7 @@ impl TurnRun {
             turn: self.turn,
             step,
         };
-        let provider = self.agent.provider().clone();
+        let provider = self.agent.provider();
         tokio::select! {
             reply = provider.complete(&request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),

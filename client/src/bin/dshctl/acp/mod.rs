@@ -3,19 +3,21 @@
 //! agent (the ACP `sessionId` is the dsh session id, the `DSH_SESSION_ID` of its bash calls), and
 //! the bridge keeps no session state of its own: loads replay the daemon's log, approvals and
 //! "allow always" rules live in the daemon. What it remembers is which agents it made live, so
-//! that it can close them when its input ends (their sessions stay stored).
+//! that it can close them when its input ends (their sessions stay stored), and how it created
+//! them, so that a session dshd lost before its first turn comes back under its id.
 //!
 //! Speaks ACP protocol version 1 (JSON-RPC 2.0, one message per line). See docs/ACP.md.
 
 mod jsonrpc;
 mod lines;
+mod revive;
 mod schema;
 mod sessions;
 mod stdio;
 mod turn;
 mod updates;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -79,6 +81,7 @@ pub async fn run(
         sandbox: args.sandbox.spec(),
         made_live: Mutex::default(),
         prompting: Mutex::default(),
+        known: Mutex::default(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
@@ -140,6 +143,9 @@ struct Bridge {
     made_live: Mutex<HashSet<String>>,
     /// Sessions with a `session/prompt` of this bridge in flight, cancelled when its input ends.
     prompting: Mutex<HashSet<String>>,
+    /// What this bridge gave the sessions it created or changed, to make them live again as
+    /// they ran when dshd lost them (see `revive.rs`).
+    known: Mutex<HashMap<String, revive::Known>>,
 }
 
 impl Bridge {

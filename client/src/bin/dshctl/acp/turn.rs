@@ -48,24 +48,22 @@ impl Bridge {
     ) -> Result<PromptResponse, RpcError> {
         let text = prompt_text(&p.prompt)?;
         let client = self.client().await?;
-        let mut events = client
-            .agents()
-            .prompt(v1::PromptRequest {
-                agent_id: p.session_id.clone(),
-                text,
-            })
-            .await
-            .map_err(|s| match Refusal::of(&s) {
-                Some(Refusal::AgentNotLive { .. }) => RpcError {
-                    message: format!(
-                        "{}; load or resume the session first (session/load, session/resume)",
-                        s.message()
-                    ),
-                    ..s.into()
-                },
-                _ => s.into(),
-            })?
-            .into_inner();
+        let request = v1::PromptRequest {
+            agent_id: p.session_id.clone(),
+            text,
+        };
+        let first = client.agents().prompt(request.clone()).await;
+        let mut events = match first {
+            Ok(events) => events.into_inner(),
+            // Not live (dshd restarted, or another bridge closed it): made live again, and the
+            // person is told so in the thread.
+            Err(s) if matches!(Refusal::of(&s), Some(Refusal::AgentNotLive { .. })) => {
+                let how = self.revive(&p.session_id).await?;
+                self.revived_notice(&p.session_id, how).await;
+                client.agents().prompt(request).await?.into_inner()
+            }
+            Err(s) => return Err(s.into()),
+        };
         super::lock(&self.prompting).insert(p.session_id.clone());
         let ended = self.follow(&p.session_id, &mut events).await;
         super::lock(&self.prompting).remove(&p.session_id);
