@@ -404,6 +404,9 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxPolicy>,
     },
+    /// A client removed an "allow always" rule of the session (`Agents.RemoveRules`): the same
+    /// request asks again.
+    ApprovalRuleRemoved = "approval/rule-removed" { tool: String, command: String, cwd: String },
     /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
     /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
     /// where it would run, why approval is needed, and how long it waits before it is denied.

@@ -39,7 +39,9 @@ pub use dsh_session::{
 
 // Approvals: the policy, a person's answer, and how long an agent waits for one.
 pub use agent::{ApprovalAnswer, ApprovalSettings, DEFAULT_APPROVAL_TIMEOUT};
-pub use dsh_session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
+pub use dsh_session::{
+    ApprovalClient, ApprovalPolicy, ApprovalRule, ApprovalScope, ApprovalVerdict,
+};
 
 // Skills.
 pub use skills::{Discovery, Skills};

@@ -11,12 +11,12 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    agent_info, agent_status, approval_policy, model_choice, sandbox_policy, session_id,
+    agent_info, agent_status, approval_policy, model_choice, rule_wire, sandbox_policy, session_id,
     stream_event,
 };
 use dsh_core::{
-    AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalScope, ApprovalVerdict, EventFilter,
-    SandboxPolicy, SettingsChange, WatchScope, Watcher,
+    AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalRule, ApprovalScope, ApprovalVerdict,
+    EventFilter, SandboxPolicy, SettingsChange, WatchScope, Watcher,
 };
 
 /// The `Agents` service.
@@ -66,6 +66,47 @@ impl agents_server::Agents for AgentsService {
         }
         .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
+    }
+
+    async fn remove_rules(
+        &self,
+        request: Request<v1::RemoveRulesRequest>,
+    ) -> Reply<v1::RemoveRulesResponse> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        let which = match (req.all, req.rules.is_empty()) {
+            (true, true) => None,
+            (true, false) => {
+                return Err(Status::invalid_argument(
+                    "rules: give the rules to remove or all, not both",
+                ));
+            }
+            (false, true) => {
+                return Err(Status::invalid_argument(
+                    "rules: required (the rules to remove), or set all",
+                ));
+            }
+            (false, false) => Some(
+                req.rules
+                    .into_iter()
+                    .map(|r| ApprovalRule {
+                        tool: r.tool,
+                        command: r.command,
+                        cwd: r.cwd,
+                    })
+                    .collect(),
+            ),
+        };
+        let removed = self
+            .agents
+            .remove_rules(&id, which)
+            .await
+            .map_err(agent_status)?;
+        let agent = self.agents.get(&id).map_err(agent_status)?;
+        Ok(Response::new(v1::RemoveRulesResponse {
+            removed: removed.into_iter().map(rule_wire).collect(),
+            agent: Some(agent_info(&agent)),
+        }))
     }
 
     async fn configure(&self, request: Request<v1::ConfigureAgentRequest>) -> Reply<v1::AgentInfo> {

@@ -9,9 +9,9 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
-    Agent, AgentError, AgentStatus, ApprovalPolicy, ChoiceError, Event, ExecError, ModelChoice,
-    PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation,
-    StreamEvent, UnknownName,
+    Agent, AgentError, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError, Event, ExecError,
+    ModelChoice, PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId,
+    SessionLocation, StreamEvent, UnknownName,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -98,15 +98,16 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         turns,
         sandbox: Some(sandbox_wire(agent.sandbox())),
         approval: approval_wire(settings.approval) as i32,
-        approval_rules: agent
-            .approval_rules()
-            .into_iter()
-            .map(|r| v1::ApprovalRule {
-                tool: r.tool,
-                command: r.command,
-                cwd: r.cwd,
-            })
-            .collect(),
+        approval_rules: agent.approval_rules().into_iter().map(rule_wire).collect(),
+    }
+}
+
+/// An "allow always" rule for the wire.
+pub fn rule_wire(r: ApprovalRule) -> v1::ApprovalRule {
+    v1::ApprovalRule {
+        tool: r.tool,
+        command: r.command,
+        cwd: r.cwd,
     }
 }
 

@@ -12,6 +12,8 @@
 mod framing;
 #[path = "acp/refusals.rs"]
 mod refusals;
+#[path = "acp/rules.rs"]
+mod rules;
 #[path = "acp/threads.rs"]
 mod threads;
 
@@ -286,7 +288,7 @@ fn a_turn_streams_in_order_its_bash_call_sees_the_session_id_and_a_load_replays_
     acp.call("session/close", json!({"sessionId": id}));
     let agents = daemon.dshctl_json(&["agent", "list"]);
     assert_eq!(agents["agents"], json!([]), "close ended the agent");
-    let error = acp.call_err("session/prompt", prompt(&id, "again"));
+    let error = acp.call_err("session/close", json!({"sessionId": id}));
     assert_eq!(error["code"], -32002, "{error}");
 
     let (before, loaded) = acp.call(

@@ -129,6 +129,7 @@ impl Screen {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::ApprovalRuleRemoved { .. }
                 | EventData::ApprovalRequest { .. }
                 | EventData::Unknown(_) => None,
             },
@@ -241,6 +242,11 @@ impl Screen {
                 let by = answered_by(by, client.as_ref(), &handlers);
                 self.line(w, e, format!("{verdict} call {call_id} ({by}{until}){why}"))
             }
+            EventData::ApprovalRuleRemoved { tool, command, cwd } => self.line(
+                w,
+                e,
+                format!("− rule removed: {tool} {} in {cwd} asks again", indent(&command)),
+            ),
             EventData::TurnEnd { turn, reason, usage, .. } => {
                 let detail = reason.message();
                 let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };

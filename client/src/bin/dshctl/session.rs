@@ -321,6 +321,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::SessionArchived { .. }
             | EventData::EndSeed {}
             | EventData::Settings { .. }
+            | EventData::ApprovalRuleRemoved { .. }
             | EventData::ApprovalRequest { .. }
             | EventData::ApprovalDecision { .. }
             | EventData::Unknown(_) => false,

@@ -9,7 +9,7 @@ use super::model::ModelChoice;
 use super::registry::{AgentError, AgentRegistry, join_error};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
-use dsh_session::{ApprovalPolicy, SessionId, SessionLog};
+use dsh_session::{ApprovalPolicy, ApprovalRule, EventData, SessionId, SessionLog};
 
 /// The settings to change on a live agent ([`AgentRegistry::configure`]); `None` keeps the one it
 /// runs with.
@@ -93,6 +93,35 @@ impl AgentRegistry {
             }),
             Err(None) => Err(AgentError::Closed(id.clone())),
         }
+    }
+
+    /// Removes "allow always" rules of the live agent `id`: `which`, or every one when `None`.
+    /// Each removal is logged (`approval/rule-removed`), so the session keeps it when it goes
+    /// live again; the same request then asks again. Returns the rules removed (a rule not in
+    /// force is not an error: nothing is logged for it). Checkpointed at once when the session
+    /// has had a turn, as for [`configure`](Self::configure).
+    pub async fn remove_rules(
+        &self,
+        id: &SessionId,
+        which: Option<Vec<ApprovalRule>>,
+    ) -> Result<Vec<ApprovalRule>, AgentError> {
+        let agent = self.get(id)?;
+        let wanted = which.unwrap_or_else(|| agent.approval_rules());
+        let mut removed = Vec::new();
+        for rule in wanted {
+            if agent.approvals().forget(&rule) {
+                agent.append(EventData::ApprovalRuleRemoved {
+                    tool: rule.tool.clone(),
+                    command: rule.command.clone(),
+                    cwd: rule.cwd.clone(),
+                });
+                removed.push(rule);
+            }
+        }
+        if !removed.is_empty() && agent.last_turn() > 0 {
+            agent.checkpoint(self.services()).await?;
+        }
+        Ok(removed)
     }
 
     /// The provider `agent` switches to for `choice`, or `None` when the choice is what it runs

@@ -150,6 +150,8 @@ impl Agent {
             lineage.extend(parent.lineage.iter().cloned());
         }
         let released = log.last_turn();
+        // A session made live again keeps the rules it made.
+        let rules = dsh_session::approval_rules(log.events());
         Arc::new_cyclic(|me| Self {
             header: log.header().clone(),
             root,
@@ -169,7 +171,7 @@ impl Agent {
             hub,
             streaming: Mutex::new(((0, 0), 0)),
             released: watch::Sender::new(released),
-            approvals: super::answers::Approvals::default(),
+            approvals: super::answers::Approvals::with_rules(rules),
         })
     }
 
@@ -256,9 +258,9 @@ impl Agent {
         self.hub.watching(self)
     }
 
-    /// The requests its clients allowed for the rest of its life ("allow for this session"),
-    /// oldest first.
-    pub fn approval_rules(&self) -> Vec<super::answers::ApprovalRule> {
+    /// The requests its clients allowed for the rest of the session ("allow always"), oldest
+    /// first: made by its clients' allows, kept when the session goes live again.
+    pub fn approval_rules(&self) -> Vec<dsh_session::ApprovalRule> {
         self.approvals.rules()
     }
 

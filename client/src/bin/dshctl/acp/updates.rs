@@ -217,6 +217,7 @@ impl Translator {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::ApprovalRuleRemoved { .. }
                 | EventData::Unknown(_) => Vec::new(),
             },
         }
