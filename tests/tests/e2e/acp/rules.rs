@@ -1,6 +1,7 @@
 //! "Allow always" rules are facts of the session: made in the editor, listed by `dshctl agent
 //! show` and `dshctl agent rules`, kept across a kill -9 and restart of dshd and by a fork,
 //! removed with `dshctl agent rules --remove` (logged), after which the same command asks again.
+//! A question answered elsewhere (`dshctl approve`) is withdrawn from the editor.
 
 use dsh_tests::DaemonSpec;
 
@@ -91,5 +92,55 @@ fn allow_always_survives_a_restart_and_a_fork_and_a_removed_rule_asks_again() {
     );
     // The fork's own rule is untouched.
     assert_eq!(rules_of(&daemon, fork_id).len(), 1);
+    assert_eq!(acp.finish().code(), Some(0));
+}
+
+#[test]
+fn a_permission_answered_with_dshctl_approve_is_withdrawn_from_the_editor() {
+    let daemon = TestDaemon::start();
+    let made = daemon.dir.path().join("made");
+    let command = format!("touch {}", made.display());
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": command}}]},
+        {"text": "done"},
+    ]});
+    let mut acp = Acp::scripted(&daemon, &script, &["--approval", "always"]);
+    let id = acp.ready_session(daemon.dir.path());
+    let turn = acp.send("session/prompt", prompt(&id, "go"));
+    // The editor shows the question and leaves it open; the person answers at a terminal.
+    let asked = loop {
+        let message = acp.recv();
+        assert!(message["id"] != turn, "the turn ended unasked: {message}");
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    let approved = daemon.dshctl(&["approve", &id, "c1", "--allow"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let withdrawn = loop {
+        let message = acp.recv();
+        assert!(
+            message["id"] != turn,
+            "the turn ended before the withdrawal: {message}"
+        );
+        if message["method"] == "$/cancel_request" {
+            break message;
+        }
+    };
+    assert_eq!(
+        withdrawn["params"],
+        json!({"requestId": asked["id"]}),
+        "{withdrawn}"
+    );
+    assert!(withdrawn.get("id").is_none(), "a notification: {withdrawn}");
+    // As ACP asks, the client still answers the withdrawn request; the bridge takes it quietly.
+    let cancelled = json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32800, "message": "cancelled"}});
+    acp.line(&cancelled.to_string());
+    let (_, answer) = acp.until_answer(turn);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        made.exists(),
+        "the command allowed at the terminal did not run"
+    );
     assert_eq!(acp.finish().code(), Some(0));
 }

@@ -2,11 +2,13 @@
 //! its approval requests `session/request_permission`s answered with `Agents.Approve`, its end
 //! the `stopReason`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
 use serde_json::value::RawValue;
+use tokio::sync::oneshot;
 use tokio_stream::StreamExt;
 
 use super::Bridge;
@@ -77,6 +79,9 @@ impl Bridge {
         events: &mut tonic::Streaming<v1::Event>,
     ) -> Result<PromptResponse, RpcError> {
         let mut translator = Translator::new(session_id, false);
+        // The permission requests still open, by (agent, call): a decision made elsewhere
+        // withdraws them.
+        let mut open: HashMap<(String, String), oneshot::Sender<()>> = HashMap::new();
         while let Some(event) = events.next().await {
             let event = event?;
             for out in translator.translate(&event) {
@@ -84,9 +89,20 @@ impl Bridge {
                     Output::Update(update) => self.update(session_id, &update).await,
                     // Asked on the side: the stream goes on (other calls, the cancel) meanwhile.
                     Output::Ask(ask) => {
+                        let (withdraw, withdrawn) = oneshot::channel();
+                        open.retain(|_, w| !w.is_closed());
+                        open.insert((ask.agent_id.clone(), ask.call_id.clone()), withdraw);
                         let bridge = self.clone();
                         let session = session_id.to_owned();
-                        tokio::spawn(async move { bridge.ask(&session, ask).await });
+                        tokio::spawn(async move { bridge.ask(&session, ask, withdrawn).await });
+                    }
+                    // When the answer was this editor's, its request is over and this is a
+                    // no-op; otherwise (dshctl approve, the timeout, a rule, a cancel) the editor
+                    // is told to take the question down.
+                    Output::Decided { agent_id, call_id } => {
+                        if let Some(withdraw) = open.remove(&(agent_id, call_id)) {
+                            let _ = withdraw.send(());
+                        }
                     }
                     Output::End(reason) => {
                         return stop_reason(&reason)
@@ -104,18 +120,30 @@ impl Bridge {
     /// Asks the person about one approval request and hands the answer to dsh. A client that
     /// cannot answer (an error, the cancelled outcome) denies; one that never answers leaves it to
     /// dsh's timeout, which denies too.
-    async fn ask(&self, session_id: &str, ask: Ask) {
+    async fn ask(&self, session_id: &str, ask: Ask, withdrawn: oneshot::Receiver<()>) {
+        // Withdrawn only when told so: a closed channel (the turn's stream ended) is not a
+        // decision.
+        let withdrawn = async {
+            if withdrawn.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let answer = self
             .peer
-            .request::<_, RequestPermissionResponse>(
+            .request_until::<_, RequestPermissionResponse>(
                 "session/request_permission",
                 RequestPermissionRequest {
                     session_id,
                     tool_call: &ask.tool_call,
                     options: &OPTIONS,
                 },
+                withdrawn,
             )
             .await;
+        if matches!(&answer, Err(e) if e.code == super::jsonrpc::code::REQUEST_CANCELLED) {
+            // Decided elsewhere: the log has the decision; nothing to answer.
+            return;
+        }
         let chosen = match &answer {
             Ok(RequestPermissionResponse {
                 outcome: PermissionOutcome::Selected { option_id },

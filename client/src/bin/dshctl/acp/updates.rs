@@ -43,6 +43,14 @@ pub enum Output {
     Update(SessionUpdate),
     /// Ask the person: a tool call waits for approval.
     Ask(Ask),
+    /// A tool call's approval was decided (by anyone: this editor, another client, a rule, the
+    /// timeout, a cancellation): a request still open for it is withdrawn.
+    Decided {
+        /// The agent whose call it is.
+        agent_id: String,
+        /// The call id dsh knows it by.
+        call_id: String,
+    },
     /// The prompted agent's turn ended, for this reason.
     End(TurnEndReason),
 }
@@ -184,10 +192,18 @@ impl Translator {
                 }
                 EventData::ApprovalDecision {
                     call_id: id,
-                    decision: ApprovalVerdict::Allow,
+                    decision,
                     ..
                 } if !self.replay => {
-                    vec![status(call_id(&id, child), ToolCallStatus::InProgress)]
+                    let shown = call_id(&id, child);
+                    let mut out = vec![Output::Decided {
+                        agent_id: agent.to_owned(),
+                        call_id: id,
+                    }];
+                    if decision == ApprovalVerdict::Allow {
+                        out.push(status(shown, ToolCallStatus::InProgress));
+                    }
+                    out
                 }
                 EventData::ToolResult {
                     call_id: id,
