@@ -517,8 +517,12 @@ mod tests {
         let asking = tokio::spawn({
             let peer = peer.clone();
             async move {
-                peer.request::<_, Value>("session/request_permission", json!({}))
-                    .await
+                peer.request_until::<_, Value>(
+                    "session/request_permission",
+                    json!({}),
+                    std::future::pending(),
+                )
+                .await
             }
         });
         let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
@@ -531,6 +535,31 @@ mod tests {
         let id = RawValue::from_string(sent["id"].to_string()).unwrap();
         assert!(peer.answered(&id, Ok(raw(json!({"ok": 1})))));
         assert_eq!(asking.await.unwrap(), Ok(json!({"ok": 1})));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_request_is_cancelled_by_id_and_its_late_answer_taken_quietly() {
+        let (peer, mut rx) = Peer::new();
+        let (withdraw, withdrawn) = oneshot::channel::<()>();
+        let asking = tokio::spawn({
+            let peer = peer.clone();
+            async move {
+                let withdrawn = async {
+                    let _ = withdrawn.await;
+                };
+                peer.request_until::<_, Value>("m", json!({}), withdrawn)
+                    .await
+            }
+        });
+        let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        withdraw.send(()).unwrap();
+        let cancel: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        assert_eq!(cancel["method"], "$/cancel_request");
+        assert_eq!(cancel["params"]["requestId"], sent["id"]);
+        let error = asking.await.unwrap().unwrap_err();
+        assert_eq!(error.code, code::REQUEST_CANCELLED);
+        let id = RawValue::from_string(sent["id"].to_string()).unwrap();
+        assert!(peer.answered(&id, Err(RpcError::new(-32800, "cancelled"))));
     }
 
     #[tokio::test]
