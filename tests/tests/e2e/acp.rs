@@ -10,6 +10,8 @@
 
 #[path = "acp/framing.rs"]
 mod framing;
+#[path = "acp/readme_settings.rs"]
+mod readme_settings;
 #[path = "acp/refusals.rs"]
 mod refusals;
 #[path = "acp/rules.rs"]
@@ -36,7 +38,11 @@ struct Acp {
 
 impl Acp {
     fn start(socket: &Path, args: &[&str]) -> Self {
-        let mut child = spawn_bridge(socket, args);
+        Self::over(spawn_bridge(socket, args))
+    }
+
+    /// A bridge already started with its stdin and stdout piped.
+    fn over(mut child: Child) -> Self {
         let stdout = child.stdout.take().unwrap();
         let lines = dsh_tests::line_channel(stdout);
         let stdin = child.stdin.take();

@@ -101,6 +101,9 @@ pub enum AgentCommand {
     },
 }
 
+/// The script of `--demo`: what an editor's first prompt gets without any key or file.
+const DEMO_SCRIPT: &str = include_str!("demo.json");
+
 /// How the agent's model is chosen.
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
@@ -115,6 +118,10 @@ pub struct ModelArgs {
     /// A script for the scripted model (JSON; see examples/). Implies --model scripted.
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
+    /// The keyless demo: the scripted model with a script built into dshctl (each turn runs one
+    /// bash command and answers; eight turns). Needs no key and no file.
+    #[arg(long, conflicts_with_all = ["script", "provider", "model_name"])]
+    demo: bool,
     /// When a person must approve tool calls: `never`, `on-request` (when a PreToolUse hook
     /// asks) or `always` (every bash call). Default: the daemon's `approvals.policy`; for spawn
     /// the parent's, for resume and fork what the session last ran with.
@@ -161,6 +168,7 @@ impl ModelArgs {
         match (&self.provider, &self.script) {
             (Some(p), _) => Some(p.clone()),
             (None, Some(_)) => Some("scripted".to_owned()),
+            (None, None) if self.demo => Some("scripted".to_owned()),
             (None, None) => None,
         }
     }
@@ -170,6 +178,7 @@ impl ModelArgs {
         let script_json = match &self.script {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read script {}", path.display()))?,
+            None if self.demo => DEMO_SCRIPT.to_owned(),
             None => String::new(),
         };
         Ok(v1::ModelSpec {

@@ -42,10 +42,12 @@ pub const AFTER_HELP: &str = "\
 Speaks ACP version 1 (JSON-RPC 2.0, one message per line) on stdin and stdout; logs go to stderr.
 The agent options apply to the sessions it creates (session/new) and, where given, to those it
 makes live again (session/load, session/resume). dshd must be running: initialize fails with the
-reason otherwise. Editor settings: docs/ACP.md.
+reason otherwise. Editor settings: README.md, \"Use from your editor\", and docs/ACP.md.
 
-Zed (settings.json):
-  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"dshctl\", \"args\": [\"acp\"] } }";
+Zed (settings.json), asking before commands a hook flags, confined to the project, no network;
+with a key for dshd, add \"--model\", \"openai\"; without one, \"--demo\" tries the keyless demo:
+  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"dshctl\",
+    \"args\": [\"acp\", \"--approval\", \"on-request\", \"--sandbox\", \"workspace-write\", \"--network\", \"off\"] } }";
 
 /// The ACP protocol version this bridge speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
