@@ -9,7 +9,7 @@ use super::model::ModelChoice;
 use super::registry::{AgentError, AgentRegistry, join_error};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
-use dsh_session::{ApprovalPolicy, ApprovalRule, EventData, SessionId, SessionLog};
+use dsh_session::{ApprovalPolicy, ApprovalRule, EventData, SessionId};
 
 /// The settings to change on a live agent ([`AgentRegistry::configure`]); `None` keeps the one it
 /// runs with.
@@ -148,14 +148,5 @@ impl AgentRegistry {
         }
         let choice = self.providers.again(agent.id(), choice, Some(&now))?;
         Ok(Some(self.providers.build(&choice)?))
-    }
-}
-
-/// A session closed before its first turn has nothing logged, and a checkpoint writes nothing
-/// for it: it logs the settings it ran with, so that it is stored and comes back under its id
-/// (a client that created it and set it up may prompt it later, from another process).
-pub(super) fn keep_unprompted(agent: &Agent) {
-    if agent.read_log(SessionLog::is_empty) {
-        agent.log_settings();
     }
 }

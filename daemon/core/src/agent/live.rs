@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
-pub(crate) use super::publish::{Preview, Publish};
+pub(crate) use super::publish::Preview;
 use super::services::AgentServices;
 use crate::call::AgentContext;
 use crate::exec::OutputTap;
@@ -51,6 +51,19 @@ struct RunningTurn {
     steers: Vec<String>,
     /// The loop has taken the last steers it will deliver: later ones are refused.
     closing: bool,
+}
+
+/// Where a live agent publishes what happens to it: the watch hub (`watch/hub.rs`). A trait, so
+/// this file does not name the watch module, which is built on agents.
+pub(crate) trait Publish: Send + Sync + std::fmt::Debug {
+    /// Event `seq` of `agent` was logged. Called under the agent's log lock.
+    fn logged(&self, agent: &Arc<Agent>, seq: u64);
+    /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
+    fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str);
+    /// Whether any watcher follows `agent` now.
+    fn watching(&self, agent: &Agent) -> bool;
+    /// Changes whenever a watcher leaves.
+    fn departures(&self) -> watch::Receiver<u64>;
 }
 
 /// Settings to change on a live agent ([`Agent::configure`]); `None` keeps the current one.
@@ -236,6 +249,15 @@ impl Agent {
         }
         self.log_settings();
         Ok(true)
+    }
+
+    /// A session closed before its first turn has nothing logged, and a checkpoint writes
+    /// nothing for it: it logs the settings it ran with, so that it is stored and comes back under
+    /// its id (a client that created it and set it up may prompt it later, from another process).
+    pub(crate) fn keep_if_unprompted(&self) {
+        if self.read_log(SessionLog::is_empty) {
+            self.log_settings();
+        }
     }
 
     /// Logs what it runs with now as a `session/settings` event, sandbox included.

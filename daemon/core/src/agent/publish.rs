@@ -1,11 +1,7 @@
-//! How a live agent tells the watch hub about what it logs and streams: the trait it publishes
-//! through, and what an unlogged event is about.
+//! What an unlogged event a live agent streams to its watchers is about.
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
-use super::live::Agent;
 use crate::exec::OutputStream;
 
 /// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
@@ -44,17 +40,4 @@ pub(crate) enum Preview {
         /// Why (`429`, `503`, `unreachable`).
         reason: String,
     },
-}
-
-/// Where a live agent publishes what happens to it: the watch hub (`watch/hub.rs`). A trait, so
-/// this file does not name the watch module, which is built on agents.
-pub(crate) trait Publish: Send + Sync + std::fmt::Debug {
-    /// Event `seq` of `agent` was logged. Called under the agent's log lock.
-    fn logged(&self, agent: &Arc<Agent>, seq: u64);
-    /// `agent` streamed `text` at byte `offset` of `what` (its step's text, a call's output).
-    fn preview(&self, agent: &Arc<Agent>, what: &Preview, offset: u64, text: &str);
-    /// Whether any watcher follows `agent` now.
-    fn watching(&self, agent: &Agent) -> bool;
-    /// Changes whenever a watcher leaves.
-    fn departures(&self) -> watch::Receiver<u64>;
 }

@@ -348,7 +348,7 @@ impl AgentRegistry {
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());
         turn::session_end(&agent, &self.services).await;
-        super::configure::keep_unprompted(&agent);
+        agent.keep_if_unprompted();
         // The Claude Code transcript projection is derived from the live log: it goes with the
         // agent, like its spill files (the session itself stays stored).
         self.services.hooks.forget_transcript(agent.id());
@@ -377,7 +377,7 @@ impl AgentRegistry {
         let mut unsaved = Vec::new();
         for agent in &agents {
             agent.wait_idle().await;
-            super::configure::keep_unprompted(agent);
+            agent.keep_if_unprompted();
             let Err(error) = agent.checkpoint(&self.services).await else {
                 continue;
             };
