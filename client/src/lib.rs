@@ -178,6 +178,18 @@ pub async fn connect_resolved(
     }
 }
 
+/// This process's environment for `CreateAgentRequest.environment` (and resume, fork): the agents
+/// a client makes live run their commands with the client's `PATH`, toolchains and locale rather
+/// than dshd's; dshd scrubs it as it scrubs its own. Variables whose name or value is not UTF-8
+/// are left out (the wire carries text).
+pub fn client_environment() -> v1::ClientEnvironment {
+    v1::ClientEnvironment {
+        variables: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
+    }
+}
+
 /// The largest message the `Agents` and `Persistence` clients accept. A message carries one logged
 /// event, and an event is as large as the model's reply or a tool's captured output, which may well
 /// pass tonic's default of 4 MiB; the server is our own uid's dshd (checked on every connection), so

@@ -80,9 +80,9 @@ pub use sandbox::{
 
 // The executor: commands, their limits and outcome, spill files and orphans.
 pub use exec::{
-    CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher, LauncherError,
-    RESERVE_BYTES, SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills,
-    signal_name, total_limit,
+    ClientEnv, CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher,
+    LauncherError, RESERVE_BYTES, SealError, adopt_orphans, compile_secret_pattern,
+    remove_stale_spills, signal_name, total_limit,
 };
 
 // Background jobs and live output.

@@ -1,5 +1,6 @@
 //! `dsh.v1.Agents`: live agents and their turns.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -11,12 +12,12 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    agent_info, agent_status, approval_policy, model_choice, rule_wire, sandbox_policy, session_id,
-    stream_event,
+    agent_info, agent_status, approval_policy, client_environment, model_choice, rule_wire,
+    sandbox_policy, session_id, stream_event,
 };
 use dsh_core::{
-    AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalRule, ApprovalScope, ApprovalVerdict,
-    EventFilter, SandboxPolicy, SettingsChange, WatchScope, Watcher,
+    Agent, AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalRule, ApprovalScope,
+    ApprovalVerdict, EventFilter, SandboxPolicy, SettingsChange, WatchScope, Watcher,
 };
 
 /// The `Agents` service.
@@ -37,6 +38,16 @@ impl AgentsService {
     }
 }
 
+impl AgentsService {
+    /// Makes `agent`'s commands start from its client's environment, when the client sent one.
+    fn give_env(&self, agent: &Agent, env: Option<Vec<(OsString, OsString)>>) {
+        if let Some(vars) = env {
+            let env = self.agents.services().executor.client_env(vars);
+            agent.set_client_env(Some(env));
+        }
+    }
+}
+
 type Reply<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
@@ -53,6 +64,7 @@ impl agents_server::Agents for AgentsService {
         }
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
         let cwd = PathBuf::from(req.cwd);
         let choice = model_choice(req.model);
         let agent = match req.session_id {
@@ -65,6 +77,7 @@ impl agents_server::Agents for AgentsService {
             }
         }
         .map_err(agent_status)?;
+        self.give_env(&agent, env);
         Ok(Response::new(agent_info(&agent)))
     }
 
@@ -136,11 +149,13 @@ impl agents_server::Agents for AgentsService {
         let id = session_id("session_id", req.session_id)?;
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
         let agent = self
             .agents
             .resume(&id, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
+        self.give_env(&agent, env);
         Ok(Response::new(agent_info(&agent)))
     }
 
@@ -149,11 +164,13 @@ impl agents_server::Agents for AgentsService {
         let id = session_id("session_id", req.session_id)?;
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
         let agent = self
             .agents
             .fork_at(&id, req.at_seq, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
+        self.give_env(&agent, env);
         Ok(Response::new(agent_info(&agent)))
     }
 

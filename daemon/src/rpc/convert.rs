@@ -111,6 +111,48 @@ pub fn rule_wire(r: ApprovalRule) -> v1::ApprovalRule {
     }
 }
 
+/// Most variables a client's environment may have.
+const MAX_CLIENT_VARIABLES: usize = 4096;
+/// Most bytes a client's environment may have, names and values together.
+const MAX_CLIENT_ENV_BYTES: usize = 1 << 20;
+
+/// A client's environment from the wire, checked (`None`: not sent, dshd's applies): names
+/// non-empty without `=` or NUL, values without NUL, within the bounds. Refusals name
+/// `environment.variables` and the variable.
+pub fn client_environment(
+    env: Option<v1::ClientEnvironment>,
+) -> Result<Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>, Status> {
+    let Some(env) = env else {
+        return Ok(None);
+    };
+    let bad = |what: String| Status::invalid_argument(format!("environment.variables: {what}"));
+    if env.variables.len() > MAX_CLIENT_VARIABLES {
+        return Err(bad(format!(
+            "{} variables, more than the {MAX_CLIENT_VARIABLES} allowed",
+            env.variables.len()
+        )));
+    }
+    let bytes: usize = env.variables.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_CLIENT_ENV_BYTES {
+        return Err(bad(format!(
+            "{bytes} bytes, more than the {MAX_CLIENT_ENV_BYTES} allowed"
+        )));
+    }
+    let mut vars = Vec::with_capacity(env.variables.len());
+    for (name, value) in env.variables {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(bad(format!(
+                "{name:?}: a name must be non-empty, without '=' or NUL"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(bad(format!("{name}: the value holds a NUL byte")));
+        }
+        vars.push((name.into(), value.into()));
+    }
+    Ok(Some(vars))
+}
+
 /// The model choice of a request (empty fields mean "the default").
 pub fn model_choice(spec: Option<v1::ModelSpec>) -> ModelChoice {
     let spec = spec.unwrap_or_default();

@@ -209,6 +209,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
                     session_id: None,
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }
@@ -241,6 +242,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
                     at_seq,
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }
@@ -256,6 +258,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }

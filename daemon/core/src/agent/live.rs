@@ -108,6 +108,8 @@ pub struct Agent {
     root: SessionId,
     /// The sandbox its next bash calls run in (changed live by [`configure`](Self::configure)).
     sandbox: Mutex<SandboxPolicy>,
+    /// The environment its commands start from, when its client sent one.
+    client_env: Mutex<Option<crate::exec::ClientEnv>>,
     /// The live parent agent, for spawned children.
     parent: Option<SessionId>,
     /// The model provider it runs with now (chosen at creation, changed live by
@@ -169,6 +171,7 @@ impl Agent {
             header: log.header().clone(),
             root,
             sandbox: Mutex::new(sandbox),
+            client_env: Mutex::new(None),
             parent: parent.as_ref().map(|p| p.id().clone()),
             provider: RwLock::new(provider),
             log: RwLock::new(log),
@@ -322,7 +325,19 @@ impl Agent {
             header: self.header.clone(),
             root: self.root.clone(),
             sandbox: self.sandbox(),
+            env: self.client_env(),
         }
+    }
+
+    /// The environment its commands start from, when its client sent one (scrubbed).
+    pub fn client_env(&self) -> Option<crate::exec::ClientEnv> {
+        lock(&self.client_env).clone()
+    }
+
+    /// Its commands start from `env` (a client's environment, scrubbed: see
+    /// [`crate::Executor::client_env`]) instead of dshd's, from the next command on.
+    pub fn set_client_env(&self, env: Option<crate::exec::ClientEnv>) {
+        *lock(&self.client_env) = env;
     }
 
     /// The live parent agent, for children.

@@ -177,8 +177,10 @@ impl AgentRegistry {
             approval,
             sandbox,
             hub: self.hub.clone(),
-            parent: Some(parent),
+            parent: Some(parent.clone()),
         });
+        // A child runs its commands in its parent's environment.
+        agent.set_client_env(parent.client_env());
         self.insert(agent, "spawn")
     }
 

@@ -66,6 +66,7 @@ impl Bridge {
                 model: Some(self.model.clone()),
                 sandbox: sandbox.clone(),
                 approval,
+                environment: Some(dsh_client::client_environment()),
             })
             .await;
         let (info, how) = match resumed {
@@ -83,6 +84,7 @@ impl Bridge {
                         sandbox,
                         approval,
                         session_id: Some(session_id.to_owned()),
+                        environment: Some(dsh_client::client_environment()),
                     })
                     .await;
                 match created {

@@ -51,6 +51,7 @@ impl Bridge {
                 sandbox: self.sandbox.clone(),
                 approval: self.approval,
                 session_id: None,
+                environment: Some(dsh_client::client_environment()),
             })
             .await?
             .into_inner();
@@ -79,6 +80,7 @@ impl Bridge {
                 sandbox: self.sandbox.clone(),
                 approval: self.approval,
                 at_seq: None,
+                environment: Some(dsh_client::client_environment()),
             })
             .await?
             .into_inner();
@@ -142,6 +144,7 @@ impl Bridge {
                         model: Some(self.model.clone()),
                         sandbox: self.sandbox.clone(),
                         approval: self.approval,
+                        environment: Some(dsh_client::client_environment()),
                     })
                     .await?
                     .into_inner();
