@@ -16,6 +16,8 @@ mod readme_settings;
 mod refusals;
 #[path = "acp/rules.rs"]
 mod rules;
+#[path = "acp/schema_check.rs"]
+mod schema_check;
 #[path = "acp/threads.rs"]
 mod threads;
 
@@ -202,11 +204,13 @@ fn updates(messages: &[Value]) -> Vec<Value> {
 
 /// A compact trace of updates: kind, and the call id and status or the text. Live output (a
 /// call's content without a status) is left out: how a short command's output is cut into
-/// pieces is not what these traces check.
+/// pieces is not what these traces check; so are the session's time of last activity and its
+/// slash commands (`acp::schema_check` checks those).
 fn trace(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] != "tool_call_update" || u.get("status").is_some())
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
         .map(|u| match u["sessionUpdate"].as_str().unwrap() {
             "tool_call" | "tool_call_update" => format!(
                 "{} {} {}",

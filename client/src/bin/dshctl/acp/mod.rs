@@ -10,10 +10,12 @@
 
 mod jsonrpc;
 mod lines;
+mod outgoing;
 mod revive;
 mod schema;
 mod sessions;
 mod stdio;
+mod surface;
 mod turn;
 mod updates;
 
@@ -93,7 +95,18 @@ pub async fn run(
                 let bridge = bridge.clone();
                 tasks.spawn(async move {
                     let result = bridge.handle(&method, params).await;
+                    // A session the answer hands the editor gets its commands right after it.
+                    let made = match (&result, method.as_str()) {
+                        (
+                            Ok(answer),
+                            "session/new" | "session/load" | "session/resume" | "session/fork",
+                        ) => serde_json::from_str::<schema::SessionId>(answer.get()).ok(),
+                        _ => None,
+                    };
                     bridge.peer.respond(id, result).await;
+                    if let Some(made) = made {
+                        bridge.announce_commands(&made.session_id).await;
+                    }
                 });
             }
             Incoming::Notification { method, params } => {
@@ -172,6 +185,7 @@ impl Bridge {
             "session/fork" => to_raw(&self.fork_session(parse_params(method, params)?).await?),
             "session/list" => to_raw(&self.list_sessions(parse_params(method, params)?).await?),
             "session/close" => to_raw(&self.close_session(parse_params(method, params)?).await?),
+            "session/delete" => to_raw(&self.delete_session(parse_params(method, params)?).await?),
             "session/set_mode" => to_raw(&self.set_mode(parse_params(method, params)?).await?),
             "session/prompt" => to_raw(&self.prompt(parse_params(method, params)?).await?),
             _ => Err(RpcError::new(
@@ -261,6 +275,7 @@ impl Bridge {
                     resume: Empty {},
                     close: Empty {},
                     fork: Empty {},
+                    delete: Empty {},
                 },
             },
             auth_methods,

@@ -158,7 +158,20 @@ impl Translator {
                         content,
                     })
                 }
-                EventData::TurnEnd { reason, .. } if own => vec![Output::End(reason)],
+                // The session's last activity is the end of its last turn.
+                EventData::TurnEnd { reason, .. } if own => vec![
+                    Output::Update(SessionUpdate::SessionInfoUpdate {
+                        title: None,
+                        updated_at: Some(iso_8601(event.time_ms)),
+                    }),
+                    Output::End(reason),
+                ],
+                EventData::SessionTitle { title } if own => {
+                    vec![Output::Update(SessionUpdate::SessionInfoUpdate {
+                        title: Some(title),
+                        updated_at: None,
+                    })]
+                }
                 EventData::ToolCall {
                     call_id: id,
                     name,
@@ -309,6 +322,9 @@ fn call_id(call: &str, child: Option<&str>) -> String {
 #[derive(Deserialize)]
 struct BashArguments {
     command: String,
+    /// What the model says the command does, in a few words: the card's title when given.
+    #[serde(default)]
+    description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -316,11 +332,19 @@ struct SpawnArguments {
     prompt: String,
 }
 
-/// A call's title and kind: a bash command is shown as itself, a child agent by its prompt.
+/// A call's title and kind: a bash command is shown by the model's own description of it when
+/// it gave one (the command itself is in `rawInput`), else as itself; a child agent by its prompt.
 fn call_title(tool: &str, arguments: &Value, child: Option<&str>) -> (String, ToolKind) {
     let (title, kind) = match tool {
         "bash" => (
-            BashArguments::deserialize(arguments).map_or_else(|_| "bash".to_owned(), |a| a.command),
+            BashArguments::deserialize(arguments).map_or_else(
+                |_| "bash".to_owned(),
+                |a| {
+                    a.description
+                        .filter(|d| !d.trim().is_empty())
+                        .unwrap_or(a.command)
+                },
+            ),
             ToolKind::Execute,
         ),
         "spawn_agent" => (
@@ -396,6 +420,28 @@ fn finished(id: String, content: String, is_error: bool, code: Option<String>) -
             code,
         }),
     })
+}
+
+/// Unix milliseconds as ISO 8601 in UTC, to the millisecond (`2026-12-05T00:23:04.123Z`).
+pub fn iso_8601(ms: i64) -> String {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, sec, milli) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{sec:02}.{milli:03}Z")
 }
 
 /// The `stopReason` of a turn that ended for `reason`, or the error a failed turn is answered
