@@ -18,7 +18,7 @@ fn published() -> &'static Value {
 }
 
 /// Fails the test unless `value` is a valid `definition` of the published schema.
-fn check(definition: &str, value: &Value) {
+pub(super) fn check(definition: &str, value: &Value) {
     let root = published();
     assert!(
         root["$defs"].get(definition).is_some(),

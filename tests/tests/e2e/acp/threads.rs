@@ -188,3 +188,88 @@ fn a_session_made_by_one_bridge_process_is_prompted_from_the_next() {
     );
     assert_eq!(third.finish().code(), Some(0));
 }
+
+/// Zed's flow with a model switch: new, set_mode and set_config_option `model` before any
+/// prompt, a prompt on the chosen model, dshd killed and restarted, a prompt again: one id, one
+/// log, the mode and the model kept; each message as the ACP schema defines it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
+    use dsh_testkit::{Mock, ok_stream};
+    let mock = Mock::start(vec![ok_stream("from the model"), ok_stream("again")]).await;
+    let spec = |base_url: &str| DaemonSpec {
+        config: Some(format!("[model]\nbase_url = \"{base_url}\"\n")),
+        env: vec![("DEEPSEEK_API_KEY".into(), "sk-test".into())],
+        ..DaemonSpec::default()
+    };
+    let base_url = mock.base_url.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut daemon = TestDaemon::start_with(spec(&base_url));
+        let mut acp = Acp::start(&daemon.socket, &["--demo"]);
+        initialize_like_zed(&mut acp);
+        let created = acp.new_session(daemon.dir.path());
+        super::schema_check::check("NewSessionResponse", &created);
+        let id = created["sessionId"].as_str().unwrap().to_owned();
+        let picker = &created["configOptions"][0];
+        assert_eq!(picker["currentValue"], "scripted", "{created}");
+        let values: Vec<&str> = picker["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap())
+            .collect();
+        assert_eq!(values, ["scripted", "openai/deepseek-chat"], "{created}");
+
+        set_mode(&mut acp, &id, "never");
+        let (_, chosen) = acp.call(
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-chat"}),
+        );
+        super::schema_check::check("SetSessionConfigOptionResponse", &chosen);
+        assert_eq!(
+            chosen["configOptions"][0]["currentValue"],
+            "openai/deepseek-chat"
+        );
+        let (before, answer) = acp.call("session/prompt", prompt(&id, "hi"));
+        assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+        assert_eq!(
+            text_of(&updates(&before), "agent_message_chunk"),
+            "from the model"
+        );
+
+        daemon.kill9();
+        daemon.restart_with(spec(&base_url));
+        let (before, answer) = acp.call("session/prompt", prompt(&id, "and now?"));
+        assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+        for m in &before {
+            super::schema_check::check("SessionNotification", &m["params"]);
+        }
+        let said = text_of(&updates(&before), "agent_message_chunk");
+        assert!(
+            said.starts_with("[dsh: this session was no longer live") && said.ends_with("again"),
+            "{said}"
+        );
+        let option_updates: Vec<&Value> = before
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
+            .collect();
+        assert_eq!(
+            option_updates[0]["params"]["update"]["configOptions"][0]["currentValue"],
+            "openai/deepseek-chat"
+        );
+        let shown = agent_show(&daemon, &id);
+        assert_eq!(
+            (&shown["approval"], &shown["provider"], &shown["turns"]),
+            (&json!("never"), &json!("openai"), &json!(2)),
+            "{shown}"
+        );
+        let types = stored_types(&daemon, &id);
+        assert_eq!(
+            types.iter().filter(|t| *t == "turn/start").count(),
+            2,
+            "{types:?}"
+        );
+        assert_eq!(acp.finish().code(), Some(0));
+    })
+    .await
+    .unwrap();
+}

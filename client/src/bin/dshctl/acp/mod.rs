@@ -10,6 +10,7 @@
 
 mod jsonrpc;
 mod lines;
+mod models;
 mod outgoing;
 mod revive;
 mod schema;
@@ -187,6 +188,11 @@ impl Bridge {
             "session/close" => to_raw(&self.close_session(parse_params(method, params)?).await?),
             "session/delete" => to_raw(&self.delete_session(parse_params(method, params)?).await?),
             "session/set_mode" => to_raw(&self.set_mode(parse_params(method, params)?).await?),
+            "session/set_config_option" => to_raw(
+                &self
+                    .set_config_option(parse_params(method, params)?)
+                    .await?,
+            ),
             "session/prompt" => to_raw(&self.prompt(parse_params(method, params)?).await?),
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,

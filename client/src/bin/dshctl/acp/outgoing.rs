@@ -73,11 +73,52 @@ pub enum SessionUpdate {
         #[serde(skip_serializing_if = "Option::is_none")]
         updated_at: Option<String>,
     },
+    /// The session's configuration options (the model picker) changed.
+    ConfigOptionUpdate {
+        /// Every option, as it now is.
+        config_options: Vec<ConfigOption>,
+    },
     /// The slash commands the editor may offer: dsh's skills.
     AvailableCommandsUpdate {
         /// The commands.
         available_commands: Vec<AvailableCommand>,
     },
+}
+
+/// A session configuration option: a dropdown (`type: "select"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigOption {
+    /// Its id (`model`).
+    pub id: String,
+    /// Its label.
+    pub name: String,
+    /// What it is, for the editor's placement (`model`).
+    pub category: String,
+    /// Always `select`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The value in force.
+    pub current_value: String,
+    /// The values to choose from.
+    pub options: Vec<ConfigValue>,
+}
+
+/// One value of a [`ConfigOption`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigValue {
+    /// What `session/set_config_option` names.
+    pub value: String,
+    /// Its label.
+    pub name: String,
+}
+
+/// `session/set_config_option`'s answer: every option, as it now is.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetConfigOptionResponse {
+    /// The options.
+    pub config_options: Vec<ConfigOption>,
 }
 
 /// A slash command: a skill, whose text after the name goes to the agent with it.

@@ -20,6 +20,8 @@ pub(super) struct Known {
     pub approval: i32,
     /// Its sandbox, as last seen.
     pub sandbox: Option<v1::SandboxPolicy>,
+    /// The model chosen through this bridge (`session/set_config_option`), if any.
+    pub model: Option<v1::ModelSpec>,
 }
 
 /// How a session was made live again.
@@ -41,6 +43,7 @@ impl Bridge {
             cwd: None,
             approval: info.approval,
             sandbox: None,
+            model: None,
         });
         if let Some(cwd) = cwd {
             entry.cwd = Some(cwd.to_owned());
@@ -59,11 +62,15 @@ impl Bridge {
             .and_then(|k| k.sandbox.clone())
             .or_else(|| self.sandbox.clone());
         let approval = known.as_ref().map_or(self.approval, |k| k.approval);
+        let model = known
+            .as_ref()
+            .and_then(|k| k.model.clone())
+            .unwrap_or_else(|| self.model.clone());
         let resumed = client
             .agents()
             .resume(v1::ResumeAgentRequest {
                 session_id: session_id.to_owned(),
-                model: Some(self.model.clone()),
+                model: Some(model.clone()),
                 sandbox: sandbox.clone(),
                 approval,
                 environment: Some(dsh_client::client_environment()),
@@ -80,7 +87,7 @@ impl Bridge {
                     .agents()
                     .create(v1::CreateAgentRequest {
                         cwd,
-                        model: Some(self.model.clone()),
+                        model: Some(model),
                         sandbox,
                         approval,
                         session_id: Some(session_id.to_owned()),
@@ -122,6 +129,15 @@ impl Bridge {
             },
         };
         self.update(session_id, &update).await;
+        // It may run another model than the editor last heard of.
+        self.config_changed(session_id).await;
+    }
+
+    /// Remembers that the editor chose `model` for session `session_id`.
+    pub(super) fn remember_model(&self, session_id: &str, model: v1::ModelSpec) {
+        if let Some(known) = lock(&self.known).get_mut(session_id) {
+            known.model = Some(model);
+        }
     }
 
     /// `Agents.Configure` on session `session_id`, made live again first when it is not.

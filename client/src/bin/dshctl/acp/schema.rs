@@ -83,6 +83,18 @@ pub struct SetModeRequest {
     pub mode_id: String,
 }
 
+/// `session/set_config_option` (a value id: dsh's options are all dropdowns).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetConfigOptionRequest {
+    /// The session.
+    pub session_id: String,
+    /// The option (`model`).
+    pub config_id: String,
+    /// The value chosen.
+    pub value: String,
+}
+
 /// `session/prompt`. The blocks are read one by one ([`ContentBlock`]), so a refused one is named
 /// by its index.
 #[derive(Debug, Deserialize)]
@@ -297,6 +309,8 @@ pub struct SessionResponse {
     pub session_id: String,
     /// Its modes: dsh's approval policies.
     pub modes: ModeState,
+    /// Its configuration options: the model.
+    pub config_options: Vec<ConfigOption>,
     /// Where its transcript is, its sandbox, the MCP servers not connected.
     #[serde(rename = "_meta")]
     pub meta: Meta<SessionMeta>,

@@ -210,6 +210,7 @@ impl Bridge {
         Ok(SessionResponse {
             session_id: info.session_id.clone(),
             modes: modes(info.approval, &sandbox),
+            config_options: self.config_options(info).await?,
             meta: Meta {
                 dsh: SessionMeta {
                     transcript: location.map(|l| Transcript {
