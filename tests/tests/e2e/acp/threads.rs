@@ -194,10 +194,22 @@ fn a_session_made_by_one_bridge_process_is_prompted_from_the_next() {
 /// log, the mode and the model kept; each message as the ACP schema defines it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
-    use dsh_testkit::{Mock, ok_stream};
-    let mock = Mock::start(vec![ok_stream("from the model"), ok_stream("again")]).await;
+    use dsh_testkit::{DONE, End, Mock, Reply, finish, ok_stream, text_delta, usage_event};
+    // The first reply reports its usage: 120 prompt tokens (20 from cache), 30 completion.
+    let with_usage = Reply::Stream {
+        pieces: vec![
+            text_delta("from the model"),
+            finish("stop"),
+            usage_event(120, 30, 20),
+            DONE.into(),
+        ],
+        end: End::Complete,
+    };
+    let mock = Mock::start(vec![with_usage, ok_stream("again")]).await;
     let spec = |base_url: &str| DaemonSpec {
-        config: Some(format!("[model]\nbase_url = \"{base_url}\"\n")),
+        config: Some(format!(
+            "[model]\nbase_url = \"{base_url}\"\ncontext_window = 1000\n"
+        )),
         env: vec![("DEEPSEEK_API_KEY".into(), "sk-test".into())],
         ..DaemonSpec::default()
     };
@@ -235,6 +247,18 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
             text_of(&updates(&before), "agent_message_chunk"),
             "from the model"
         );
+        // How full the context is, against the configured window.
+        let usage: Vec<Value> = updates(&before)
+            .into_iter()
+            .filter(|u| u["sessionUpdate"] == "usage_update")
+            .collect();
+        assert_eq!(
+            usage,
+            [json!({"sessionUpdate": "usage_update", "used": 150, "size": 1000})]
+        );
+        for m in &before {
+            super::schema_check::check("SessionNotification", &m["params"]);
+        }
 
         daemon.kill9();
         daemon.restart_with(spec(&base_url));

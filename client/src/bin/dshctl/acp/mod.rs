@@ -87,6 +87,7 @@ pub async fn run(
         made_live: Mutex::default(),
         prompting: Mutex::default(),
         known: Mutex::default(),
+        context_window: Mutex::default(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
@@ -162,6 +163,9 @@ struct Bridge {
     /// What this bridge gave the sessions it created or changed, to make them live again as
     /// they ran when dshd lost them (see `revive.rs`).
     known: Mutex<HashMap<String, revive::Known>>,
+    /// How many tokens the model's context holds (dshd's `model.context_window`, read at
+    /// `initialize`), for `usage_update`s.
+    context_window: Mutex<Option<u64>>,
 }
 
 impl Bridge {
@@ -247,6 +251,7 @@ impl Bridge {
             .status(v1::StatusRequest {})
             .await?
             .into_inner();
+        *lock(&self.context_window) = Some(status.context_window).filter(|n| *n > 0);
         // Auth methods only when this bridge's agents need a key dshd does not have.
         let auth_methods = if self.provider.as_deref() == Some("openai")
             && !status.model_key_configured

@@ -73,6 +73,13 @@ pub enum SessionUpdate {
         #[serde(skip_serializing_if = "Option::is_none")]
         updated_at: Option<String>,
     },
+    /// How full the model's context is, as of the last model reply.
+    UsageUpdate {
+        /// Tokens in the context: the reply's prompt (cached or not) and its completion.
+        used: u64,
+        /// Tokens the context holds (`model.context_window`).
+        size: u64,
+    },
     /// The session's configuration options (the model picker) changed.
     ConfigOptionUpdate {
         /// Every option, as it now is.

@@ -78,7 +78,8 @@ impl Bridge {
         session_id: &str,
         events: &mut tonic::Streaming<v1::Event>,
     ) -> Result<PromptResponse, RpcError> {
-        let mut translator = Translator::new(session_id, false);
+        let mut translator = Translator::new(session_id, false)
+            .with_context_window(*super::lock(&self.context_window));
         // The permission requests still open, by (agent, call): a decision made elsewhere
         // withdraws them.
         let mut open: HashMap<(String, String), oneshot::Sender<()>> = HashMap::new();

@@ -77,6 +77,8 @@ pub struct Translator {
     shown: HashMap<u32, usize>,
     /// The live output of each running call, by ACP tool call id; dropped at its result.
     outputs: HashMap<String, Preview>,
+    /// How many tokens the model's context holds, when dshd knows (`usage_update`).
+    context_window: Option<u64>,
 }
 
 /// A running call's output as shown so far.
@@ -116,7 +118,15 @@ impl Translator {
             replay,
             shown: HashMap::new(),
             outputs: HashMap::new(),
+            context_window: None,
         }
+    }
+
+    /// Also reports how full the context is after each model reply that says (`usage_update`),
+    /// against `size` tokens (dshd's `model.context_window`; 0 or `None`: never).
+    pub fn with_context_window(mut self, size: Option<u64>) -> Self {
+        self.context_window = size.filter(|n| *n > 0);
+        self
     }
 
     /// What `event` asks for (often nothing). The prompted agent's text, prompt and turn end are
@@ -147,9 +157,22 @@ impl Translator {
                 }
             },
             Streamed::Logged(data) => match data {
-                EventData::AssistantMessage { step, message, .. } if own => {
+                EventData::AssistantMessage {
+                    step,
+                    message,
+                    usage,
+                    ..
+                } if own => {
                     let shown = self.shown.remove(&step).unwrap_or(0);
-                    agent_text(message.text.get(shown..).unwrap_or_default())
+                    let mut out = agent_text(message.text.get(shown..).unwrap_or_default());
+                    if let (Some(size), Some(usage)) = (self.context_window, usage) {
+                        let used = usage
+                            .input_tokens
+                            .saturating_add(usage.cache_read_tokens.unwrap_or(0))
+                            .saturating_add(usage.output_tokens);
+                        out.push(Output::Update(SessionUpdate::UsageUpdate { used, size }));
+                    }
+                    out
                 }
                 EventData::UserMessage { message }
                     if own && self.replay && message.source == MessageSource::User =>
