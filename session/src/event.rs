@@ -330,6 +330,10 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// The model's reasoning in a step, before its `assistant/message`, when the provider returns
+    /// it (DeepSeek's reasoner). For people and transcripts: never part of the history sent back
+    /// to the model.
+    AssistantThought = "assistant/thought" { turn: u32, step: u32, text: String },
     /// A tool call, logged just before dispatch.
     ToolCall = "tool/call" { turn: u32, step: u32, call_id: String, name: String, arguments: Value },
     /// A PreToolUse hook rewrote a call's input (`updatedInput`): the call ran with these

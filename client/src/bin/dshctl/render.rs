@@ -116,6 +116,7 @@ impl Screen {
                     Some("waiting for the model".to_owned())
                 }
                 EventData::ToolCall { name, .. } => Some(format!("running {name}")),
+                EventData::AssistantThought { .. } => Some("waiting for the model".to_owned()),
                 EventData::ApprovalDecision { .. } => Some("running the call".to_owned()),
                 EventData::TurnStart { .. }
                 | EventData::TurnEnd { .. }
@@ -202,6 +203,9 @@ impl Screen {
             },
             EventData::AssistantMessage { turn, step, message, .. } => {
                 self.full(w, e, (turn, step), &message.text)
+            }
+            EventData::AssistantThought { text, .. } => {
+                self.line(w, e, format!("… thought: {}", indent(&text)))
             }
             EventData::ToolCall { name, arguments, .. } => {
                 self.line(w, e, format!("▶ {name} {arguments}"))

@@ -312,6 +312,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::StepStart { .. }
             | EventData::UserMessage { .. }
             | EventData::AssistantMessage { .. }
+            | EventData::AssistantThought { .. }
             | EventData::ToolCall { .. }
             | EventData::ToolRewritten { .. }
             | EventData::ToolResult { .. }

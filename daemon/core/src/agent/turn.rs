@@ -275,6 +275,14 @@ impl TurnRun {
                     };
                 }
             };
+            // What the model reasoned comes first, as it did; it is never sent back to it.
+            if !reply.reasoning.is_empty() {
+                self.log(EventData::AssistantThought {
+                    turn,
+                    step,
+                    text: reply.reasoning,
+                });
+            }
             // The text moves into the log: a long reply is held once, not once per owner.
             self.log(EventData::AssistantMessage {
                 turn,

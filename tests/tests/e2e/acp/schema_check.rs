@@ -116,6 +116,14 @@ fn what_the_bridge_sends_follows_the_published_schema() {
         commands[0]["availableCommands"][0]["name"], "release-notes",
         "{commands:?}"
     );
+    // The demo model's reasoning, shown as thinking.
+    let thoughts = of_kind(&sent, "agent_thought_chunk");
+    assert!(
+        thoughts[0]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("one command")),
+        "{thoughts:?}"
+    );
     let calls = of_kind(&sent, "tool_call");
     assert_eq!(
         calls[0]["title"], "Say hello",

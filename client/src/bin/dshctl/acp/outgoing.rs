@@ -27,6 +27,11 @@ pub enum SessionUpdate {
         /// The text.
         content: Content,
     },
+    /// The model's reasoning (`assistant/thought`).
+    AgentThoughtChunk {
+        /// The text.
+        content: Content,
+    },
     /// The person's own prompt (replayed on load).
     UserMessageChunk {
         /// The text.

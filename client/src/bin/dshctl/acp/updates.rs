@@ -174,6 +174,10 @@ impl Translator {
                     }
                     out
                 }
+                // The model's reasoning, shown as the editor shows thinking.
+                EventData::AssistantThought { text, .. } if own => {
+                    text_update(text, |content| SessionUpdate::AgentThoughtChunk { content })
+                }
                 EventData::UserMessage { message }
                     if own && self.replay && message.source == MessageSource::User =>
                 {
@@ -255,6 +259,7 @@ impl Translator {
                 // Nothing to show: a child's text and turns (its calls show), the prompt the
                 // client sent itself, history on a replay, and the log's bookkeeping.
                 EventData::AssistantMessage { .. }
+                | EventData::AssistantThought { .. }
                 | EventData::UserMessage { .. }
                 | EventData::TurnEnd { .. }
                 | EventData::ApprovalRequest { .. }
