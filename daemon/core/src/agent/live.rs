@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
 pub(crate) use super::publish::Preview;
+pub(crate) use super::reconfigure::Reconfigure;
 use super::services::AgentServices;
 use crate::call::AgentContext;
 use crate::exec::OutputTap;
@@ -64,17 +65,6 @@ pub(crate) trait Publish: Send + Sync + std::fmt::Debug {
     fn watching(&self, agent: &Agent) -> bool;
     /// Changes whenever a watcher leaves.
     fn departures(&self) -> watch::Receiver<u64>;
-}
-
-/// Settings to change on a live agent ([`Agent::configure`]); `None` keeps the current one.
-#[derive(Debug, Default)]
-pub(crate) struct Reconfigure {
-    /// The model provider to run with.
-    pub provider: Option<Arc<dyn ModelProvider>>,
-    /// The approval policy.
-    pub approval: Option<ApprovalPolicy>,
-    /// The sandbox of its next bash calls.
-    pub sandbox: Option<SandboxPolicy>,
 }
 
 /// What a new live agent is made of.

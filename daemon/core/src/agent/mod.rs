@@ -15,6 +15,7 @@ pub(crate) mod model;
 pub(crate) mod openai;
 pub(crate) mod provider;
 mod publish;
+mod reconfigure;
 mod registry;
 pub(crate) mod scripted;
 mod services;
