@@ -147,12 +147,22 @@ impl agents_server::Agents for AgentsService {
     async fn resume(&self, request: Request<v1::ResumeAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
-        let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
+        // Unset: what the session last ran with, else the default (the registry knows which).
+        let sandbox = match req.sandbox {
+            None => None,
+            Some(spec) => Some(sandbox_policy(Some(spec), self.default_sandbox)?),
+        };
         let approval = approval_policy(req.approval)?;
         let env = client_environment(req.environment)?;
         let agent = self
             .agents
-            .resume(&id, &model_choice(req.model), sandbox, approval)
+            .resume(
+                &id,
+                &model_choice(req.model),
+                sandbox,
+                self.default_sandbox,
+                approval,
+            )
             .await
             .map_err(agent_status)?;
         self.give_env(&agent, env);

@@ -166,14 +166,17 @@ pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy
 }
 
 /// Appends `session/settings` when the agent runs with other settings than the session records
-/// (with the sandbox it goes live under).
+/// (`recorded`: its settings, and the sandbox a `session/settings` recorded, if any), with the
+/// sandbox it goes live under.
 pub(super) fn record_settings(
     log: &mut SessionLog,
-    recorded: Option<AgentSettings>,
+    recorded: (Option<AgentSettings>, Option<SandboxPolicy>),
     now: AgentSettings,
     sandbox: SandboxPolicy,
 ) {
-    if recorded.as_ref() != Some(&now) {
+    let (settings, recorded_sandbox) = recorded;
+    let other_sandbox = recorded_sandbox.is_some_and(|s| s != sandbox);
+    if settings.as_ref() != Some(&now) || other_sandbox {
         log.append(EventData::Settings {
             provider: now.provider,
             model: now.model,

@@ -186,14 +186,15 @@ impl AgentRegistry {
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
     /// `session/end-seed` marker appended once. Unless the request says otherwise, the agent runs
-    /// with the provider, model and approval policy the session last ran with; when they change,
-    /// a `session/settings` event records the new ones. The sandbox is not stored with the
-    /// session: the resumed agent runs under `sandbox`.
+    /// with the provider, model and approval policy the session last ran with, and under
+    /// `sandbox`, else the sandbox its last `session/settings` records, else `default_sandbox`;
+    /// when they change, a `session/settings` event records the new ones.
     pub async fn resume(
         &self,
         id: &SessionId,
         choice: &ModelChoice,
-        sandbox: SandboxPolicy,
+        sandbox: Option<SandboxPolicy>,
+        default_sandbox: SandboxPolicy,
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
@@ -202,6 +203,8 @@ impl AgentRegistry {
         }
         let (stored, generation) = self.read_stored(id, Read::Load).await?;
         let recorded = recorded_settings(&stored.header, &stored.events);
+        let recorded_sandbox = dsh_session::recorded_sandbox(&stored.events);
+        let sandbox = sandbox.or(recorded_sandbox).unwrap_or(default_sandbox);
         let again = self
             .providers
             .again(id, choice, recorded.as_ref())
@@ -227,7 +230,7 @@ impl AgentRegistry {
         }
         record_settings(
             &mut log,
-            recorded,
+            (recorded, recorded_sandbox),
             settings_of(provider.as_ref(), approval),
             sandbox,
         );
