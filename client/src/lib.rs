@@ -88,8 +88,10 @@ pub enum ConnectError {
     NoSocket(#[from] home::HomeError),
 }
 
-/// The socket a client should use: the explicit value, else `$DSH_SOCKET`, else the default that
-/// `dshd` itself uses (`$XDG_RUNTIME_DIR/dsh/dshd.sock`, else `<home>/run/dshd.sock`).
+/// The socket a client should use: the explicit value, else `$DSH_SOCKET`, else the first of the
+/// defaults, in dshd's order, where a socket exists (`<runtime dir>/dsh/dshd.sock`, the runtime
+/// dir being `$XDG_RUNTIME_DIR` or `/run/user/<uid>`, then `<home>/run/dshd.sock`), else the
+/// first default (which dshd itself would use).
 pub fn resolve_socket(
     explicit: Option<&OsString>,
     ambient: &Ambient,
@@ -101,16 +103,22 @@ pub fn resolve_socket(
         return home::absolutize(&value, "$DSH_SOCKET", ambient);
     }
     let home = home::resolve(None, None, ambient)?;
-    Ok(dsh_paths::default_socket_path(
-        &home.path,
-        ambient.runtime_dir.as_deref(),
-    ))
+    let candidates = dsh_paths::socket_candidates(&home.path, ambient.runtime_dir.as_deref());
+    let found = candidates.iter().find(|path| {
+        std::fs::symlink_metadata(path).is_ok_and(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_socket()
+        })
+    });
+    Ok(found
+        .or(candidates.first())
+        .cloned()
+        .unwrap_or_else(|| dsh_paths::default_socket_path(&home.path, None)))
 }
 
-/// Where [`resolve_socket`] found `socket`, and, when it was the default under
-/// `$XDG_RUNTIME_DIR`, whether a dshd answers at the other default, `<home>/run/dshd.sock` (where
-/// dshd serves when started without `XDG_RUNTIME_DIR`, e.g. from cron or ssh): appended to "no
-/// dshd is listening on ...", so the message lists every place looked at.
+/// Where [`resolve_socket`] found `socket`, and, when it was a default, the other defaults it
+/// looked at and whether a dshd answers there (a socket file can outlive its daemon): appended to
+/// "no dshd is listening on ...", so the message lists every place looked at.
 pub async fn places_looked(
     socket: &Path,
     explicit: Option<&OsString>,
@@ -126,20 +134,32 @@ pub async fn places_looked(
         return String::new();
     };
     let in_home = dsh_paths::default_socket_path(&home.path, None);
-    if in_home == socket {
-        return " (<home>/run/dshd.sock)".to_owned();
-    }
-    let there = match Client::connect(&in_home).await {
-        Ok(_) => format!(
-            "a dshd is listening there: dshctl --socket {0}, or export DSH_SOCKET={0}",
-            in_home.display()
-        ),
-        Err(_) => "nothing there".to_owned(),
+    let label = |path: &Path| {
+        if path == in_home {
+            "<home>/run/dshd.sock"
+        } else {
+            "<runtime dir>/dsh/dshd.sock, the runtime dir being $XDG_RUNTIME_DIR or /run/user/<uid>"
+        }
     };
-    format!(
-        " ($XDG_RUNTIME_DIR/dsh/dshd.sock); also looked at {} (<home>/run/dshd.sock, where dshd serves without $XDG_RUNTIME_DIR): {there}",
-        in_home.display()
-    )
+    let mut said = format!(" ({})", label(socket));
+    for other in dsh_paths::socket_candidates(&home.path, ambient.runtime_dir.as_deref()) {
+        if other == socket {
+            continue;
+        }
+        let there = match Client::connect(&other).await {
+            Ok(_) => format!(
+                "a dshd is listening there: dshctl --socket {0}, or export DSH_SOCKET={0}",
+                other.display()
+            ),
+            Err(_) => "nothing there".to_owned(),
+        };
+        said.push_str(&format!(
+            "; also looked at {} ({}): {there}",
+            other.display(),
+            label(&other)
+        ));
+    }
+    said
 }
 
 /// [`Client::connect`] to the socket [`resolve_socket`] gave for `explicit`, with the places
@@ -155,6 +175,18 @@ pub async fn connect_resolved(
             path,
         }),
         other => other,
+    }
+}
+
+/// This process's environment for `CreateAgentRequest.environment` (and resume, fork): the agents
+/// a client makes live run their commands with the client's `PATH`, toolchains and locale rather
+/// than dshd's; dshd scrubs it as it scrubs its own. Variables whose name or value is not UTF-8
+/// are left out (the wire carries text).
+pub fn client_environment() -> v1::ClientEnvironment {
+    v1::ClientEnvironment {
+        variables: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
     }
 }
 

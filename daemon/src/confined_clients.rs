@@ -122,6 +122,8 @@ mod tests {
             "/dsh.v1.Agents/Create",
             "/dsh.v1.Agents/Prompt",
             "/dsh.v1.Agents/Approve",
+            "/dsh.v1.Agents/Configure",
+            "/dsh.v1.Agents/RemoveRules",
             "/dsh.v1.ShellEnv/Contribute",
             "/dsh.v1.Persistence/Use",
             "/dsh.v1.Daemon/Shutdown",
@@ -157,6 +159,10 @@ mod tests {
         "/dsh.v1.Persistence/SetArchived",
         "/dsh.v1.Persistence/Delete",
         "/dsh.v1.Agents/Steer",
+        // Could loosen the agent's own sandbox or approval policy.
+        "/dsh.v1.Agents/Configure",
+        // Would make its own commands ask again, or not.
+        "/dsh.v1.Agents/RemoveRules",
     ];
 
     #[test]

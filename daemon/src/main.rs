@@ -48,7 +48,8 @@ struct Args {
     /// Harness home. Default: $DSH_HOME, else ~/.dsh.
     #[arg(long, value_name = "DIR")]
     dsh_home: Option<std::ffi::OsString>,
-    /// Socket path. Default: $XDG_RUNTIME_DIR/dsh/dshd.sock, else <home>/run/dshd.sock.
+    /// Socket path. Default: <runtime dir>/dsh/dshd.sock (the runtime dir: $XDG_RUNTIME_DIR, else
+    /// /run/user/<uid> when it is yours), else <home>/run/dshd.sock.
     #[arg(long, value_name = "PATH")]
     socket: Option<std::ffi::OsString>,
     /// Log format on stderr. Filter with RUST_LOG (default: info, and h2::server=debug for streams

@@ -50,8 +50,9 @@ const seen = (sessionId) => updates.get(sessionId) ?? [];
 // A running command's output arrives as `tool_call_update`s with content and no status (the output
 // so far); how a short command's output is cut into them varies, so traces leave them out.
 const isLiveOutput = (u) => u.sessionUpdate === "tool_call_update" && u.status === undefined;
+// The session's time of last activity (session_info_update) is not part of a turn's trace.
 const trace = (list) =>
-  list.filter((u) => !isLiveOutput(u)).map((u) =>
+  list.filter((u) => !isLiveOutput(u) && u.sessionUpdate !== "session_info_update").map((u) =>
     u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update"
       ? `${u.sessionUpdate} ${u.toolCallId} ${u.status ?? "-"}`
       : `${u.sessionUpdate} ${u.content?.text ?? ""}`,
@@ -167,11 +168,9 @@ await app.connectWith(main.stream(), async (ctx) => {
   console.log(`session/fork: ${fork.sessionId} from ${id}; a fork elsewhere is refused and leaves nothing`);
 
   await ctx.request("session/close", { sessionId: id });
-  await assert.rejects(
-    ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "again" }] }),
-    (e) => e.code === -32002,
-  );
-  console.log("session/close: closed (a prompt now gets -32002)");
+  const closed = await ctx.request("session/list", { cwd });
+  assert.equal(closed.sessions.find((s) => s.sessionId === id)._meta.dsh.live, false);
+  console.log("session/close: closed (stored, no longer live)");
 
   await assert.rejects(ctx.request("session/fly", {}), (e) => e.code === -32601);
   console.log("unknown method: -32601, still serving");
@@ -199,4 +198,32 @@ await app.connectWith(slow.stream(), async (ctx) => {
 });
 slow.child.stdin.end();
 assert.equal(await exited(slow.child), 0);
+
+// 3. As Zed does with a default mode: session/set_mode right after session/new, before any
+// prompt; the session keeps its id, and a second bridge process prompts it again.
+const zed = bridge("zed", { replies: [{ text: "hi" }, { text: "again" }] });
+let zedId;
+await app.connectWith(zed.stream(), async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+  });
+  zedId = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  await ctx.request("session/set_mode", { sessionId: zedId, modeId: "never" });
+  const first = await ctx.request("session/prompt", { sessionId: zedId, prompt: [{ type: "text", text: "hi" }] });
+  assert.equal(first.stopReason, "end_turn");
+  assert.ok(seen(zedId).some((u) => u.sessionUpdate === "current_mode_update" && u.currentModeId === "never"));
+});
+zed.child.stdin.end();
+assert.equal(await exited(zed.child), 0);
+const next = bridge("zed-next", { replies: [{ text: "again" }] });
+await app.connectWith(next.stream(), async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+  const again = await ctx.request("session/prompt", { sessionId: zedId, prompt: [{ type: "text", text: "again" }] });
+  assert.equal(again.stopReason, "end_turn");
+  assert.ok(texts(seen(zedId), "agent_message_chunk").includes("[dsh: this session was no longer live"));
+});
+next.child.stdin.end();
+assert.equal(await exited(next.child), 0);
+console.log(`session/set_mode before the first prompt: ${zedId} kept its id; another bridge process prompted it`);
 console.log("acp-client: all checks passed");

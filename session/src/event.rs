@@ -6,7 +6,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict};
+use super::{
+    ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, SandboxPolicy,
+};
 
 /// One event of a session log. `seq` is its index in the log (contiguous from 0); `time` is Unix
 /// milliseconds at append.
@@ -328,6 +330,10 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// The model's reasoning in a step, before its `assistant/message`, when the provider returns
+    /// it (DeepSeek's reasoner). For people and transcripts: never part of the history sent back
+    /// to the model.
+    AssistantThought = "assistant/thought" { turn: u32, step: u32, text: String },
     /// A tool call, logged just before dispatch.
     ToolCall = "tool/call" { turn: u32, step: u32, call_id: String, name: String, arguments: Value },
     /// A PreToolUse hook rewrote a call's input (`updatedInput`): the call ran with these
@@ -391,8 +397,20 @@ event_vocabulary! {
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
     /// The agent runs with other settings than the header (or the last such event) records:
-    /// resumed or forked with another model or approval policy.
-    Settings = "session/settings" { provider: String, model: String, approval: ApprovalPolicy },
+    /// resumed or forked with another model or approval policy, or changed while live
+    /// (`Agents.Configure`), or closed before its first turn (so that the session is stored).
+    Settings = "session/settings" {
+        provider: String,
+        model: String,
+        approval: ApprovalPolicy,
+        /// The sandbox its commands run in from now on, when it was set with the settings
+        /// (absent in logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxPolicy>,
+    },
+    /// A client removed an "allow always" rule of the session (`Agents.RemoveRules`): the same
+    /// request asks again.
+    ApprovalRuleRemoved = "approval/rule-removed" { tool: String, command: String, cwd: String },
     /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
     /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
     /// where it would run, why approval is needed, and how long it waits before it is denied.

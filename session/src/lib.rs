@@ -18,6 +18,7 @@ mod live;
 mod log;
 mod meta;
 pub mod repair;
+mod rules;
 mod sandbox;
 mod settings;
 #[cfg(any(test, feature = "strategies"))]
@@ -35,8 +36,9 @@ pub use id::{SessionId, SessionIdError};
 pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutput};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};
 pub use meta::{MAX_TITLE_CHARS, MetaBuilder, SessionMeta, TitleError, check_title};
+pub use rules::{ApprovalRule, approval_rules};
 pub use sandbox::{LooserPolicy, Network, SandboxMode, SandboxPolicy, UnknownName};
-pub use settings::recorded_settings;
+pub use settings::{recorded_sandbox, recorded_settings};
 
 /// Now, in Unix milliseconds (0 if the clock is before 1970): the clock of event times and
 /// headers, owned here so the core depends on nothing above it for the time.

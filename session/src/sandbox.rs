@@ -6,6 +6,30 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Serialises a name-bearing setting as its name and reads it back through `FromStr`, so the JSON
+/// and the command line spell it the same way.
+macro_rules! serde_by_name {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let name = String::deserialize(d)?;
+                name.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+serde_by_name!(SandboxMode);
+serde_by_name!(Network);
+
 /// What a confined command may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SandboxMode {
@@ -118,8 +142,10 @@ impl FromStr for Network {
     }
 }
 
-/// How an agent's bash calls (foreground and background) are confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// How an agent's bash calls (foreground and background) are confined. As JSON (a
+/// `session/settings` event): `{"mode": "workspace-write", "network": "off"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SandboxPolicy {
     /// What they may write.
     pub mode: SandboxMode,

@@ -2,7 +2,7 @@
 //! that a resumed agent runs as it did (the header holds the settings at creation, a
 //! `session/settings` event every later change).
 
-use super::{AgentSettings, Event, EventData, SessionHeader};
+use super::{AgentSettings, Event, EventData, SandboxPolicy, SessionHeader};
 
 /// The settings a session last ran with: its header's, replaced by its last `session/settings`
 /// event. `None` for sessions written before settings were recorded.
@@ -15,6 +15,7 @@ pub fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<Age
                 provider,
                 model,
                 approval,
+                ..
             } => Some(AgentSettings {
                 provider: provider.clone(),
                 model: model.clone(),
@@ -23,6 +24,14 @@ pub fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<Age
             _ => None,
         })
         .or_else(|| header.settings.clone())
+}
+
+/// The sandbox the last `session/settings` event that set one records; `None` when none did.
+pub fn recorded_sandbox(events: &[Event]) -> Option<SandboxPolicy> {
+    events.iter().rev().find_map(|e| match &e.data {
+        EventData::Settings { sandbox, .. } => *sandbox,
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -60,6 +69,7 @@ mod tests {
                 provider: "openai".into(),
                 model: "m".into(),
                 approval: ApprovalPolicy::Always,
+                sandbox: None,
             },
         };
         assert_eq!(

@@ -229,7 +229,8 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
             .prop_map(|(provider, model, approval)| EventData::Settings {
                 provider,
                 model,
-                approval
+                approval,
+                sandbox: None,
             }),
         (small(), small(), call_id(), text(), text(), any::<u64>()).prop_map(
             |(turn, step, call_id, command, reason, timeout_ms)| EventData::ApprovalRequest {

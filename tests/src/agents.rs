@@ -286,6 +286,32 @@ impl TestDaemon {
         self.dshctl_json(&args)
     }
 
+    /// A new agent in `cwd` on `script` created over gRPC without the client's environment (as a
+    /// client that does not opt in): its commands get dshd's. Its id.
+    pub fn new_agent_without_env(&self, cwd: &Path, script: &Value) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        runtime.block_on(async {
+            let client = self.client().await;
+            let info = client
+                .agents()
+                .create(dsh_proto::v1::CreateAgentRequest {
+                    cwd: path_str(cwd).to_owned(),
+                    model: Some(dsh_proto::v1::ModelSpec {
+                        provider: "scripted".into(),
+                        script_json: script.to_string(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .unwrap_or_else(|e| panic!("create: {e}"));
+            info.into_inner().agent_id
+        })
+    }
+
     /// Runs `dshctl --json prompt --agent ID TEXT` to the end of the turn.
     pub fn prompt(&self, id: &str, text: &str) -> Prompted {
         finish_prompt(self.prompt_in_background(id, text))

@@ -104,6 +104,7 @@ fn setup() -> Setup {
             header: Arc::new(header),
             root,
             sandbox: dsh_core::SandboxPolicy::UNCONFINED,
+            env: None,
         }),
         turn: Some(3),
         step: Some(2),

@@ -50,6 +50,9 @@ pub struct AgentContext {
     pub root: SessionId,
     /// How the agent's bash calls (and background jobs) are confined.
     pub sandbox: SandboxPolicy,
+    /// The environment its commands start from, when the client that made it live sent its own
+    /// (scrubbed); `None`: dshd's.
+    pub env: Option<crate::exec::ClientEnv>,
 }
 
 /// One tool call: who makes it, where in the turn, and how to cancel it.

@@ -42,7 +42,9 @@ pub use dsh_session::{
 
 // Approvals: the policy, a person's answer, and how long an agent waits for one.
 pub use agent::{ApprovalAnswer, ApprovalSettings, DEFAULT_APPROVAL_TIMEOUT};
-pub use dsh_session::{ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalVerdict};
+pub use dsh_session::{
+    ApprovalClient, ApprovalPolicy, ApprovalRule, ApprovalScope, ApprovalVerdict,
+};
 
 // Skills.
 pub use skills::{Discovery, Skills};
@@ -78,8 +80,9 @@ pub use sandbox::{
 
 // The executor: commands, their limits and outcome, spill files and orphans.
 pub use exec::{
-    CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher, LauncherError,
-    SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills, signal_name,
+    ClientEnv, CommandOutcome, ExecConfig, ExecError, Executor, LaunchPart, Launcher,
+    LauncherError, SealError, adopt_orphans, compile_secret_pattern, remove_stale_spills,
+    signal_name,
 };
 
 // Background jobs and live output.
@@ -108,7 +111,7 @@ pub use hooks::{FileStatus, HookFileStatus, HookSettings, Hooks};
 // Agents and their turns.
 pub use agent::{
     Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, CheckpointPolicy,
-    ModelChoice, ProviderFactory, Unsaved,
+    ModelChoice, ProviderFactory, SettingsChange, Unsaved,
 };
 
 // Watching agents.

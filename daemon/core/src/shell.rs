@@ -133,6 +133,8 @@ impl Shell {
             } else {
                 exec.output.clone()
             },
+            // The agent's client's environment, when it sent one (`AgentContext::env`).
+            base_env: exec.agent.as_ref().and_then(|a| a.env.clone()),
         };
         if command.background {
             let job = self.executor.start(spec, owner)?;

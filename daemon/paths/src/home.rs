@@ -69,7 +69,11 @@ pub struct Ambient {
     pub user_home: Option<PathBuf>,
     /// The current directory, for relative values.
     pub cwd: Option<PathBuf>,
-    /// The value of `$XDG_RUNTIME_DIR`, where the default socket lives.
+    /// The user's runtime directory, where the default socket lives: `$XDG_RUNTIME_DIR`, or when
+    /// it is unset or blank, `/run/user/<uid>` if that directory exists and is the user's (what
+    /// systemd's user manager, and so `dshd.service`, has as `$XDG_RUNTIME_DIR`). A client
+    /// started without the variable (some editors' agent launchers strip it) finds the daemon
+    /// the user service started.
     pub runtime_dir: Option<OsString>,
     /// The value of `$XDG_CONFIG_HOME` (systemd's user configuration lives under it, or under
     /// `~/.config`): what confined commands may not read.
@@ -86,11 +90,23 @@ impl Ambient {
             dsh_home: std::env::var_os(HOME_ENV),
             user_home: user_home_dir(),
             cwd: std::env::current_dir().ok(),
-            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR"),
+            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
+                .filter(|v| !is_blank(v))
+                .or_else(user_runtime_dir),
             config_home: std::env::var_os("XDG_CONFIG_HOME"),
             credentials_dir: std::env::var_os("CREDENTIALS_DIRECTORY"),
         }
     }
+}
+
+/// `/run/user/<uid>` when it is a directory of this process's uid (the uid read from
+/// `/proc/self`, which the process owns), else `None`.
+fn user_runtime_dir() -> Option<OsString> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let dir = PathBuf::from(format!("/run/user/{uid}"));
+    let meta = std::fs::metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == uid).then(|| dir.into_os_string())
 }
 
 /// The user's home directory: `$HOME` when set and not blank, else the password database.

@@ -144,6 +144,7 @@ pub(super) struct ModelSection {
     pub idle_timeout_ms: Option<u64>,
     pub retries: Option<u32>,
     pub max_backoff_ms: Option<u64>,
+    pub context_window: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

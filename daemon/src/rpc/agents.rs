@@ -1,5 +1,6 @@
 //! `dsh.v1.Agents`: live agents and their turns.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -11,12 +12,12 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    agent_info, agent_status, approval_policy, model_choice, sandbox_policy, session_id,
-    stream_event,
+    agent_info, agent_status, approval_policy, client_environment, model_choice, rule_wire,
+    sandbox_policy, session_id, stream_event,
 };
 use dsh_core::{
-    AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalScope, ApprovalVerdict, EventFilter,
-    SandboxPolicy, WatchScope, Watcher,
+    Agent, AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalRule, ApprovalScope,
+    ApprovalVerdict, EventFilter, SandboxPolicy, SettingsChange, WatchScope, Watcher,
 };
 
 /// The `Agents` service.
@@ -37,6 +38,16 @@ impl AgentsService {
     }
 }
 
+impl AgentsService {
+    /// Makes `agent`'s commands start from its client's environment, when the client sent one.
+    fn give_env(&self, agent: &Agent, env: Option<Vec<(OsString, OsString)>>) {
+        if let Some(vars) = env {
+            let env = self.agents.services().executor.client_env(vars);
+            agent.set_client_env(Some(env));
+        }
+    }
+}
+
 type Reply<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
@@ -53,14 +64,82 @@ impl agents_server::Agents for AgentsService {
         }
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
+        let cwd = PathBuf::from(req.cwd);
+        let choice = model_choice(req.model);
+        let agent = match req.session_id {
+            None => self.agents.create(&cwd, &choice, sandbox, approval),
+            Some(id) => {
+                let id = session_id("session_id", id)?;
+                self.agents
+                    .create_as(id, &cwd, &choice, sandbox, approval)
+                    .await
+            }
+        }
+        .map_err(agent_status)?;
+        self.give_env(&agent, env);
+        Ok(Response::new(agent_info(&agent)))
+    }
+
+    async fn remove_rules(
+        &self,
+        request: Request<v1::RemoveRulesRequest>,
+    ) -> Reply<v1::RemoveRulesResponse> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        let which = match (req.all, req.rules.is_empty()) {
+            (true, true) => None,
+            (true, false) => {
+                return Err(Status::invalid_argument(
+                    "rules: give the rules to remove or all, not both",
+                ));
+            }
+            (false, true) => {
+                return Err(Status::invalid_argument(
+                    "rules: required (the rules to remove), or set all",
+                ));
+            }
+            (false, false) => Some(
+                req.rules
+                    .into_iter()
+                    .map(|r| ApprovalRule {
+                        tool: r.tool,
+                        command: r.command,
+                        cwd: r.cwd,
+                    })
+                    .collect(),
+            ),
+        };
+        let removed = self
+            .agents
+            .remove_rules(&id, which)
+            .await
+            .map_err(agent_status)?;
+        let agent = self.agents.get(&id).map_err(agent_status)?;
+        Ok(Response::new(v1::RemoveRulesResponse {
+            removed: removed.into_iter().map(rule_wire).collect(),
+            agent: Some(agent_info(&agent)),
+        }))
+    }
+
+    async fn configure(&self, request: Request<v1::ConfigureAgentRequest>) -> Reply<v1::AgentInfo> {
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        let live = self.agents.get(&id).map_err(agent_status)?;
+        // Empty fields keep what the agent runs with.
+        let sandbox = match req.sandbox {
+            None => None,
+            Some(spec) => Some(sandbox_policy(Some(spec), live.sandbox())?),
+        };
+        let change = SettingsChange {
+            model: req.model.map(|spec| model_choice(Some(spec))),
+            approval: approval_policy(req.approval)?,
+            sandbox,
+        };
         let agent = self
             .agents
-            .create(
-                &PathBuf::from(req.cwd),
-                &model_choice(req.model),
-                sandbox,
-                approval,
-            )
+            .configure(&id, change)
+            .await
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }
@@ -68,13 +147,25 @@ impl agents_server::Agents for AgentsService {
     async fn resume(&self, request: Request<v1::ResumeAgentRequest>) -> Reply<v1::AgentInfo> {
         let req = request.into_inner();
         let id = session_id("session_id", req.session_id)?;
-        let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
+        // Unset: what the session last ran with, else the default (the registry knows which).
+        let sandbox = match req.sandbox {
+            None => None,
+            Some(spec) => Some(sandbox_policy(Some(spec), self.default_sandbox)?),
+        };
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
         let agent = self
             .agents
-            .resume(&id, &model_choice(req.model), sandbox, approval)
+            .resume(
+                &id,
+                &model_choice(req.model),
+                sandbox,
+                self.default_sandbox,
+                approval,
+            )
             .await
             .map_err(agent_status)?;
+        self.give_env(&agent, env);
         Ok(Response::new(agent_info(&agent)))
     }
 
@@ -83,11 +174,13 @@ impl agents_server::Agents for AgentsService {
         let id = session_id("session_id", req.session_id)?;
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
+        let env = client_environment(req.environment)?;
         let agent = self
             .agents
             .fork_at(&id, req.at_seq, &model_choice(req.model), sandbox, approval)
             .await
             .map_err(agent_status)?;
+        self.give_env(&agent, env);
         Ok(Response::new(agent_info(&agent)))
     }
 
@@ -99,7 +192,7 @@ impl agents_server::Agents for AgentsService {
             None => None,
             Some(spec) => {
                 let base = self.agents.get(&parent).map_err(agent_status)?;
-                Some(sandbox_policy(Some(spec), base.context().sandbox)?)
+                Some(sandbox_policy(Some(spec), base.sandbox())?)
             }
         };
         let approval = approval_policy(req.approval)?;

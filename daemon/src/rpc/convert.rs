@@ -9,9 +9,9 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
-    Agent, AgentError, AgentStatus, ApprovalPolicy, ChoiceError, Event, ExecError, ModelChoice,
-    PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation,
-    StreamEvent, UnknownName,
+    Agent, AgentError, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError, Event, ExecError,
+    ModelChoice, PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId,
+    SessionLocation, StreamEvent, UnknownName,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -86,27 +86,71 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         AgentStatus::Idle => (v1::AgentState::Idle, agent.last_turn()),
         AgentStatus::Running { turn } => (v1::AgentState::Running, turn),
     };
+    let settings = agent.settings();
     v1::AgentInfo {
         agent_id: agent.id().to_string(),
         session_id: agent.id().to_string(),
         header: Some(header(agent.header())),
         state: state as i32,
-        provider: agent.provider().provider().to_owned(),
-        model: agent.provider().model().to_owned(),
+        provider: settings.provider,
+        model: settings.model,
         parent_agent_id: agent.parent().map(ToString::to_string),
         turns,
-        sandbox: Some(sandbox_wire(agent.context().sandbox)),
-        approval: approval_wire(agent.approval()) as i32,
-        approval_rules: agent
-            .approval_rules()
-            .into_iter()
-            .map(|r| v1::ApprovalRule {
-                tool: r.tool,
-                command: r.command,
-                cwd: r.cwd,
-            })
-            .collect(),
+        sandbox: Some(sandbox_wire(agent.sandbox())),
+        approval: approval_wire(settings.approval) as i32,
+        approval_rules: agent.approval_rules().into_iter().map(rule_wire).collect(),
     }
+}
+
+/// An "allow always" rule for the wire.
+pub fn rule_wire(r: ApprovalRule) -> v1::ApprovalRule {
+    v1::ApprovalRule {
+        tool: r.tool,
+        command: r.command,
+        cwd: r.cwd,
+    }
+}
+
+/// Most variables a client's environment may have.
+const MAX_CLIENT_VARIABLES: usize = 4096;
+/// Most bytes a client's environment may have, names and values together.
+const MAX_CLIENT_ENV_BYTES: usize = 1 << 20;
+
+/// A client's environment from the wire, checked (`None`: not sent, dshd's applies): names
+/// non-empty without `=` or NUL, values without NUL, within the bounds. Refusals name
+/// `environment.variables` and the variable.
+pub fn client_environment(
+    env: Option<v1::ClientEnvironment>,
+) -> Result<Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>, Status> {
+    let Some(env) = env else {
+        return Ok(None);
+    };
+    let bad = |what: String| Status::invalid_argument(format!("environment.variables: {what}"));
+    if env.variables.len() > MAX_CLIENT_VARIABLES {
+        return Err(bad(format!(
+            "{} variables, more than the {MAX_CLIENT_VARIABLES} allowed",
+            env.variables.len()
+        )));
+    }
+    let bytes: usize = env.variables.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_CLIENT_ENV_BYTES {
+        return Err(bad(format!(
+            "{bytes} bytes, more than the {MAX_CLIENT_ENV_BYTES} allowed"
+        )));
+    }
+    let mut vars = Vec::with_capacity(env.variables.len());
+    for (name, value) in env.variables {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(bad(format!(
+                "{name:?}: a name must be non-empty, without '=' or NUL"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(bad(format!("{name}: the value holds a NUL byte")));
+        }
+        vars.push((name.into(), value.into()));
+    }
+    Ok(Some(vars))
 }
 
 /// The model choice of a request (empty fields mean "the default").
@@ -198,7 +242,9 @@ pub fn agent_status(error: AgentError) -> Status {
         e @ (AgentError::SessionNotFound(_) | AgentError::NoPendingApproval { .. }) => {
             Status::not_found(e.to_string())
         }
-        e @ AgentError::AlreadyLive(_) => Status::already_exists(e.to_string()),
+        e @ (AgentError::AlreadyLive(_) | AgentError::SessionExists(_)) => {
+            Status::already_exists(e.to_string())
+        }
         AgentError::Busy { ref id, turn } => refused(
             Code::FailedPrecondition,
             error.to_string(),
@@ -215,9 +261,10 @@ pub fn agent_status(error: AgentError) -> Status {
             refusal::NO_MODEL_KEY,
             &[(metadata::VARIABLE, variable.clone())],
         ),
-        e @ (AgentError::Closed(_) | AgentError::Live(_) | AgentError::NotRunning(_)) => {
-            Status::failed_precondition(e.to_string())
-        }
+        e @ (AgentError::Closed(_)
+        | AgentError::Live(_)
+        | AgentError::NotRunning(_)
+        | AgentError::ChildSettings(_)) => Status::failed_precondition(e.to_string()),
         e @ (AgentError::InvalidCwd { .. }
         | AgentError::InvalidModel(_)
         | AgentError::InvalidTitle(_)

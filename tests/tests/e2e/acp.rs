@@ -10,8 +10,16 @@
 
 #[path = "acp/framing.rs"]
 mod framing;
+#[path = "acp/readme_settings.rs"]
+mod readme_settings;
 #[path = "acp/refusals.rs"]
 mod refusals;
+#[path = "acp/rules.rs"]
+mod rules;
+#[path = "acp/schema_check.rs"]
+mod schema_check;
+#[path = "acp/threads.rs"]
+mod threads;
 
 use std::io::Write;
 use std::path::Path;
@@ -32,7 +40,11 @@ struct Acp {
 
 impl Acp {
     fn start(socket: &Path, args: &[&str]) -> Self {
-        let mut child = spawn_bridge(socket, args);
+        Self::over(spawn_bridge(socket, args))
+    }
+
+    /// A bridge already started with its stdin and stdout piped.
+    fn over(mut child: Child) -> Self {
         let stdout = child.stdout.take().unwrap();
         let lines = dsh_tests::line_channel(stdout);
         let stdin = child.stdin.take();
@@ -192,11 +204,13 @@ fn updates(messages: &[Value]) -> Vec<Value> {
 
 /// A compact trace of updates: kind, and the call id and status or the text. Live output (a
 /// call's content without a status) is left out: how a short command's output is cut into
-/// pieces is not what these traces check.
+/// pieces is not what these traces check; so are the session's time of last activity and its
+/// slash commands (`acp::schema_check` checks those).
 fn trace(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] != "tool_call_update" || u.get("status").is_some())
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
         .map(|u| match u["sessionUpdate"].as_str().unwrap() {
             "tool_call" | "tool_call_update" => format!(
                 "{} {} {}",
@@ -284,7 +298,7 @@ fn a_turn_streams_in_order_its_bash_call_sees_the_session_id_and_a_load_replays_
     acp.call("session/close", json!({"sessionId": id}));
     let agents = daemon.dshctl_json(&["agent", "list"]);
     assert_eq!(agents["agents"], json!([]), "close ended the agent");
-    let error = acp.call_err("session/prompt", prompt(&id, "again"));
+    let error = acp.call_err("session/close", json!({"sessionId": id}));
     assert_eq!(error["code"], -32002, "{error}");
 
     let (before, loaded) = acp.call(

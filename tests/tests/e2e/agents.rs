@@ -237,3 +237,5 @@ mod cancel;
 mod memory;
 #[path = "agents/refusals.rs"]
 mod refusals;
+#[path = "agents/settings.rs"]
+mod settings;

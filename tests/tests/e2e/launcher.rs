@@ -24,8 +24,10 @@ fn install(launcher_mode: Option<u32>) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn start(dshd: PathBuf) -> TestDaemon {
+    // With a model key, so that doctor's verdict is the launcher's alone.
     TestDaemon::start_with(DaemonSpec {
         binary: Some(dshd),
+        env: vec![("DEEPSEEK_API_KEY".into(), "sk-test".into())],
         ..DaemonSpec::default()
     })
 }

@@ -5,6 +5,7 @@
 mod acp;
 mod agents;
 mod cli;
+mod client_env;
 mod contributors;
 mod daemon;
 mod escapes;

@@ -270,12 +270,30 @@ fn assert_scrubbed(daemon: &TestDaemon, env_output: &str) {
 fn secrets_and_outer_dsh_values_never_reach_an_agents_bash() {
     let daemon = daemon_with_secrets();
     let cwd = workdir(&daemon, "w");
-    let agent = new_agent(
-        &daemon,
-        &cwd,
-        &json!({"replies": [{"tool_calls": [bash_call("env")]}, {"text": "ok"}]}),
-    );
+    let script = json!({"replies": [{"tool_calls": [bash_call("env")]}, {"text": "ok"}]});
+    // A client that sends no environment: the agent's commands start from dshd's, scrubbed.
+    let agent = daemon.new_agent_without_env(&cwd, &script);
     let results = prompt_results(&prompt(&daemon, &agent, "go"));
+    assert!(!results[0].is_error);
+    assert_scrubbed(&daemon, &results[0].content);
+
+    // dshctl sends its own environment, which gets the same scrub.
+    let file = daemon.write_script(&script);
+    let mut new = std::process::Command::new(dshctl_bin());
+    new.arg("--socket")
+        .arg(&daemon.socket)
+        .args(["--json", "agent", "new", "--cwd"])
+        .arg(&cwd)
+        .arg("--script")
+        .arg(&file)
+        .env_remove("DSH_SOCKET")
+        .env("HOME", daemon.dir.path().join("user"))
+        .envs(SECRETS.iter().chain(&LOOK_ALIKES).copied());
+    let out = new.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agent = info["agent_id"].as_str().unwrap();
+    let results = prompt_results(&prompt(&daemon, agent, "go"));
     assert!(!results[0].is_error);
     assert_scrubbed(&daemon, &results[0].content);
 }

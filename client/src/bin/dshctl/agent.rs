@@ -65,6 +65,30 @@ pub enum AgentCommand {
         /// The agent (a unique id prefix will do).
         id: String,
     },
+    /// Change a live agent's model, approval policy or sandbox in place, between turns: it is
+    /// not closed, its background jobs and "allow always" rules stay (logged as
+    /// `session/settings`). Only the options given change.
+    Set {
+        /// The agent (a unique id prefix will do).
+        id: String,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// List a live agent's "allow always" rules (numbered), or remove some or all of them: the
+    /// same request then asks again. Rules belong to the session: they are kept when it is
+    /// resumed, forked, or made live after a restart.
+    Rules {
+        /// The agent (a unique id prefix will do).
+        id: String,
+        /// Remove rule N (as listed, from 1); may be repeated.
+        #[arg(long, value_name = "N")]
+        remove: Vec<usize>,
+        /// Remove every rule.
+        #[arg(long, conflicts_with = "remove")]
+        clear: bool,
+    },
     /// Cancel the agent's running turn (it ends `aborted`; the agent is idle again).
     Cancel {
         /// The agent (a unique id prefix will do).
@@ -76,6 +100,9 @@ pub enum AgentCommand {
         id: String,
     },
 }
+
+/// The script of `--demo`: what an editor's first prompt gets without any key or file.
+const DEMO_SCRIPT: &str = include_str!("demo.json");
 
 /// How the agent's model is chosen.
 #[derive(Debug, clap::Args)]
@@ -91,6 +118,10 @@ pub struct ModelArgs {
     /// A script for the scripted model (JSON; see examples/). Implies --model scripted.
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
+    /// The keyless demo: the scripted model with a script built into dshctl (each turn runs one
+    /// bash command and answers; eight turns). Needs no key and no file.
+    #[arg(long, conflicts_with_all = ["script", "provider", "model_name"])]
+    demo: bool,
     /// When a person must approve tool calls: `never`, `on-request` (when a PreToolUse hook
     /// asks) or `always` (every bash call). Default: the daemon's `approvals.policy`; for spawn
     /// the parent's, for resume and fork what the session last ran with.
@@ -137,6 +168,7 @@ impl ModelArgs {
         match (&self.provider, &self.script) {
             (Some(p), _) => Some(p.clone()),
             (None, Some(_)) => Some("scripted".to_owned()),
+            (None, None) if self.demo => Some("scripted".to_owned()),
             (None, None) => None,
         }
     }
@@ -146,6 +178,7 @@ impl ModelArgs {
         let script_json = match &self.script {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read script {}", path.display()))?,
+            None if self.demo => DEMO_SCRIPT.to_owned(),
             None => String::new(),
         };
         Ok(v1::ModelSpec {
@@ -175,6 +208,8 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
+                    session_id: None,
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }
@@ -207,6 +242,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
                     at_seq,
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }
@@ -222,12 +258,30 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
                     approval: model.approval(),
+                    environment: Some(dsh_client::client_environment()),
                 })
                 .await?
         }
         AgentCommand::Show { id } => {
             let agent_id = client.resolve(IdKind::Agent, &id).await?;
             agents.get(v1::GetAgentRequest { agent_id }).await?
+        }
+        AgentCommand::Set { id, model, sandbox } => {
+            let agent_id = client.resolve(IdKind::Agent, &id).await?;
+            let spec = model.spec()?;
+            let named = !spec.provider.is_empty() || !spec.model.is_empty();
+            agents
+                .configure(v1::ConfigureAgentRequest {
+                    agent_id,
+                    model: named.then_some(spec),
+                    sandbox: sandbox.spec(),
+                    approval: model.approval(),
+                })
+                .await?
+        }
+        AgentCommand::Rules { id, remove, clear } => {
+            let agent_id = client.resolve(IdKind::Agent, &id).await?;
+            return rules(client, out, agent_id, &remove, clear).await;
         }
         AgentCommand::List => {
             let list = agents
@@ -288,6 +342,70 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
     out.emit(&wire::agent(&info), |w| describe(w, &info))
 }
 
+/// `agent rules`: lists the rules, or removes those numbered in `remove` (from 1) or all.
+async fn rules(
+    client: &Client,
+    out: Output,
+    agent_id: String,
+    remove: &[usize],
+    clear: bool,
+) -> anyhow::Result<()> {
+    let mut agents = client.agents();
+    let info = agents
+        .get(v1::GetAgentRequest {
+            agent_id: agent_id.clone(),
+        })
+        .await?
+        .into_inner();
+    let mut removed = Vec::new();
+    let info = if clear || !remove.is_empty() {
+        let mut chosen = Vec::with_capacity(remove.len());
+        for &n in remove {
+            let rule = n
+                .checked_sub(1)
+                .and_then(|i| info.approval_rules.get(i))
+                .with_context(|| {
+                    format!(
+                        "--remove: no rule {n}; {agent_id} has {} (dshctl agent rules {agent_id})",
+                        info.approval_rules.len()
+                    )
+                })?;
+            chosen.push(rule.clone());
+        }
+        let answer = agents
+            .remove_rules(v1::RemoveRulesRequest {
+                agent_id: agent_id.clone(),
+                rules: chosen,
+                all: clear,
+            })
+            .await?
+            .into_inner();
+        removed = answer.removed;
+        answer.agent.unwrap_or(info)
+    } else {
+        info
+    };
+    let rule_json =
+        |r: &v1::ApprovalRule| json!({"tool": r.tool, "command": r.command, "cwd": r.cwd});
+    let doc = json!({
+        "agent_id": agent_id,
+        "rules": info.approval_rules.iter().map(rule_json).collect::<Vec<_>>(),
+        "removed": removed.iter().map(rule_json).collect::<Vec<_>>(),
+    });
+    out.emit(&doc, |w| {
+        for r in &removed {
+            writeln!(w, "removed  {} `{}` in {}", r.tool, r.command, r.cwd)?;
+        }
+        if info.approval_rules.is_empty() {
+            return writeln!(w, "{agent_id} has no \"allow always\" rules");
+        }
+        for (i, r) in info.approval_rules.iter().enumerate() {
+            writeln!(w, "{:>3}  {} `{}` in {}", i + 1, r.tool, r.command, r.cwd)?;
+        }
+        Ok(())
+    })
+}
+
 fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
     writeln!(w, "agent    {}", a.agent_id)?;
     writeln!(
@@ -304,7 +422,7 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
     for rule in &a.approval_rules {
         writeln!(
             w,
-            "allowed  {} `{}` in {} (for this session)",
+            "allowed  {} `{}` in {} (for this session; dshctl agent rules)",
             rule.tool, rule.command, rule.cwd
         )?;
     }

@@ -401,6 +401,16 @@ fn model_key(s: &v1::StatusResponse) -> Check {
     );
     if s.model_key_configured {
         Check::ok("model key", "configured: --model openai can be used")
+    } else if s.default_provider == "scripted" && !s.default_script {
+        // An agent created without --model/--script (an editor's `dshctl acp` as most set-ups
+        // have it) runs the scripted model with an empty script: its first prompt fails.
+        Check::fail(
+            "model key",
+            "not set, and no model.script: an agent created without --script has no model to answer with (its first prompt fails: the script is exhausted)",
+            format!(
+                "{set_key}, and start agents with --model openai (or set model.provider = \"openai\"); to try dsh without a key, use the keyless demo: dshctl acp --demo, dshctl agent new --demo"
+            ),
+        )
     } else if s.default_provider == "openai" {
         // Not a limitation but a failure: every agent created without --model/--script asks for
         // the openai provider, and dshd refuses it without a key.

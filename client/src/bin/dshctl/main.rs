@@ -68,7 +68,8 @@ Exit status:
     after_help = DSHCTL_AFTER_HELP
 )]
 struct Cli {
-    /// Socket of the daemon. Default: $DSH_SOCKET, else $XDG_RUNTIME_DIR/dsh/dshd.sock, else
+    /// Socket of the daemon. Default: $DSH_SOCKET, else the first that exists of
+    /// <runtime dir>/dsh/dshd.sock ($XDG_RUNTIME_DIR, else /run/user/<uid>) and
     /// <home>/run/dshd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<OsString>,

@@ -116,6 +116,7 @@ impl Screen {
                     Some("waiting for the model".to_owned())
                 }
                 EventData::ToolCall { name, .. } => Some(format!("running {name}")),
+                EventData::AssistantThought { .. } => Some("waiting for the model".to_owned()),
                 EventData::ApprovalDecision { .. } => Some("running the call".to_owned()),
                 EventData::TurnStart { .. }
                 | EventData::TurnEnd { .. }
@@ -129,6 +130,7 @@ impl Screen {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::ApprovalRuleRemoved { .. }
                 | EventData::ApprovalRequest { .. }
                 | EventData::Unknown(_) => None,
             },
@@ -202,6 +204,9 @@ impl Screen {
             EventData::AssistantMessage { turn, step, message, .. } => {
                 self.full(w, e, (turn, step), &message.text)
             }
+            EventData::AssistantThought { text, .. } => {
+                self.line(w, e, format!("… thought: {}", indent(&text)))
+            }
             EventData::ToolCall { name, arguments, .. } => {
                 self.line(w, e, format!("▶ {name} {arguments}"))
             }
@@ -241,6 +246,11 @@ impl Screen {
                 let by = answered_by(by, client.as_ref(), &handlers);
                 self.line(w, e, format!("{verdict} call {call_id} ({by}{until}){why}"))
             }
+            EventData::ApprovalRuleRemoved { tool, command, cwd } => self.line(
+                w,
+                e,
+                format!("− rule removed: {tool} {} in {cwd} asks again", indent(&command)),
+            ),
             EventData::TurnEnd { turn, reason, usage, .. } => {
                 let detail = reason.message();
                 let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };

@@ -312,6 +312,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::StepStart { .. }
             | EventData::UserMessage { .. }
             | EventData::AssistantMessage { .. }
+            | EventData::AssistantThought { .. }
             | EventData::ToolCall { .. }
             | EventData::ToolRewritten { .. }
             | EventData::ToolResult { .. }
@@ -321,6 +322,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::SessionArchived { .. }
             | EventData::EndSeed {}
             | EventData::Settings { .. }
+            | EventData::ApprovalRuleRemoved { .. }
             | EventData::ApprovalRequest { .. }
             | EventData::ApprovalDecision { .. }
             | EventData::Unknown(_) => false,

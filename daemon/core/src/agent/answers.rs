@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use crate::locks::lock;
-use dsh_session::{ApprovalClient, ApprovalScope, ApprovalVerdict};
+use dsh_session::{ApprovalClient, ApprovalRule, ApprovalScope, ApprovalVerdict};
 
 /// A client's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,19 +22,6 @@ pub struct ApprovalAnswer {
     pub client: Option<ApprovalClient>,
 }
 
-/// A request a client allowed for the rest of the live agent's life: the same tool with the same
-/// command (a bash command, or another tool's arguments as JSON) in the same directory is allowed
-/// without asking. Exact text, no patterns: what was allowed is what a person saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalRule {
-    /// The tool, e.g. `bash`.
-    pub tool: String,
-    /// The command exactly as the request showed it.
-    pub command: String,
-    /// Where it runs, as the request showed it.
-    pub cwd: String,
-}
-
 /// One agent's approval requests waiting for an answer, by call id, and the rules its clients
 /// made.
 #[derive(Debug, Default)]
@@ -44,6 +31,22 @@ pub(crate) struct Approvals {
 }
 
 impl Approvals {
+    /// No request waiting, and `rules` (the session's, from its log) in force.
+    pub(super) fn with_rules(rules: Vec<ApprovalRule>) -> Self {
+        Self {
+            pending: Mutex::default(),
+            rules: Mutex::new(rules),
+        }
+    }
+
+    /// Ends `rule`; false when it was not in force.
+    pub(super) fn forget(&self, rule: &ApprovalRule) -> bool {
+        let mut rules = lock(&self.rules);
+        let before = rules.len();
+        rules.retain(|r| r != rule);
+        rules.len() != before
+    }
+
     pub(super) fn register(&self, call: &str) -> oneshot::Receiver<ApprovalAnswer> {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(call.to_owned(), tx);

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::answers::ApprovalRule;
 use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, ToolExecution};
 use crate::hooks::{Decision, HookEvent, NotificationKind};
+use dsh_session::ApprovalRule;
 use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 
 /// Why a call needs a person's approval before it runs, if it does: a hook asked (`hook_reason`)

@@ -1,11 +1,13 @@
 //! Running a child agent for the `spawn_agent` tool: the registry's side of
 //! [`ChildAgents`], with the SubagentStart and SubagentStop hooks around the child's one turn.
 
-use super::registry::AgentRegistry;
+use super::registry::{AgentError, AgentRegistry};
 use super::watch::WatchedBy;
 use crate::call::{AGENT_TYPE, BoxFuture, ToolExecution, ToolOutput};
 use crate::hooks::{HookContext, HookEvent};
+use crate::locks::lock;
 use crate::tools::ChildAgents;
+use dsh_session::SessionId;
 use dsh_session::TurnEndReason;
 
 impl ChildAgents for AgentRegistry {
@@ -42,7 +44,7 @@ impl ChildAgents for AgentRegistry {
                 subagent: None,
                 turn: exec.turn,
                 model: provider.model().to_owned(),
-                sandbox: parent.context().sandbox,
+                sandbox: parent.sandbox(),
                 cancel: exec.cancel.clone(),
                 events: Some(parent.clone()),
             };
@@ -114,5 +116,41 @@ impl ChildAgents for AgentRegistry {
                 }
             }
         })
+    }
+}
+
+/// Closing finished children, whose sessions a failed save must not lose.
+impl AgentRegistry {
+    /// Closes a finished child agent; when its session cannot be saved now, keeps it registered
+    /// (closed to new turns) and retries with every later close and spawn, and at shutdown.
+    pub async fn close_child(&self, id: &SessionId) -> Result<(), AgentError> {
+        let result = self.close_one(id).await;
+        if result.is_err()
+            && let Ok(agent) = self.get(id)
+        {
+            agent.mark_closed();
+            lock(&self.pending_closes).push(id.clone());
+        }
+        self.retry_pending_closes().await;
+        result
+    }
+
+    /// Tries again to close every child whose close could not save it.
+    pub async fn retry_pending_closes(&self) {
+        let pending = std::mem::take(&mut *lock(&self.pending_closes));
+        for id in pending {
+            match self.close_one(&id).await {
+                Ok(()) | Err(AgentError::NotFound(_)) => {
+                    tracing::info!(session = %id, "saved a child session whose earlier close failed");
+                }
+                Err(error) => {
+                    tracing::warn!(session = %id, %error, "a finished child still cannot be saved");
+                    if let Ok(agent) = self.get(&id) {
+                        agent.mark_closed();
+                    }
+                    lock(&self.pending_closes).push(id);
+                }
+            }
+        }
     }
 }

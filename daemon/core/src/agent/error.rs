@@ -18,6 +18,12 @@ pub enum AgentError {
     /// The session is already live.
     #[error("session {0} is already live as an agent")]
     AlreadyLive(SessionId),
+    /// A new agent was asked for under the id of a stored session.
+    #[error("session_id: session {0} exists; resume it instead of creating it")]
+    SessionExists(SessionId),
+    /// A setting a child agent takes from its parent was asked to change on the child.
+    #[error("agent {0} is a child agent: its settings are its parent's to set")]
+    ChildSettings(SessionId),
     /// The session is live, and the operation needs it stored only (deleting it).
     #[error("session {0} is live: close its agent first (dshctl agent close {0})")]
     Live(SessionId),

@@ -27,7 +27,7 @@ pub(super) async fn run_hooks(
         }),
         turn,
         model: agent.provider().model().to_owned(),
-        sandbox: agent.context().sandbox,
+        sandbox: agent.sandbox(),
         cancel: cancel.clone(),
         events: Some(agent.clone()),
     };

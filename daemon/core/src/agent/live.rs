@@ -6,9 +6,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::ModelProvider;
+pub(crate) use super::publish::Preview;
+pub(crate) use super::reconfigure::Reconfigure;
 use super::services::AgentServices;
 use crate::call::AgentContext;
-use crate::exec::{OutputStream, OutputTap};
+use crate::exec::OutputTap;
 use crate::hooks::SessionSource;
 use crate::locks::{lock, read_lock, write_lock};
 use crate::persistence::PersistenceError;
@@ -52,44 +54,6 @@ struct RunningTurn {
     closing: bool,
 }
 
-/// What an unlogged event a watcher is handed is about: a fragment of a step's model text or of
-/// one stream of a call's output, or a retry of a model request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Preview {
-    /// The text the model streams in a step (`text/delta`).
-    Text {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-    },
-    /// One stream of a tool call's output (`tool/output`).
-    Output {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-        /// The call.
-        call_id: Arc<str>,
-        /// Which stream.
-        stream: OutputStream,
-    },
-    /// A model request of a step failed and is retried after a wait (`model/retry`); it carries
-    /// no text.
-    Retry {
-        /// The turn.
-        turn: u32,
-        /// The step.
-        step: u32,
-        /// The attempt that failed.
-        attempt: u32,
-        /// The wait before the next attempt.
-        delay_ms: u64,
-        /// Why (`429`, `503`, `unreachable`).
-        reason: String,
-    },
-}
-
 /// Where a live agent publishes what happens to it: the watch hub (`watch/hub.rs`). A trait, so
 /// this file does not name the watch module, which is built on agents.
 pub(crate) trait Publish: Send + Sync + std::fmt::Debug {
@@ -128,12 +92,19 @@ pub(crate) struct NewAgent {
 /// A live agent. Agent id = session id.
 #[derive(Debug)]
 pub struct Agent {
-    /// Identity carried into every tool call of this agent.
-    context: AgentContext,
+    /// The session header (its id is the agent id).
+    header: Arc<SessionHeader>,
+    /// The top-most live ancestor when the agent went live.
+    root: SessionId,
+    /// The sandbox its next bash calls run in (changed live by [`configure`](Self::configure)).
+    sandbox: Mutex<SandboxPolicy>,
+    /// The environment its commands start from, when its client sent one.
+    client_env: Mutex<Option<crate::exec::ClientEnv>>,
     /// The live parent agent, for spawned children.
     parent: Option<SessionId>,
-    /// The model provider chosen at creation.
-    provider: Arc<dyn ModelProvider>,
+    /// The model provider it runs with now (chosen at creation, changed live by
+    /// [`configure`](Self::configure)).
+    provider: RwLock<Arc<dyn ModelProvider>>,
     /// The session log; written by the running turn, read by RPC handlers and checkpoints.
     log: RwLock<SessionLog>,
     /// How much of the log is durable, and where; the lock also serialises checkpoints.
@@ -153,7 +124,7 @@ pub struct Agent {
     /// Its id and its live ancestors' ids when it went live, nearest first: whose descendant it is.
     lineage: Vec<SessionId>,
     /// When a person must approve its tool calls.
-    approval: ApprovalPolicy,
+    approval: Mutex<ApprovalPolicy>,
     /// Where its events go to watchers.
     hub: Arc<dyn Publish>,
     /// The step whose text streams now, and how many bytes of it have streamed (so every watcher
@@ -184,14 +155,15 @@ impl Agent {
             lineage.extend(parent.lineage.iter().cloned());
         }
         let released = log.last_turn();
+        // A session made live again keeps the rules it made.
+        let rules = dsh_session::approval_rules(log.events());
         Arc::new_cyclic(|me| Self {
-            context: AgentContext {
-                header: log.header().clone(),
-                root,
-                sandbox,
-            },
+            header: log.header().clone(),
+            root,
+            sandbox: Mutex::new(sandbox),
+            client_env: Mutex::new(None),
             parent: parent.as_ref().map(|p| p.id().clone()),
-            provider,
+            provider: RwLock::new(provider),
             log: RwLock::new(log),
             cursor: Mutex::new(cursor),
             state: Mutex::new(TurnState::default()),
@@ -201,11 +173,11 @@ impl Agent {
             subagent_of: parent.map(|p| p.header().clone()),
             me: me.clone(),
             lineage,
-            approval,
+            approval: Mutex::new(approval),
             hub,
             streaming: Mutex::new(((0, 0), 0)),
             released: watch::Sender::new(released),
-            approvals: super::answers::Approvals::default(),
+            approvals: super::answers::Approvals::with_rules(rules),
         })
     }
 
@@ -222,16 +194,78 @@ impl Agent {
 
     /// Its approval policy.
     pub fn approval(&self) -> ApprovalPolicy {
-        self.approval
+        *lock(&self.approval)
     }
 
     /// The provider, model and approval policy it runs with.
     pub fn settings(&self) -> AgentSettings {
+        let provider = self.provider();
         AgentSettings {
-            provider: self.provider.provider().to_owned(),
-            model: self.provider.model().to_owned(),
-            approval: self.approval,
+            provider: provider.provider().to_owned(),
+            model: provider.model().to_owned(),
+            approval: self.approval(),
         }
+    }
+
+    /// The sandbox its next bash calls run in.
+    pub fn sandbox(&self) -> SandboxPolicy {
+        *lock(&self.sandbox)
+    }
+
+    /// Runs it from now on with `change`'s settings (the ones it names), logged as one
+    /// `session/settings` event carrying all of them; nothing else changes: its rules, its
+    /// background jobs (which keep the sandbox they started in) and its log stay. Returns
+    /// whether anything changed (nothing is logged otherwise). Refused while a turn runs (the
+    /// running turn's number), so the event falls between turns, or once it is closed (`None`).
+    pub(crate) fn configure(&self, change: Reconfigure) -> Result<bool, Option<u32>> {
+        // Held throughout, so no turn can start in the middle of the change.
+        let state = lock(&self.state);
+        if let Some(running) = &state.running {
+            return Err(Some(running.turn));
+        }
+        if state.closed {
+            return Err(None);
+        }
+        let before = (self.settings(), self.sandbox());
+        if let Some(provider) = change.provider {
+            *write_lock(&self.provider) = provider;
+        }
+        if let Some(approval) = change.approval {
+            *lock(&self.approval) = approval;
+        }
+        if let Some(sandbox) = change.sandbox {
+            *lock(&self.sandbox) = sandbox;
+        }
+        let after = (self.settings(), self.sandbox());
+        if before == after {
+            return Ok(false);
+        }
+        self.log_settings();
+        Ok(true)
+    }
+
+    /// A session closed before its first turn has nothing logged, and a checkpoint writes
+    /// nothing for it: it logs the settings it ran with, so that it is stored and comes back under
+    /// its id (a client that created it and set it up may prompt it later, from another process).
+    pub(crate) fn keep_if_unprompted(&self) {
+        if self.read_log(SessionLog::is_empty) {
+            self.log_settings();
+        }
+    }
+
+    /// Logs what it runs with now as a `session/settings` event, sandbox included.
+    pub(crate) fn log_settings(&self) {
+        let AgentSettings {
+            provider,
+            model,
+            approval,
+        } = self.settings();
+        self.append(EventData::Settings {
+            provider,
+            model,
+            approval,
+            sandbox: Some(self.sandbox()),
+        });
     }
 
     /// Whether a watcher (a Prompt or Watch stream) follows it now.
@@ -239,9 +273,9 @@ impl Agent {
         self.hub.watching(self)
     }
 
-    /// The requests its clients allowed for the rest of its life ("allow for this session"),
-    /// oldest first.
-    pub fn approval_rules(&self) -> Vec<super::answers::ApprovalRule> {
+    /// The requests its clients allowed for the rest of the session ("allow always"), oldest
+    /// first: made by its clients' allows, kept when the session goes live again.
+    pub fn approval_rules(&self) -> Vec<dsh_session::ApprovalRule> {
         self.approvals.rules()
     }
 
@@ -267,17 +301,33 @@ impl Agent {
 
     /// The agent (and session) id.
     pub fn id(&self) -> &SessionId {
-        &self.context.header.id
+        &self.header.id
     }
 
     /// The session header.
     pub fn header(&self) -> &Arc<SessionHeader> {
-        &self.context.header
+        &self.header
     }
 
-    /// Identity for tool calls.
-    pub fn context(&self) -> &AgentContext {
-        &self.context
+    /// Identity for tool calls, with the sandbox it runs in now.
+    pub fn context(&self) -> AgentContext {
+        AgentContext {
+            header: self.header.clone(),
+            root: self.root.clone(),
+            sandbox: self.sandbox(),
+            env: self.client_env(),
+        }
+    }
+
+    /// The environment its commands start from, when its client sent one (scrubbed).
+    pub fn client_env(&self) -> Option<crate::exec::ClientEnv> {
+        lock(&self.client_env).clone()
+    }
+
+    /// Its commands start from `env` (a client's environment, scrubbed: see
+    /// [`crate::Executor::client_env`]) instead of dshd's, from the next command on.
+    pub fn set_client_env(&self, env: Option<crate::exec::ClientEnv>) {
+        *lock(&self.client_env) = env;
     }
 
     /// The live parent agent, for children.
@@ -285,9 +335,9 @@ impl Agent {
         self.parent.as_ref()
     }
 
-    /// The provider.
-    pub fn provider(&self) -> &Arc<dyn ModelProvider> {
-        &self.provider
+    /// The provider it runs with now.
+    pub fn provider(&self) -> Arc<dyn ModelProvider> {
+        read_lock(&self.provider).clone()
     }
 
     /// Idle or running.

@@ -4,7 +4,9 @@
 mod answers;
 mod approval;
 mod children;
+mod configure;
 mod error;
+mod fork;
 mod guard;
 mod hook_run;
 mod live;
@@ -12,6 +14,8 @@ mod meta;
 pub(crate) mod model;
 pub(crate) mod openai;
 pub(crate) mod provider;
+mod publish;
+mod reconfigure;
 mod registry;
 pub(crate) mod scripted;
 mod services;
@@ -20,6 +24,7 @@ mod turn;
 pub(crate) mod watch;
 
 pub use answers::ApprovalAnswer;
+pub use configure::SettingsChange;
 pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};

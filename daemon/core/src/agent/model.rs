@@ -7,7 +7,7 @@ use super::openai::{self, OpenAiProvider};
 pub use super::provider::ModelChoice;
 use super::provider::{ModelError, ModelProvider};
 use super::scripted::{self, Script, ScriptedProvider};
-use dsh_session::{AgentSettings, ApprovalPolicy, EventData, SessionId, SessionLog};
+use dsh_session::{AgentSettings, ApprovalPolicy, EventData, SandboxPolicy, SessionId, SessionLog};
 
 /// A model choice that cannot be used, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -165,17 +165,23 @@ pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy
     }
 }
 
-/// Appends `session/settings` when the agent runs with other settings than the session records.
+/// Appends `session/settings` when the agent runs with other settings than the session records
+/// (`recorded`: its settings, and the sandbox a `session/settings` recorded, if any), with the
+/// sandbox it goes live under.
 pub(super) fn record_settings(
     log: &mut SessionLog,
-    recorded: Option<AgentSettings>,
+    recorded: (Option<AgentSettings>, Option<SandboxPolicy>),
     now: AgentSettings,
+    sandbox: SandboxPolicy,
 ) {
-    if recorded.as_ref() != Some(&now) {
+    let (settings, recorded_sandbox) = recorded;
+    let other_sandbox = recorded_sandbox.is_some_and(|s| s != sandbox);
+    if settings.as_ref() != Some(&now) || other_sandbox {
         log.append(EventData::Settings {
             provider: now.provider,
             model: now.model,
             approval: now.approval,
+            sandbox: Some(sandbox),
         });
     }
 }

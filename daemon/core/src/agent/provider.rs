@@ -47,6 +47,9 @@ pub enum FinishReason {
 pub struct ModelReply {
     /// Text (may be empty).
     pub text: String,
+    /// The model's reasoning before its answer, when the provider returns it (empty
+    /// otherwise): logged as `assistant/thought`, never part of the history sent back.
+    pub reasoning: String,
     /// Tool calls, in the model's order.
     pub calls: Vec<ToolCallRequest>,
     /// Token usage, when the provider reports it.

@@ -43,14 +43,14 @@ pub struct TurnHandle {
 #[derive(Debug)]
 pub struct AgentRegistry {
     services: Arc<AgentServices>,
-    providers: ProviderFactory,
-    agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
+    pub(super) providers: ProviderFactory,
+    pub(super) agents: Mutex<HashMap<SessionId, Arc<Agent>>>,
     /// Where agents publish their events, and watchers register.
     pub(super) hub: Arc<WatchHub>,
     /// Finished children whose close could not save them: still registered (so their events stay
     /// in memory and nothing can resume them meanwhile), closed again by every later close and
     /// spawn, and saved at shutdown at the latest.
-    pending_closes: Mutex<Vec<SessionId>>,
+    pub(super) pending_closes: Mutex<Vec<SessionId>>,
     /// Set at shutdown: no agent may be added or prompted after it.
     shutting_down: AtomicBool,
     /// Token usage of every turn that ended since the daemon started.
@@ -100,6 +100,18 @@ impl AgentRegistry {
         sandbox: SandboxPolicy,
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
+        self.create_with(SessionId::new_v7(), cwd, choice, sandbox, approval)
+    }
+
+    /// [`create`](Self::create) under `id`, which the caller has checked is not stored.
+    pub(super) fn create_with(
+        &self,
+        id: SessionId,
+        cwd: &Path,
+        choice: &ModelChoice,
+        sandbox: SandboxPolicy,
+        approval: Option<ApprovalPolicy>,
+    ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let cwd = &dsh_paths::home::normalize(cwd);
         check_cwd(cwd)?;
@@ -107,7 +119,7 @@ impl AgentRegistry {
         let approval = approval.unwrap_or(self.services.approval.policy);
         let header = SessionHeader {
             settings: Some(settings_of(provider.as_ref(), approval)),
-            ..SessionHeader::new(SessionId::new_v7(), cwd.to_owned(), dsh_session::now_ms())
+            ..SessionHeader::new(id, cwd.to_owned(), dsh_session::now_ms())
         };
         let agent = self.top_level(
             SessionLog::new(header),
@@ -132,7 +144,7 @@ impl AgentRegistry {
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
         let parent = self.get(parent)?;
-        let sandbox = parent.context().sandbox.child(sandbox)?;
+        let sandbox = parent.sandbox().child(sandbox)?;
         let parent_header = parent.header();
         let limit = self.services.limits.max_depth;
         let depth = parent_header.delegation_depth + 1;
@@ -165,21 +177,24 @@ impl AgentRegistry {
             approval,
             sandbox,
             hub: self.hub.clone(),
-            parent: Some(parent),
+            parent: Some(parent.clone()),
         });
+        // A child runs its commands in its parent's environment.
+        agent.set_client_env(parent.client_env());
         self.insert(agent, "spawn")
     }
 
     /// Resumes a stored session: same id, header and location; the log is repaired on load and a
     /// `session/end-seed` marker appended once. Unless the request says otherwise, the agent runs
-    /// with the provider, model and approval policy the session last ran with; when they change,
-    /// a `session/settings` event records the new ones. The sandbox is not stored with the
-    /// session: the resumed agent runs under `sandbox`.
+    /// with the provider, model and approval policy the session last ran with, and under
+    /// `sandbox`, else the sandbox its last `session/settings` records, else `default_sandbox`;
+    /// when they change, a `session/settings` event records the new ones.
     pub async fn resume(
         &self,
         id: &SessionId,
         choice: &ModelChoice,
-        sandbox: SandboxPolicy,
+        sandbox: Option<SandboxPolicy>,
+        default_sandbox: SandboxPolicy,
         approval: Option<ApprovalPolicy>,
     ) -> Result<Arc<Agent>, AgentError> {
         self.check_open()?;
@@ -188,6 +203,8 @@ impl AgentRegistry {
         }
         let (stored, generation) = self.read_stored(id, Read::Load).await?;
         let recorded = recorded_settings(&stored.header, &stored.events);
+        let recorded_sandbox = dsh_session::recorded_sandbox(&stored.events);
+        let sandbox = sandbox.or(recorded_sandbox).unwrap_or(default_sandbox);
         let again = self
             .providers
             .again(id, choice, recorded.as_ref())
@@ -211,7 +228,12 @@ impl AgentRegistry {
         if !log.ends_with_seed_marker() {
             log.append(EventData::EndSeed {});
         }
-        record_settings(&mut log, recorded, settings_of(provider.as_ref(), approval));
+        record_settings(
+            &mut log,
+            (recorded, recorded_sandbox),
+            settings_of(provider.as_ref(), approval),
+            sandbox,
+        );
         let agent = self.top_level(
             log,
             DurableCursor::at(generation, durable),
@@ -221,91 +243,6 @@ impl AgentRegistry {
             sandbox,
         );
         self.insert(agent, "resume")
-    }
-
-    /// Forks a live or stored session: a new id whose log starts with a copy of the source's
-    /// completed-turn prefix, `parentSession` and `seedLength` set, running under `sandbox`.
-    /// Checkpointed at once, so the fork exists on disk as soon as it is created.
-    ///
-    /// With `at_seq`, the copy is the log up to and including that event instead: the end of a
-    /// completed step or turn (`fork_points`), otherwise [`AgentError::InvalidForkPoint`] naming
-    /// the nearest valid ones. A fork at a step's end in the middle of a turn closes that turn in
-    /// the fork (`turn/end {interrupted}`). The source is never written: rolling back is forking
-    /// at an earlier point.
-    pub async fn fork_at(
-        &self,
-        source: &SessionId,
-        at_seq: Option<u64>,
-        choice: &ModelChoice,
-        sandbox: SandboxPolicy,
-        approval: Option<ApprovalPolicy>,
-    ) -> Result<Arc<Agent>, AgentError> {
-        self.check_open()?;
-        let (source_header, mut events) = match self.get(source) {
-            Ok(live) => (
-                live.header().as_ref().clone(),
-                live.read_log(|log| log.events().to_vec()),
-            ),
-            Err(_) => {
-                let (stored, _) = self.read_stored(source, Read::Inspect).await?;
-                (stored.header, stored.events)
-            }
-        };
-        let recorded = recorded_settings(&source_header, &events);
-        let choice = self.providers.again(source, choice, recorded.as_ref())?;
-        let provider = self.providers.build(&choice)?;
-        let approval = approval
-            .or(recorded.as_ref().map(|r| r.approval))
-            .unwrap_or(self.services.approval.policy);
-        let seed = match at_seq {
-            None => dsh_session::completed_prefix_len(&events),
-            Some(seq) => {
-                let points = dsh_session::fork_points(&events);
-                if points.binary_search(&seq).is_err() {
-                    return Err(AgentError::InvalidForkPoint {
-                        session: source.clone(),
-                        seq,
-                        valid: dsh_session::nearest(&points, seq),
-                    });
-                }
-                seq + 1
-            }
-        };
-        events.truncate(usize::try_from(seed).unwrap_or(usize::MAX));
-        let closers = dsh_session::repair::close_open_turn(&events);
-        let header = SessionHeader {
-            parent_session: Some(source_header.id.clone()),
-            seed_length: Some(seed),
-            origin: source_header.origin,
-            delegation_depth: source_header.delegation_depth,
-            settings: Some(settings_of(provider.as_ref(), approval)),
-            ..SessionHeader::new(
-                SessionId::new_v7(),
-                source_header.cwd.clone(),
-                dsh_session::now_ms(),
-            )
-        };
-        let mut log = SessionLog::from_parts(header, events).map_err(|e| {
-            AgentError::Persistence(PersistenceError::Config(format!("fork of {source}: {e}")))
-        })?;
-        for closer in closers {
-            log.append(closer.data);
-        }
-        log.append(EventData::EndSeed {});
-        let agent = self.top_level(
-            log,
-            DurableCursor::default(),
-            SessionSource::Startup,
-            provider,
-            approval,
-            sandbox,
-        );
-        let agent = self.insert(agent, "fork")?;
-        if let Err(error) = agent.checkpoint(&self.services).await {
-            lock(&self.agents).remove(agent.id());
-            return Err(error.into());
-        }
-        Ok(agent)
     }
 
     /// The token usage of every turn that ended since the daemon started (children's included).
@@ -407,7 +344,7 @@ impl AgentRegistry {
         result
     }
 
-    async fn close_one(&self, id: &SessionId) -> Result<(), AgentError> {
+    pub(super) async fn close_one(&self, id: &SessionId) -> Result<(), AgentError> {
         let agent = self.get(id)?;
         agent.mark_closed();
         agent.cancel(AbortCause::Closed);
@@ -416,6 +353,7 @@ impl AgentRegistry {
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());
         turn::session_end(&agent, &self.services).await;
+        agent.keep_if_unprompted();
         // The Claude Code transcript projection is derived from the live log: it goes with the
         // agent, like its spill files (the session itself stays stored).
         self.services.hooks.forget_transcript(agent.id());
@@ -428,39 +366,6 @@ impl AgentRegistry {
         lock(&self.agents).remove(id);
         tracing::info!(session = %id, "agent closed");
         Ok(())
-    }
-
-    /// Closes a finished child agent; when its session cannot be saved now, keeps it registered
-    /// (closed to new turns) and retries with every later close and spawn, and at shutdown.
-    pub async fn close_child(&self, id: &SessionId) -> Result<(), AgentError> {
-        let result = self.close_one(id).await;
-        if result.is_err()
-            && let Ok(agent) = self.get(id)
-        {
-            agent.mark_closed();
-            lock(&self.pending_closes).push(id.clone());
-        }
-        self.retry_pending_closes().await;
-        result
-    }
-
-    /// Tries again to close every child whose close could not save it.
-    pub async fn retry_pending_closes(&self) {
-        let pending = std::mem::take(&mut *lock(&self.pending_closes));
-        for id in pending {
-            match self.close_one(&id).await {
-                Ok(()) | Err(AgentError::NotFound(_)) => {
-                    tracing::info!(session = %id, "saved a child session whose earlier close failed");
-                }
-                Err(error) => {
-                    tracing::warn!(session = %id, %error, "a finished child still cannot be saved");
-                    if let Ok(agent) = self.get(&id) {
-                        agent.mark_closed();
-                    }
-                    lock(&self.pending_closes).push(id);
-                }
-            }
-        }
     }
 
     /// Winds every agent down for shutdown: refuses new work, cancels every turn, waits for them
@@ -477,6 +382,7 @@ impl AgentRegistry {
         let mut unsaved = Vec::new();
         for agent in &agents {
             agent.wait_idle().await;
+            agent.keep_if_unprompted();
             let Err(error) = agent.checkpoint(&self.services).await else {
                 continue;
             };
@@ -516,7 +422,7 @@ impl AgentRegistry {
 
     /// Reads a stored session from the active backend on the blocking pool, with the backend's
     /// generation: `Load` repairs it (for resuming), `Inspect` only reads (for forking).
-    async fn read_stored(
+    pub(super) async fn read_stored(
         &self,
         id: &SessionId,
         how: Read,
@@ -541,7 +447,11 @@ impl AgentRegistry {
     }
 
     /// Registers a new live agent; `how` (create, spawn, resume, fork) is for the log.
-    fn insert(&self, agent: Arc<Agent>, how: &'static str) -> Result<Arc<Agent>, AgentError> {
+    pub(super) fn insert(
+        &self,
+        agent: Arc<Agent>,
+        how: &'static str,
+    ) -> Result<Arc<Agent>, AgentError> {
         let mut agents = lock(&self.agents);
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(AgentError::ShuttingDown);
@@ -569,7 +479,7 @@ impl AgentRegistry {
 
     /// A new top-level agent over `log`, not registered yet: no parent (it is its own root), its
     /// events published to the hub.
-    fn top_level(
+    pub(super) fn top_level(
         &self,
         log: SessionLog,
         cursor: DurableCursor,
@@ -591,7 +501,7 @@ impl AgentRegistry {
         })
     }
 
-    fn check_open(&self) -> Result<(), AgentError> {
+    pub(super) fn check_open(&self) -> Result<(), AgentError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             Err(AgentError::ShuttingDown)
         } else {
@@ -602,7 +512,7 @@ impl AgentRegistry {
 
 /// How [`AgentRegistry::read_stored`] reads.
 #[derive(Debug, Clone, Copy)]
-enum Read {
+pub(super) enum Read {
     /// With repair, for resuming.
     Load,
     /// Without, for forking.

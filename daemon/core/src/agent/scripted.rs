@@ -44,6 +44,9 @@ pub struct ScriptReply {
     /// Assistant text.
     #[serde(default)]
     pub text: String,
+    /// The model's reasoning before the text (as a reasoning model returns it).
+    #[serde(default)]
+    pub reasoning: String,
     /// Tool calls, in order.
     #[serde(default)]
     pub tool_calls: Vec<ScriptCall>,
@@ -236,6 +239,7 @@ impl ModelProvider for ScriptedProvider {
             drop(child_scripts);
             Ok(ModelReply {
                 text: reply.text.clone(),
+                reasoning: reply.reasoning.clone(),
                 finish: if calls.is_empty() {
                     FinishReason::Stop
                 } else {

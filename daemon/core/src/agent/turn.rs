@@ -275,6 +275,14 @@ impl TurnRun {
                     };
                 }
             };
+            // What the model reasoned comes first, as it did; it is never sent back to it.
+            if !reply.reasoning.is_empty() {
+                self.log(EventData::AssistantThought {
+                    turn,
+                    step,
+                    text: reply.reasoning,
+                });
+            }
             // The text moves into the log: a long reply is held once, not once per owner.
             self.log(EventData::AssistantMessage {
                 turn,
@@ -382,7 +390,7 @@ impl TurnRun {
             turn: self.turn,
             step,
         };
-        let provider = self.agent.provider().clone();
+        let provider = self.agent.provider();
         tokio::select! {
             reply = provider.complete(&request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),

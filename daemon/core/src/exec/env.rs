@@ -195,6 +195,29 @@ pub(crate) fn has_url_password(value: &[u8]) -> bool {
     false
 }
 
+/// The environment of the client that created an agent, scrubbed as dshd's own is (layer 1, in
+/// place of dshd's environment, with the terminal overrides of layer 2): what that agent's
+/// commands start from (`CommandSpec::base_env`). Made by [`super::Executor::client_env`].
+#[derive(Debug, Clone)]
+pub struct ClientEnv(pub(crate) std::sync::Arc<BaseEnv>);
+
+impl ClientEnv {
+    /// Number of variables passed on (after the scrub, with the terminal overrides).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing is passed on (never: the terminal overrides are always there).
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// The value passed on for `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.0.get(name)
+    }
+}
+
 /// Layers 1 and 2, computed once.
 #[derive(Debug, Clone)]
 pub(crate) struct BaseEnv {

@@ -93,6 +93,7 @@ pub use limits::{LaunchPart, RESERVE_BYTES};
 pub use outcome::{CommandOutcome, signal_name};
 
 use env::BaseEnv;
+pub use env::ClientEnv;
 use jobs::{Job, JobTable};
 pub use launcher::{Launcher, LauncherError, SealError};
 use output::{Collector, SpillTarget};
@@ -234,6 +235,9 @@ pub struct CommandSpec {
     pub sandbox: Option<SandboxRequest>,
     /// Where the output also goes as it is produced (foreground commands; a job ignores it).
     pub output: Option<OutputTap>,
+    /// The environment the command starts from in place of dshd's own (layers 1 and 2): the
+    /// creating client's, for an agent whose client sent it. `None`: dshd's.
+    pub base_env: Option<ClientEnv>,
 }
 
 impl CommandSpec {
@@ -490,6 +494,17 @@ impl Executor {
         self.landlock
     }
 
+    /// `vars` (a client's environment) scrubbed exactly as dshd's own environment is (secrets by
+    /// name and value, `DSH_*`, the owner marker, shell startup variables such as `BASH_ENV`,
+    /// the model key's variable), with the terminal overrides: a base for an agent's commands.
+    pub fn client_env(&self, vars: impl IntoIterator<Item = (OsString, OsString)>) -> ClientEnv {
+        ClientEnv(Arc::new(BaseEnv::new(
+            vars,
+            &self.secret_pattern,
+            &self.config.extra_scrub,
+        )))
+    }
+
     /// Number of variables in the base environment (scrubbed daemon environment plus terminal
     /// overrides), for benchmarks and diagnostics.
     pub fn child_env_len(&self) -> usize {
@@ -524,7 +539,7 @@ impl Executor {
             open_files: self.config.child_open_files,
             sandbox,
             shell: &self.shell,
-            base: &self.base,
+            base: spec.base_env.as_ref().map_or(&self.base, |env| &*env.0),
             command: &spec.command,
             cwd: &spec.cwd,
             env: &spec.env,

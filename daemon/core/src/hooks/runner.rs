@@ -64,6 +64,8 @@ pub(super) async fn run_one(executor: &Arc<Executor>, job: Job) -> RunEnd {
         sandbox,
         // A hook's output is decoded, not shown.
         output: None,
+        // Hooks are dshd's configuration, not the agent's work: they run in dshd's environment.
+        base_env: None,
     };
     match executor.run(spec).await {
         Ok(o) => {

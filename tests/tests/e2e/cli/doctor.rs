@@ -90,24 +90,50 @@ fn a_healthy_setup_passes_every_check_one_line_each() {
 }
 
 #[test]
-fn no_model_key_is_a_warning_that_still_passes() {
+fn no_model_key_and_no_script_fails_with_the_fix_and_a_script_makes_it_a_warning() {
+    // The defaults without a key: agents created without --script have nothing to answer with.
     let daemon = TestDaemon::start();
     let out = daemon.dshctl(&["doctor"]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
     let key = stdout
         .lines()
         .find(|l| l.contains("model key"))
         .unwrap_or_else(|| panic!("{stdout}"));
-    assert!(key.starts_with("! model key"), "{key}");
+    assert!(key.starts_with("✗ model key"), "{key}");
     assert!(
-        key.contains("DEEPSEEK_API_KEY"),
-        "the fix names the variable: {key}"
+        key.contains("DEEPSEEK_API_KEY") && key.contains("dshctl acp --demo"),
+        "the fix names the variable and the keyless demo: {key}"
     );
     assert_eq!(
         daemon.dshctl_json(&["status"])["model_key_configured"],
         false
     );
+    // What doctor predicts: an agent on the defaults cannot answer.
+    let created = daemon.dshctl_json(&["agent", "new", "--cwd", "/"]);
+    let agent = created["agent_id"].as_str().unwrap();
+    let prompted = daemon.dshctl(&["prompt", "--agent", agent, "hi"]);
+    assert_eq!(prompted.status.code(), Some(1), "{prompted:?}");
+
+    // With a script configured for scripted agents, the missing key is only a warning.
+    let dir = private_dir();
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, r#"{"replies": [{"text": "hi"}]}"#).unwrap();
+    let scripted = TestDaemon::spawn(
+        DaemonSpec {
+            config: Some(format!(
+                "[model]\nscript = {:?}\n",
+                script.display().to_string()
+            )),
+            ..DaemonSpec::default()
+        },
+        dir,
+    );
+    scripted.wait_ready();
+    let out = scripted.dshctl(&["doctor"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("! model key"), "{stdout}");
 }
 
 #[test]
@@ -208,7 +234,11 @@ fn no_model_key_fails_when_the_configured_provider_needs_one() {
 
 #[test]
 fn a_config_file_written_after_start_fails_until_checked_and_applied() {
-    let daemon = TestDaemon::start();
+    // With a key, so that only the config file is at fault.
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        env: vec![("DEEPSEEK_API_KEY".into(), "sk-test".into())],
+        ..DaemonSpec::default()
+    });
     assert_eq!(doctor_json(&daemon).0, Some(0));
     let file = daemon.home.join("config.toml");
     std::fs::write(&file, "[agent]\nmax_depth = \"deep\"\n").unwrap();
@@ -250,9 +280,9 @@ fn a_config_file_written_after_start_fails_until_checked_and_applied() {
 }
 
 #[test]
-fn no_dshd_listening_lists_the_places_looked_at_and_the_one_serving() {
+fn a_client_finds_dshd_at_any_default_and_without_one_lists_every_place_looked_at() {
     // dshd started without XDG_RUNTIME_DIR serves <home>/run/dshd.sock.
-    let daemon = TestDaemon::spawn(
+    let mut daemon = TestDaemon::spawn(
         DaemonSpec {
             no_socket_flag: true,
             ..DaemonSpec::default()
@@ -269,43 +299,41 @@ fn no_dshd_listening_lists_the_places_looked_at_and_the_one_serving() {
         in_home.display(),
         daemon.log_text()
     );
-    // A client whose session has XDG_RUNTIME_DIR looks there first.
+    // A client whose session has XDG_RUNTIME_DIR looks there first, then in the home: found.
     let xdg = daemon.dir.path().join("xdg");
     std::fs::create_dir_all(&xdg).unwrap();
+    let home = daemon.home.clone();
     let run = |args: &[&str]| {
         Command::new(dshctl_bin())
             .args(args)
             .env_remove("DSH_SOCKET")
-            .env("DSH_HOME", &daemon.home)
+            .env("DSH_HOME", &home)
             .env("XDG_RUNTIME_DIR", &xdg)
             .output()
             .unwrap()
     };
+    let out = run(&["--json", "status"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["socket"], in_home.to_str().unwrap(), "{status}");
+    let out = run(&["doctor"]);
+    assert!(
+        text(&out.stdout).starts_with(&format!("✓ socket       {}", in_home.display())),
+        "{out:?}"
+    );
+
+    // No dshd anywhere: every default is named, in order.
+    daemon.kill9();
     let out = run(&["status"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let said = text(&out.stderr);
     let xdg_socket = xdg.join("dsh/dshd.sock");
     assert!(
         said.contains(&format!(
-            "no dshd is listening on {} ($XDG_RUNTIME_DIR/dsh/dshd.sock); also looked at {} (<home>/run/dshd.sock",
+            "no dshd is listening on {} (<home>/run/dshd.sock); also looked at {} (<runtime dir>/dsh/dshd.sock",
+            in_home.display(),
             xdg_socket.display(),
-            in_home.display()
-        )) && said.contains(&format!("a dshd is listening there: dshctl --socket {}", in_home.display())),
+        )) && said.contains("nothing there"),
         "{said}"
-    );
-    let out = run(&["doctor"]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(
-        text(&out.stdout).contains("a dshd is listening there"),
-        "{out:?}"
-    );
-    // Named explicitly, only that place is looked at.
-    let out = run(&["--socket", xdg_socket.to_str().unwrap(), "status"]);
-    assert!(
-        text(&out.stderr).contains(&format!(
-            "no dshd is listening on {} (--socket);",
-            xdg_socket.display()
-        )),
-        "{out:?}"
     );
 }

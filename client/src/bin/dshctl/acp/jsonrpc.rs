@@ -39,6 +39,8 @@ pub mod code {
     pub const AUTH_REQUIRED: i64 = -32000;
     /// ACP: the resource (a session) does not exist.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// A request withdrawn with `$/cancel_request` (ACP's "Request Cancelled").
+    pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
 /// An error answer: a code, a message for a person, optional data.
@@ -283,6 +285,13 @@ pub fn to_raw<T: Serialize>(value: &T) -> Result<Raw, RpcError> {
         .map_err(|e| RpcError::internal(format!("cannot write the answer: {e}")))
 }
 
+/// `$/cancel_request`'s params: which of our requests is withdrawn.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelRequest {
+    request_id: u64,
+}
+
 /// The sending side of the connection: answers, notifications and our own requests to the
 /// client. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -335,11 +344,16 @@ impl Peer {
     }
 
     /// Sends a request to the client and waits for its answer, read as `R`. An error when the
-    /// client answers with one, with something else, or the connection ends first.
-    pub async fn request<P: Serialize, R: DeserializeOwned>(
+    /// client answers with one, with something else, or the connection ends first, and
+    /// (`-32800`, [`code::REQUEST_CANCELLED`]) when `withdrawn` completes first: the client is then
+    /// sent `$/cancel_request` for it.
+    /// The client still answers a withdrawn request (ACP asks it to); that answer is taken and
+    /// dropped.
+    pub async fn request_until<P: Serialize, R: DeserializeOwned>(
         &self,
         method: &str,
         params: P,
+        withdrawn: impl std::future::Future<Output = ()>,
     ) -> Result<R, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -351,9 +365,17 @@ impl Peer {
             params,
         }))
         .await;
-        let answer = rx
-            .await
-            .unwrap_or_else(|_| Err(RpcError::internal("the client went away")))?;
+        let answer = tokio::select! {
+            answer = rx => answer
+                .unwrap_or_else(|_| Err(RpcError::internal("the client went away")))?,
+            () = withdrawn => {
+                self.notify("$/cancel_request", CancelRequest { request_id: id }).await;
+                return Err(RpcError::new(
+                    code::REQUEST_CANCELLED,
+                    format!("{method} withdrawn: decided elsewhere"),
+                ));
+            }
+        };
         serde_json::from_str(answer.get())
             .map_err(|e| RpcError::params(format!("the answer to {method}: {e}")))
     }
@@ -495,8 +517,12 @@ mod tests {
         let asking = tokio::spawn({
             let peer = peer.clone();
             async move {
-                peer.request::<_, Value>("session/request_permission", json!({}))
-                    .await
+                peer.request_until::<_, Value>(
+                    "session/request_permission",
+                    json!({}),
+                    std::future::pending(),
+                )
+                .await
             }
         });
         let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
@@ -509,6 +535,31 @@ mod tests {
         let id = RawValue::from_string(sent["id"].to_string()).unwrap();
         assert!(peer.answered(&id, Ok(raw(json!({"ok": 1})))));
         assert_eq!(asking.await.unwrap(), Ok(json!({"ok": 1})));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_request_is_cancelled_by_id_and_its_late_answer_taken_quietly() {
+        let (peer, mut rx) = Peer::new();
+        let (withdraw, withdrawn) = oneshot::channel::<()>();
+        let asking = tokio::spawn({
+            let peer = peer.clone();
+            async move {
+                let withdrawn = async {
+                    let _ = withdrawn.await;
+                };
+                peer.request_until::<_, Value>("m", json!({}), withdrawn)
+                    .await
+            }
+        });
+        let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        withdraw.send(()).unwrap();
+        let cancel: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        assert_eq!(cancel["method"], "$/cancel_request");
+        assert_eq!(cancel["params"]["requestId"], sent["id"]);
+        let error = asking.await.unwrap().unwrap_err();
+        assert_eq!(error.code, code::REQUEST_CANCELLED);
+        let id = RawValue::from_string(sent["id"].to_string()).unwrap();
+        assert!(peer.answered(&id, Err(RpcError::new(-32800, "cancelled"))));
     }
 
     #[tokio::test]

@@ -3,19 +3,24 @@
 //! agent (the ACP `sessionId` is the dsh session id, the `DSH_SESSION_ID` of its bash calls), and
 //! the bridge keeps no session state of its own: loads replay the daemon's log, approvals and
 //! "allow always" rules live in the daemon. What it remembers is which agents it made live, so
-//! that it can close them when its input ends (their sessions stay stored).
+//! that it can close them when its input ends (their sessions stay stored), and how it created
+//! them, so that a session dshd lost before its first turn comes back under its id.
 //!
 //! Speaks ACP protocol version 1 (JSON-RPC 2.0, one message per line). See docs/ACP.md.
 
 mod jsonrpc;
 mod lines;
+mod models;
+mod outgoing;
+mod revive;
 mod schema;
 mod sessions;
 mod stdio;
+mod surface;
 mod turn;
 mod updates;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,10 +45,12 @@ pub const AFTER_HELP: &str = "\
 Speaks ACP version 1 (JSON-RPC 2.0, one message per line) on stdin and stdout; logs go to stderr.
 The agent options apply to the sessions it creates (session/new) and, where given, to those it
 makes live again (session/load, session/resume). dshd must be running: initialize fails with the
-reason otherwise. Editor settings: docs/ACP.md.
+reason otherwise. Editor settings: README.md, \"Use from your editor\", and docs/ACP.md.
 
-Zed (settings.json):
-  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"dshctl\", \"args\": [\"acp\"] } }";
+Zed (settings.json), asking before commands a hook flags, confined to the project, no network;
+with a key for dshd, add \"--model\", \"openai\"; without one, \"--demo\" tries the keyless demo:
+  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"dshctl\",
+    \"args\": [\"acp\", \"--approval\", \"on-request\", \"--sandbox\", \"workspace-write\", \"--network\", \"off\"] } }";
 
 /// The ACP protocol version this bridge speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -79,6 +86,8 @@ pub async fn run(
         sandbox: args.sandbox.spec(),
         made_live: Mutex::default(),
         prompting: Mutex::default(),
+        known: Mutex::default(),
+        context_window: Mutex::default(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
@@ -88,7 +97,18 @@ pub async fn run(
                 let bridge = bridge.clone();
                 tasks.spawn(async move {
                     let result = bridge.handle(&method, params).await;
+                    // A session the answer hands the editor gets its commands right after it.
+                    let made = match (&result, method.as_str()) {
+                        (
+                            Ok(answer),
+                            "session/new" | "session/load" | "session/resume" | "session/fork",
+                        ) => serde_json::from_str::<schema::SessionId>(answer.get()).ok(),
+                        _ => None,
+                    };
                     bridge.peer.respond(id, result).await;
+                    if let Some(made) = made {
+                        bridge.announce_commands(&made.session_id).await;
+                    }
                 });
             }
             Incoming::Notification { method, params } => {
@@ -140,6 +160,12 @@ struct Bridge {
     made_live: Mutex<HashSet<String>>,
     /// Sessions with a `session/prompt` of this bridge in flight, cancelled when its input ends.
     prompting: Mutex<HashSet<String>>,
+    /// What this bridge gave the sessions it created or changed, to make them live again as
+    /// they ran when dshd lost them (see `revive.rs`).
+    known: Mutex<HashMap<String, revive::Known>>,
+    /// How many tokens the model's context holds (dshd's `model.context_window`, read at
+    /// `initialize`), for `usage_update`s.
+    context_window: Mutex<Option<u64>>,
 }
 
 impl Bridge {
@@ -164,7 +190,13 @@ impl Bridge {
             "session/fork" => to_raw(&self.fork_session(parse_params(method, params)?).await?),
             "session/list" => to_raw(&self.list_sessions(parse_params(method, params)?).await?),
             "session/close" => to_raw(&self.close_session(parse_params(method, params)?).await?),
+            "session/delete" => to_raw(&self.delete_session(parse_params(method, params)?).await?),
             "session/set_mode" => to_raw(&self.set_mode(parse_params(method, params)?).await?),
+            "session/set_config_option" => to_raw(
+                &self
+                    .set_config_option(parse_params(method, params)?)
+                    .await?,
+            ),
             "session/prompt" => to_raw(&self.prompt(parse_params(method, params)?).await?),
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
@@ -219,6 +251,7 @@ impl Bridge {
             .status(v1::StatusRequest {})
             .await?
             .into_inner();
+        *lock(&self.context_window) = Some(status.context_window).filter(|n| *n > 0);
         // Auth methods only when this bridge's agents need a key dshd does not have.
         let auth_methods = if self.provider.as_deref() == Some("openai")
             && !status.model_key_configured
@@ -253,6 +286,7 @@ impl Bridge {
                     resume: Empty {},
                     close: Empty {},
                     fork: Empty {},
+                    delete: Empty {},
                 },
             },
             auth_methods,

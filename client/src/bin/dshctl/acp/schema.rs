@@ -5,7 +5,6 @@
 //! ignored, so a newer client's additions are harmless.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 // What the client sends.
@@ -82,6 +81,18 @@ pub struct SetModeRequest {
     pub session_id: String,
     /// The mode: an approval policy.
     pub mode_id: String,
+}
+
+/// `session/set_config_option` (a value id: dsh's options are all dropdowns).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetConfigOptionRequest {
+    /// The session.
+    pub session_id: String,
+    /// The option (`model`).
+    pub config_id: String,
+    /// The value chosen.
+    pub value: String,
 }
 
 /// `session/prompt`. The blocks are read one by one ([`ContentBlock`]), so a refused one is named
@@ -167,6 +178,14 @@ pub enum PermissionOutcome {
     },
 }
 
+/// The session id of an answer the bridge wrote (new, load, resume, fork), read back.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionId {
+    /// The session.
+    pub session_id: String,
+}
+
 // What the bridge answers.
 
 /// `initialize`'s answer.
@@ -233,6 +252,8 @@ pub struct SessionCapabilities {
     pub close: Empty,
     /// `session/fork` (unstable in ACP).
     pub fork: Empty,
+    /// `session/delete`.
+    pub delete: Empty,
 }
 
 /// `{}`: a capability without options, or an answer without members.
@@ -288,6 +309,8 @@ pub struct SessionResponse {
     pub session_id: String,
     /// Its modes: dsh's approval policies.
     pub modes: ModeState,
+    /// Its configuration options: the model.
+    pub config_options: Vec<ConfigOption>,
     /// Where its transcript is, its sandbox, the MCP servers not connected.
     #[serde(rename = "_meta")]
     pub meta: Meta<SessionMeta>,
@@ -403,187 +426,5 @@ pub enum StopReason {
     MaxTurnRequests,
 }
 
-// What the bridge sends unasked, and asks.
-
-/// `session/update`'s params.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionNotification<'a> {
-    /// The session.
-    pub session_id: &'a str,
-    /// The update.
-    pub update: &'a SessionUpdate,
-}
-
-/// One update of a session.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(
-    tag = "sessionUpdate",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum SessionUpdate {
-    /// Model text.
-    AgentMessageChunk {
-        /// The text.
-        content: Content,
-    },
-    /// The person's own prompt (replayed on load).
-    UserMessageChunk {
-        /// The text.
-        content: Content,
-    },
-    /// A tool call began.
-    ToolCall {
-        /// Its id.
-        tool_call_id: String,
-        /// What it shows.
-        title: String,
-        /// Its kind.
-        kind: ToolKind,
-        /// Its status.
-        status: ToolCallStatus,
-        /// Its arguments.
-        raw_input: Value,
-    },
-    /// A tool call changed.
-    ToolCallUpdate {
-        /// Its id.
-        tool_call_id: String,
-        /// Its status, when it changed.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<ToolCallStatus>,
-        /// Its content so far, when it changed.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        content: Option<Vec<ToolCallContent>>,
-        /// Its result, at its end.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        raw_output: Option<RawOutput>,
-    },
-    /// The session's mode changed.
-    CurrentModeUpdate {
-        /// The mode now in force.
-        current_mode_id: String,
-    },
-}
-
-/// A content block the bridge writes: text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Content {
-    /// Text.
-    Text {
-        /// The text.
-        text: String,
-    },
-}
-
-/// A tool call's content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ToolCallContent {
-    /// A content block.
-    Content {
-        /// The block.
-        content: Content,
-    },
-}
-
-/// What kind of tool a call is, for an editor's icon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolKind {
-    /// A command.
-    Execute,
-    /// Anything else.
-    Other,
-}
-
-/// Where a tool call is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolCallStatus {
-    /// Waiting (to start, or for a permission).
-    Pending,
-    /// Running.
-    InProgress,
-    /// Ended.
-    Completed,
-    /// Ended with an error.
-    Failed,
-}
-
-/// A call's result, as dsh logged it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RawOutput {
-    /// What the model got.
-    pub content: String,
-    /// Whether it is an error.
-    pub is_error: bool,
-    /// dsh's machine-readable error code, or `null`.
-    pub code: Option<String>,
-}
-
-/// `session/request_permission`'s params.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestPermissionRequest<'a> {
-    /// The session.
-    pub session_id: &'a str,
-    /// The call that waits.
-    pub tool_call: &'a PermissionToolCall,
-    /// The choices.
-    pub options: &'a [PermissionOption],
-}
-
-/// The call a permission request is about, pending, with what the request shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionToolCall {
-    /// Its id.
-    pub tool_call_id: String,
-    /// What it shows.
-    pub title: String,
-    /// Its kind.
-    pub kind: ToolKind,
-    /// Pending.
-    pub status: ToolCallStatus,
-    /// What dsh asks about.
-    pub raw_input: PermissionInput,
-}
-
-/// What an approval request says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PermissionInput {
-    /// The command (or another tool's arguments as JSON).
-    pub command: String,
-    /// Where it would run.
-    pub cwd: String,
-    /// Why approval is needed.
-    pub reason: String,
-}
-
-/// A choice offered in a permission request.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionOption {
-    /// Its id, which the answer names.
-    pub option_id: &'static str,
-    /// What it says.
-    pub name: &'static str,
-    /// Its kind.
-    pub kind: PermissionOptionKind,
-}
-
-/// What a permission choice does.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PermissionOptionKind {
-    /// Allow this once.
-    AllowOnce,
-    /// Allow it from now on.
-    AllowAlways,
-    /// Refuse it this once.
-    RejectOnce,
-}
+// What the bridge sends unasked, and asks: `outgoing.rs`.
+pub use super::outgoing::*;

@@ -46,14 +46,17 @@ impl Bridge {
         let info = client
             .agents()
             .create(v1::CreateAgentRequest {
-                cwd: p.cwd,
+                cwd: p.cwd.clone(),
                 model: Some(self.model.clone()),
                 sandbox: self.sandbox.clone(),
                 approval: self.approval,
+                session_id: None,
+                environment: Some(dsh_client::client_environment()),
             })
             .await?
             .into_inner();
         self.live_set().insert(info.agent_id.clone());
+        self.remember(&info, Some(&p.cwd));
         self.session_answer(&info, &p.mcp_servers).await
     }
 
@@ -77,6 +80,7 @@ impl Bridge {
                 sandbox: self.sandbox.clone(),
                 approval: self.approval,
                 at_seq: None,
+                environment: Some(dsh_client::client_environment()),
             })
             .await?
             .into_inner();
@@ -140,6 +144,7 @@ impl Bridge {
                         model: Some(self.model.clone()),
                         sandbox: self.sandbox.clone(),
                         approval: self.approval,
+                        environment: Some(dsh_client::client_environment()),
                     })
                     .await?
                     .into_inner();
@@ -205,6 +210,7 @@ impl Bridge {
         Ok(SessionResponse {
             session_id: info.session_id.clone(),
             modes: modes(info.approval, &sandbox),
+            config_options: self.config_options(info).await?,
             meta: Meta {
                 dsh: SessionMeta {
                     transcript: location.map(|l| Transcript {
@@ -284,8 +290,9 @@ impl Bridge {
         Ok(Empty {})
     }
 
-    /// A mode is an approval policy. dsh fixes an agent's policy when it goes live, so a change
-    /// closes the idle agent and resumes it with the new policy (logged as `session/settings`).
+    /// A mode is an approval policy, changed on the live agent in place (`Agents.Configure`,
+    /// logged as `session/settings`): its jobs and "allow always" rules stay. A session that is
+    /// not live is made live again first.
     pub(super) async fn set_mode(&self, p: SetModeRequest) -> Result<Empty, RpcError> {
         let policy = match p.mode_id.as_str() {
             "never" => v1::ApprovalPolicy::Never,
@@ -297,36 +304,13 @@ impl Bridge {
                 )));
             }
         };
-        let client = self.client().await?;
-        let mut agents = client.agents();
-        let info = agents
-            .get(v1::GetAgentRequest {
-                agent_id: p.session_id.clone(),
-            })
-            .await?
-            .into_inner();
-        if info.approval != policy as i32 {
-            if info.state == v1::AgentState::Running as i32 {
-                return Err(RpcError::internal(format!(
-                    "session {} is running a turn; change the mode once it ends",
-                    p.session_id
-                )));
-            }
-            agents
-                .close(v1::CloseAgentRequest {
-                    agent_id: p.session_id.clone(),
-                })
-                .await?;
-            agents
-                .resume(v1::ResumeAgentRequest {
-                    session_id: p.session_id.clone(),
-                    model: Some(self.model.clone()),
-                    sandbox: info.sandbox.clone(),
-                    approval: policy as i32,
-                })
-                .await?;
-            self.live_set().insert(p.session_id.clone());
-        }
+        self.configure(v1::ConfigureAgentRequest {
+            agent_id: p.session_id.clone(),
+            model: None,
+            sandbox: None,
+            approval: policy as i32,
+        })
+        .await?;
         self.update(
             &p.session_id,
             &SessionUpdate::CurrentModeUpdate {

@@ -2,11 +2,13 @@
 //! its approval requests `session/request_permission`s answered with `Agents.Approve`, its end
 //! the `stopReason`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
 use serde_json::value::RawValue;
+use tokio::sync::oneshot;
 use tokio_stream::StreamExt;
 
 use super::Bridge;
@@ -48,24 +50,22 @@ impl Bridge {
     ) -> Result<PromptResponse, RpcError> {
         let text = prompt_text(&p.prompt)?;
         let client = self.client().await?;
-        let mut events = client
-            .agents()
-            .prompt(v1::PromptRequest {
-                agent_id: p.session_id.clone(),
-                text,
-            })
-            .await
-            .map_err(|s| match Refusal::of(&s) {
-                Some(Refusal::AgentNotLive { .. }) => RpcError {
-                    message: format!(
-                        "{}; load or resume the session first (session/load, session/resume)",
-                        s.message()
-                    ),
-                    ..s.into()
-                },
-                _ => s.into(),
-            })?
-            .into_inner();
+        let request = v1::PromptRequest {
+            agent_id: p.session_id.clone(),
+            text,
+        };
+        let first = client.agents().prompt(request.clone()).await;
+        let mut events = match first {
+            Ok(events) => events.into_inner(),
+            // Not live (dshd restarted, or another bridge closed it): made live again, and the
+            // person is told so in the thread.
+            Err(s) if matches!(Refusal::of(&s), Some(Refusal::AgentNotLive { .. })) => {
+                let how = self.revive(&p.session_id).await?;
+                self.revived_notice(&p.session_id, how).await;
+                client.agents().prompt(request).await?.into_inner()
+            }
+            Err(s) => return Err(s.into()),
+        };
         super::lock(&self.prompting).insert(p.session_id.clone());
         let ended = self.follow(&p.session_id, &mut events).await;
         super::lock(&self.prompting).remove(&p.session_id);
@@ -78,7 +78,11 @@ impl Bridge {
         session_id: &str,
         events: &mut tonic::Streaming<v1::Event>,
     ) -> Result<PromptResponse, RpcError> {
-        let mut translator = Translator::new(session_id, false);
+        let mut translator = Translator::new(session_id, false)
+            .with_context_window(*super::lock(&self.context_window));
+        // The permission requests still open, by (agent, call): a decision made elsewhere
+        // withdraws them.
+        let mut open: HashMap<(String, String), oneshot::Sender<()>> = HashMap::new();
         while let Some(event) = events.next().await {
             let event = event?;
             for out in translator.translate(&event) {
@@ -86,9 +90,20 @@ impl Bridge {
                     Output::Update(update) => self.update(session_id, &update).await,
                     // Asked on the side: the stream goes on (other calls, the cancel) meanwhile.
                     Output::Ask(ask) => {
+                        let (withdraw, withdrawn) = oneshot::channel();
+                        open.retain(|_, w| !w.is_closed());
+                        open.insert((ask.agent_id.clone(), ask.call_id.clone()), withdraw);
                         let bridge = self.clone();
                         let session = session_id.to_owned();
-                        tokio::spawn(async move { bridge.ask(&session, ask).await });
+                        tokio::spawn(async move { bridge.ask(&session, ask, withdrawn).await });
+                    }
+                    // When the answer was this editor's, its request is over and this is a
+                    // no-op; otherwise (dshctl approve, the timeout, a rule, a cancel) the editor
+                    // is told to take the question down.
+                    Output::Decided { agent_id, call_id } => {
+                        if let Some(withdraw) = open.remove(&(agent_id, call_id)) {
+                            let _ = withdraw.send(());
+                        }
                     }
                     Output::End(reason) => {
                         return stop_reason(&reason)
@@ -106,18 +121,30 @@ impl Bridge {
     /// Asks the person about one approval request and hands the answer to dsh. A client that
     /// cannot answer (an error, the cancelled outcome) denies; one that never answers leaves it to
     /// dsh's timeout, which denies too.
-    async fn ask(&self, session_id: &str, ask: Ask) {
+    async fn ask(&self, session_id: &str, ask: Ask, withdrawn: oneshot::Receiver<()>) {
+        // Withdrawn only when told so: a closed channel (the turn's stream ended) is not a
+        // decision.
+        let withdrawn = async {
+            if withdrawn.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let answer = self
             .peer
-            .request::<_, RequestPermissionResponse>(
+            .request_until::<_, RequestPermissionResponse>(
                 "session/request_permission",
                 RequestPermissionRequest {
                     session_id,
                     tool_call: &ask.tool_call,
                     options: &OPTIONS,
                 },
+                withdrawn,
             )
             .await;
+        if matches!(&answer, Err(e) if e.code == super::jsonrpc::code::REQUEST_CANCELLED) {
+            // Decided elsewhere: the log has the decision; nothing to answer.
+            return;
+        }
         let chosen = match &answer {
             Ok(RequestPermissionResponse {
                 outcome: PermissionOutcome::Selected { option_id },

@@ -43,6 +43,14 @@ pub enum Output {
     Update(SessionUpdate),
     /// Ask the person: a tool call waits for approval.
     Ask(Ask),
+    /// A tool call's approval was decided (by anyone: this editor, another client, a rule, the
+    /// timeout, a cancellation): a request still open for it is withdrawn.
+    Decided {
+        /// The agent whose call it is.
+        agent_id: String,
+        /// The call id dsh knows it by.
+        call_id: String,
+    },
     /// The prompted agent's turn ended, for this reason.
     End(TurnEndReason),
 }
@@ -69,6 +77,8 @@ pub struct Translator {
     shown: HashMap<u32, usize>,
     /// The live output of each running call, by ACP tool call id; dropped at its result.
     outputs: HashMap<String, Preview>,
+    /// How many tokens the model's context holds, when dshd knows (`usage_update`).
+    context_window: Option<u64>,
 }
 
 /// A running call's output as shown so far.
@@ -108,7 +118,15 @@ impl Translator {
             replay,
             shown: HashMap::new(),
             outputs: HashMap::new(),
+            context_window: None,
         }
+    }
+
+    /// Also reports how full the context is after each model reply that says (`usage_update`),
+    /// against `size` tokens (dshd's `model.context_window`; 0 or `None`: never).
+    pub fn with_context_window(mut self, size: Option<u64>) -> Self {
+        self.context_window = size.filter(|n| *n > 0);
+        self
     }
 
     /// What `event` asks for (often nothing). The prompted agent's text, prompt and turn end are
@@ -139,9 +157,26 @@ impl Translator {
                 }
             },
             Streamed::Logged(data) => match data {
-                EventData::AssistantMessage { step, message, .. } if own => {
+                EventData::AssistantMessage {
+                    step,
+                    message,
+                    usage,
+                    ..
+                } if own => {
                     let shown = self.shown.remove(&step).unwrap_or(0);
-                    agent_text(message.text.get(shown..).unwrap_or_default())
+                    let mut out = agent_text(message.text.get(shown..).unwrap_or_default());
+                    if let (Some(size), Some(usage)) = (self.context_window, usage) {
+                        let used = usage
+                            .input_tokens
+                            .saturating_add(usage.cache_read_tokens.unwrap_or(0))
+                            .saturating_add(usage.output_tokens);
+                        out.push(Output::Update(SessionUpdate::UsageUpdate { used, size }));
+                    }
+                    out
+                }
+                // The model's reasoning, shown as the editor shows thinking.
+                EventData::AssistantThought { text, .. } if own => {
+                    text_update(text, |content| SessionUpdate::AgentThoughtChunk { content })
                 }
                 EventData::UserMessage { message }
                     if own && self.replay && message.source == MessageSource::User =>
@@ -150,7 +185,20 @@ impl Translator {
                         content,
                     })
                 }
-                EventData::TurnEnd { reason, .. } if own => vec![Output::End(reason)],
+                // The session's last activity is the end of its last turn.
+                EventData::TurnEnd { reason, .. } if own => vec![
+                    Output::Update(SessionUpdate::SessionInfoUpdate {
+                        title: None,
+                        updated_at: Some(iso_8601(event.time_ms)),
+                    }),
+                    Output::End(reason),
+                ],
+                EventData::SessionTitle { title } if own => {
+                    vec![Output::Update(SessionUpdate::SessionInfoUpdate {
+                        title: Some(title),
+                        updated_at: None,
+                    })]
+                }
                 EventData::ToolCall {
                     call_id: id,
                     name,
@@ -184,10 +232,18 @@ impl Translator {
                 }
                 EventData::ApprovalDecision {
                     call_id: id,
-                    decision: ApprovalVerdict::Allow,
+                    decision,
                     ..
                 } if !self.replay => {
-                    vec![status(call_id(&id, child), ToolCallStatus::InProgress)]
+                    let shown = call_id(&id, child);
+                    let mut out = vec![Output::Decided {
+                        agent_id: agent.to_owned(),
+                        call_id: id,
+                    }];
+                    if decision == ApprovalVerdict::Allow {
+                        out.push(status(shown, ToolCallStatus::InProgress));
+                    }
+                    out
                 }
                 EventData::ToolResult {
                     call_id: id,
@@ -203,6 +259,7 @@ impl Translator {
                 // Nothing to show: a child's text and turns (its calls show), the prompt the
                 // client sent itself, history on a replay, and the log's bookkeeping.
                 EventData::AssistantMessage { .. }
+                | EventData::AssistantThought { .. }
                 | EventData::UserMessage { .. }
                 | EventData::TurnEnd { .. }
                 | EventData::ApprovalRequest { .. }
@@ -217,6 +274,7 @@ impl Translator {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::ApprovalRuleRemoved { .. }
                 | EventData::Unknown(_) => Vec::new(),
             },
         }
@@ -292,6 +350,9 @@ fn call_id(call: &str, child: Option<&str>) -> String {
 #[derive(Deserialize)]
 struct BashArguments {
     command: String,
+    /// What the model says the command does, in a few words: the card's title when given.
+    #[serde(default)]
+    description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -299,11 +360,19 @@ struct SpawnArguments {
     prompt: String,
 }
 
-/// A call's title and kind: a bash command is shown as itself, a child agent by its prompt.
+/// A call's title and kind: a bash command is shown by the model's own description of it when
+/// it gave one (the command itself is in `rawInput`), else as itself; a child agent by its prompt.
 fn call_title(tool: &str, arguments: &Value, child: Option<&str>) -> (String, ToolKind) {
     let (title, kind) = match tool {
         "bash" => (
-            BashArguments::deserialize(arguments).map_or_else(|_| "bash".to_owned(), |a| a.command),
+            BashArguments::deserialize(arguments).map_or_else(
+                |_| "bash".to_owned(),
+                |a| {
+                    a.description
+                        .filter(|d| !d.trim().is_empty())
+                        .unwrap_or(a.command)
+                },
+            ),
             ToolKind::Execute,
         ),
         "spawn_agent" => (
@@ -379,6 +448,28 @@ fn finished(id: String, content: String, is_error: bool, code: Option<String>) -
             code,
         }),
     })
+}
+
+/// Unix milliseconds as ISO 8601 in UTC, to the millisecond (`2026-12-05T00:23:04.123Z`).
+pub fn iso_8601(ms: i64) -> String {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, sec, milli) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{sec:02}.{milli:03}Z")
 }
 
 /// The `stopReason` of a turn that ended for `reason`, or the error a failed turn is answered

@@ -204,8 +204,45 @@ fn the_prompted_agents_turn_end_ends_the_prompt() {
         t.translate(&event("kid", "turn/end", end.clone()))
             .is_empty()
     );
+    // The session's last activity first (the event's time), then the end.
     assert_eq!(
         t.translate(&event("s", "turn/end", end)),
-        [Output::End(TurnEndReason::StepLimit { limit: 3 })]
+        [
+            Output::Update(SessionUpdate::SessionInfoUpdate {
+                title: None,
+                updated_at: Some("1970-01-01T00:00:00.000Z".to_owned()),
+            }),
+            Output::End(TurnEndReason::StepLimit { limit: 3 })
+        ]
     );
+}
+
+#[test]
+fn a_commands_description_is_its_cards_title() {
+    let mut t = Translator::new("s", false);
+    let described = json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash",
+        "arguments": {"command": "cargo test -q", "description": "Run the tests"}});
+    let out = t.translate(&event("s", "tool/call", described));
+    let Output::Update(first) = &out[0] else {
+        panic!("{out:?}")
+    };
+    let first = wire(first);
+    assert_eq!(first["title"], "Run the tests");
+    assert_eq!(first["rawInput"]["command"], "cargo test -q");
+    // A blank description is no title.
+    let blank = json!({"turn": 1, "step": 1, "callId": "c2", "name": "bash",
+        "arguments": {"command": "ls", "description": " "}});
+    let out = t.translate(&event("s", "tool/call", blank));
+    let Output::Update(first) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(wire(first)["title"], "ls");
+}
+
+#[test]
+fn times_are_iso_8601_in_utc() {
+    assert_eq!(iso_8601(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(iso_8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    assert_eq!(iso_8601(1_796_430_184_500), "2026-12-05T00:23:04.500Z");
+    assert_eq!(iso_8601(-1), "1969-12-31T23:59:59.999Z");
 }

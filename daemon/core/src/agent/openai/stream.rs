@@ -21,6 +21,8 @@ pub(super) enum Flow {
 #[derive(Debug, Default)]
 pub(super) struct Accumulator {
     text: String,
+    /// The model's reasoning (`reasoning_content`), for the log, never sent back.
+    reasoning: String,
     /// In arrival order; a stream interleaves at most a few, so a linear search is the fastest map.
     calls: Vec<CallParts>,
     finish: Option<String>,
@@ -80,6 +82,9 @@ impl Accumulator {
                 {
                     on_text(&content);
                     self.text.push_str(&content);
+                }
+                if let Some(Text(thought)) = delta.reasoning_content {
+                    self.reasoning.push_str(&thought);
                 }
                 for call in delta.tool_calls.into_iter().flatten() {
                     self.apply_call(call);
@@ -172,6 +177,7 @@ impl Accumulator {
         text.shrink_to_fit();
         Ok(ModelReply {
             text,
+            reasoning: self.reasoning,
             calls: calls.into_iter().map(planned).collect(),
             usage: self.usage,
             finish,
@@ -275,6 +281,21 @@ mod tests {
                 reasoning_tokens: None,
             })
         );
+    }
+
+    #[test]
+    fn reasoning_content_is_kept_apart_from_the_text() {
+        let got = reply(
+            &[
+                r#"{"choices":[{"delta":{"reasoning_content":"Let me "}}]}"#,
+                r#"{"choices":[{"delta":{"reasoning_content":"think.","content":null}}]}"#,
+                r#"{"choices":[{"delta":{"content":"Answer."},"finish_reason":"stop"}]}"#,
+            ],
+            true,
+        )
+        .unwrap();
+        assert_eq!(got.reasoning, "Let me think.");
+        assert_eq!(got.text, "Answer.");
     }
 
     #[test]

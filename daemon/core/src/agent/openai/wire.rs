@@ -175,6 +175,9 @@ pub(super) struct Choice<'a> {
 pub(super) struct Delta<'a> {
     #[serde(default, borrow)]
     pub(super) content: Option<Text<'a>>,
+    /// The model's reasoning, for reasoning models that return it (DeepSeek's reasoner).
+    #[serde(default, borrow)]
+    pub(super) reasoning_content: Option<Text<'a>>,
     #[serde(default, borrow)]
     pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
 }

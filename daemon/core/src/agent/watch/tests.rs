@@ -534,6 +534,7 @@ async fn a_stored_session_is_followed_once_resumed() {
         .resume(
             &id,
             &scripted(&json!({"replies": [{"text": "two"}]})),
+            None,
             crate::sandbox::SandboxPolicy::UNCONFINED,
             None,
         )

@@ -35,6 +35,7 @@ fn agent(session: &str) -> AgentContext {
         header: Arc::new(SessionHeader::new(id(session), "/work".into(), 1)),
         root: id(session),
         sandbox: unconfined(),
+        env: None,
     }
 }
 
@@ -47,6 +48,7 @@ fn child(session: &str, parent: &str, root: &str) -> AgentContext {
         header: Arc::new(header),
         root: id(root),
         sandbox: unconfined(),
+        env: None,
     }
 }
 

@@ -1,0 +1,273 @@
+//! The ACP messages the bridge sends unasked (`session/update`) and the requests it makes
+//! (`session/request_permission`), as serde types; `schema.rs` has the rest.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// `session/update`'s params.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNotification<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The update.
+    pub update: &'a SessionUpdate,
+}
+
+/// One update of a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "sessionUpdate",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SessionUpdate {
+    /// Model text.
+    AgentMessageChunk {
+        /// The text.
+        content: Content,
+    },
+    /// The model's reasoning (`assistant/thought`).
+    AgentThoughtChunk {
+        /// The text.
+        content: Content,
+    },
+    /// The person's own prompt (replayed on load).
+    UserMessageChunk {
+        /// The text.
+        content: Content,
+    },
+    /// A tool call began.
+    ToolCall {
+        /// Its id.
+        tool_call_id: String,
+        /// What it shows.
+        title: String,
+        /// Its kind.
+        kind: ToolKind,
+        /// Its status.
+        status: ToolCallStatus,
+        /// Its arguments.
+        raw_input: Value,
+    },
+    /// A tool call changed.
+    ToolCallUpdate {
+        /// Its id.
+        tool_call_id: String,
+        /// Its status, when it changed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<ToolCallStatus>,
+        /// Its content so far, when it changed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Vec<ToolCallContent>>,
+        /// Its result, at its end.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        raw_output: Option<RawOutput>,
+    },
+    /// The session's mode changed.
+    CurrentModeUpdate {
+        /// The mode now in force.
+        current_mode_id: String,
+    },
+    /// The session's title or time of last activity changed.
+    SessionInfoUpdate {
+        /// The title a person gave it (`session/title`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        /// ISO 8601 (UTC) time of its last activity: the end of its last turn.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        updated_at: Option<String>,
+    },
+    /// How full the model's context is, as of the last model reply.
+    UsageUpdate {
+        /// Tokens in the context: the reply's prompt (cached or not) and its completion.
+        used: u64,
+        /// Tokens the context holds (`model.context_window`).
+        size: u64,
+    },
+    /// The session's configuration options (the model picker) changed.
+    ConfigOptionUpdate {
+        /// Every option, as it now is.
+        config_options: Vec<ConfigOption>,
+    },
+    /// The slash commands the editor may offer: dsh's skills.
+    AvailableCommandsUpdate {
+        /// The commands.
+        available_commands: Vec<AvailableCommand>,
+    },
+}
+
+/// A session configuration option: a dropdown (`type: "select"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigOption {
+    /// Its id (`model`).
+    pub id: String,
+    /// Its label.
+    pub name: String,
+    /// What it is, for the editor's placement (`model`).
+    pub category: String,
+    /// Always `select`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The value in force.
+    pub current_value: String,
+    /// The values to choose from.
+    pub options: Vec<ConfigValue>,
+}
+
+/// One value of a [`ConfigOption`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigValue {
+    /// What `session/set_config_option` names.
+    pub value: String,
+    /// Its label.
+    pub name: String,
+}
+
+/// `session/set_config_option`'s answer: every option, as it now is.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetConfigOptionResponse {
+    /// The options.
+    pub config_options: Vec<ConfigOption>,
+}
+
+/// A slash command: a skill, whose text after the name goes to the agent with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AvailableCommand {
+    /// The name typed after `/`.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// What may follow the name.
+    pub input: CommandInput,
+}
+
+/// Free text after a command's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandInput {
+    /// Shown until the person types something.
+    pub hint: String,
+}
+
+/// A content block the bridge writes: text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// A tool call's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolCallContent {
+    /// A content block.
+    Content {
+        /// The block.
+        content: Content,
+    },
+}
+
+/// What kind of tool a call is, for an editor's icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// A command.
+    Execute,
+    /// Anything else.
+    Other,
+}
+
+/// Where a tool call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// Waiting (to start, or for a permission).
+    Pending,
+    /// Running.
+    InProgress,
+    /// Ended.
+    Completed,
+    /// Ended with an error.
+    Failed,
+}
+
+/// A call's result, as dsh logged it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawOutput {
+    /// What the model got.
+    pub content: String,
+    /// Whether it is an error.
+    pub is_error: bool,
+    /// dsh's machine-readable error code, or `null`.
+    pub code: Option<String>,
+}
+
+/// `session/request_permission`'s params.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestPermissionRequest<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The call that waits.
+    pub tool_call: &'a PermissionToolCall,
+    /// The choices.
+    pub options: &'a [PermissionOption],
+}
+
+/// The call a permission request is about, pending, with what the request shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionToolCall {
+    /// Its id.
+    pub tool_call_id: String,
+    /// What it shows.
+    pub title: String,
+    /// Its kind.
+    pub kind: ToolKind,
+    /// Pending.
+    pub status: ToolCallStatus,
+    /// What dsh asks about.
+    pub raw_input: PermissionInput,
+}
+
+/// What an approval request says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionInput {
+    /// The command (or another tool's arguments as JSON).
+    pub command: String,
+    /// Where it would run.
+    pub cwd: String,
+    /// Why approval is needed.
+    pub reason: String,
+}
+
+/// A choice offered in a permission request.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    /// Its id, which the answer names.
+    pub option_id: &'static str,
+    /// What it says.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: PermissionOptionKind,
+}
+
+/// What a permission choice does.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOptionKind {
+    /// Allow this once.
+    AllowOnce,
+    /// Allow it from now on.
+    AllowAlways,
+    /// Refuse it this once.
+    RejectOnce,
+}
