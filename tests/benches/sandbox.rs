@@ -14,6 +14,7 @@
 use std::time::Instant;
 
 use dsh_proto::v1;
+use dsh_testkit::bench::Target;
 
 const WARMUP: usize = 50;
 const RUNS: usize = 600;
@@ -84,7 +85,7 @@ async fn compare(
         &format!("Shell.Run {label}, sandbox workspace-write / off"),
         ("off", &mut off),
         ("workspace-write", &mut confined),
-        1.5,
+        Target::AtMost(1.5),
     );
 }
 

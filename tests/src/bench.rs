@@ -117,7 +117,7 @@ pub fn latency_ratio(
     figure: &str,
     (floor_name, floor): (&str, &mut [Duration]),
     (measured_name, measured): (&str, &mut [Duration]),
-    target: f64,
+    target: dsh_testkit::bench::Target,
 ) {
     let (f50, f90) = p50_p90(floor);
     let (m50, m90) = p50_p90(measured);
@@ -130,7 +130,11 @@ pub fn latency_ratio(
     }
     let ratio = m50.as_secs_f64() / f50.as_secs_f64();
     println!(
-        "    ratio p50 {ratio:.3}x (target <= {target:.2}x); overhead p50 {:+.1} µs",
+        "    ratio p50 {ratio:.3}x ({}); overhead p50 {:+.1} µs",
+        match target.text() {
+            t if t.is_empty() => "reported".to_owned(),
+            t => format!("target {t}x"),
+        },
         micros(m50) - micros(f50)
     );
     dsh_testkit::bench::ratio(
@@ -138,7 +142,7 @@ pub fn latency_ratio(
         &format!("p50 {:.0} us", micros(m50)),
         &format!("p50 {:.0} us", micros(f50)),
         ratio,
-        dsh_testkit::bench::Target::AtMost(target),
+        target,
     );
 }
 
