@@ -47,8 +47,9 @@ pub use skills::{Discovery, Skills};
 // Persistence: the trait, the swappable handle and its checkpoint cursor, opening a backend.
 pub use persistence::handle::{DurableCursor, checkpoint};
 pub use persistence::{
-    BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
-    open as open_backend, open_postgres, same_location,
+    BackendKind, BlockingPersistence, OnBlockingPool, Persistence, PersistenceError,
+    PersistenceHandle, SessionLocation, StoredSession, open as open_backend, open_postgres,
+    same_location,
 };
 
 // Listing in keyset pages.
@@ -61,8 +62,9 @@ pub use persistence::jsonl::{
 };
 pub use persistence::postgres::lease::host_name;
 pub use persistence::postgres::{
-    DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
-    PostgresOptions, SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
+    DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, DEFAULT_TIMEOUT as DEFAULT_POSTGRES_TIMEOUT,
+    Holder as LeaseHolder, MIN_LEASE as MIN_POSTGRES_LEASE, PostgresBackend, PostgresOptions,
+    SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
 };
 pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_location};
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
 use crate::locks::{lock, read_lock, write_lock};
-use dsh_session::{SessionHeader, SessionId, SessionLog};
+use dsh_session::{Event, SessionHeader, SessionId, SessionLog};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
 /// kilobytes at most); when full it starts over.
@@ -135,29 +135,54 @@ impl DurableCursor {
 
 /// Makes `log` durable in the active backend: appends what that backend lacks. After a swap the
 /// new backend is asked what it holds, so the first checkpoint there writes the header and every
-/// missing event: nothing is lost. Blocking: call it on the blocking pool.
-pub fn checkpoint(
+/// missing event: nothing is lost.
+pub async fn checkpoint(
     handle: &PersistenceHandle,
     log: &SessionLog,
     cursor: &mut DurableCursor,
+) -> Result<(), PersistenceError> {
+    checkpoint_from(handle, &log.header().id, cursor, |from| {
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        let tail = log.events().get(from..).unwrap_or_default().to_vec();
+        (log.header().clone(), tail, log.len())
+    })
+    .await
+}
+
+/// What a checkpoint writes: the session's header, the events from the first one the backend
+/// lacks, and the log's length.
+pub(crate) type Tail = (Arc<SessionHeader>, Vec<Event>, u64);
+
+/// [`checkpoint`] of the session `id`, whose log the caller reads through `tail`: given how
+/// many events the backend holds, it answers the [`Tail`] from there. Called with no lock held,
+/// so a live agent's log is locked only while its tail is copied, never across the backend's I/O.
+pub(crate) async fn checkpoint_from(
+    handle: &PersistenceHandle,
+    id: &SessionId,
+    cursor: &mut DurableCursor,
+    tail: impl FnOnce(u64) -> Tail,
 ) -> Result<(), PersistenceError> {
     let (backend, generation) = handle.current();
     let stored = if cursor.generation == Some(generation) {
         cursor.stored
     } else {
-        backend.stored_len(&log.header().id)?.unwrap_or(0)
+        backend.stored_len(id).await?.unwrap_or(0)
     };
-    let len = log.len();
+    let (header, events, len) = tail(stored);
     if stored > len {
         return Err(PersistenceError::SeqMismatch {
-            id: log.header().id.clone(),
+            id: id.clone(),
             expected: stored,
             got: len,
         });
     }
-    if stored < len {
-        let from = usize::try_from(stored).unwrap_or(usize::MAX);
-        backend.append(log.header(), &log.events()[from..])?;
+    if !events.is_empty()
+        && let Err(error) = backend.append(&header, &events).await
+    {
+        // The append may have landed although its answer did not (the deadline passed while the
+        // database committed it): the next checkpoint asks the backend rather than trust a count.
+        *cursor = DurableCursor::default();
+        return Err(error);
     }
     *cursor = DurableCursor::at(generation, len);
     Ok(())
@@ -168,10 +193,10 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::persistence::jsonl::JsonlBackend;
 
     fn backend(root: &str) -> Arc<dyn Persistence> {
-        Arc::new(JsonlBackend::new(PathBuf::from(root)).unwrap())
+        crate::persistence::open(crate::persistence::BackendKind::Jsonl, PathBuf::from(root))
+            .unwrap()
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl Inner {
 
     /// One page of headers: a range scan of `sessions_by_created` (`sessions_by_cwd`,
     /// `sessions_by_host` with a filter) from the cursor, `limit + 1` rows.
-    pub(super) async fn page(&self, query: PageQuery) -> Result<Page, PersistenceError> {
+    pub(super) async fn page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
         let Some(cwd) = query
             .cwd
             .as_ref()
@@ -112,7 +112,7 @@ impl Inner {
             // A cwd that is not UTF-8 is in no header: headers are JSON.
             return Ok(Page::default());
         };
-        let (sql, values) = page_statement(&query, cwd);
+        let (sql, values) = page_statement(query, cwd);
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_param()).collect();
         let client = self.client().await?;
         let rows = client.query(&sql, &params).await.map_err(|e| self.pg(e))?;

@@ -24,8 +24,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
-    batch_start, open_turn_closers,
+    BackendKind, BlockingPersistence, Page, PageQuery, PersistenceError, SessionLocation,
+    StoredSession, batch_start, open_turn_closers,
 };
 use crate::locks::lock;
 use dsh_session::{Event, SessionHeader, SessionId};
@@ -193,7 +193,7 @@ impl SqliteBackend {
     }
 }
 
-impl Persistence for SqliteBackend {
+impl BlockingPersistence for SqliteBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Sqlite
     }

@@ -191,7 +191,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::persistence::Persistence;
+    use crate::persistence::BlockingPersistence;
     use dsh_session::EventData;
     use rusqlite::Connection;
 
