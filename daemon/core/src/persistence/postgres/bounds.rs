@@ -22,32 +22,34 @@ pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// How long a call may wait for the database unless configured (`postgres.timeout_ms`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The server settings every connection starts with, bounded by the deadline.
-const SERVER_TIMEOUTS: [&str; 3] = [
-    "statement_timeout",
-    "lock_timeout",
-    "idle_in_transaction_session_timeout",
-];
-
 /// libpq's (and tokio-postgres's) keepalive idle time when none is set: two hours, far too long
 /// to notice a vanished server.
 const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 
-/// `config` with the bounds of `timeout` added where the connection string set none.
+/// `config` with the bounds of `timeout` added where the connection string set none. A
+/// transaction left idle is ended after `timeout` or `lease`, whichever is shorter: it may hold
+/// a session's lease row (a `load` whose daemon vanished), and no other daemon should wait for
+/// that row longer than a lease lasts.
 pub(crate) fn bounded_config(
     config: &tokio_postgres::Config,
     timeout: Duration,
+    lease: Duration,
 ) -> tokio_postgres::Config {
     let mut config = config.clone();
     let ms = timeout.as_millis().max(1);
+    let idle = timeout.min(lease).as_millis().max(1);
     let given = config.get_options().unwrap_or_default().to_owned();
     let mut options = given.clone();
-    for setting in SERVER_TIMEOUTS {
+    for (setting, value) in [
+        ("statement_timeout", ms),
+        ("lock_timeout", ms),
+        ("idle_in_transaction_session_timeout", idle),
+    ] {
         if !given.contains(setting) {
             if !options.is_empty() {
                 options.push(' ');
             }
-            options.push_str(&format!("-c {setting}={ms}"));
+            options.push_str(&format!("-c {setting}={value}"));
         }
     }
     config.options(options);
@@ -94,12 +96,12 @@ mod tests {
     fn bounds_are_added_unless_the_url_sets_them() {
         let timeout = Duration::from_millis(1500);
         let plain: tokio_postgres::Config = "host=db user=u".parse().unwrap();
-        let bounded = bounded_config(&plain, timeout);
+        let bounded = bounded_config(&plain, timeout, Duration::from_millis(1000));
         assert_eq!(
             bounded.get_options(),
             Some(
                 "-c statement_timeout=1500 -c lock_timeout=1500 \
-                 -c idle_in_transaction_session_timeout=1500"
+                 -c idle_in_transaction_session_timeout=1000"
             )
         );
         assert_eq!(bounded.get_tcp_user_timeout(), Some(&timeout));
@@ -109,7 +111,7 @@ mod tests {
             "host=db user=u options='-c lock_timeout=9s' tcp_user_timeout=7 keepalives_idle=60"
                 .parse()
                 .unwrap();
-        let bounded = bounded_config(&own, timeout);
+        let bounded = bounded_config(&own, timeout, Duration::from_secs(30));
         assert_eq!(
             bounded.get_options(),
             Some(

@@ -124,7 +124,8 @@ impl PostgresBackend {
             )));
         }
         let tls = tls::connector(options.target.tls(), options.ca_file.as_deref())?;
-        let config = bounds::bounded_config(options.target.config(), options.timeout);
+        let config =
+            bounds::bounded_config(options.target.config(), options.timeout, options.lease);
         let manager = Manager::from_config(
             config,
             tls,
