@@ -91,13 +91,23 @@ pub async fn stored_page(
             return Ok((out, metas));
         };
         let mut creators = page.creators;
+        let ids: Vec<SessionId> = page.headers.iter().map(|h| h.id.clone()).collect();
+        let mut page_metas = match backend.metas(&ids).await {
+            Ok(metas) => metas,
+            Err(error) => {
+                tracing::warn!(%error, "listing sessions without their titles");
+                ids.iter()
+                    .map(|id| (id.clone(), Ok(SessionMeta::default())))
+                    .collect()
+            }
+        };
         let mut headers = page.headers.into_iter();
         for h in headers.by_ref() {
-            let meta = match backend.meta(&h.id).await {
-                Ok(Some(meta)) => meta,
+            let meta = match page_metas.remove(&h.id) {
+                Some(Ok(meta)) => meta,
                 // Deleted since the page was read.
-                Ok(None) => continue,
-                Err(error) => {
+                None => continue,
+                Some(Err(error)) => {
                     tracing::warn!(session = %h.id, %error, "listing a session without its title");
                     SessionMeta::default()
                 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{
-    BackendKind, Creator, Page, PageQuery, Persistence, PersistenceError, RepairReport,
+    BackendKind, Creator, Metas, Page, PageQuery, Persistence, PersistenceError, RepairReport,
     SessionLocation, StoredSession, page,
 };
 use dsh_session::{Event, EventData, SessionHeader, SessionId, SessionMeta};
@@ -100,6 +100,9 @@ pub trait BlockingPersistence: Send + Sync + std::fmt::Debug {
             Err(other) => Err(other),
         }
     }
+
+    /// Gets ready for the first calls ([`Persistence::warm`]). The default does nothing.
+    fn warm(&self) {}
 
     /// Names the stored session `id`: appends a `session/title` event to its log, so the title
     /// travels with the session. The caller guarantees that no agent has the session live (a live
@@ -274,6 +277,36 @@ impl<B: BlockingPersistence + 'static> Persistence for OnBlockingPool<B> {
     async fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, PersistenceError> {
         let id = id.clone();
         self.run("meta", move |b| b.meta(&id)).await
+    }
+
+    /// Every session's metadata in one trip to the blocking pool.
+    async fn metas(&self, ids: &[SessionId]) -> Result<Metas, PersistenceError> {
+        let ids = ids.to_vec();
+        self.run("metas", move |b| {
+            let mut out = Metas::new();
+            for id in ids {
+                match b.meta(&id) {
+                    Ok(Some(meta)) => {
+                        out.insert(id, Ok(meta));
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        out.insert(id, Err(error));
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn warm(&self) {
+        let _ = self
+            .run("warm", |b| {
+                b.warm();
+                Ok(())
+            })
+            .await;
     }
 
     async fn set_title(&self, id: &SessionId, title: &str) -> Result<(), PersistenceError> {

@@ -202,6 +202,31 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
         }
     }
 
+    /// The metadata ([`meta`](Self::meta)) of each of `ids`, by id: a session not stored here is
+    /// left out, one whose metadata cannot be read maps to why. A listing asks this once per
+    /// page. The default asks `meta` for each; a backend on a server answers all in one round
+    /// trip. Fails as a whole only when the store cannot be asked at all.
+    async fn metas(&self, ids: &[SessionId]) -> Result<Metas, PersistenceError> {
+        let mut out = Metas::new();
+        for id in ids {
+            match self.meta(id).await {
+                Ok(Some(meta)) => {
+                    out.insert(id.clone(), Ok(meta));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    out.insert(id.clone(), Err(error));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gets ready for the first calls, so that the first one a client makes does not pay for it:
+    /// a connection opened, what every read needs prepared. Writes nothing, creates nothing; a
+    /// failure is left for the first real call to report. The default does nothing.
+    async fn warm(&self) {}
+
     /// Names the stored session `id`: appends a `session/title` event to its log, so the title
     /// travels with the session. The caller guarantees that no agent has the session live (a live
     /// agent logs the event itself) and has checked the title (`check_title`).
@@ -244,6 +269,9 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
         None
     }
 }
+
+/// What [`Persistence::metas`] answers: each stored session's metadata, or why it cannot be read.
+pub type Metas = std::collections::HashMap<SessionId, Result<SessionMeta, PersistenceError>>;
 
 /// Appends one metadata event to the stored session `id`, after its last event.
 async fn append_meta<P: Persistence + ?Sized>(

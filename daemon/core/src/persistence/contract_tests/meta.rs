@@ -19,6 +19,7 @@ macro_rules! contract {
 }
 
 contract!(
+    metas_of_a_page_answer_as_meta_does,
     metadata_travels_in_the_log,
     delete_removes_the_session_and_nothing_else,
     missing_sessions_are_not_found,
@@ -39,6 +40,50 @@ async fn listed_ids(backend: &dyn Persistence) -> Vec<String> {
         .iter()
         .map(|h| h.id.as_str().to_owned())
         .collect()
+}
+
+/// `metas` (one call for a listing's page) answers for each session what `meta` does: a title
+/// set by hand, an archived session, a title from the first prompt, one from a prompt past the
+/// first few (their text has no title), and nothing for a session not stored.
+async fn metas_of_a_page_answer_as_meta_does<F: Fixture>() {
+    let s = scratch();
+    let backend = F::open(&s.dir);
+    let plain = header("plain");
+    backend.append(&plain, &turn(0, 1)).await.unwrap();
+    let named = header("named");
+    backend.append(&named, &turn(0, 1)).await.unwrap();
+    backend.set_title(&named.id, "By hand").await.unwrap();
+    backend.set_archived(&named.id, true).await.unwrap();
+    let late = header("late");
+    let mut events = Vec::new();
+    for n in 1..=6u32 {
+        let mut data = turn_data(n);
+        if let EventData::UserMessage { message } = &mut data[2] {
+            message.text = if n < 6 {
+                " \n".to_owned()
+            } else {
+                "the sixth".to_owned()
+            };
+        }
+        events.extend(events_from(events.len() as u64, data));
+    }
+    backend.append(&late, &events).await.unwrap();
+    let ids = [plain.id, named.id, late.id, id("never-stored")];
+    let metas = backend.metas(&ids).await.unwrap();
+    assert_eq!(metas.len(), 3, "{metas:?}");
+    for id in &ids[..3] {
+        let one = backend.meta(id).await.unwrap().unwrap();
+        assert_eq!(metas[id].as_ref().unwrap(), &one, "{id}");
+    }
+    assert_eq!(
+        metas[&ids[1]].as_ref().unwrap().title.as_deref(),
+        Some("By hand")
+    );
+    assert!(metas[&ids[1]].as_ref().unwrap().archived);
+    assert_eq!(
+        metas[&ids[2]].as_ref().unwrap().title.as_deref(),
+        Some("the sixth")
+    );
 }
 
 async fn metadata_travels_in_the_log<F: Fixture>() {

@@ -524,6 +524,13 @@ impl BlockingPersistence for JsonlBackend {
         Ok(())
     }
 
+    /// Asks the kernel once whether the root is local and lists its project directories, which
+    /// the first `header` would do.
+    fn warm(&self) {
+        self.on_local_disk();
+        let _ = self.projects.now(&self.root);
+    }
+
     fn release(&self, id: &SessionId) {
         // Dropping the slot closes the file (once any reader holding the slot is done with it).
         lock(&self.sessions).remove(id);

@@ -25,8 +25,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::error::SqlState;
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
-    batch_start,
+    BackendKind, Metas, Page, PageQuery, Persistence, PersistenceError, SessionLocation,
+    StoredSession, batch_start,
 };
 use crate::locks::lock;
 use dsh_session::{Event, SessionHeader, SessionId};
@@ -34,6 +34,7 @@ use ops::Rows;
 
 pub(crate) mod bounds;
 pub(crate) mod lease;
+mod meta;
 mod ops;
 mod read;
 pub(crate) mod schema;
@@ -372,6 +373,28 @@ impl Persistence for PostgresBackend {
 
     async fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
         self.run(self.inner.delete(id)).await
+    }
+
+    async fn metas(&self, ids: &[SessionId]) -> Result<Metas, PersistenceError> {
+        self.run(self.inner.metas(ids)).await
+    }
+
+    /// A connection (the schema checked on it) with the header read prepared: what the first
+    /// `Locate` of a stored session would otherwise wait for.
+    async fn warm(&self) {
+        let warmed = self
+            .run(async {
+                let client = self.inner.client().await?;
+                client
+                    .prepare_cached(read::HEADER)
+                    .await
+                    .map_err(|e| self.inner.pg(e))?;
+                Ok(())
+            })
+            .await;
+        if let Err(error) = warmed {
+            tracing::debug!(%error, "cannot ready the PostgreSQL backend; the first call will try again");
+        }
     }
 
     async fn release(&self, id: &SessionId) {

@@ -10,6 +10,9 @@ use crate::persistence::{
 };
 use dsh_session::{Event, SessionHeader, SessionId};
 
+/// The header of one session.
+pub(super) const HEADER: &str = "SELECT header FROM sessions WHERE id = $1";
+
 impl Inner {
     /// Reads one session inside the caller's transaction (one snapshot).
     pub(super) async fn read(
@@ -63,7 +66,7 @@ impl Inner {
         id: &SessionId,
     ) -> Result<Option<SessionHeader>, PersistenceError> {
         let stmt = client
-            .prepare_cached("SELECT header FROM sessions WHERE id = $1")
+            .prepare_cached(HEADER)
             .await
             .map_err(|e| self.pg(e))?;
         let row = client

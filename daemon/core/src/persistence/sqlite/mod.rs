@@ -342,6 +342,15 @@ impl BlockingPersistence for SqliteBackend {
             .collect())
     }
 
+    /// Opens the shared connection (checking and configuring the database, which takes longer
+    /// than any read) and prepares the header read, if the database exists.
+    fn warm(&self) {
+        let mut slot = lock(&self.conn);
+        if let Ok(Some(conn)) = self.connection(&mut slot, Access::Read) {
+            let _ = conn.prepare_cached(read::HEADER);
+        }
+    }
+
     fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
         let mut slot = lock(&self.conn);
         match self.connection(&mut slot, Access::Read)? {
