@@ -47,9 +47,9 @@ pub use skills::{Discovery, Skills};
 // Persistence: the trait, the swappable handle and its checkpoint cursor, opening a backend.
 pub use persistence::handle::{DurableCursor, checkpoint};
 pub use persistence::{
-    BackendKind, BlockingPersistence, OnBlockingPool, Persistence, PersistenceError,
-    PersistenceHandle, SessionLocation, StoredSession, open as open_backend, open_postgres,
-    same_location,
+    BackendKind, BlockingPersistence, Metas as SessionMetas, OnBlockingPool, Persistence,
+    PersistenceError, PersistenceHandle, SessionLocation, StoredSession, open as open_backend,
+    open_postgres, same_location,
 };
 
 // Listing in keyset pages.
