@@ -179,9 +179,16 @@ pub(crate) async fn checkpoint_from(
     if !events.is_empty()
         && let Err(error) = backend.append(&header, &events).await
     {
-        // The append may have landed although its answer did not (the deadline passed while the
-        // database committed it): the next checkpoint asks the backend rather than trust a count.
-        *cursor = DurableCursor::default();
+        // A database's answer may be lost although the append landed (the deadline passed while
+        // it committed): then the next checkpoint asks the backend rather than trust a count.
+        // Any other failure is a definite no, and the count stands: asking a JSONL backend would
+        // count another writer's lines as ours and write after them.
+        if matches!(
+            error,
+            PersistenceError::Unavailable { .. } | PersistenceError::Postgres { .. }
+        ) {
+            *cursor = DurableCursor::default();
+        }
         return Err(error);
     }
     *cursor = DurableCursor::at(generation, len);
