@@ -414,20 +414,30 @@ impl Agent {
         })
     }
 
-    /// Makes the log durable in the active backend. The log is locked only while the events to
-    /// write are copied, so the turn keeps appending while the backend works.
+    /// Makes the log durable in the active backend. A backend that writes in place (the file
+    /// backends on dshd's runtime) writes the log's tail borrowed, the log read-locked meanwhile;
+    /// for any other the log is locked only while the tail is copied.
     pub async fn checkpoint(
         self: &Arc<Self>,
         services: &AgentServices,
     ) -> Result<(), PersistenceError> {
         let mut cursor = self.cursor.lock().await;
-        handle::checkpoint_from(&services.persistence, self.id(), &mut cursor, |from| {
-            self.read_log(|log| {
-                let from = usize::try_from(from).unwrap_or(usize::MAX);
-                let tail = log.events().get(from..).unwrap_or_default().to_vec();
-                (log.header().clone(), tail, log.len())
-            })
-        })
+        let in_place = |backend: &dyn crate::persistence::Persistence, from| {
+            self.read_log(|log| handle::write_in_place(backend, log, from))
+        };
+        handle::checkpoint_from(
+            &services.persistence,
+            self.id(),
+            &mut cursor,
+            in_place,
+            |from| {
+                self.read_log(|log| {
+                    let from = usize::try_from(from).unwrap_or(usize::MAX);
+                    let tail = log.events().get(from..).unwrap_or_default().to_vec();
+                    (log.header().clone(), tail, log.len())
+                })
+            },
+        )
         .await
     }
 

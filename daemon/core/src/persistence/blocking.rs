@@ -236,10 +236,26 @@ impl<B: BlockingPersistence + 'static> Persistence for OnBlockingPool<B> {
         if events.is_empty() {
             return Ok(());
         }
+        if let Some(done) = self.append_in_place(header, events) {
+            return done;
+        }
         let header = header.clone();
         let events = events.to_vec();
         self.run("append", move |b| b.append(&header, &events))
             .await
+    }
+
+    // On dshd's multi-threaded runtime the write blocks this worker in place (tokio moves its
+    // other tasks away) rather than copying the events to the blocking pool: a step's events can
+    // hold a 50 MB reply, and a copy per checkpoint is that much more memory.
+    fn append_in_place(
+        &self,
+        header: &SessionHeader,
+        events: &[Event],
+    ) -> Option<Result<(), PersistenceError>> {
+        tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+            .then(|| tokio::task::block_in_place(|| self.0.append(header, events)))
     }
 
     async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {

@@ -141,7 +141,8 @@ pub async fn checkpoint(
     log: &SessionLog,
     cursor: &mut DurableCursor,
 ) -> Result<(), PersistenceError> {
-    checkpoint_from(handle, &log.header().id, cursor, |from| {
+    let in_place = |backend: &dyn Persistence, from| write_in_place(backend, log, from);
+    checkpoint_from(handle, &log.header().id, cursor, in_place, |from| {
         let from = usize::try_from(from).unwrap_or(usize::MAX);
         let tail = log.events().get(from..).unwrap_or_default().to_vec();
         (log.header().clone(), tail, log.len())
@@ -149,17 +150,37 @@ pub async fn checkpoint(
     .await
 }
 
+/// Appends `log`'s events from `from` on through [`Persistence::append_in_place`]: the log's
+/// length once written, `None` where the backend cannot write in place.
+pub(crate) fn write_in_place(
+    backend: &dyn Persistence,
+    log: &SessionLog,
+    from: u64,
+) -> Option<Result<u64, PersistenceError>> {
+    let start = usize::try_from(from).unwrap_or(usize::MAX);
+    let events = log.events().get(start..).unwrap_or_default();
+    if events.is_empty() {
+        return None;
+    }
+    backend
+        .append_in_place(log.header(), events)
+        .map(|written| written.map(|()| log.len()))
+}
+
 /// What a checkpoint writes: the session's header, the events from the first one the backend
 /// lacks, and the log's length.
 pub(crate) type Tail = (Arc<SessionHeader>, Vec<Event>, u64);
 
-/// [`checkpoint`] of the session `id`, whose log the caller reads through `tail`: given how
-/// many events the backend holds, it answers the [`Tail`] from there. Called with no lock held,
-/// so a live agent's log is locked only while its tail is copied, never across the backend's I/O.
+/// [`checkpoint`] of the session `id`, whose log the caller reads through `in_place` (given the
+/// backend and how many events it holds, [`write_in_place`] with the log held) or, where the
+/// backend cannot write in place, `tail` (the [`Tail`] from there, copied). Called with no lock
+/// held, so a live agent's log is locked across the backend's I/O only where the backend writes
+/// in place, on a worker tokio lets block.
 pub(crate) async fn checkpoint_from(
     handle: &PersistenceHandle,
     id: &SessionId,
     cursor: &mut DurableCursor,
+    in_place: impl FnOnce(&dyn Persistence, u64) -> Option<Result<u64, PersistenceError>>,
     tail: impl FnOnce(u64) -> Tail,
 ) -> Result<(), PersistenceError> {
     let (backend, generation) = handle.current();
@@ -168,6 +189,10 @@ pub(crate) async fn checkpoint_from(
     } else {
         backend.stored_len(id).await?.unwrap_or(0)
     };
+    // Where the backend can write in place, the tail is written borrowed, the log held meanwhile.
+    if let Some(written) = in_place(&*backend, stored) {
+        return settle(cursor, generation, written);
+    }
     let (header, events, len) = tail(stored);
     if stored > len {
         return Err(PersistenceError::SeqMismatch {
@@ -176,23 +201,39 @@ pub(crate) async fn checkpoint_from(
             got: len,
         });
     }
-    if !events.is_empty()
-        && let Err(error) = backend.append(&header, &events).await
-    {
-        // A database's answer may be lost although the append landed (the deadline passed while
-        // it committed): then the next checkpoint asks the backend rather than trust a count.
-        // Any other failure is a definite no, and the count stands: asking a JSONL backend would
-        // count another writer's lines as ours and write after them.
-        if matches!(
-            error,
-            PersistenceError::Unavailable { .. } | PersistenceError::Postgres { .. }
-        ) {
-            *cursor = DurableCursor::default();
+    let appended = if events.is_empty() {
+        Ok(())
+    } else {
+        backend.append(&header, &events).await
+    };
+    settle(cursor, generation, appended.map(|()| len))
+}
+
+/// The cursor after an append of the log up to `written`'s length, or after its failure.
+fn settle(
+    cursor: &mut DurableCursor,
+    generation: u64,
+    written: Result<u64, PersistenceError>,
+) -> Result<(), PersistenceError> {
+    match written {
+        Ok(len) => {
+            *cursor = DurableCursor::at(generation, len);
+            Ok(())
         }
-        return Err(error);
+        Err(error) => {
+            // A database's answer may be lost although the append landed (the deadline passed while
+            // it committed): then the next checkpoint asks the backend rather than trust a count.
+            // Any other failure is a definite no, and the count stands: asking a JSONL backend would
+            // count another writer's lines as ours and write after them.
+            if matches!(
+                error,
+                PersistenceError::Unavailable { .. } | PersistenceError::Postgres { .. }
+            ) {
+                *cursor = DurableCursor::default();
+            }
+            Err(error)
+        }
     }
-    *cursor = DurableCursor::at(generation, len);
-    Ok(())
 }
 
 #[cfg(test)]

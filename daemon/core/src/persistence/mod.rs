@@ -137,6 +137,18 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// How many events this backend already holds for the session (`None`: not stored here).
     async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError>;
 
+    /// Appends as [`append`](Self::append) does, on the caller's thread, when the backend's
+    /// writes block and the runtime lets a worker block in place (tokio's multi-threaded one);
+    /// `None` when it cannot. A checkpoint writes a live log's tail through it while holding the
+    /// log, so a step that holds a 50 MB reply is not copied to be written.
+    fn append_in_place(
+        &self,
+        _header: &SessionHeader,
+        _events: &[Event],
+    ) -> Option<Result<(), PersistenceError>> {
+        None
+    }
+
     /// Durably appends `events` (contiguous) to the session. When `events[0].seq` is 0 and the
     /// session is not stored yet, this creates it with `header` first. Any other start must equal
     /// the stored length ([`PersistenceError::SeqMismatch`] otherwise). An empty batch writes
