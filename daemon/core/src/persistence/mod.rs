@@ -137,6 +137,16 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// How many events this backend already holds for the session (`None`: not stored here).
     async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError>;
 
+    /// Durably appends `events` (contiguous) to the session. When `events[0].seq` is 0 and the
+    /// session is not stored yet, this creates it with `header` first. Any other start must equal
+    /// the stored length ([`PersistenceError::SeqMismatch`] otherwise). An empty batch writes
+    /// nothing.
+    async fn append(
+        &self,
+        header: &SessionHeader,
+        events: &[Event],
+    ) -> Result<(), PersistenceError>;
+
     /// Appends as [`append`](Self::append) does, on the caller's thread, when the backend's
     /// writes block and the runtime lets a worker block in place (tokio's multi-threaded one);
     /// `None` when it cannot. A checkpoint writes a live log's tail through it while holding the
@@ -148,16 +158,6 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     ) -> Option<Result<(), PersistenceError>> {
         None
     }
-
-    /// Durably appends `events` (contiguous) to the session. When `events[0].seq` is 0 and the
-    /// session is not stored yet, this creates it with `header` first. Any other start must equal
-    /// the stored length ([`PersistenceError::SeqMismatch`] otherwise). An empty batch writes
-    /// nothing.
-    async fn append(
-        &self,
-        header: &SessionHeader,
-        events: &[Event],
-    ) -> Result<(), PersistenceError>;
 
     /// Loads a session for resuming, repairing it (and persisting the repair) if needed.
     async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
