@@ -78,18 +78,18 @@ impl Backends {
             path.unwrap_or_else(|| configured_path(kind, &self.jsonl_root, &self.sqlite_path));
         let mut saved = self.saved_choice.lock().await;
         let active = self.persistence.backend();
-        let (backend, changed) = blocking(move || {
-            if active.kind() == kind && same_location(&active.path(), &path) {
-                return Ok((active, false));
-            }
+        // `same_location` and `check_sqlite_location` look at one path (a `stat`, a
+        // `realpath`): done here, like the other checks of a request.
+        let (backend, changed) = if active.kind() == kind && same_location(&active.path(), &path) {
+            (active, false)
+        } else {
             if explicit && kind == BackendKind::Sqlite {
                 check_sqlite_location(&path)?;
             }
             let backend = open_backend(kind, path)?;
-            read_first_page(&*backend)?;
-            Ok((backend, true))
-        })
-        .await?;
+            read_first_page(&*backend).await?;
+            (backend, true)
+        };
         let chosen = BackendChoice {
             kind,
             path: backend.path(),
@@ -109,17 +109,15 @@ impl Backends {
         }
         let mut saved = self.saved_choice.lock().await;
         let active = self.persistence.backend();
-        let (backend, changed) = blocking(move || {
-            if active.kind() == BackendKind::Postgres
-                && active.path() == std::path::Path::new(options.target.shown())
-            {
-                return Ok((active, false));
-            }
+        let (backend, changed) = if active.kind() == BackendKind::Postgres
+            && active.path() == std::path::Path::new(options.target.shown())
+        {
+            (active, false)
+        } else {
             let backend = open_postgres(options)?;
-            read_first_page(&*backend)?;
-            Ok((backend, true))
-        })
-        .await?;
+            read_first_page(&*backend).await?;
+            (backend, true)
+        };
         let chosen = BackendChoice {
             kind: BackendKind::Postgres,
             path: PathBuf::new(),
@@ -174,42 +172,43 @@ impl Backends {
             candidates.push((saved.kind, saved.path));
         }
         let active = self.persistence.backend();
-        let counted = tokio::task::spawn_blocking(move || {
-            let mut seen: Vec<(BackendKind, PathBuf)> = vec![(active.kind(), active.path())];
-            let mut others = Vec::new();
-            for (kind, path) in candidates {
-                let known = seen
-                    .iter()
-                    .any(|(k, p)| *k == kind && same_location(p, &path));
-                if known {
-                    continue;
-                }
-                seen.push((kind, path.clone()));
-                let unlisted = open_backend(kind, path.clone())
-                    .and_then(|backend| backend.list())
-                    .and_then(|headers| {
-                        let mut unlisted = 0;
-                        for header in headers {
-                            if !live.contains(&header.id) && active.header(&header.id)?.is_none() {
-                                unlisted += 1;
-                            }
-                        }
-                        Ok(unlisted)
-                    });
-                others.push(OtherBackend {
-                    kind,
-                    path,
-                    unlisted,
-                });
+        let mut seen: Vec<(BackendKind, PathBuf)> = vec![(active.kind(), active.path())];
+        let mut others = Vec::new();
+        for (kind, path) in candidates {
+            let known = seen
+                .iter()
+                .any(|(k, p)| *k == kind && same_location(p, &path));
+            if known {
+                continue;
             }
-            others
-        })
-        .await;
-        counted.unwrap_or_else(|error| {
-            tracing::error!(%error, "counting the sessions of other backends failed");
-            Vec::new()
-        })
+            seen.push((kind, path.clone()));
+            let unlisted = unlisted_in(active.as_ref(), kind, &path, &live).await;
+            others.push(OtherBackend {
+                kind,
+                path,
+                unlisted,
+            });
+        }
+        others
     }
+}
+
+/// How many sessions of the backend of `kind` at `path` neither `active` holds nor a live agent
+/// owns.
+async fn unlisted_in(
+    active: &dyn Persistence,
+    kind: BackendKind,
+    path: &Path,
+    live: &HashSet<SessionId>,
+) -> Result<usize, PersistenceError> {
+    let headers = open_backend(kind, path.to_owned())?.list().await?;
+    let mut unlisted = 0;
+    for header in headers {
+        if !live.contains(&header.id) && active.header(&header.id).await?.is_none() {
+            unlisted += 1;
+        }
+    }
+    Ok(unlisted)
 }
 
 /// What [`Backends::use_backend`] made active.
@@ -239,14 +238,16 @@ pub enum UseError {
 
 /// Reads a first page of `backend` before it is made active: the store answers (and a JSONL
 /// backend builds the index its listings will use).
-fn read_first_page(backend: &dyn Persistence) -> Result<(), PersistenceError> {
-    backend.list_page(&PageQuery {
-        after: None,
-        limit: 1,
-        order: Order::NewestFirst,
-        cwd: None,
-        host: None,
-    })?;
+async fn read_first_page(backend: &dyn Persistence) -> Result<(), PersistenceError> {
+    backend
+        .list_page(&PageQuery {
+            after: None,
+            limit: 1,
+            order: Order::NewestFirst,
+            cwd: None,
+            host: None,
+        })
+        .await?;
     Ok(())
 }
 
@@ -358,17 +359,9 @@ fn postgres_options(
         target: PostgresTarget::parse(&text)?,
         holder: LeaseHolder::this_process(),
         lease: config.lease,
+        timeout: config.timeout,
         ca_file: config.ca_file.clone(),
     })
-}
-
-/// Runs blocking persistence work on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, PersistenceError> + Send + 'static,
-) -> Result<T, PersistenceError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| join_error(&e))?
 }
 
 fn join_error(error: &tokio::task::JoinError) -> PersistenceError {

@@ -98,6 +98,12 @@ impl Daemon {
             from = source.describe(),
             "persistence backend"
         );
+        // Readied in the background, so the first call a client makes does not open the
+        // database; a database that does not answer delays nothing.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let warming = backend.clone();
+            runtime.spawn(async move { warming.warm().await });
+        }
         let persistence = Arc::new(PersistenceHandle::new(backend));
         let executor = Arc::new(Executor::new(ExecConfig {
             owner_scope: home.to_string_lossy().into_owned(),

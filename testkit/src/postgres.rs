@@ -19,6 +19,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod faults;
+
+pub use faults::{Paused, SilentPath};
+
 /// The superuser of every test cluster; local connections as it need no password.
 pub const USER: &str = "dsh";
 

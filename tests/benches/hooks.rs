@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use dsh_core::{
     EventData, ExecConfig, Executor, HookContext, HookEvent, HookSettings, Hooks, JsonlBackend,
-    Launcher, PersistenceHandle, SandboxPolicy, SessionHeader, SessionId,
+    Launcher, OnBlockingPool, PersistenceHandle, SandboxPolicy, SessionHeader, SessionId,
 };
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -76,7 +76,9 @@ fn hooks(dir: &Path, name: &str, command: &str) -> Hooks {
     Hooks::new(
         settings,
         Arc::new(executor),
-        Arc::new(PersistenceHandle::new(Arc::new(backend))),
+        Arc::new(PersistenceHandle::new(Arc::new(OnBlockingPool::new(
+            backend,
+        )))),
     )
 }
 

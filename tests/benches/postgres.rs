@@ -22,8 +22,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use dsh_core::{
-    AssistantMessage, Event, EventData, Persistence, PostgresBackend, PostgresOptions,
-    SessionHeader, SessionId, SqliteBackend,
+    AssistantMessage, Event, EventData, OnBlockingPool, Persistence, PostgresBackend,
+    PostgresOptions, SessionHeader, SessionId, SqliteBackend,
 };
 use dsh_proto::v1;
 use dsh_session::ToolCallRequest;
@@ -46,19 +46,22 @@ fn main() {
     let db = server.fresh_database();
     let url = server.url(&db);
     let dir = dsh_tests::private_dir();
+    // The backends run on a runtime with workers, as in dshd.
+    let rt = tokio::runtime::Runtime::new().unwrap();
 
     // One session through the backend (which migrates the schema), then the rest in bulk.
     let stored = SessionHeader::new(SessionId::new_v7(), "/work".into(), 1_800_000_000_000);
-    {
+    rt.block_on(async {
         let backend = PostgresBackend::open(PostgresOptions::new(&url).unwrap()).unwrap();
         backend
             .append(
                 &stored,
                 &dsh_tests::seed::short_turn(0, 1, 1_800_000_000_000),
             )
+            .await
             .unwrap();
-        backend.release(&stored.id);
-    }
+        backend.release(&stored.id).await;
+    });
     server.sql(
         &db,
         &format!(
@@ -76,7 +79,7 @@ fn main() {
     );
 
     locate_vs_status(&dshd, dir.path(), &url, &stored);
-    appends(dir.path(), &server);
+    appends(&rt, dir.path(), &server);
 }
 
 fn locate_vs_status(dshd: &Path, dir: &Path, url: &str, stored: &SessionHeader) {
@@ -283,15 +286,14 @@ impl BareInsert {
 /// Not in blocks of one writer's appends back to back: an agent appends a step every few
 /// seconds, not every millisecond, and SQLite alone gains from commits following its own a
 /// moment earlier (DECISIONS.md, "PostgreSQL").
-fn appends(dir: &Path, server: &PgServer) {
+fn appends(rt: &tokio::runtime::Runtime, dir: &Path, server: &PgServer) {
     let db = server.fresh_database();
     let url = server.url(&db);
     let postgres = PostgresBackend::open(PostgresOptions::new(&url).unwrap()).unwrap();
-    let sqlite = SqliteBackend::open(dir.join("bench.sqlite3")).unwrap();
+    let sqlite = OnBlockingPool::new(SqliteBackend::open(dir.join("bench.sqlite3")).unwrap());
     let backends: [&dyn Persistence; 2] = [&postgres, &sqlite];
     // Asking the backend anything makes the schema the bare inserts write to.
-    postgres
-        .stored_len(&SessionId::parse("none").unwrap())
+    rt.block_on(postgres.stored_len(&SessionId::parse("none").unwrap()))
         .unwrap();
     let bare = BareInsert::connect(&url);
     let mut samples = [Vec::new(), Vec::new(), Vec::new()];
@@ -311,11 +313,11 @@ fn appends(dir: &Path, server: &PgServer) {
             data: EventData::TurnStart { turn: 1 },
         }];
         let floor = header("floor");
-        postgres.append(&floor, &first).unwrap();
-        postgres.release(&floor.id);
+        rt.block_on(postgres.append(&floor, &first)).unwrap();
+        rt.block_on(postgres.release(&floor.id));
         let steps = header("steps");
         for backend in backends {
-            backend.append(&steps, &first).unwrap();
+            rt.block_on(backend.append(&steps, &first)).unwrap();
         }
         let mut seq = 1;
         for step in 1..=STEPS {
@@ -324,7 +326,7 @@ fn appends(dir: &Path, server: &PgServer) {
                 let writer = (step + turn) % samples.len();
                 let t = Instant::now();
                 match backends.get(writer) {
-                    Some(backend) => backend.append(&steps, &events).unwrap(),
+                    Some(backend) => rt.block_on(backend.append(&steps, &events)).unwrap(),
                     None => bare.insert(floor.id.as_str(), &events),
                 }
                 samples[writer].push(t.elapsed());

@@ -11,8 +11,8 @@ use std::fs;
 use std::path::Path;
 
 use dsh_core::{
-    AssistantMessage, Event, EventData, MessageSource, Persistence, SessionHeader, SqliteBackend,
-    TurnEndReason, UserMessage, jsonl_log_path,
+    AssistantMessage, BlockingPersistence, Event, EventData, MessageSource, SessionHeader,
+    SqliteBackend, TurnEndReason, UserMessage, jsonl_log_path,
 };
 
 /// Line 1 of a JSONL log: the header tagged `"type":"session"`, newline included.

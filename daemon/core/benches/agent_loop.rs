@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_core::{CheckpointPolicy, JsonlBackend, Persistence, TurnEndReason};
+use dsh_core::{CheckpointPolicy, JsonlBackend, OnBlockingPool, Persistence, TurnEndReason};
 use serde_json::{Value, json};
 
 #[path = "common/mod.rs"]
@@ -68,14 +68,18 @@ fn main() {
     let marginal = many.saturating_sub(one) / u32::try_from(STEPS - 1).unwrap();
     let floor_file = std::fs::File::create(scratch.path().join("floor")).unwrap();
     let (jsonl_step, floor_step) = runtime.block_on(per_turn(
-        Arc::new(JsonlBackend::new(scratch.path().join("step")).unwrap()),
+        Arc::new(OnBlockingPool::new(
+            JsonlBackend::new(scratch.path().join("step")).unwrap(),
+        )),
         CheckpointPolicy::Step,
         &cwd,
         1,
         Some(&floor_file),
     ));
     let (jsonl_turn, floor_turn) = runtime.block_on(per_turn(
-        Arc::new(JsonlBackend::new(scratch.path().join("turn")).unwrap()),
+        Arc::new(OnBlockingPool::new(
+            JsonlBackend::new(scratch.path().join("turn")).unwrap(),
+        )),
         CheckpointPolicy::Turn,
         &cwd,
         1,

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_core::{
-    AssistantMessage, DurableCursor, Event, EventData, JsonlBackend, MessageSource, Persistence,
-    PersistenceHandle, SessionHeader, SessionId, SqliteBackend, TurnEndReason, UserMessage,
-    checkpoint, project_dir_name, session_dir_name,
+    AssistantMessage, BlockingPersistence, DurableCursor, Event, EventData, JsonlBackend,
+    MessageSource, OnBlockingPool, Persistence, PersistenceHandle, SessionHeader, SessionId,
+    SqliteBackend, TurnEndReason, UserMessage, checkpoint, project_dir_name, session_dir_name,
 };
 use dsh_session::{SessionLog, ToolCallRequest};
 use serde_json::json;
@@ -121,7 +121,9 @@ fn locate(scratch: &Path) {
     const CALLS: u32 = 2_000;
     const SAMPLES: usize = 301;
     let root = scratch.join("sessions");
-    let handle = PersistenceHandle::new(Arc::new(JsonlBackend::new(root.clone()).unwrap()));
+    let handle = PersistenceHandle::new(Arc::new(OnBlockingPool::new(
+        JsonlBackend::new(root.clone()).unwrap(),
+    )));
     let header = header("/home/ada/src/dsh/daemon");
     let project = project_dir_name(&header.cwd);
     let dir = session_dir_name(header.id.as_str());
@@ -267,12 +269,19 @@ fn backend_rate(backend: Arc<dyn Persistence>, cwd: &str) -> f64 {
     let mut log = SessionLog::new(full.header().as_ref().clone());
     let mut cursor = DurableCursor::default();
     let mut timed = Duration::ZERO;
+    // As in dshd: the checkpoint awaits the backend, which works on the blocking pool.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     for (i, batch) in batches.iter().enumerate() {
         for event in batch {
             log.append_at(event.data.clone(), event.time);
         }
         let start = Instant::now();
-        checkpoint(&handle, &log, &mut cursor).unwrap();
+        runtime
+            .block_on(checkpoint(&handle, &log, &mut cursor))
+            .unwrap();
         if i > 0 {
             timed += start.elapsed();
         }
@@ -392,12 +401,16 @@ fn checkpoints(scratch: &Path) {
         std::fs::create_dir(&dir).unwrap();
         raw_file.push(raw_file_rate(&dir));
         jsonl.push(backend_rate(
-            Arc::new(JsonlBackend::new(dir.join("sessions")).unwrap()),
+            Arc::new(OnBlockingPool::new(
+                JsonlBackend::new(dir.join("sessions")).unwrap(),
+            )),
             "/home/ada/src/dsh",
         ));
         raw_sqlite.push(raw_sqlite_rate(&dir));
         sqlite.push(backend_rate(
-            Arc::new(SqliteBackend::open(dir.join("sessions.sqlite3")).unwrap()),
+            Arc::new(OnBlockingPool::new(
+                SqliteBackend::open(dir.join("sessions.sqlite3")).unwrap(),
+            )),
             "/home/ada/src/dsh",
         ));
     }

@@ -52,8 +52,9 @@ pub use skills::{Discovery, Skills};
 // Persistence: the trait, the swappable handle and its checkpoint cursor, opening a backend.
 pub use persistence::handle::checkpoint;
 pub use persistence::{
-    BackendKind, Persistence, PersistenceError, PersistenceHandle, SessionLocation, StoredSession,
-    open as open_backend, open_postgres, same_location,
+    BackendKind, BlockingPersistence, Metas as SessionMetas, OnBlockingPool, Persistence,
+    PersistenceError, PersistenceHandle, SessionLocation, StoredSession, open as open_backend,
+    open_postgres, same_location,
 };
 
 // Listing in keyset pages.
@@ -63,8 +64,9 @@ pub use persistence::{Creator as SessionCreator, ListKey, MAX_PAGE_SIZE, Order, 
 // The three backends.
 pub use persistence::jsonl::JsonlBackend;
 pub use persistence::postgres::{
-    DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, Holder as LeaseHolder, PostgresBackend,
-    PostgresOptions, SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
+    DEFAULT_LEASE as DEFAULT_POSTGRES_LEASE, DEFAULT_TIMEOUT as DEFAULT_POSTGRES_TIMEOUT,
+    Holder as LeaseHolder, MIN_LEASE as MIN_POSTGRES_LEASE, PostgresBackend, PostgresOptions,
+    SecretUrl, Target as PostgresTarget, TlsMode as PostgresTlsMode,
 };
 pub use persistence::sqlite::{SqliteBackend, check_location as check_sqlite_location};
 

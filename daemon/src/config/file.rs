@@ -116,6 +116,7 @@ pub(super) struct PostgresSection {
     pub url_file: Option<String>,
     // NonZero: a 0 is refused while parsing, so the error names its line and key.
     pub lease_ms: Option<std::num::NonZeroU64>,
+    pub timeout_ms: Option<std::num::NonZeroU64>,
     pub ca_file: Option<String>,
 }
 
@@ -125,6 +126,7 @@ impl std::fmt::Debug for PostgresSection {
             .field("url", &self.url.as_ref().map(|_| "<redacted>"))
             .field("url_file", &self.url_file)
             .field("lease_ms", &self.lease_ms)
+            .field("timeout_ms", &self.timeout_ms)
             .field("ca_file", &self.ca_file)
             .finish()
     }

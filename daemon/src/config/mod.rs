@@ -94,6 +94,8 @@ pub struct PostgresConfig {
     pub url: Option<PostgresUrl>,
     /// `postgres.lease_ms`: how long a crashed daemon's sessions stay leased.
     pub lease: Duration,
+    /// `postgres.timeout_ms`: the most any storage call waits for the database.
+    pub timeout: Duration,
     /// `postgres.ca_file`: the CA certificates (PEM) that TLS to the database trusts.
     pub ca_file: Option<PathBuf>,
 }
@@ -362,13 +364,29 @@ impl Builder<'_> {
                 "persistence is postgres: set postgres.url or postgres.url_file",
             ));
         }
+        let lease = section
+            .lease_ms
+            .map_or(dsh_core::DEFAULT_POSTGRES_LEASE, |ms| {
+                Duration::from_millis(ms.get())
+            });
+        if lease < dsh_core::MIN_POSTGRES_LEASE {
+            return Err(self.invalid(
+                "postgres.lease_ms",
+                format!(
+                    "must be at least {} (the lease is renewed every third of it)",
+                    dsh_core::MIN_POSTGRES_LEASE.as_millis()
+                ),
+            ));
+        }
+        let timeout = section
+            .timeout_ms
+            .map_or(dsh_core::DEFAULT_POSTGRES_TIMEOUT, |ms| {
+                Duration::from_millis(ms.get())
+            });
         Ok(PostgresConfig {
             url,
-            lease: section
-                .lease_ms
-                .map_or(dsh_core::DEFAULT_POSTGRES_LEASE, |ms| {
-                    Duration::from_millis(ms.get())
-                }),
+            lease,
+            timeout,
             ca_file,
         })
     }

@@ -324,6 +324,10 @@ fn bad_values_name_their_key() {
             "postgres.ca_file",
         ),
         ("[postgres]\nca_file = 5\n", "postgres.ca_file"),
+        // The core's lease rule is config's: a lease the backend could not renew in time is
+        // refused at start, naming the key it is set by.
+        ("[postgres]\nlease_ms = 299\n", "postgres.lease_ms"),
+        ("[postgres]\ntimeout_ms = 0\n", "postgres.timeout_ms"),
     ];
     for (text, key) in cases {
         let path = dir.path().join("c.toml");

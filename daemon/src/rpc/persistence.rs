@@ -88,10 +88,7 @@ fn use_status(field: &str, error: UseError) -> Status {
 }
 
 async fn inspect(backend: Arc<dyn Persistence>, id: SessionId) -> Result<StoredSession, Status> {
-    tokio::task::spawn_blocking(move || backend.inspect(&id))
-        .await
-        .map_err(|e| Status::internal(format!("reading the session failed: {e}")))?
-        .map_err(persistence_status)
+    backend.inspect(&id).await.map_err(persistence_status)
 }
 
 fn absolute(field: &str, value: String) -> Result<Option<PathBuf>, Status> {
@@ -172,20 +169,9 @@ impl persistence_server::Persistence for PersistenceService {
                     Some(header) => header,
                     None => {
                         let (backend, generation) = handle.current();
-                        // On a local disk the read (a few microseconds) is done here: the trip
-                        // to the blocking pool would cost several times more than the read.
-                        let read = match backend.header_now(&id) {
-                            Some(read) => read,
-                            None => {
-                                let wanted = id.clone();
-                                tokio::task::spawn_blocking(move || backend.header(&wanted))
-                                    .await
-                                    .map_err(|e| {
-                                        Status::internal(format!("reading the session failed: {e}"))
-                                    })?
-                            }
-                        };
-                        let header = read
+                        let header = backend
+                            .header(&id)
+                            .await
                             .map_err(persistence_status)?
                             .ok_or_else(|| persistence_status(PersistenceError::NotFound(id)))?;
                         handle.remember_header(generation, header.clone());
@@ -207,15 +193,11 @@ impl persistence_server::Persistence for PersistenceService {
         let request = request.into_inner();
         let query = session_list::query(&request)?;
         let include_archived = request.include_archived;
-        let backend = self.backends.handle().backend();
-        let listed_from = backend.clone();
-        let asked = query.clone();
-        let (mut stored, mut metas) = tokio::task::spawn_blocking(move || {
-            session_list::stored_page(backend.as_ref(), &asked, include_archived)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("listing sessions failed: {e}")))?
-        .map_err(persistence_status)?;
+        let listed_from = self.backends.handle().backend();
+        let (mut stored, mut metas) =
+            session_list::stored_page(listed_from.as_ref(), &query, include_archived)
+                .await
+                .map_err(persistence_status)?;
         let mut live: Vec<SessionHeader> = Vec::new();
         for agent in self.agents.list() {
             let meta = agent.read_log(|log| SessionMeta::of(log.header(), log.events()));
@@ -286,9 +268,9 @@ impl persistence_server::Persistence for PersistenceService {
             )));
         }
         let backend = self.backends.handle().backend();
-        let report = tokio::task::spawn_blocking(move || backend.repair(&id, req.apply))
+        let report = backend
+            .repair(&id, req.apply)
             .await
-            .map_err(|e| Status::internal(format!("repairing the session failed: {e}")))?
             .map_err(persistence_status)?;
         Ok(Response::new(v1::RepairResponse {
             path: report.path.to_string_lossy().into_owned(),

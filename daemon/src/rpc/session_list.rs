@@ -77,7 +77,7 @@ pub fn query(request: &v1::ListSessionsRequest) -> Result<PageQuery, Status> {
 /// read on until `query.limit` sessions are found, leaving archived ones out unless
 /// `include_archived`. A session whose metadata cannot be read is listed without it (a damaged
 /// log still shows up, for `session repair`).
-pub fn stored_page(
+pub async fn stored_page(
     backend: &dyn Persistence,
     query: &PageQuery,
     include_archived: bool,
@@ -86,18 +86,28 @@ pub fn stored_page(
     let mut metas = HashMap::new();
     let mut asked = query.clone();
     loop {
-        let page = backend.list_page(&asked)?;
+        let page = backend.list_page(&asked).await?;
         let Some(last) = page.headers.last().map(ListKey::of) else {
             return Ok((out, metas));
         };
         let mut creators = page.creators;
+        let ids: Vec<SessionId> = page.headers.iter().map(|h| h.id.clone()).collect();
+        let mut page_metas = match backend.metas(&ids).await {
+            Ok(metas) => metas,
+            Err(error) => {
+                tracing::warn!(%error, "listing sessions without their titles");
+                ids.iter()
+                    .map(|id| (id.clone(), Ok(SessionMeta::default())))
+                    .collect()
+            }
+        };
         let mut headers = page.headers.into_iter();
         for h in headers.by_ref() {
-            let meta = match backend.meta(&h.id) {
-                Ok(Some(meta)) => meta,
+            let meta = match page_metas.remove(&h.id) {
+                Some(Ok(meta)) => meta,
                 // Deleted since the page was read.
-                Ok(None) => continue,
-                Err(error) => {
+                None => continue,
+                Some(Err(error)) => {
                     tracing::warn!(session = %h.id, %error, "listing a session without its title");
                     SessionMeta::default()
                 }

@@ -323,6 +323,8 @@ mod metadata;
 mod pages;
 #[path = "persistence/postgres.rs"]
 mod postgres;
+#[path = "persistence/postgres_waits.rs"]
+mod postgres_waits;
 #[path = "persistence/read_only.rs"]
 mod read_only;
 #[path = "persistence/refusals.rs"]

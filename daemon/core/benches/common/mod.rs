@@ -77,6 +77,7 @@ pub struct CountingBackend {
     stored: Mutex<HashMap<SessionId, u64>>,
 }
 
+#[async_trait::async_trait]
 impl Persistence for CountingBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Jsonl
@@ -90,11 +91,15 @@ impl Persistence for CountingBackend {
         None
     }
 
-    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
+    async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
         Ok(self.stored.lock().unwrap().get(id).copied())
     }
 
-    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError> {
+    async fn append(
+        &self,
+        header: &SessionHeader,
+        events: &[Event],
+    ) -> Result<(), PersistenceError> {
         *self
             .stored
             .lock()
@@ -104,19 +109,19 @@ impl Persistence for CountingBackend {
         Ok(())
     }
 
-    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         Err(PersistenceError::NotFound(id.clone()))
     }
 
-    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         Err(PersistenceError::NotFound(id.clone()))
     }
 
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+    async fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         Ok(Vec::new())
     }
 
-    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
+    async fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
         match self.stored.lock().unwrap().remove(id) {
             Some(_) => Ok(()),
             None => Err(PersistenceError::NotFound(id.clone())),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::live::{Agent, Reconfigure};
 use super::model::ModelChoice;
-use super::registry::{AgentError, AgentRegistry, join_error};
+use super::registry::{AgentError, AgentRegistry};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
 use dsh_session::{ApprovalPolicy, ApprovalRule, EventData, SessionId};
@@ -40,10 +40,7 @@ impl AgentRegistry {
             return Err(AgentError::AlreadyLive(id));
         }
         let backend = self.services().persistence.backend();
-        let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || backend.stored_len(&wanted))
-            .await
-            .map_err(|e| join_error(&e))??;
+        let stored = backend.stored_len(&id).await?;
         if stored.is_some() {
             return Err(AgentError::SessionExists(id));
         }

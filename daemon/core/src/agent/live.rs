@@ -107,8 +107,9 @@ pub struct Agent {
     provider: RwLock<Arc<dyn ModelProvider>>,
     /// The session log; written by the running turn, read by RPC handlers and checkpoints.
     log: RwLock<SessionLog>,
-    /// How much of the log is durable, and where; the lock also serialises checkpoints.
-    cursor: Mutex<DurableCursor>,
+    /// How much of the log is durable, and where; the lock also serialises checkpoints (an async
+    /// lock: it is held across the backend's I/O).
+    cursor: tokio::sync::Mutex<DurableCursor>,
     /// The running turn.
     state: Mutex<TurnState>,
     /// `true` while a turn runs, so closers and shutdown can wait for idleness.
@@ -165,7 +166,7 @@ impl Agent {
             parent: parent.as_ref().map(|p| p.id().clone()),
             provider: RwLock::new(provider),
             log: RwLock::new(log),
-            cursor: Mutex::new(cursor),
+            cursor: tokio::sync::Mutex::new(cursor),
             state: Mutex::new(TurnState::default()),
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
@@ -463,25 +464,31 @@ impl Agent {
         })
     }
 
-    /// Makes the log durable in the active backend (blocking I/O on the blocking pool).
+    /// Makes the log durable in the active backend. A backend that writes in place (the file
+    /// backends on dshd's runtime) writes the log's tail borrowed, the log read-locked meanwhile;
+    /// for any other the log is locked only while the tail is copied.
     pub async fn checkpoint(
         self: &Arc<Self>,
         services: &AgentServices,
     ) -> Result<(), PersistenceError> {
-        let agent = self.clone();
-        let persistence = services.persistence.clone();
-        tokio::task::spawn_blocking(move || {
-            let log = read_lock(&agent.log);
-            let mut cursor = lock(&agent.cursor);
-            handle::checkpoint(&persistence, &log, &mut cursor)
-        })
+        let mut cursor = self.cursor.lock().await;
+        let in_place = |backend: &dyn crate::persistence::Persistence, from| {
+            self.read_log(|log| handle::write_in_place(backend, log, from))
+        };
+        handle::checkpoint_from(
+            &services.persistence,
+            self.id(),
+            &mut cursor,
+            in_place,
+            |from| {
+                self.read_log(|log| {
+                    let from = usize::try_from(from).unwrap_or(usize::MAX);
+                    let tail = log.events().get(from..).unwrap_or_default().to_vec();
+                    (log.header().clone(), tail, log.len())
+                })
+            },
+        )
         .await
-        .unwrap_or_else(|join| {
-            Err(PersistenceError::Task {
-                what: "checkpoint",
-                message: join.to_string(),
-            })
-        })
     }
 
     /// Claims the agent for its next turn: the turn number, the seq its first event will have,

@@ -3,7 +3,7 @@
 //! one writer); a stored one's are appended by the backend.
 
 use super::error::AgentError;
-use super::registry::{AgentRegistry, join_error, stored_error};
+use super::registry::{AgentRegistry, stored_error};
 use dsh_session::{EventData, SessionId, SessionMeta, check_title};
 
 impl AgentRegistry {
@@ -29,10 +29,9 @@ impl AgentRegistry {
             return Ok(agent.read_log(|log| SessionMeta::of(log.header(), log.events())));
         }
         let backend = self.services().persistence.backend();
-        let wanted = id.clone();
-        tokio::task::spawn_blocking(move || backend.meta(&wanted))
+        backend
+            .meta(id)
             .await
-            .map_err(|e| join_error(&e))?
             .map_err(stored_error)?
             .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
     }
@@ -44,21 +43,17 @@ impl AgentRegistry {
             return Ok(agent.read_log(|log| SessionMeta::of(log.header(), log.events())));
         }
         let backend = self.services().persistence.backend();
-        let wanted = id.clone();
-        tokio::task::spawn_blocking(move || {
-            match data {
-                EventData::SessionTitle { title } => backend.set_title(&wanted, &title)?,
-                EventData::SessionArchived { archived } => {
-                    backend.set_archived(&wanted, archived)?;
-                }
-                _ => {}
-            }
-            backend.meta(&wanted)
-        })
-        .await
-        .map_err(|e| join_error(&e))?
-        .map_err(stored_error)?
-        .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
+        match data {
+            EventData::SessionTitle { title } => backend.set_title(id, &title).await,
+            EventData::SessionArchived { archived } => backend.set_archived(id, archived).await,
+            _ => Ok(()),
+        }
+        .map_err(stored_error)?;
+        backend
+            .meta(id)
+            .await
+            .map_err(stored_error)?
+            .ok_or_else(|| AgentError::SessionNotFound(id.clone()))
     }
 
     /// Deletes the stored session `id` from the active backend: its log and what the backend
@@ -68,12 +63,7 @@ impl AgentRegistry {
             return Err(AgentError::Live(id.clone()));
         }
         let handle = &self.services().persistence;
-        let backend = handle.backend();
-        let wanted = id.clone();
-        tokio::task::spawn_blocking(move || backend.delete(&wanted))
-            .await
-            .map_err(|e| join_error(&e))?
-            .map_err(stored_error)?;
+        handle.backend().delete(id).await.map_err(stored_error)?;
         handle.forget_header(id);
         tracing::info!(session = %id, "session deleted");
         Ok(())

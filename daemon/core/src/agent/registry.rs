@@ -214,7 +214,7 @@ impl AgentRegistry {
             Ok(provider) => provider,
             Err(error) => {
                 // Nothing will write this session: let the backend forget it.
-                self.services.persistence.backend().release(id);
+                self.services.persistence.backend().release(id).await;
                 return Err(error.into());
             }
         };
@@ -362,7 +362,11 @@ impl AgentRegistry {
             return Err(error.into());
         }
         // Still registered, so no resume of this id can start before its log is let go.
-        self.services.persistence.backend().release(agent.id());
+        self.services
+            .persistence
+            .backend()
+            .release(agent.id())
+            .await;
         lock(&self.agents).remove(id);
         tracing::info!(session = %id, "agent closed");
         Ok(())
@@ -388,17 +392,7 @@ impl AgentRegistry {
             };
             let (header, events) =
                 agent.read_log(|log| (log.header().as_ref().clone(), log.events().to_vec()));
-            let dirs = rescue_dirs.to_vec();
-            let rescue = tokio::task::spawn_blocking(move || {
-                crate::persistence::jsonl::rescue_copy(&dirs, &header, &events)
-            })
-            .await
-            .unwrap_or_else(|join| {
-                Err(PersistenceError::Task {
-                    what: "rescue copy",
-                    message: join.to_string(),
-                })
-            });
+            let rescue = crate::persistence::jsonl::rescue(rescue_dirs, header, events).await;
             match &rescue {
                 Ok(path) => tracing::error!(
                     session = %agent.id(), %error, rescue = %path.display(),
@@ -420,28 +414,25 @@ impl AgentRegistry {
         unsaved
     }
 
-    /// Reads a stored session from the active backend on the blocking pool, with the backend's
-    /// generation: `Load` repairs it (for resuming), `Inspect` only reads (for forking).
+    /// Reads a stored session from the active backend, with the backend's generation: `Load`
+    /// repairs it (for resuming), `Inspect` only reads (for forking).
     pub(super) async fn read_stored(
         &self,
         id: &SessionId,
         how: Read,
     ) -> Result<(StoredSession, u64), AgentError> {
         let (backend, generation) = self.services.persistence.current();
-        let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || match how {
-            Read::Inspect => backend.inspect(&wanted),
+        let stored = match how {
+            Read::Inspect => backend.inspect(id).await,
             Read::Load => {
-                let loaded = backend.load(&wanted);
+                let loaded = backend.load(id).await;
                 if loaded.is_err() {
                     // Nothing will write this session: keep no state for an id a client made up.
-                    backend.release(&wanted);
+                    backend.release(id).await;
                 }
                 loaded
             }
-        })
-        .await
-        .map_err(|e| join_error(&e))?
+        }
         .map_err(stored_error)?;
         Ok((stored, generation))
     }
@@ -542,11 +533,4 @@ pub(super) fn stored_error(error: PersistenceError) -> AgentError {
         PersistenceError::NotFound(id) => AgentError::SessionNotFound(id),
         other => AgentError::Persistence(other),
     }
-}
-
-pub(super) fn join_error(error: &tokio::task::JoinError) -> AgentError {
-    AgentError::Persistence(PersistenceError::Task {
-        what: "persistence",
-        message: error.to_string(),
-    })
 }

@@ -101,10 +101,7 @@ impl AgentRegistry {
     /// Fails with [`AgentError::SessionNotFound`] unless the active backend stores session `id`.
     async fn stored_exists(&self, id: &SessionId) -> Result<(), AgentError> {
         let backend = self.services().persistence.backend();
-        let wanted = id.clone();
-        let stored = tokio::task::spawn_blocking(move || backend.stored_len(&wanted))
-            .await
-            .map_err(|e| super::registry::join_error(&e))??;
+        let stored = backend.stored_len(id).await?;
         stored
             .map(drop)
             .ok_or_else(|| AgentError::SessionNotFound(id.clone()))

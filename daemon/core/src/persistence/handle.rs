@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::{BackendKind, Persistence, PersistenceError, SessionLocation};
 use crate::locks::{lock, read_lock, write_lock};
-use dsh_session::{SessionHeader, SessionId, SessionLog};
+use dsh_session::{Event, SessionHeader, SessionId, SessionLog};
 
 /// How many stored sessions' headers [`PersistenceHandle::known_header`] keeps (a few hundred
 /// kilobytes at most); when full it starts over.
@@ -135,32 +135,105 @@ impl DurableCursor {
 
 /// Makes `log` durable in the active backend: appends what that backend lacks. After a swap the
 /// new backend is asked what it holds, so the first checkpoint there writes the header and every
-/// missing event: nothing is lost. Blocking: call it on the blocking pool.
-pub fn checkpoint(
+/// missing event: nothing is lost.
+pub async fn checkpoint(
     handle: &PersistenceHandle,
     log: &SessionLog,
     cursor: &mut DurableCursor,
+) -> Result<(), PersistenceError> {
+    let in_place = |backend: &dyn Persistence, from| write_in_place(backend, log, from);
+    checkpoint_from(handle, &log.header().id, cursor, in_place, |from| {
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        let tail = log.events().get(from..).unwrap_or_default().to_vec();
+        (log.header().clone(), tail, log.len())
+    })
+    .await
+}
+
+/// Appends `log`'s events from `from` on through [`Persistence::append_in_place`]: the log's
+/// length once written, `None` where the backend cannot write in place.
+pub(crate) fn write_in_place(
+    backend: &dyn Persistence,
+    log: &SessionLog,
+    from: u64,
+) -> Option<Result<u64, PersistenceError>> {
+    let start = usize::try_from(from).unwrap_or(usize::MAX);
+    let events = log.events().get(start..).unwrap_or_default();
+    if events.is_empty() {
+        return None;
+    }
+    backend
+        .append_in_place(log.header(), events)
+        .map(|written| written.map(|()| log.len()))
+}
+
+/// What a checkpoint writes: the session's header, the events from the first one the backend
+/// lacks, and the log's length.
+pub(crate) type Tail = (Arc<SessionHeader>, Vec<Event>, u64);
+
+/// [`checkpoint`] of the session `id`, whose log the caller reads through `in_place` (given the
+/// backend and how many events it holds, [`write_in_place`] with the log held) or, where the
+/// backend cannot write in place, `tail` (the [`Tail`] from there, copied). Called with no lock
+/// held, so a live agent's log is locked across the backend's I/O only where the backend writes
+/// in place, on a worker tokio lets block.
+pub(crate) async fn checkpoint_from(
+    handle: &PersistenceHandle,
+    id: &SessionId,
+    cursor: &mut DurableCursor,
+    in_place: impl FnOnce(&dyn Persistence, u64) -> Option<Result<u64, PersistenceError>>,
+    tail: impl FnOnce(u64) -> Tail,
 ) -> Result<(), PersistenceError> {
     let (backend, generation) = handle.current();
     let stored = if cursor.generation == Some(generation) {
         cursor.stored
     } else {
-        backend.stored_len(&log.header().id)?.unwrap_or(0)
+        backend.stored_len(id).await?.unwrap_or(0)
     };
-    let len = log.len();
+    // Where the backend can write in place, the tail is written borrowed, the log held meanwhile.
+    if let Some(written) = in_place(&*backend, stored) {
+        return settle(cursor, generation, written);
+    }
+    let (header, events, len) = tail(stored);
     if stored > len {
         return Err(PersistenceError::SeqMismatch {
-            id: log.header().id.clone(),
+            id: id.clone(),
             expected: stored,
             got: len,
         });
     }
-    if stored < len {
-        let from = usize::try_from(stored).unwrap_or(usize::MAX);
-        backend.append(log.header(), &log.events()[from..])?;
+    let appended = if events.is_empty() {
+        Ok(())
+    } else {
+        backend.append(&header, &events).await
+    };
+    settle(cursor, generation, appended.map(|()| len))
+}
+
+/// The cursor after an append of the log up to `written`'s length, or after its failure.
+fn settle(
+    cursor: &mut DurableCursor,
+    generation: u64,
+    written: Result<u64, PersistenceError>,
+) -> Result<(), PersistenceError> {
+    match written {
+        Ok(len) => {
+            *cursor = DurableCursor::at(generation, len);
+            Ok(())
+        }
+        Err(error) => {
+            // A database's answer may be lost although the append landed (the deadline passed while
+            // it committed): then the next checkpoint asks the backend rather than trust a count.
+            // Any other failure is a definite no, and the count stands: asking a JSONL backend would
+            // count another writer's lines as ours and write after them.
+            if matches!(
+                error,
+                PersistenceError::Unavailable { .. } | PersistenceError::Postgres { .. }
+            ) {
+                *cursor = DurableCursor::default();
+            }
+            Err(error)
+        }
     }
-    *cursor = DurableCursor::at(generation, len);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -168,10 +241,10 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::persistence::jsonl::JsonlBackend;
 
     fn backend(root: &str) -> Arc<dyn Persistence> {
-        Arc::new(JsonlBackend::new(PathBuf::from(root)).unwrap())
+        crate::persistence::open(crate::persistence::BackendKind::Jsonl, PathBuf::from(root))
+            .unwrap()
     }
 
     #[test]

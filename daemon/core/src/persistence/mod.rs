@@ -2,22 +2,27 @@
 //! answers, and the swappable [`PersistenceHandle`] that every consumer asks at the time of use
 //! (CONTRACTS §4.3).
 //!
-//! Backends are synchronous (callers run I/O on the blocking pool); only [`Persistence::locate`] is
-//! called on async paths, and it does no I/O at all.
+//! The trait is async: the file backends do their blocking inside ([`OnBlockingPool`]), the
+//! PostgreSQL backend runs on the caller's runtime. [`Persistence::locate`] stays synchronous and
+//! does no I/O at all.
 
+pub(crate) mod blocking;
 pub(crate) mod choice;
 #[cfg(test)]
 mod contract_tests;
+mod error;
 pub(crate) mod handle;
 pub(crate) mod jsonl;
 pub(crate) mod page;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use blocking::{BlockingPersistence, OnBlockingPool};
+pub use error::PersistenceError;
+pub(crate) use error::{free_space, write_error};
 pub use handle::PersistenceHandle;
 pub use page::{Creator, ListKey, MAX_PAGE_SIZE, Order, Page, PageQuery};
 
@@ -100,211 +105,13 @@ pub struct RepairReport {
     pub applied: bool,
 }
 
-/// Why a persistence operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PersistenceError {
-    /// The backend does not hold this session.
-    #[error("session {0} not found")]
-    NotFound(SessionId),
-    /// Stored data is damaged before the last completed turn: nothing is changed.
-    #[error("{}:{line}: corrupt session log: {message}", path.display())]
-    Corrupt {
-        /// The file (JSONL) or database (SQLite).
-        path: PathBuf,
-        /// 1-based line (JSONL) or event seq + 1 (SQLite); 0 when not line-shaped.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// An append did not continue the stored log.
-    #[error("session {id}: append starts at seq {got} but the backend holds {expected} events")]
-    SeqMismatch {
-        /// The session.
-        id: SessionId,
-        /// The seq the backend expected next.
-        expected: u64,
-        /// The first seq offered.
-        got: u64,
-    },
-    /// The stored log changed behind this daemon's back (another process appended to it, replaced
-    /// or removed it): nothing was written, so nothing of the other writer's is overwritten.
-    #[error("{}: {reason}; refusing to append (is another dshd using this home?)", path.display())]
-    Diverged {
-        /// The log file.
-        path: PathBuf,
-        /// What changed.
-        reason: String,
-    },
-    /// The log was written by a newer dsh: it is read as far as this dshd understands it, never
-    /// written (resumed, appended to or repaired).
-    #[error(
-        "{} was written by a newer dsh (session format version {version}; this dshd writes version {}): it can be read, not resumed or written; use that dsh",
-        path.display(),
-        dsh_session::FORMAT_VERSION
-    )]
-    NewerFormat {
-        /// The log file.
-        path: PathBuf,
-        /// The version its header names.
-        version: u32,
-    },
-    /// The database file belongs to something else.
-    #[error("{} is not a dsh session database: {reason}", path.display())]
-    ForeignDatabase {
-        /// The file.
-        path: PathBuf,
-        /// What gave it away.
-        reason: String,
-    },
-    /// A file-system operation failed.
-    #[error("cannot {action} {}: {error}", path.display())]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// On what.
-        path: PathBuf,
-        /// The error.
-        error: std::io::Error,
-    },
-    /// SQLite failed.
-    #[error("sqlite {}: {error}", path.display())]
-    Sqlite {
-        /// The database.
-        path: PathBuf,
-        /// The error.
-        error: rusqlite::Error,
-    },
-    /// PostgreSQL answered with an error (the statement failed; the connection is fine).
-    #[error("postgres {database}: {message}")]
-    Postgres {
-        /// The database, credentials removed.
-        database: String,
-        /// What the server said.
-        message: String,
-    },
-    /// The database cannot be reached (down, refusing connections, the connection lost): nothing
-    /// was written; the same call may succeed later.
-    #[error("the session database {database} is unavailable: {reason}")]
-    Unavailable {
-        /// The database, credentials removed.
-        database: String,
-        /// Why, as the client saw it.
-        reason: String,
-    },
-    /// Another daemon has the session live and holds its lease: this one may not write it.
-    #[error(
-        "session {id} is live in another dshd (host {host}, pid {pid}), which holds its lease; close it there, or, if that dshd is gone, retry once its lease expires (in {}s at most)",
-        expires_in.as_secs().max(1)
-    )]
-    Leased {
-        /// The session.
-        id: SessionId,
-        /// The holder's host name.
-        host: String,
-        /// The holder's process id.
-        pid: u32,
-        /// How long until the lease expires unless renewed.
-        expires_in: std::time::Duration,
-    },
-    /// The blocking task that did the work failed (it panicked or was cancelled): a bug or a
-    /// runtime shutting down, never the caller's input.
-    #[error("the {what} task failed: {message}")]
-    Task {
-        /// What the task was doing, e.g. "checkpoint".
-        what: &'static str,
-        /// The runtime's description of the failure.
-        message: String,
-    },
-    /// The backend's configuration is unusable (e.g. a relative root).
-    #[error("{0}")]
-    Config(String),
-    /// The location cannot hold the backend's data at all: a device, a FIFO, a directory or a
-    /// pseudo-file where a database file should be, or a new name in a missing directory.
-    #[error("{}: {reason}", path.display())]
-    BadLocation {
-        /// The location given.
-        path: PathBuf,
-        /// What it is, and what was expected.
-        reason: String,
-    },
-    /// The file system holding the store is full (or the user's quota is): nothing was written,
-    /// and an append that did not fit was cut back.
-    #[error(
-        "cannot {action} {}: no space left on its file system ({}); free some space and retry",
-        path.display(),
-        free_text(*free_bytes)
-    )]
-    NoSpace {
-        /// What was being written, e.g. `append to`.
-        action: &'static str,
-        /// The file or directory written.
-        path: PathBuf,
-        /// The bytes available to this user there when it failed, if the file system said.
-        free_bytes: Option<u64>,
-    },
-    /// The store can be read but not written: a read-only file system, or no write permission.
-    #[error(
-        "cannot {action} {}: {reason}; sessions stored there can still be read",
-        path.display()
-    )]
-    NotWritable {
-        /// What was refused, e.g. `open for writing`.
-        action: &'static str,
-        /// The file or directory that cannot be written.
-        path: PathBuf,
-        /// Why, as the system said it.
-        reason: String,
-    },
-}
-
-fn free_text(free: Option<u64>) -> String {
-    match free {
-        Some(bytes) if bytes >= 1 << 20 => format!("{} MiB free", bytes >> 20),
-        Some(bytes) => format!("{bytes} bytes free"),
-        None => "free space unknown".to_owned(),
-    }
-}
-
-/// The bytes available to this user on the file system holding `path` (or its nearest existing
-/// ancestor), if the file system says.
-pub(crate) fn free_space(path: &Path) -> Option<u64> {
-    path.ancestors().find_map(|dir| {
-        let stat = rustix::fs::statvfs(dir).ok()?;
-        Some(stat.f_bavail.saturating_mul(stat.f_frsize))
-    })
-}
-
-/// The error of a write to `path`: a read-only file system or a missing write permission is
-/// [`PersistenceError::NotWritable`] (the store's state, which the caller can act on), a full one
-/// [`PersistenceError::NoSpace`], anything else [`PersistenceError::Io`].
-pub(crate) fn write_error(
-    action: &'static str,
-    path: &Path,
-    source: std::io::Error,
-) -> PersistenceError {
-    match source.kind() {
-        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => PersistenceError::NoSpace {
-            action,
-            path: path.to_owned(),
-            free_bytes: free_space(path),
-        },
-        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
-            PersistenceError::NotWritable {
-                action,
-                path: path.to_owned(),
-                reason: source.to_string(),
-            }
-        }
-        _ => PersistenceError::Io {
-            action,
-            path: path.to_owned(),
-            error: source,
-        },
-    }
-}
-
-/// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`],
-/// [`sqlite::SqliteBackend`], [`postgres::PostgresBackend`].
+/// A session store (CONTRACTS §4.3). Implementations: [`jsonl::JsonlBackend`] and
+/// [`sqlite::SqliteBackend`] (blocking, each behind [`OnBlockingPool`]), and
+/// [`postgres::PostgresBackend`] (async on the caller's runtime).
+///
+/// Async and object safe (boxed futures, `async_trait`), so one `Arc<dyn Persistence>` serves
+/// every caller on dshd's runtime: a backend that blocks does its blocking inside, never on the
+/// caller's thread.
 ///
 /// Contract (checked by one suite against every backend):
 /// - creation is lazy: nothing is written for a session before its first [`append`](Self::append);
@@ -312,12 +119,15 @@ pub(crate) fn write_error(
 /// - [`locate`](Self::locate) is pure: no I/O at all, not even a `stat`;
 /// - `load` repairs (drops a torn tail, closes an open turn) and writes the repair; `inspect` never
 ///   writes;
-/// - ids never escape the backend's root, whatever bytes they contain.
+/// - ids never escape the backend's root, whatever bytes they contain;
+/// - every call ends: a backend that waits on a server bounds the wait and answers
+///   [`PersistenceError::Unavailable`] when it runs out.
+#[async_trait::async_trait]
 pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
-    /// The root directory (JSONL) or database file (SQLite).
+    /// The root directory (JSONL), database file (SQLite) or database as shown (PostgreSQL).
     fn path(&self) -> PathBuf;
 
     /// Where this backend keeps (or will keep) the session's transcript, or `None` when it has no
@@ -325,53 +135,57 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     fn locate(&self, header: &SessionHeader) -> Option<SessionLocation>;
 
     /// How many events this backend already holds for the session (`None`: not stored here).
-    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError>;
+    async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError>;
 
-    /// Durably appends `events` (non-empty, contiguous) to the session. When `events[0].seq` is 0
-    /// and the session is not stored yet, this creates it with `header` first. Any other start must
-    /// equal the stored length ([`PersistenceError::SeqMismatch`] otherwise).
-    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError>;
+    /// Durably appends `events` (contiguous) to the session. When `events[0].seq` is 0 and the
+    /// session is not stored yet, this creates it with `header` first. Any other start must equal
+    /// the stored length ([`PersistenceError::SeqMismatch`] otherwise). An empty batch writes
+    /// nothing.
+    async fn append(
+        &self,
+        header: &SessionHeader,
+        events: &[Event],
+    ) -> Result<(), PersistenceError>;
+
+    /// Appends as [`append`](Self::append) does, on the caller's thread, when the backend's
+    /// writes block and the runtime lets a worker block in place (tokio's multi-threaded one);
+    /// `None` when it cannot. A checkpoint writes a live log's tail through it while holding the
+    /// log, so a step that holds a 50 MB reply is not copied to be written.
+    fn append_in_place(
+        &self,
+        _header: &SessionHeader,
+        _events: &[Event],
+    ) -> Option<Result<(), PersistenceError>> {
+        None
+    }
 
     /// Loads a session for resuming, repairing it (and persisting the repair) if needed.
-    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
+    async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
 
     /// Reads a session as stored, without repairing or writing anything.
-    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
+    async fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError>;
 
     /// Headers of every stored session, oldest first. Reads every header: for a client-facing
     /// listing use [`list_page`](Self::list_page).
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
+    async fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError>;
 
     /// The header of the stored session `id` (`None`: not stored here), read without its events,
     /// so the cost does not grow with the length of the log (`Persistence.Locate` of a stored
-    /// session). The default reads the whole session; both shipped backends read the header only.
-    fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
-        match self.inspect(id) {
+    /// session). The default reads the whole session; the shipped backends read the header only.
+    async fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        match self.inspect(id).await {
             Ok(stored) => Ok(Some(stored.header)),
             Err(PersistenceError::NotFound(_)) => Ok(None),
             Err(other) => Err(other),
         }
     }
 
-    /// [`header`](Self::header), if the backend can answer at once on the caller's thread: from
-    /// a file system known to be local, with no lock that a long operation may hold, so an async
-    /// caller may call it without going to the blocking pool (a trip that costs more than the
-    /// read). `None`: it cannot promise that, and the caller reads the header on the blocking
-    /// pool. The default is `None`.
-    fn header_now(
-        &self,
-        id: &SessionId,
-    ) -> Option<Result<Option<SessionHeader>, PersistenceError>> {
-        let _ = id;
-        None
-    }
-
     /// One page of stored sessions' headers in `query.order`, strictly after `query.after`
     /// (see `page.rs` for why that never skips or repeats a session). The shipped backends answer
     /// from an index, so the cost does not grow with the number of sessions stored; the default
     /// lists everything and is meant for test doubles.
-    fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
-        Ok(page::page_of(self.list()?, query))
+    async fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        Ok(page::page_of(self.list().await?, query))
     }
 
     /// Finds damage in the stored session `id` that [`load`](Self::load) refuses rather than
@@ -379,9 +193,9 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// what it takes out of the log is kept beside it. The caller guarantees that no agent has the
     /// session live. The default finds nothing: a backend whose writes are transactions leaves no
     /// damage behind (it still answers `NotFound` for a session it does not hold).
-    fn repair(&self, id: &SessionId, apply: bool) -> Result<RepairReport, PersistenceError> {
+    async fn repair(&self, id: &SessionId, apply: bool) -> Result<RepairReport, PersistenceError> {
         let _ = apply;
-        match self.header(id)? {
+        match self.header(id).await? {
             Some(_) => Ok(RepairReport {
                 path: self.path(),
                 ..RepairReport::default()
@@ -392,32 +206,53 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
 
     /// The title and archived flag of the stored session `id` (`None`: not stored here), derived
     /// from its events ([`SessionMeta::of`]). The default reads the whole session.
-    fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, PersistenceError> {
-        match self.inspect(id) {
+    async fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, PersistenceError> {
+        match self.inspect(id).await {
             Ok(stored) => Ok(Some(SessionMeta::of(&stored.header, &stored.events))),
             Err(PersistenceError::NotFound(_)) => Ok(None),
             Err(other) => Err(other),
         }
     }
 
+    /// The metadata ([`meta`](Self::meta)) of each of `ids`, by id: a session not stored here is
+    /// left out, one whose metadata cannot be read maps to why. A listing asks this once per
+    /// page. The default asks `meta` for each; a backend on a server answers all in one round
+    /// trip. Fails as a whole only when the store cannot be asked at all.
+    async fn metas(&self, ids: &[SessionId]) -> Result<Metas, PersistenceError> {
+        let mut out = Metas::new();
+        for id in ids {
+            match self.meta(id).await {
+                Ok(Some(meta)) => {
+                    out.insert(id.clone(), Ok(meta));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    out.insert(id.clone(), Err(error));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gets ready for the first calls, so that the first one a client makes does not pay for it:
+    /// a connection opened, what every read needs prepared. Writes nothing, creates nothing; a
+    /// failure is left for the first real call to report. The default does nothing.
+    async fn warm(&self) {}
+
     /// Names the stored session `id`: appends a `session/title` event to its log, so the title
     /// travels with the session. The caller guarantees that no agent has the session live (a live
-    /// agent logs the event itself) and has checked the title
-    /// (`check_title`).
-    fn set_title(&self, id: &SessionId, title: &str) -> Result<(), PersistenceError> {
-        append_meta(
-            self,
-            id,
-            EventData::SessionTitle {
-                title: title.to_owned(),
-            },
-        )
+    /// agent logs the event itself) and has checked the title (`check_title`).
+    async fn set_title(&self, id: &SessionId, title: &str) -> Result<(), PersistenceError> {
+        let data = EventData::SessionTitle {
+            title: title.to_owned(),
+        };
+        append_meta(self, id, data).await
     }
 
     /// Archives the stored session `id` (or takes it back): appends a `session/archived` event to
     /// its log. The caller guarantees that no agent has the session live.
-    fn set_archived(&self, id: &SessionId, archived: bool) -> Result<(), PersistenceError> {
-        append_meta(self, id, EventData::SessionArchived { archived })
+    async fn set_archived(&self, id: &SessionId, archived: bool) -> Result<(), PersistenceError> {
+        append_meta(self, id, EventData::SessionArchived { archived }).await
     }
 
     /// Removes the stored session `id` from this backend: its log and everything the backend
@@ -425,12 +260,13 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     /// answers [`PersistenceError::NotFound`] for it. Files in the session's place that the backend
     /// did not write are left where they are. The caller guarantees that no agent has the session
     /// live.
-    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError>;
+    async fn delete(&self, id: &SessionId) -> Result<(), PersistenceError>;
 
     /// Lets go of whatever the backend keeps for the session between calls (the JSONL backend's
-    /// open file), because no agent writes it any more. The session stays stored; a later call
-    /// reads it again. The caller guarantees that no append of this session is in flight.
-    fn release(&self, _id: &SessionId) {}
+    /// open file, the PostgreSQL backend's lease), because no agent writes it any more. The
+    /// session stays stored; a later call reads it again. The caller guarantees that no append of
+    /// this session is in flight. Never fails: what cannot be let go of now expires on its own.
+    async fn release(&self, _id: &SessionId) {}
 
     /// Why the backend's store cannot be reached right now, if it cannot (a database server that
     /// is down); `None` when it can, or when the backend has no server (files). No I/O: the
@@ -446,36 +282,41 @@ pub trait Persistence: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// What [`Persistence::metas`] answers: each stored session's metadata, or why it cannot be read.
+pub type Metas = std::collections::HashMap<SessionId, Result<SessionMeta, PersistenceError>>;
+
 /// Appends one metadata event to the stored session `id`, after its last event.
-fn append_meta<P: Persistence + ?Sized>(
+async fn append_meta<P: Persistence + ?Sized>(
     backend: &P,
     id: &SessionId,
     data: EventData,
 ) -> Result<(), PersistenceError> {
     let header = backend
-        .header(id)?
+        .header(id)
+        .await?
         .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
     let seq = backend
-        .stored_len(id)?
+        .stored_len(id)
+        .await?
         .ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
     let event = Event {
         seq,
         time: dsh_session::now_ms(),
         data,
     };
-    let appended = backend.append(&header, &[event]);
+    let appended = backend.append(&header, &[event]).await;
     // Nobody writes this session now: whatever the backend opened for it can go.
-    backend.release(id);
+    backend.release(id).await;
     appended
 }
 
-/// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file). Like the
-/// backends' own constructors, this touches nothing on disk. PostgreSQL has no path: open it
-/// with [`open_postgres`].
+/// Opens the backend of `kind` at `path` (the JSONL root, or the SQLite database file), behind
+/// [`OnBlockingPool`]. Like the backends' own constructors, this touches nothing on disk.
+/// PostgreSQL has no path: open it with [`open_postgres`].
 pub fn open(kind: BackendKind, path: PathBuf) -> Result<Arc<dyn Persistence>, PersistenceError> {
     Ok(match kind {
-        BackendKind::Jsonl => Arc::new(jsonl::JsonlBackend::new(path)?),
-        BackendKind::Sqlite => Arc::new(sqlite::SqliteBackend::open(path)?),
+        BackendKind::Jsonl => Arc::new(OnBlockingPool::new(jsonl::JsonlBackend::new(path)?)),
+        BackendKind::Sqlite => Arc::new(OnBlockingPool::new(sqlite::SqliteBackend::open(path)?)),
         BackendKind::Postgres => {
             return Err(PersistenceError::Config(
                 "the postgres backend is opened with a connection string, not a path".to_owned(),

@@ -38,7 +38,7 @@ fn leased_refusal(daemon: &TestDaemon, id: &str, script: &Path) -> tonic_types::
 }
 
 /// A config selecting PostgreSQL at `url`, with a lease of `lease_ms` and `extra` lines.
-fn config(url: &str, lease_ms: u64, extra: &str) -> String {
+pub(super) fn config(url: &str, lease_ms: u64, extra: &str) -> String {
     format!(
         "persistence = \"postgres\"\n{extra}\n[postgres]\nurl = {}\nlease_ms = {lease_ms}\n",
         toml_string(url)
@@ -49,7 +49,7 @@ fn toml_string(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
 }
 
-fn on(config: String) -> TestDaemon {
+pub(super) fn on(config: String) -> TestDaemon {
     TestDaemon::start_with(DaemonSpec {
         config: Some(config),
         ..DaemonSpec::default()
@@ -312,7 +312,7 @@ fn a_shutdown_with_the_database_gone_leaves_a_rescue_copy_of_the_unsaved_turn() 
     assert_eq!((rows, distinct), (saved.len() as u64, saved.len() as u64));
 }
 
-fn stored_rows_on(server: &PgServer, db: &str, id: &str) -> (u64, u64, i64) {
+pub(super) fn stored_rows_on(server: &PgServer, db: &str, id: &str) -> (u64, u64, i64) {
     let row = server.sql(
         db,
         &format!(

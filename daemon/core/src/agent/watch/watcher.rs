@@ -273,21 +273,15 @@ fn ends(event: &Event, turn: Option<u32>) -> bool {
     matches!((&event.data, turn), (EventData::TurnEnd { turn: t, .. }, Some(turn)) if *t == turn)
 }
 
-/// A stored session's events, read on the blocking pool.
+/// A stored session's events.
 async fn load(
     persistence: &Arc<PersistenceHandle>,
     id: &SessionId,
 ) -> Result<Arc<Vec<Event>>, crate::persistence::PersistenceError> {
     let backend = persistence.backend();
-    let id = id.clone();
-    tokio::task::spawn_blocking(move || backend.inspect(&id))
+    backend
+        .inspect(id)
         .await
-        .unwrap_or_else(|join| {
-            Err(crate::persistence::PersistenceError::Task {
-                what: "watch",
-                message: join.to_string(),
-            })
-        })
         .map(|stored| Arc::new(stored.events))
 }
 

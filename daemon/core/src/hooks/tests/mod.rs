@@ -47,6 +47,7 @@ impl Locator {
     }
 }
 
+#[async_trait::async_trait]
 impl Persistence for Locator {
     fn kind(&self) -> BackendKind {
         BackendKind::Jsonl
@@ -61,22 +62,22 @@ impl Persistence for Locator {
             database: None,
         })
     }
-    fn stored_len(&self, _: &SessionId) -> Result<Option<u64>, PersistenceError> {
+    async fn stored_len(&self, _: &SessionId) -> Result<Option<u64>, PersistenceError> {
         self.refuse()
     }
-    fn append(&self, _: &SessionHeader, _: &[Event]) -> Result<(), PersistenceError> {
+    async fn append(&self, _: &SessionHeader, _: &[Event]) -> Result<(), PersistenceError> {
         self.refuse()
     }
-    fn load(&self, _: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn load(&self, _: &SessionId) -> Result<StoredSession, PersistenceError> {
         self.refuse()
     }
-    fn inspect(&self, _: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn inspect(&self, _: &SessionId) -> Result<StoredSession, PersistenceError> {
         self.refuse()
     }
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+    async fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         self.refuse()
     }
-    fn delete(&self, _: &SessionId) -> Result<(), PersistenceError> {
+    async fn delete(&self, _: &SessionId) -> Result<(), PersistenceError> {
         self.refuse()
     }
 }

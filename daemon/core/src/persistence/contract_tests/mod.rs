@@ -78,7 +78,9 @@ fn sqlite_db(dir: &Path) -> PathBuf {
 
 impl Fixture for Jsonl {
     fn open(dir: &Path) -> Arc<dyn Persistence> {
-        Arc::new(JsonlBackend::new(jsonl_root(dir)).unwrap())
+        Arc::new(super::OnBlockingPool::new(
+            JsonlBackend::new(jsonl_root(dir)).unwrap(),
+        ))
     }
 
     fn tear(dir: &Path, header: &SessionHeader) -> Option<Vec<u8>> {
@@ -112,7 +114,9 @@ impl Fixture for Jsonl {
 
 impl Fixture for Sqlite {
     fn open(dir: &Path) -> Arc<dyn Persistence> {
-        Arc::new(SqliteBackend::open(sqlite_db(dir)).unwrap())
+        Arc::new(super::OnBlockingPool::new(
+            SqliteBackend::open(sqlite_db(dir)).unwrap(),
+        ))
     }
 
     /// Each append is one transaction: a crash leaves it committed or absent, never half there.

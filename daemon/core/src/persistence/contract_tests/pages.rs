@@ -8,13 +8,13 @@ use crate::persistence::{ListKey, Order, Page, PageQuery};
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod jsonl_pages {
-            $( #[test] fn $test() { super::$test::<super::Jsonl>(); } )*
+            $( #[tokio::test] async fn $test() { super::$test::<super::Jsonl>().await; } )*
         }
         mod sqlite_pages {
-            $( #[test] fn $test() { super::$test::<super::Sqlite>(); } )*
+            $( #[tokio::test] async fn $test() { super::$test::<super::Sqlite>().await; } )*
         }
         mod postgres_pages {
-            $( #[test] fn $test() { super::$test::<super::Postgres>(); } )*
+            $( #[tokio::test] async fn $test() { super::$test::<super::Postgres>().await; } )*
         }
     };
 }
@@ -38,12 +38,18 @@ fn query(after: Option<ListKey>, limit: usize, order: Order, cwd: Option<&str>) 
 }
 
 /// Every page from the start, following the cursor until the backend says there is no more.
-fn walk(backend: &dyn Persistence, limit: usize, order: Order, cwd: Option<&str>) -> Vec<String> {
+async fn walk(
+    backend: &dyn Persistence,
+    limit: usize,
+    order: Order,
+    cwd: Option<&str>,
+) -> Vec<String> {
     let mut seen = Vec::new();
     let mut after = None;
     loop {
         let page = backend
             .list_page(&query(after.clone(), limit, order, cwd))
+            .await
             .unwrap();
         assert!(page.headers.len() <= limit);
         seen.extend(page.headers.iter().map(|h| h.id.as_str().to_owned()));
@@ -56,7 +62,7 @@ fn walk(backend: &dyn Persistence, limit: usize, order: Order, cwd: Option<&str>
 
 /// Sessions with creation times that tie (broken by id), in three cwds, two of which share a
 /// JSONL project directory (`/w/a-b/c` and `/w/a/b-c` have the same lossy project key).
-fn stored(backend: &dyn Persistence) -> Vec<SessionHeader> {
+async fn stored(backend: &dyn Persistence) -> Vec<SessionHeader> {
     let cwds = ["/w/a-b/c", "/w/a/b-c", "/elsewhere"];
     let headers: Vec<SessionHeader> = (0..23)
         .map(|n| {
@@ -67,7 +73,7 @@ fn stored(backend: &dyn Persistence) -> Vec<SessionHeader> {
         })
         .collect();
     for h in &headers {
-        backend.append(h, &turn(0, 1)).unwrap();
+        backend.append(h, &turn(0, 1)).await.unwrap();
     }
     headers
 }
@@ -81,45 +87,49 @@ fn ids_in(headers: &[SessionHeader], order: Order, cwd: Option<&str>) -> Vec<Str
     headers.iter().map(|h| h.id.as_str().to_owned()).collect()
 }
 
-fn header_is_read_without_the_events<F: Fixture>() {
+async fn header_is_read_without_the_events<F: Fixture>() {
     let s = scratch();
     let h = header("long");
     let backend = F::open(&s.dir);
-    assert_eq!(backend.header(&h.id).unwrap(), None);
-    backend.append(&h, &turn(0, 1)).unwrap();
-    backend.append(&h, &turn(8, 2)).unwrap();
-    assert_eq!(backend.header(&h.id).unwrap(), Some(h.clone()));
+    assert_eq!(backend.header(&h.id).await.unwrap(), None);
+    backend.append(&h, &turn(0, 1)).await.unwrap();
+    backend.append(&h, &turn(8, 2)).await.unwrap();
+    assert_eq!(backend.header(&h.id).await.unwrap(), Some(h.clone()));
     drop(backend);
     // With an event damaged, reading the whole session fails; the header alone still reads,
     // which it could not if it read the events.
     F::damage(&s.dir, &h, 3);
     let backend = F::open(&s.dir);
     assert!(matches!(
-        backend.inspect(&h.id),
+        backend.inspect(&h.id).await,
         Err(PersistenceError::Corrupt { .. })
     ));
-    assert_eq!(backend.header(&h.id).unwrap(), Some(h));
-    assert_eq!(backend.header(&id("missing")).unwrap(), None);
+    assert_eq!(backend.header(&h.id).await.unwrap(), Some(h));
+    assert_eq!(backend.header(&id("missing")).await.unwrap(), None);
 }
 
-fn pages_walk_every_session_once<F: Fixture>() {
+async fn pages_walk_every_session_once<F: Fixture>() {
     let s = scratch();
     let backend = F::open(&s.dir);
-    let headers = stored(backend.as_ref());
+    let headers = stored(backend.as_ref()).await;
     for order in [Order::NewestFirst, Order::OldestFirst] {
         let expected = ids_in(&headers, order, None);
         for limit in [1, 4, 23, 100] {
             assert_eq!(
-                walk(backend.as_ref(), limit, order, None),
+                walk(backend.as_ref(), limit, order, None).await,
                 expected,
                 "{order:?} {limit}"
             );
             // A fresh instance (the JSONL index rebuilt from the logs) pages the same.
-            assert_eq!(walk(F::open(&s.dir).as_ref(), limit, order, None), expected);
+            assert_eq!(
+                walk(F::open(&s.dir).as_ref(), limit, order, None).await,
+                expected
+            );
         }
     }
     let first = backend
         .list_page(&query(None, 5, Order::NewestFirst, None))
+        .await
         .unwrap();
     assert!(first.more);
     assert_eq!(first.headers[0].created_at, 1_007, "newest first");
@@ -131,30 +141,32 @@ fn pages_walk_every_session_once<F: Fixture>() {
     }
 }
 
-fn pages_filter_by_exact_cwd<F: Fixture>() {
+async fn pages_filter_by_exact_cwd<F: Fixture>() {
     let s = scratch();
     let backend = F::open(&s.dir);
-    let headers = stored(backend.as_ref());
+    let headers = stored(backend.as_ref()).await;
     for cwd in ["/w/a-b/c", "/w/a/b-c", "/elsewhere", "/nowhere"] {
         for order in [Order::NewestFirst, Order::OldestFirst] {
             let expected = ids_in(&headers, order, Some(cwd));
             assert_eq!(
-                walk(backend.as_ref(), 3, order, Some(cwd)),
+                walk(backend.as_ref(), 3, order, Some(cwd)).await,
                 expected,
                 "{cwd}"
             );
         }
     }
     assert_eq!(
-        walk(backend.as_ref(), 3, Order::NewestFirst, Some("/w/a-b/c")).len(),
+        walk(backend.as_ref(), 3, Order::NewestFirst, Some("/w/a-b/c"))
+            .await
+            .len(),
         8
     );
 }
 
-fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
+async fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
     let s = scratch();
     let backend = F::open(&s.dir);
-    let headers = stored(backend.as_ref());
+    let headers = stored(backend.as_ref()).await;
     let before: HashSet<String> = headers.iter().map(|h| h.id.as_str().to_owned()).collect();
     for order in [Order::NewestFirst, Order::OldestFirst] {
         let mut seen = Vec::new();
@@ -163,6 +175,7 @@ fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
         loop {
             let page = backend
                 .list_page(&query(after.clone(), 4, order, None))
+                .await
                 .unwrap();
             seen.extend(page.headers.iter().map(|h| h.id.as_str().to_owned()));
             // New sessions land everywhere: newer than everything, older than everything, and
@@ -176,7 +189,7 @@ fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
                 ] {
                     let mut h = header(&format!("{name}-{order:?}-{added}"));
                     h.created_at = created_at;
-                    backend.append(&h, &turn(0, 1)).unwrap();
+                    backend.append(&h, &turn(0, 1)).await.unwrap();
                     added += 1;
                 }
             }
@@ -194,13 +207,11 @@ fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
         let missing: Vec<_> = before.iter().filter(|id| !unique.contains(id)).collect();
         assert!(missing.is_empty(), "{order:?}: {missing:?} were skipped");
         // The walk is still in order, sessions created meanwhile included.
-        let keys: Vec<(i64, String)> = seen
-            .iter()
-            .map(|id| {
-                let h = backend.header(&super::id(id)).unwrap().unwrap();
-                (h.created_at, id.clone())
-            })
-            .collect();
+        let mut keys: Vec<(i64, String)> = Vec::new();
+        for id in &seen {
+            let h = backend.header(&super::id(id)).await.unwrap().unwrap();
+            keys.push((h.created_at, id.clone()));
+        }
         let mut sorted = keys.clone();
         sorted.sort();
         if order == Order::NewestFirst {
@@ -210,13 +221,16 @@ fn sessions_created_during_a_walk_never_disturb_it<F: Fixture>() {
     }
 }
 
-fn an_empty_store_has_one_empty_page<F: Fixture>() {
+async fn an_empty_store_has_one_empty_page<F: Fixture>() {
     let s = scratch();
     let before = listing(&s.dir);
     let backend = F::open(&s.dir);
     for order in [Order::NewestFirst, Order::OldestFirst] {
         assert_eq!(
-            backend.list_page(&query(None, 10, order, None)).unwrap(),
+            backend
+                .list_page(&query(None, 10, order, None))
+                .await
+                .unwrap(),
             Page::default()
         );
     }

@@ -35,14 +35,17 @@ fn marked_turn(start: u64, turn_no: u32, mark: &str) -> Vec<Event> {
     events_from(start, data)
 }
 
-#[test]
-fn a_session_live_in_one_daemon_is_refused_to_another_naming_the_holder() {
+#[tokio::test]
+async fn a_session_live_in_one_daemon_is_refused_to_another_naming_the_holder() {
     let (url, _) = shared_url();
     let a = daemon(&url, "a", 111, Duration::from_secs(30));
     let b = daemon(&url, "b", 222, Duration::from_secs(30));
     let h = header("leased");
-    a.append(&h, &turn(0, 1)).unwrap();
-    for refused in [b.load(&h.id).map(drop), b.append(&h, &turn(8, 2))] {
+    a.append(&h, &turn(0, 1)).await.unwrap();
+    for refused in [
+        b.load(&h.id).await.map(drop),
+        b.append(&h, &turn(8, 2)).await,
+    ] {
         match refused {
             Err(e @ PersistenceError::Leased { .. }) => {
                 let text = e.to_string();
@@ -55,13 +58,13 @@ fn a_session_live_in_one_daemon_is_refused_to_another_naming_the_holder() {
         }
     }
     // Reading is not writing: the other daemon lists and inspects it.
-    assert_eq!(b.inspect(&h.id).unwrap().events, turn(0, 1));
-    assert_eq!(b.list().unwrap(), vec![h.clone()]);
+    assert_eq!(b.inspect(&h.id).await.unwrap().events, turn(0, 1));
+    assert_eq!(b.list().await.unwrap(), vec![h.clone()]);
     // Released (the agent closed): the other daemon may resume it.
-    a.release(&h.id);
-    assert_eq!(b.load(&h.id).unwrap().events, turn(0, 1));
+    a.release(&h.id).await;
+    assert_eq!(b.load(&h.id).await.unwrap().events, turn(0, 1));
     assert!(matches!(
-        a.load(&h.id),
+        a.load(&h.id).await,
         Err(PersistenceError::Leased { .. })
     ));
 }
@@ -69,19 +72,19 @@ fn a_session_live_in_one_daemon_is_refused_to_another_naming_the_holder() {
 /// An append checks the stored header by its text in the database and, when the text differs,
 /// by what it means: a header another dsh wrote with other spacing is the same header, and one
 /// that differs (here its cwd) refuses the append, writing nothing.
-#[test]
-fn a_stored_header_is_compared_by_meaning_not_by_text() {
+#[tokio::test]
+async fn a_stored_header_is_compared_by_meaning_not_by_text() {
     let (url, db) = shared_url();
     let server = dsh_testkit::postgres::shared();
     let a = daemon(&url, "a", 1, Duration::from_secs(30));
     let h = header("spaced");
-    a.append(&h, &turn(0, 1)).unwrap();
+    a.append(&h, &turn(0, 1)).await.unwrap();
     let id = h.id.as_str();
     server.sql(
         &db,
         &format!("UPDATE sessions SET header = replace(header, ',', ', ') WHERE id = '{id}'"),
     );
-    a.append(&h, &turn(8, 2)).unwrap();
+    a.append(&h, &turn(8, 2)).await.unwrap();
     let spaced = server.sql(
         &db,
         &format!("SELECT header FROM sessions WHERE id = '{id}'"),
@@ -97,7 +100,7 @@ fn a_stored_header_is_compared_by_meaning_not_by_text() {
             "UPDATE sessions SET header = regexp_replace(header, '\"cwd\": ?\"[^\"]*\"', '\"cwd\":\"/elsewhere\"') WHERE id = '{id}'"
         ),
     );
-    match a.append(&h, &turn(16, 3)) {
+    match a.append(&h, &turn(16, 3)).await {
         Err(PersistenceError::Config(message)) => {
             assert!(message.contains("different header"), "{message}")
         }
@@ -105,7 +108,7 @@ fn a_stored_header_is_compared_by_meaning_not_by_text() {
     }
     let mut both = turn(0, 1);
     both.extend(turn(8, 2));
-    assert_eq!(a.inspect(&h.id).unwrap().events, both);
+    assert_eq!(a.inspect(&h.id).await.unwrap().events, both);
 }
 
 /// Two daemons race to append to one session; the holder is cut off (no renewals, no appends)
@@ -113,67 +116,66 @@ fn a_stored_header_is_compared_by_meaning_not_by_text() {
 /// appends resume and race the new holder's. Every
 /// append either was acknowledged or wrote nothing: the stored log is exactly the acknowledged
 /// appends, each once, in order, with no gap.
-#[test]
-fn racing_daemons_never_store_an_acknowledged_event_twice_or_lose_one() {
+#[tokio::test]
+async fn racing_daemons_never_store_an_acknowledged_event_twice_or_lose_one() {
     let (url, _) = shared_url();
     let lease = Duration::from_millis(600);
     let a = daemon(&url, "a", 1, lease);
     let b = daemon(&url, "b", 2, lease);
     let h = header("raced");
-    a.append(&h, &marked_turn(0, 1, "a-0")).unwrap();
+    a.append(&h, &marked_turn(0, 1, "a-0")).await.unwrap();
     let acknowledged = Mutex::new(vec![(0u64, "a-0".to_owned())]);
     let took_over = std::sync::atomic::AtomicBool::new(false);
     let deadline = Instant::now() + Duration::from_secs(30);
-    std::thread::scope(|scope| {
-        for (name, backend) in [("a", &a), ("b", &b)] {
-            let acknowledged = &acknowledged;
-            let took_over = &took_over;
-            let h = &h;
-            scope.spawn(move || {
-                let mut attempt = 0u32;
-                // Each daemon keeps going until b has appended three times after taking over.
-                while acknowledged
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .filter(|(_, m)| m.starts_with("b-"))
-                    .count()
-                    < 3
-                {
-                    assert!(Instant::now() < deadline, "b never took over");
-                    attempt += 1;
-                    if name == "a" && attempt == 5 {
-                        // Cut off: no renewal and no appends until b has taken over (b keeps
-                        // racing meanwhile); then a's writes come back, too late.
-                        backend.pause_heartbeat_for_tests(true);
-                        while !took_over.load(std::sync::atomic::Ordering::SeqCst) {
-                            assert!(Instant::now() < deadline, "b never took over");
-                            std::thread::yield_now();
-                        }
-                    }
-                    let start = backend.stored_len(&h.id).unwrap().unwrap();
-                    let mark = format!("{name}-{attempt}");
-                    let turn_no = u32::try_from(start / 8).unwrap() + 1;
-                    match backend.append(h, &marked_turn(start, turn_no, &mark)) {
-                        Ok(()) => {
-                            if name == "b" {
-                                took_over.store(true, std::sync::atomic::Ordering::SeqCst);
-                            }
-                            acknowledged.lock().unwrap().push((start, mark));
-                        }
-                        Err(
-                            PersistenceError::Leased { .. } | PersistenceError::SeqMismatch { .. },
-                        ) => {}
-                        Err(other) => panic!("{name}: {other}"),
+    let race = |name: &'static str, backend: Arc<PostgresBackend>| {
+        let acknowledged = &acknowledged;
+        let took_over = &took_over;
+        let h = &h;
+        async move {
+            let mut attempt = 0u32;
+            // Each daemon keeps going until b has appended three times after taking over.
+            while acknowledged
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(_, m)| m.starts_with("b-"))
+                .count()
+                < 3
+            {
+                assert!(Instant::now() < deadline, "b never took over");
+                attempt += 1;
+                if name == "a" && attempt == 5 {
+                    // Cut off: no renewal and no appends until b has taken over (b keeps
+                    // racing meanwhile); then a's writes come back, too late.
+                    backend.pause_heartbeat_for_tests(true);
+                    while !took_over.load(std::sync::atomic::Ordering::SeqCst) {
+                        assert!(Instant::now() < deadline, "b never took over");
+                        tokio::task::yield_now().await;
                     }
                 }
-            });
+                let start = backend.stored_len(&h.id).await.unwrap().unwrap();
+                let mark = format!("{name}-{attempt}");
+                let turn_no = u32::try_from(start / 8).unwrap() + 1;
+                match backend.append(h, &marked_turn(start, turn_no, &mark)).await {
+                    Ok(()) => {
+                        if name == "b" {
+                            took_over.store(true, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        acknowledged.lock().unwrap().push((start, mark));
+                    }
+                    Err(PersistenceError::Leased { .. } | PersistenceError::SeqMismatch { .. }) => {
+                    }
+                    Err(other) => panic!("{name}: {other}"),
+                }
+            }
         }
-    });
+    };
+    // Both race on this task, interleaved at every wait on the database.
+    tokio::join!(race("a", a.clone()), race("b", b.clone()));
     assert!(took_over.load(std::sync::atomic::Ordering::SeqCst));
     let mut acknowledged = acknowledged.into_inner().unwrap();
     acknowledged.sort();
-    let stored = b.inspect(&h.id).unwrap().events;
+    let stored = b.inspect(&h.id).await.unwrap().events;
     assert_eq!(stored.len(), acknowledged.len() * 8, "{acknowledged:?}");
     for (n, (start, mark)) in acknowledged.iter().enumerate() {
         assert_eq!(*start, n as u64 * 8, "{acknowledged:?}");
@@ -186,20 +188,21 @@ fn racing_daemons_never_store_an_acknowledged_event_twice_or_lose_one() {
     }
     // And a, having lost the lease, is refused from now on.
     assert!(matches!(
-        a.append(&h, &marked_turn(stored.len() as u64, 99, "late")),
+        a.append(&h, &marked_turn(stored.len() as u64, 99, "late"))
+            .await,
         Err(PersistenceError::Leased { .. })
     ));
 }
 
-#[test]
-fn sessions_record_their_host_and_pages_filter_by_it() {
+#[tokio::test]
+async fn sessions_record_their_host_and_pages_filter_by_it() {
     let (url, db) = shared_url();
     let a = daemon(&url, "a", 1, Duration::from_secs(30));
     let b = daemon(&url, "b", 2, Duration::from_secs(30));
     for (n, backend) in [&a, &b, &a].into_iter().enumerate() {
         let mut h = header(&format!("s{n}"));
         h.created_at += i64::try_from(n).unwrap();
-        backend.append(&h, &turn(0, 1)).unwrap();
+        backend.append(&h, &turn(0, 1)).await.unwrap();
     }
     let recorded = dsh_testkit::postgres::shared().sql(
         &db,
@@ -213,7 +216,7 @@ fn sessions_record_their_host_and_pages_filter_by_it() {
             "s2 host-a daemon-a"
         ]
     );
-    let page = |host: Option<&str>| {
+    let page = async |host: Option<&str>| {
         b.list_page(&PageQuery {
             after: None,
             limit: 10,
@@ -221,16 +224,17 @@ fn sessions_record_their_host_and_pages_filter_by_it() {
             cwd: None,
             host: host.map(str::to_owned),
         })
+        .await
         .unwrap()
         .headers
         .into_iter()
         .map(|h| h.id.as_str().to_owned())
         .collect::<Vec<_>>()
     };
-    assert_eq!(page(None), ["s0", "s1", "s2"]);
-    assert_eq!(page(Some("host-a")), ["s0", "s2"]);
-    assert_eq!(page(Some("host-b")), ["s1"]);
-    assert!(page(Some("elsewhere")).is_empty());
+    assert_eq!(page(None).await, ["s0", "s1", "s2"]);
+    assert_eq!(page(Some("host-a")).await, ["s0", "s2"]);
+    assert_eq!(page(Some("host-b")).await, ["s1"]);
+    assert!(page(Some("elsewhere")).await.is_empty());
     // Each page says who created each of its sessions.
     let listed = b
         .list_page(&PageQuery {
@@ -240,6 +244,7 @@ fn sessions_record_their_host_and_pages_filter_by_it() {
             cwd: None,
             host: None,
         })
+        .await
         .unwrap();
     let creators: Vec<String> = listed
         .headers
@@ -258,16 +263,17 @@ fn sessions_record_their_host_and_pages_filter_by_it() {
 
 /// A database that is down: the backend opens (it connects to nothing), every call is refused
 /// as unavailable and says so; once the server is back, the same backend works, and a second
-/// migration finds nothing to do.
-#[test]
-fn a_database_that_is_down_is_unavailable_until_it_is_back() {
+/// migration finds nothing to do. On a runtime with workers, as in dshd: the pooled connection
+/// learns that the server went away while this test's thread waits for the server to stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_is_down_is_unavailable_until_it_is_back() {
     let mut server = dsh_testkit::postgres::PgServer::start();
     let db = server.fresh_database();
     let url = server.url(&db);
     server.stop();
     let backend = daemon(&url, "a", 1, Duration::from_secs(30));
     let h = header("waits");
-    match backend.append(&h, &turn(0, 1)) {
+    match backend.append(&h, &turn(0, 1)).await {
         Err(e @ PersistenceError::Unavailable { .. }) => {
             assert!(e.to_string().contains(&format!("/{db}")), "{e}");
         }
@@ -275,18 +281,18 @@ fn a_database_that_is_down_is_unavailable_until_it_is_back() {
     }
     assert!(backend.unavailable().is_some());
     server.run();
-    backend.append(&h, &turn(0, 1)).unwrap();
+    backend.append(&h, &turn(0, 1)).await.unwrap();
     assert!(backend.unavailable().is_none());
     // Lost mid-session and back: the next append continues the log.
     server.stop();
     assert!(matches!(
-        backend.append(&h, &turn(8, 2)),
+        backend.append(&h, &turn(8, 2)).await,
         Err(PersistenceError::Unavailable { .. })
     ));
     server.run();
-    backend.append(&h, &turn(8, 2)).unwrap();
+    backend.append(&h, &turn(8, 2)).await.unwrap();
     let other = daemon(&url, "b", 2, Duration::from_secs(30));
-    assert_eq!(other.inspect(&h.id).unwrap().events.len(), 16);
+    assert_eq!(other.inspect(&h.id).await.unwrap().events.len(), 16);
     let versions = server.sql(&db, "SELECT version FROM dsh_migrations");
     assert_eq!(versions.trim(), "1");
 }

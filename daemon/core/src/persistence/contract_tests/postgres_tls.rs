@@ -59,21 +59,21 @@ impl TlsServer {
 }
 
 /// One append and its read back: the connection works.
-fn round_trip(backend: &PostgresBackend, name: &str) -> Result<(), PersistenceError> {
+async fn round_trip(backend: &PostgresBackend, name: &str) -> Result<(), PersistenceError> {
     let h = header(name);
-    backend.append(&h, &turn(0, 1))?;
-    assert_eq!(backend.inspect(&h.id)?.events, turn(0, 1));
-    backend.release(&h.id);
+    backend.append(&h, &turn(0, 1)).await?;
+    assert_eq!(backend.inspect(&h.id).await?.events, turn(0, 1));
+    backend.release(&h.id).await;
     Ok(())
 }
 
-#[test]
-fn sslmode_require_and_verify_connect_over_tls_and_a_wrong_ca_is_refused_naming_tls() {
+#[tokio::test]
+async fn sslmode_require_and_verify_connect_over_tls_and_a_wrong_ca_is_refused_naming_tls() {
     let t = tls_server();
 
     // `require` with no CA file: encrypted, the certificate not checked (libpq's meaning).
     let require = t.backend("localhost", "require", None);
-    round_trip(&require, "require").unwrap();
+    round_trip(&require, "require").await.unwrap();
     let (tls, plain) = t.dshd_connections();
     assert!(
         tls >= 1 && plain == 0,
@@ -83,18 +83,18 @@ fn sslmode_require_and_verify_connect_over_tls_and_a_wrong_ca_is_refused_naming_
 
     // `verify-full` with the CA that signed the certificate, at the host it names.
     let full = t.backend("localhost", "verify-full", Some(&t.right_ca));
-    round_trip(&full, "verify-full").unwrap();
+    round_trip(&full, "verify-full").await.unwrap();
     drop(full);
 
     // `verify-ca` checks the chain only: 127.0.0.1 is not a name of the certificate.
     let ca_only = t.backend("127.0.0.1", "verify-ca", Some(&t.right_ca));
-    round_trip(&ca_only, "verify-ca").unwrap();
+    round_trip(&ca_only, "verify-ca").await.unwrap();
     drop(ca_only);
 
     // `verify-full` with a CA that signed nothing of the server's: refused, and the error says
     // it was the TLS handshake and the certificate.
     let wrong = t.backend("localhost", "verify-full", Some(&t.wrong_ca));
-    let error = round_trip(&wrong, "wrong-ca").unwrap_err();
+    let error = round_trip(&wrong, "wrong-ca").await.unwrap_err();
     let text = error.to_string();
     assert!(
         matches!(error, PersistenceError::Unavailable { .. }),
@@ -113,13 +113,14 @@ fn sslmode_require_and_verify_connect_over_tls_and_a_wrong_ca_is_refused_naming_
     // `verify-full` at a host the certificate does not name, with the right CA: refused too.
     let wrong_name = t.backend("127.0.0.1", "verify-full", Some(&t.right_ca));
     let text = round_trip(&wrong_name, "wrong-name")
+        .await
         .unwrap_err()
         .to_string();
     assert!(text.contains("TLS"), "{text}");
 
     // `disable` on the same server: plain.
     let plain = t.backend("localhost", "disable", None);
-    round_trip(&plain, "disable").unwrap();
+    round_trip(&plain, "disable").await.unwrap();
     assert!(t.dshd_connections().1 >= 1, "disable must not use TLS");
 }
 

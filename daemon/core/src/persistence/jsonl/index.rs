@@ -380,7 +380,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::persistence::Persistence;
+    use crate::persistence::BlockingPersistence;
     use crate::persistence::jsonl::{JsonlBackend, store_one as store};
 
     fn header(id: &str, cwd: &str, created_at: i64) -> SessionHeader {

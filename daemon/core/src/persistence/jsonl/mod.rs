@@ -23,7 +23,7 @@ pub(crate) use layout::{LOG_FILE, is_project_dir_name};
 pub use layout::{log_path, session_dir_name};
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, Repair, RepairReport,
+    BackendKind, BlockingPersistence, Page, PageQuery, PersistenceError, Repair, RepairReport,
     SessionLocation, StoredSession, batch_start, open_turn_closers,
 };
 use crate::locks::lock;
@@ -222,7 +222,7 @@ fn io(action: &'static str, path: &Path, source: std::io::Error) -> PersistenceE
     }
 }
 
-impl Persistence for JsonlBackend {
+impl BlockingPersistence for JsonlBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Jsonl
     }
@@ -526,6 +526,13 @@ impl Persistence for JsonlBackend {
         Ok(())
     }
 
+    /// Asks the kernel once whether the root is local and lists its project directories, which
+    /// the first `header` would do.
+    fn warm(&self) {
+        self.on_local_disk();
+        let _ = self.projects.now(&self.root);
+    }
+
     fn release(&self, id: &SessionId) {
         // Dropping the slot closes the file (once any reader holding the slot is done with it).
         lock(&self.sessions).remove(id);
@@ -605,6 +612,23 @@ impl Persistence for JsonlBackend {
         headers.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(headers)
     }
+}
+
+/// [`rescue_copy`] on the blocking pool.
+pub(crate) async fn rescue(
+    dirs: &[PathBuf],
+    header: SessionHeader,
+    events: Vec<Event>,
+) -> Result<PathBuf, PersistenceError> {
+    let dirs = dirs.to_vec();
+    tokio::task::spawn_blocking(move || rescue_copy(&dirs, &header, &events))
+        .await
+        .unwrap_or_else(|join| {
+            Err(PersistenceError::Task {
+                what: "rescue copy",
+                message: join.to_string(),
+            })
+        })
 }
 
 /// Writes a whole session (header and every event) as a new JSONL log in the first of `dirs` that

@@ -107,7 +107,7 @@ impl ProjectDirs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::Persistence;
+    use crate::persistence::BlockingPersistence;
     use crate::persistence::jsonl::{JsonlBackend, log_path, store_one};
     use dsh_session::{SessionHeader, SessionId};
 

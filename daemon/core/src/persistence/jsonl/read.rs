@@ -492,7 +492,7 @@ mod tests {
                 cut in any::<prop::sample::Index>(),
                 junk in proptest::collection::vec(any::<u8>(), 0..12),
             ) {
-                use crate::persistence::Persistence;
+                use crate::persistence::BlockingPersistence;
 
                 let dir = tempfile::tempdir().unwrap();
                 let backend = crate::persistence::jsonl::JsonlBackend::new(dir.path().to_owned()).unwrap();

@@ -176,12 +176,12 @@ pub(super) async fn heartbeat(inner: Weak<Inner>) {
         if held.is_empty() {
             // Nothing to renew: still try the database, so that `unavailable` (Status, doctor)
             // says within one beat that it went away or came back.
-            if let Err(error) = probe(&inner).await {
+            if let Err(error) = inner.bounded(probe(&inner)).await {
                 tracing::debug!(%error, "PostgreSQL probe failed");
             }
             continue;
         }
-        if let Err(error) = renew(&inner, &held).await {
+        if let Err(error) = inner.bounded(renew(&inner, &held)).await {
             tracing::warn!(%error, sessions = held.len(), "cannot renew the sessions' leases; retrying");
         }
     }

@@ -1,11 +1,11 @@
 //! PostgreSQL backend (CONTRACTS §4.7): one database for the sessions of every machine, with one
 //! writer per session enforced by a lease row (see [`lease`]).
 //!
-//! The [`Persistence`] trait is synchronous and its callers run it on the blocking pool. The
-//! client (`tokio-postgres`, pooled by `deadpool-postgres`) is async, so the backend owns a
-//! one-worker runtime that drives its connections and the lease heartbeat; each call is sent
-//! there and its answer awaited on a plain channel, which works from any thread, inside another
-//! runtime or not.
+//! The client (`tokio-postgres`, pooled by `deadpool-postgres`) runs on the caller's runtime
+//! (dshd's): its connections and the lease heartbeat are tasks there, and each call is awaited
+//! where it is made. Every wait is bounded (see [`bounds`]): the server's own timeouts and a TCP
+//! user timeout on every connection, and a deadline on every call, past which the call answers
+//! [`PersistenceError::Unavailable`].
 //!
 //! Every append and every repair is one transaction that first takes (or keeps) the session's
 //! lease, which locks the lease row: appends to one session are serialised across machines, the
@@ -17,6 +17,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,14 +25,16 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::error::SqlState;
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
-    batch_start,
+    BackendKind, Metas, Page, PageQuery, Persistence, PersistenceError, SessionLocation,
+    StoredSession, batch_start,
 };
 use crate::locks::lock;
 use dsh_session::{Event, SessionHeader, SessionId};
 use ops::Rows;
 
+pub(crate) mod bounds;
 pub(crate) mod lease;
+mod meta;
 mod ops;
 mod read;
 pub(crate) mod schema;
@@ -42,8 +45,10 @@ pub use lease::Holder;
 pub use target::{SecretUrl, Target};
 pub use tls::TlsMode;
 
-/// How long a lease lasts without renewal unless configured (`postgres.lease_seconds`): a
-/// crashed daemon's sessions can be resumed elsewhere this long after its last renewal.
+pub use bounds::{DEFAULT_TIMEOUT, MIN_LEASE};
+
+/// How long a lease lasts without renewal unless configured (`postgres.lease_ms`): a crashed
+/// daemon's sessions can be resumed elsewhere this long after its last renewal.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// The most connections one backend opens.
@@ -56,8 +61,13 @@ pub struct PostgresOptions {
     pub target: Target,
     /// Who this daemon is, as leases name it.
     pub holder: Holder,
-    /// How long a lease lasts without renewal; renewed every third of it.
+    /// How long a lease lasts without renewal; renewed every third of it. At least
+    /// [`MIN_LEASE`] (config checks it: `postgres.lease_ms`).
     pub lease: Duration,
+    /// `postgres.timeout_ms`: the most any call waits for the database (a connection, a
+    /// statement, a lock), and the server-side timeouts set on every connection unless the URL
+    /// sets them.
+    pub timeout: Duration,
     /// `postgres.ca_file`: the CA certificates (PEM) a server's certificate must lead to, for
     /// `sslmode` `verify-ca` and `verify-full` (and `require`, when set).
     pub ca_file: Option<PathBuf>,
@@ -70,6 +80,7 @@ impl PostgresOptions {
             target: Target::parse(url)?,
             holder: Holder::this_process(),
             lease: DEFAULT_LEASE,
+            timeout: DEFAULT_TIMEOUT,
             ca_file: None,
         })
     }
@@ -79,9 +90,9 @@ impl PostgresOptions {
 #[derive(Debug)]
 pub struct PostgresBackend {
     inner: Arc<Inner>,
-    /// Drives the connections and the heartbeat. `Option` only so that `Drop` can shut it down
-    /// without blocking (a runtime dropped inside another runtime's worker would panic).
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Whether the lease heartbeat runs: started on the runtime of the first call when the
+    /// backend was opened outside one.
+    beating: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -90,10 +101,12 @@ struct Inner {
     pool: Pool,
     holder: Holder,
     lease: Duration,
+    /// The deadline of every call.
+    timeout: Duration,
     /// Sessions whose lease this backend holds (and renews).
     held: Mutex<HashSet<SessionId>>,
     /// Tests only: while set, the heartbeat renews nothing (a daemon cut off from the database).
-    paused: std::sync::atomic::AtomicBool,
+    paused: AtomicBool,
     /// Set once the schema is known to be current.
     migrated: tokio::sync::OnceCell<()>,
     /// Why the database could not be reached the last time it was tried; `None` after a success.
@@ -103,22 +116,19 @@ struct Inner {
 impl PostgresBackend {
     /// A backend over the database of `options`. Connects to nothing: the first call does.
     pub fn open(options: PostgresOptions) -> Result<Self, PersistenceError> {
-        if options.lease < Duration::from_millis(300) {
-            return Err(PersistenceError::Config(
-                "postgres.lease_seconds must be at least 0.3".to_owned(),
-            ));
+        if options.lease < MIN_LEASE {
+            // Config refuses a shorter `postgres.lease_ms`; this guards other callers, since the
+            // heartbeat's period is a third of the lease.
+            return Err(PersistenceError::Config(format!(
+                "postgres.lease_ms must be at least {}",
+                MIN_LEASE.as_millis()
+            )));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("dsh-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| {
-                PersistenceError::Config(format!("cannot start the PostgreSQL runtime: {e}"))
-            })?;
         let tls = tls::connector(options.target.tls(), options.ca_file.as_deref())?;
+        let config =
+            bounds::bounded_config(options.target.config(), options.timeout, options.lease);
         let manager = Manager::from_config(
-            options.target.config().clone(),
+            config,
             tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -129,12 +139,13 @@ impl PostgresBackend {
             .config()
             .get_connect_timeout()
             .copied()
-            .unwrap_or(target::CONNECT_TIMEOUT);
+            .unwrap_or(target::CONNECT_TIMEOUT)
+            .min(options.timeout);
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
             .create_timeout(Some(connect))
-            .wait_timeout(Some(connect.saturating_mul(2)))
+            .wait_timeout(Some(options.timeout))
             .build()
             .map_err(|e| PersistenceError::Config(format!("postgres: {e}")))?;
         let inner = Arc::new(Inner {
@@ -142,16 +153,30 @@ impl PostgresBackend {
             pool,
             holder: options.holder,
             lease: options.lease,
+            timeout: options.timeout,
             held: Mutex::new(HashSet::new()),
-            paused: std::sync::atomic::AtomicBool::new(false),
+            paused: AtomicBool::new(false),
             migrated: tokio::sync::OnceCell::new(),
             unavailable: Mutex::new(None),
         });
-        runtime.spawn(lease::heartbeat(Arc::downgrade(&inner)));
-        Ok(Self {
+        let backend = Self {
             inner,
-            runtime: Some(runtime),
-        })
+            beating: AtomicBool::new(false),
+        };
+        // On dshd's runtime now, so Status learns within one beat that the database is down even
+        // before anything is stored; outside a runtime, on the first call's.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            backend.beat();
+        }
+        Ok(backend)
+    }
+
+    /// Starts the lease heartbeat on the current runtime, once. It ends when the backend is
+    /// dropped.
+    fn beat(&self) {
+        if !self.beating.swap(true, Ordering::SeqCst) {
+            tokio::spawn(lease::heartbeat(Arc::downgrade(&self.inner)));
+        }
     }
 
     /// The database, credentials removed.
@@ -164,41 +189,21 @@ impl PostgresBackend {
         &self.inner.holder
     }
 
-    /// Runs `work` on the backend's runtime and waits for it, from any thread.
-    fn run<T: Send + 'static>(
+    /// Runs `work` on the caller's runtime within the call deadline: past it, the database is
+    /// unavailable (what `work` had done is rolled back with its connection's transaction).
+    async fn run<T>(
         &self,
-        work: impl Future<Output = Result<T, PersistenceError>> + Send + 'static,
+        work: impl Future<Output = Result<T, PersistenceError>>,
     ) -> Result<T, PersistenceError> {
-        let Some(runtime) = &self.runtime else {
-            return Err(self.inner.down("the backend is shut down".to_owned()));
-        };
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        runtime.spawn(async move {
-            let _ = tx.send(work.await);
-        });
-        rx.recv().unwrap_or_else(|_| {
-            Err(PersistenceError::Task {
-                what: "postgres",
-                message: "the PostgreSQL runtime stopped".to_owned(),
-            })
-        })
+        self.beat();
+        self.inner.bounded(work).await
     }
 
     /// Stops (or resumes) renewing this backend's leases while it keeps working, as a daemon
     /// cut off from the database for a while would be: for tests of what another daemon sees.
     #[doc(hidden)]
     pub fn pause_heartbeat_for_tests(&self, paused: bool) {
-        self.inner
-            .paused
-            .store(paused, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for PostgresBackend {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
+        self.inner.paused.store(paused, Ordering::SeqCst);
     }
 }
 
@@ -301,6 +306,7 @@ impl Inner {
     }
 }
 
+#[async_trait::async_trait]
 impl Persistence for PostgresBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Postgres
@@ -321,13 +327,15 @@ impl Persistence for PostgresBackend {
         })
     }
 
-    fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
-        let inner = self.inner.clone();
-        let id = id.clone();
-        self.run(async move { inner.stored_len(id).await })
+    async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
+        self.run(self.inner.stored_len(id)).await
     }
 
-    fn append(&self, header: &SessionHeader, events: &[Event]) -> Result<(), PersistenceError> {
+    async fn append(
+        &self,
+        header: &SessionHeader,
+        events: &[Event],
+    ) -> Result<(), PersistenceError> {
         let id = &header.id;
         if events.is_empty() {
             return Ok(());
@@ -339,51 +347,59 @@ impl Persistence for PostgresBackend {
         let header_json = serde_json::to_string(header)
             .map_err(|e| PersistenceError::Config(format!("session {id}: {e}")))?;
         let rows = Rows::of(events);
-        let inner = self.inner.clone();
-        let header = header.clone();
-        self.run(async move { inner.append(header, header_json, first, rows).await })
+        self.run(self.inner.append(header, header_json, first, rows))
+            .await
     }
 
-    fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        let inner = self.inner.clone();
-        let id = id.clone();
-        self.run(async move { inner.load(id).await })
+    async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        self.run(self.inner.load(id)).await
     }
 
-    fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
-        let inner = self.inner.clone();
-        let id = id.clone();
-        self.run(async move { inner.inspect(id).await })
+    async fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
+        self.run(self.inner.inspect(id)).await
     }
 
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
-        let inner = self.inner.clone();
-        self.run(async move { inner.list().await })
+    async fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+        self.run(self.inner.list()).await
     }
 
-    fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
-        let inner = self.inner.clone();
-        let id = id.clone();
-        self.run(async move { inner.header(id).await })
+    async fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {
+        self.run(self.inner.header(id)).await
     }
 
-    fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
-        let inner = self.inner.clone();
-        let query = query.clone();
-        self.run(async move { inner.page(query).await })
+    async fn list_page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
+        self.run(self.inner.page(query)).await
     }
 
-    fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
-        let inner = self.inner.clone();
-        let id = id.clone();
-        self.run(async move { inner.delete(id).await })
+    async fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
+        self.run(self.inner.delete(id)).await
     }
 
-    fn release(&self, id: &SessionId) {
+    async fn metas(&self, ids: &[SessionId]) -> Result<Metas, PersistenceError> {
+        self.run(self.inner.metas(ids)).await
+    }
+
+    /// A connection (the schema checked on it) with the header read prepared: what the first
+    /// `Locate` of a stored session would otherwise wait for.
+    async fn warm(&self) {
+        let warmed = self
+            .run(async {
+                let client = self.inner.client().await?;
+                client
+                    .prepare_cached(read::HEADER)
+                    .await
+                    .map_err(|e| self.inner.pg(e))?;
+                Ok(())
+            })
+            .await;
+        if let Err(error) = warmed {
+            tracing::debug!(%error, "cannot ready the PostgreSQL backend; the first call will try again");
+        }
+    }
+
+    async fn release(&self, id: &SessionId) {
         lock(&self.inner.held).remove(id);
-        let inner = self.inner.clone();
-        let wanted = id.clone();
-        if let Err(error) = self.run(async move { lease::drop_lease(&inner, &wanted).await }) {
+        if let Err(error) = self.run(lease::drop_lease(&self.inner, id)).await {
             tracing::warn!(session = %id, %error, "cannot release the session's lease; it expires on its own");
         }
     }

@@ -103,7 +103,7 @@ impl Inner {
     /// again with that text.
     pub(super) async fn append(
         &self,
-        header: SessionHeader,
+        header: &SessionHeader,
         header_json: String,
         first: u64,
         rows: Rows,
@@ -157,7 +157,7 @@ impl Inner {
                 return Err(lease::refusal(self, &client, id).await);
             }
             if let Some(text) = stored_header.filter(|text| *text != expected_header) {
-                if crate::persistence::parse_header(&text).ok().as_ref() != Some(&header) {
+                if crate::persistence::parse_header(&text).ok().as_ref() != Some(header) {
                     return Err(PersistenceError::Config(format!(
                         "session {id} is stored in {} with a different header",
                         self.target.shown()
@@ -181,20 +181,20 @@ impl Inner {
         )))
     }
 
-    pub(super) async fn load(&self, id: SessionId) -> Result<StoredSession, PersistenceError> {
+    pub(super) async fn load(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.pg(e))?;
-        lease::take(self, &tx, &id).await?;
-        let (header, mut events) = self.read(&tx, &id).await?;
+        lease::take(self, &tx, id).await?;
+        let (header, mut events) = self.read(&tx, id).await?;
         let mut repairs = Vec::new();
         if let Some((closers, repair)) = open_turn_closers(&events) {
             let len = (events.len() + closers.len()) as i64;
-            self.insert(&tx, &id, &Rows::of(&closers), len).await?;
+            self.insert(&tx, id, &Rows::of(&closers), len).await?;
             repairs.push(repair);
             events.extend(closers);
         }
         tx.commit().await.map_err(|e| self.pg(e))?;
-        lock(&self.held).insert(id);
+        lock(&self.held).insert(id.clone());
         Ok(StoredSession {
             header,
             events,
@@ -202,7 +202,7 @@ impl Inner {
         })
     }
 
-    pub(super) async fn inspect(&self, id: SessionId) -> Result<StoredSession, PersistenceError> {
+    pub(super) async fn inspect(&self, id: &SessionId) -> Result<StoredSession, PersistenceError> {
         let mut client = self.client().await?;
         let tx = client
             .build_transaction()
@@ -211,7 +211,7 @@ impl Inner {
             .start()
             .await
             .map_err(|e| self.pg(e))?;
-        let (header, events) = self.read(&tx, &id).await?;
+        let (header, events) = self.read(&tx, id).await?;
         tx.commit().await.map_err(|e| self.pg(e))?;
         Ok(StoredSession {
             header,
@@ -220,7 +220,7 @@ impl Inner {
         })
     }
 
-    pub(super) async fn stored_len(&self, id: SessionId) -> Result<Option<u64>, PersistenceError> {
+    pub(super) async fn stored_len(&self, id: &SessionId) -> Result<Option<u64>, PersistenceError> {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached("SELECT events FROM sessions WHERE id = $1")
@@ -235,10 +235,10 @@ impl Inner {
 
     /// Deletes the session's rows and its lease in one transaction, refused (naming the holder)
     /// while another daemon has it live.
-    pub(super) async fn delete(&self, id: SessionId) -> Result<(), PersistenceError> {
+    pub(super) async fn delete(&self, id: &SessionId) -> Result<(), PersistenceError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.pg(e))?;
-        lease::take(self, &tx, &id).await?;
+        lease::take(self, &tx, id).await?;
         tx.execute("DELETE FROM events WHERE session_id = $1", &[&id.as_str()])
             .await
             .map_err(|e| self.pg(e))?;
@@ -248,21 +248,21 @@ impl Inner {
             .map_err(|e| self.pg(e))?;
         if removed == 0 {
             // Nothing was stored: the transaction (and the lease it took) is rolled back.
-            return Err(PersistenceError::NotFound(id));
+            return Err(PersistenceError::NotFound(id.clone()));
         }
         tx.execute("DELETE FROM leases WHERE session_id = $1", &[&id.as_str()])
             .await
             .map_err(|e| self.pg(e))?;
         tx.commit().await.map_err(|e| self.pg(e))?;
-        lock(&self.held).remove(&id);
+        lock(&self.held).remove(id);
         Ok(())
     }
 
     pub(super) async fn header(
         &self,
-        id: SessionId,
+        id: &SessionId,
     ) -> Result<Option<SessionHeader>, PersistenceError> {
         let client = self.client().await?;
-        self.header_in(&client, &id).await
+        self.header_in(&client, id).await
     }
 }

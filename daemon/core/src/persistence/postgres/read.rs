@@ -10,6 +10,9 @@ use crate::persistence::{
 };
 use dsh_session::{Event, SessionHeader, SessionId};
 
+/// The header of one session.
+pub(super) const HEADER: &str = "SELECT header FROM sessions WHERE id = $1";
+
 impl Inner {
     /// Reads one session inside the caller's transaction (one snapshot).
     pub(super) async fn read(
@@ -63,7 +66,7 @@ impl Inner {
         id: &SessionId,
     ) -> Result<Option<SessionHeader>, PersistenceError> {
         let stmt = client
-            .prepare_cached("SELECT header FROM sessions WHERE id = $1")
+            .prepare_cached(HEADER)
             .await
             .map_err(|e| self.pg(e))?;
         let row = client
@@ -102,7 +105,7 @@ impl Inner {
 
     /// One page of headers: a range scan of `sessions_by_created` (`sessions_by_cwd`,
     /// `sessions_by_host` with a filter) from the cursor, `limit + 1` rows.
-    pub(super) async fn page(&self, query: PageQuery) -> Result<Page, PersistenceError> {
+    pub(super) async fn page(&self, query: &PageQuery) -> Result<Page, PersistenceError> {
         let Some(cwd) = query
             .cwd
             .as_ref()
@@ -112,7 +115,7 @@ impl Inner {
             // A cwd that is not UTF-8 is in no header: headers are JSON.
             return Ok(Page::default());
         };
-        let (sql, values) = page_statement(&query, cwd);
+        let (sql, values) = page_statement(query, cwd);
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_param()).collect();
         let client = self.client().await?;
         let rows = client.query(&sql, &params).await.map_err(|e| self.pg(e))?;

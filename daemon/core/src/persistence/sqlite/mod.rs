@@ -24,8 +24,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    BackendKind, Page, PageQuery, Persistence, PersistenceError, SessionLocation, StoredSession,
-    batch_start, open_turn_closers,
+    BackendKind, BlockingPersistence, Page, PageQuery, PersistenceError, SessionLocation,
+    StoredSession, batch_start, open_turn_closers,
 };
 use crate::locks::lock;
 use dsh_session::{Event, SessionHeader, SessionId};
@@ -193,7 +193,7 @@ impl SqliteBackend {
     }
 }
 
-impl Persistence for SqliteBackend {
+impl BlockingPersistence for SqliteBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Sqlite
     }
@@ -340,6 +340,15 @@ impl Persistence for SqliteBackend {
             .iter()
             .filter_map(|(id, text)| crate::persistence::readable_header(id, text))
             .collect())
+    }
+
+    /// Opens the shared connection (checking and configuring the database, which takes longer
+    /// than any read) and prepares the header read, if the database exists.
+    fn warm(&self) {
+        let mut slot = lock(&self.conn);
+        if let Ok(Some(conn)) = self.connection(&mut slot, Access::Read) {
+            let _ = conn.prepare_cached(read::HEADER);
+        }
     }
 
     fn header(&self, id: &SessionId) -> Result<Option<SessionHeader>, PersistenceError> {

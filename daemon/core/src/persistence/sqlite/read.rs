@@ -10,6 +10,9 @@ use dsh_session::{Event, SessionHeader, SessionId};
 const INSERT_EVENT: &str =
     "INSERT INTO events(session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)";
 
+/// The header of one session.
+pub(super) const HEADER: &str = "SELECT header FROM sessions WHERE id = ?1";
+
 impl SqliteBackend {
     /// Reads one session inside the caller's transaction.
     pub(super) fn read(
@@ -18,7 +21,7 @@ impl SqliteBackend {
         id: &SessionId,
     ) -> Result<(SessionHeader, Vec<Event>), PersistenceError> {
         let header: Option<String> = conn
-            .prepare_cached("SELECT header FROM sessions WHERE id = ?1")
+            .prepare_cached(HEADER)
             .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)).optional())
             .map_err(self.sqlite())?;
         let header = header.ok_or_else(|| PersistenceError::NotFound(id.clone()))?;
@@ -191,7 +194,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::persistence::Persistence;
+    use crate::persistence::BlockingPersistence;
     use dsh_session::EventData;
     use rusqlite::Connection;
 

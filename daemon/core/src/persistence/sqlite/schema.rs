@@ -202,7 +202,7 @@ mod tests {
     /// may write adds the indexes; what was stored reads back unchanged.
     #[test]
     fn a_version_1_database_is_migrated_in_place() {
-        use crate::persistence::Persistence;
+        use crate::persistence::BlockingPersistence;
         use dsh_session::{Event, EventData, SessionHeader, SessionId};
 
         let tmp = tempfile::tempdir().unwrap();

@@ -43,6 +43,7 @@ fn unsupported() -> PersistenceError {
     PersistenceError::Config("test double: only locate is implemented".to_owned())
 }
 
+#[async_trait::async_trait]
 impl Persistence for Locator {
     fn kind(&self) -> BackendKind {
         if self.kind == Some("jsonl") {
@@ -64,27 +65,31 @@ impl Persistence for Locator {
         })
     }
 
-    fn stored_len(&self, _id: &SessionId) -> Result<Option<u64>, PersistenceError> {
+    async fn stored_len(&self, _id: &SessionId) -> Result<Option<u64>, PersistenceError> {
         Err(unsupported())
     }
 
-    fn append(&self, _header: &SessionHeader, _events: &[Event]) -> Result<(), PersistenceError> {
+    async fn append(
+        &self,
+        _header: &SessionHeader,
+        _events: &[Event],
+    ) -> Result<(), PersistenceError> {
         Err(unsupported())
     }
 
-    fn load(&self, _id: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn load(&self, _id: &SessionId) -> Result<StoredSession, PersistenceError> {
         Err(unsupported())
     }
 
-    fn inspect(&self, _id: &SessionId) -> Result<StoredSession, PersistenceError> {
+    async fn inspect(&self, _id: &SessionId) -> Result<StoredSession, PersistenceError> {
         Err(unsupported())
     }
 
-    fn delete(&self, _id: &SessionId) -> Result<(), PersistenceError> {
+    async fn delete(&self, _id: &SessionId) -> Result<(), PersistenceError> {
         Err(unsupported())
     }
 
-    fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
+    async fn list(&self) -> Result<Vec<SessionHeader>, PersistenceError> {
         Err(unsupported())
     }
 }
