@@ -350,6 +350,28 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<String>,
     },
+    /// A file tool's call (`read`, `write`, `edit`) named a file: which (absolute, as the call
+    /// named it), how, and for a change its unified diff and the content hashes
+    /// (`sha256:<hex>`) before (absent for a new file) and after, and the texts before and after
+    /// when they are small (editors show them as a diff). Logged right after the call's
+    /// `tool/result`; a failed call has none of these.
+    ToolFile = "tool/file" {
+        turn: u32,
+        step: u32,
+        call_id: String,
+        path: String,
+        kind: crate::FileToolKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_hash: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        new_hash: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        new_text: Option<String>,
+    },
     /// A hook handler is about to run.
     HookInvoked = "hook/invoked" {
         /// "claude-code" or "codex".

@@ -11,6 +11,7 @@
 mod approval;
 mod event;
 mod event_de;
+mod file;
 mod header;
 pub mod history;
 mod id;
@@ -31,6 +32,7 @@ pub use event::{
     AbortCause, AssistantMessage, Event, EventData, HookConfinement, MessageSource,
     ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
+pub use file::FileToolKind;
 pub use header::{AgentSettings, FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{SessionId, SessionIdError};
 pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutput};

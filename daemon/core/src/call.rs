@@ -23,6 +23,11 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The name of the tool that runs commands, as the model calls it.
 pub(crate) const BASH: &str = "bash";
 
+/// The file tools' names, as the model calls them.
+pub(crate) const READ: &str = "read";
+pub(crate) const WRITE: &str = "write";
+pub(crate) const EDIT: &str = "edit";
+
 /// The name of the tool that delegates to a child agent, as the model calls it.
 pub(crate) const SPAWN_AGENT: &str = "spawn_agent";
 
@@ -119,6 +124,30 @@ pub enum ToolDetail {
         /// The job's id.
         job_id: String,
     },
+    /// A file tool's call (`read`, `write`, `edit`), whether or not it succeeded.
+    File {
+        /// The file, absolute, as the call named it.
+        path: PathBuf,
+        /// `read`, or `edit` for `write` and `edit`.
+        kind: dsh_session::FileToolKind,
+        /// What a successful `write` or `edit` changed; `None` for a read or a failure.
+        change: Option<FileChange>,
+    },
+}
+
+/// What a `write` or `edit` changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// The text before (`None`: the file was created, or was not UTF-8).
+    pub old_text: Option<String>,
+    /// The text written.
+    pub new_text: String,
+    /// `sha256:<hex>` of the content before, when there was a file.
+    pub old_hash: Option<String>,
+    /// `sha256:<hex>` of the content written.
+    pub new_hash: String,
+    /// The unified diff from before to after.
+    pub diff: String,
 }
 
 impl ToolOutput {
@@ -169,4 +198,8 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         exec: &'a ToolExecution,
         arguments: &'a Value,
     ) -> BoxFuture<'a, ToolOutput>;
+
+    /// Forgets what the tool keeps for agent `owner`, which closed (the file tools' record of
+    /// what it read). Most tools keep nothing.
+    fn release(&self, _owner: &SessionId) {}
 }

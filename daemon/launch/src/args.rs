@@ -3,7 +3,11 @@
 //! ```text
 //! dsh-launch [--open-files N] [--abi N --kernel-abi N [--fs] [--net-off] [--writable PATH]...
 //!             [--tmp PATH] [--protected PATH]... [--hidden PATH]...] -- PROGRAM [ARG]...
+//! dsh-launch [...the same...] --file-op
 //! ```
+//!
+//! `--file-op` takes the place of `-- PROGRAM`: the launcher performs one file operation read
+//! from stdin instead of running a program (`file_op`).
 //!
 //! Paths and arguments are passed as they are (any bytes but NUL); nothing is quoted.
 
@@ -19,6 +23,9 @@ pub struct Launch {
     /// The soft open-file limit the program starts with (`None`: the launcher's own). dshd
     /// raises its own to the hard limit, and hands each command the one it was started with.
     pub open_files: Option<u64>,
+    /// Perform one file operation (`file_op`) instead of running a program; `program` and
+    /// `args` are then empty.
+    pub file_op: bool,
     /// What to `exec` (a path: no `PATH` search is wanted).
     pub program: OsString,
     /// Its arguments, without `argv[0]`.
@@ -64,6 +71,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 const SEPARATOR: &str = "--";
+const FILE_OP: &str = "--file-op";
 
 impl Launch {
     /// The launcher's arguments for this launch (without `argv[0]`).
@@ -94,6 +102,10 @@ impl Launch {
                 out.extend(["--hidden".into(), path.clone().into_os_string()]);
             }
         }
+        if self.file_op {
+            out.push(FILE_OP.into());
+            return out;
+        }
         out.push(SEPARATOR.into());
         out.push(self.program.clone());
         out.extend(self.args.iter().cloned());
@@ -116,6 +128,7 @@ impl Launch {
         };
         let mut confined = false;
         let mut open_files = None;
+        let mut file_op = false;
         let number = |value: Option<OsString>, flag: &str| -> Result<u64, ParseError> {
             value
                 .as_deref()
@@ -139,6 +152,14 @@ impl Launch {
             };
             match arg.to_str() {
                 Some(SEPARATOR) => break,
+                Some(FILE_OP) => {
+                    // Always last: nothing follows a file operation's flag.
+                    if args.next().is_some() {
+                        return Err(bad(format!("{FILE_OP} must be the last argument")));
+                    }
+                    file_op = true;
+                    break;
+                }
                 Some("--open-files") => {
                     open_files = Some(number(args.next(), "--open-files")?);
                     continue;
@@ -155,15 +176,19 @@ impl Launch {
             }
             confined = true;
         }
-        let program = args
-            .next()
-            .ok_or_else(|| bad("no program after --".to_owned()))?;
+        let program = if file_op {
+            OsString::new()
+        } else {
+            args.next()
+                .ok_or_else(|| bad("no program after --".to_owned()))?
+        };
         if confined && plan.abi == 0 {
             return Err(bad("a confined launch needs --abi".to_owned()));
         }
         Ok(Self {
             confine: confined.then_some(plan),
             open_files,
+            file_op,
             program,
             args: args.collect(),
         })
@@ -207,9 +232,18 @@ mod tests {
             }),
         ];
         for confine in plans {
+            let file_op = Launch {
+                confine: confine.clone(),
+                open_files: None,
+                file_op: true,
+                program: OsString::new(),
+                args: Vec::new(),
+            };
+            assert_eq!(Launch::parse(file_op.to_args()).unwrap(), file_op);
             let launch = Launch {
                 confine,
                 open_files: Some(1024),
+                file_op: false,
                 program: "/bin/bash".into(),
                 args: vec!["-c".into(), "--".into(), odd.clone(), "--abi".into()],
             };
@@ -230,5 +264,6 @@ mod tests {
         assert!(parse(&["--abi", "x", "--", "/bin/true"]).contains("--abi needs a number"));
         assert!(parse(&["--writable", "rel", "--", "/bin/true"]).contains("absolute"));
         assert!(parse(&["--fs", "--", "/bin/true"]).contains("needs --abi"));
+        assert!(parse(&["--file-op", "--", "/bin/true"]).contains("last argument"));
     }
 }

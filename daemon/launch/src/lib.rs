@@ -16,6 +16,9 @@
 //!    (`Launch::open_files`): a command gets the limit any program of the user's would.
 //! 4. `exec` of the program.
 //!
+//! With `--file-op` instead of a program (`file_op`), step 4 is one file operation: a request
+//! read from stdin, performed in this (confined) process, its reply written to stdout.
+//!
 //! When a step fails, the launcher writes `dsh-launch: <what failed>; nothing was run` to stderr
 //! and exits with [`EXIT_REFUSED`]; the program never starts.
 //!
@@ -25,8 +28,10 @@
 mod args;
 mod domain;
 mod exposure;
+pub mod file_op;
 mod privileges;
 mod seccomp;
+pub mod sha256;
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -69,6 +74,11 @@ fn run(args: Vec<OsString>) -> Result<Infallible, String> {
     }
     if let Some(plan) = &launch.confine {
         confine(plan)?;
+    }
+    if launch.file_op {
+        // A failed operation is a reply, not a refusal: only a broken pipe ends up here.
+        file_op::serve()?;
+        std::process::exit(0)
     }
     // `exec` only returns on failure. std resets the signal mask and SIGPIPE for the program.
     let error = std::process::Command::new(&launch.program)

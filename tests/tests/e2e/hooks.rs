@@ -17,6 +17,8 @@ mod config;
 mod decisions;
 #[path = "hooks/examples.rs"]
 mod examples;
+#[path = "hooks/files.rs"]
+mod files;
 #[path = "hooks/http.rs"]
 mod http;
 #[path = "hooks/lifecycle.rs"]

@@ -9,6 +9,7 @@ mod client_env;
 mod contributors;
 mod daemon;
 mod escapes;
+mod files;
 mod full_loop;
 mod hooks;
 mod launcher;

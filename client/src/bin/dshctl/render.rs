@@ -124,6 +124,7 @@ impl Screen {
                 | EventData::UserMessage { .. }
                 | EventData::AssistantMessage { .. }
                 | EventData::ToolRewritten { .. }
+                | EventData::ToolFile { .. }
                 | EventData::HookInvoked { .. }
                 | EventData::HookResult { .. }
                 | EventData::SessionTitle { .. }
@@ -214,6 +215,11 @@ impl Screen {
                 let marker = if is_error { "✗" } else { "◀" };
                 self.line(w, e, format!("{marker} {}", indent(&content)))
             }
+            // A change shows as its diff; a read's call line already names the file.
+            EventData::ToolFile { path, diff, .. } => match diff {
+                Some(diff) => self.diff(w, e, &path, &diff),
+                None => Ok(()),
+            },
             EventData::HookResult { dialect, event, decision, system_message, .. } => {
                 self.line(w, e, format!("· {dialect} hook {event} → {decision}"))?;
                 // A hook's systemMessage is for the user: shown on its own line, as both
@@ -276,6 +282,40 @@ impl Screen {
             return String::new();
         }
         format!("[{}] ", crate::output::short_id(&e.session_id))
+    }
+
+    /// Prints a file tool's change as its unified diff, indented; coloured when the output may
+    /// be (a terminal, and `NO_COLOR` unset). The text goes through the same escaping as every
+    /// other line: only the colours are dshctl's own.
+    fn diff(
+        &mut self,
+        w: &mut dyn Terminal,
+        e: &v1::Event,
+        path: &str,
+        diff: &str,
+    ) -> std::io::Result<()> {
+        self.line(w, e, format!("✎ {path}"))?;
+        let mark = self.mark(e);
+        for line in diff.lines() {
+            let colour = match line.as_bytes().first() {
+                _ if line.starts_with("+++") || line.starts_with("---") => None,
+                Some(b'+') => Some(Control::Green),
+                Some(b'-') => Some(Control::Red),
+                Some(b'@') => Some(Control::Cyan),
+                _ => None,
+            };
+            write!(w, "{mark}  ")?;
+            match colour.filter(|_| self.dim) {
+                Some(colour) => {
+                    w.control(colour)?;
+                    write!(w, "{line}")?;
+                    w.control(Control::Undim)?;
+                }
+                None => write!(w, "{line}")?,
+            }
+            writeln!(w)?;
+        }
+        Ok(())
     }
 
     fn line(&mut self, w: &mut dyn Terminal, e: &v1::Event, text: String) -> std::io::Result<()> {

@@ -163,3 +163,40 @@ fn other_agents_are_marked_with_their_id() {
     );
     assert_eq!(out, "── turn 1\n[…0000beef] ── turn 1\n");
 }
+
+/// A change shows as its diff: coloured when colour is on, plain otherwise, and what the model
+/// wrote in it escaped either way (a terminal sequence in a file cannot act on the screen).
+#[test]
+fn a_file_change_shows_as_its_diff_coloured_only_when_colour_is_on() {
+    let change = event(
+        "tool/file",
+        "a",
+        serde_json::json!({"turn": 1, "step": 1, "callId": "c", "path": "/w/f", "kind": "edit",
+            "diff": "--- /w/f\n+++ /w/f\n@@ -1 +1 @@\n-old\n+new\x1b[2J\n", "oldHash": "sha256:0", "newHash": "sha256:1"}),
+    );
+    let mut plain = Screen::new(Some("a".into()));
+    plain.dim = false;
+    let text = render(&mut plain, std::slice::from_ref(&change));
+    assert!(text.contains("✎ /w/f\n"), "{text:?}");
+    assert!(
+        text.contains("  -old\n") && text.contains("  +new"),
+        "{text:?}"
+    );
+    assert!(!text.contains('\x1b'), "{text:?}");
+    let mut coloured = Screen::new(Some("a".into()));
+    coloured.dim = true;
+    let text = render(&mut coloured, &[change]);
+    assert!(text.contains("\x1b[31m-old\x1b[0m"), "{text:?}");
+    assert!(text.contains("\x1b[32m+new"), "{text:?}");
+    assert!(
+        !text.contains("\x1b[2J"),
+        "the model's sequence was escaped: {text:?}"
+    );
+    // A read shows nothing more than its call.
+    let read = event(
+        "tool/file",
+        "a",
+        serde_json::json!({"turn": 1, "step": 1, "callId": "c", "path": "/w/f", "kind": "read"}),
+    );
+    assert_eq!(render(&mut plain, &[read]), "");
+}

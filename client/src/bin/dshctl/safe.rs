@@ -180,6 +180,12 @@ pub enum Control {
     Dim,
     /// Back to normal.
     Undim,
+    /// Red text (a diff's removed lines).
+    Red,
+    /// Green text (a diff's added lines).
+    Green,
+    /// Cyan text (a diff's hunk headers).
+    Cyan,
     /// Back to the start of the line and erase it.
     EraseLine,
     /// Up one line and erase it (a question taller than one line).
@@ -191,6 +197,9 @@ impl Control {
         match self {
             Self::Dim => b"\x1b[2m",
             Self::Undim => b"\x1b[0m",
+            Self::Red => b"\x1b[31m",
+            Self::Green => b"\x1b[32m",
+            Self::Cyan => b"\x1b[36m",
             Self::EraseLine => b"\r\x1b[2K",
             Self::EraseLineAbove => b"\x1b[1A\x1b[2K",
         }

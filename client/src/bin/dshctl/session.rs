@@ -316,6 +316,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::ToolCall { .. }
             | EventData::ToolRewritten { .. }
             | EventData::ToolResult { .. }
+            | EventData::ToolFile { .. }
             | EventData::HookInvoked { .. }
             | EventData::HookResult { .. }
             | EventData::SessionTitle { .. }

@@ -12,13 +12,14 @@ use serde_json::Value;
 use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::services::AgentServices;
-use crate::call::{BASH, ToolExecution};
+use crate::call::{BASH, EDIT, ToolExecution, WRITE};
 use crate::hooks::{Decision, HookEvent, NotificationKind};
 use dsh_session::ApprovalRule;
 use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 
 /// Why a call needs a person's approval before it runs, if it does: a hook asked (`hook_reason`)
-/// and the policy lets someone be asked, or the policy asks for every `bash` call.
+/// and the policy lets someone be asked, or the policy asks for every `bash` call and every file
+/// change (`write`, `edit`: what a command could do, so approved like one).
 pub(crate) fn needed(
     policy: ApprovalPolicy,
     tool: &str,
@@ -29,6 +30,9 @@ pub(crate) fn needed(
         (_, Some(reason)) => Some(reason.to_owned()),
         (ApprovalPolicy::Always, None) if tool == BASH => {
             Some("the approval policy is `always`: every bash command waits for approval".into())
+        }
+        (ApprovalPolicy::Always, None) if tool == WRITE || tool == EDIT => {
+            Some("the approval policy is `always`: every file change waits for approval".into())
         }
         (ApprovalPolicy::OnRequest | ApprovalPolicy::Always, None) => None,
     }
@@ -277,6 +281,9 @@ mod tests {
         );
         assert_eq!(needed(ApprovalPolicy::OnRequest, BASH, None), None);
         assert!(needed(ApprovalPolicy::Always, BASH, None).is_some());
+        assert!(needed(ApprovalPolicy::Always, EDIT, None).is_some());
+        assert!(needed(ApprovalPolicy::Always, WRITE, None).is_some());
+        assert_eq!(needed(ApprovalPolicy::Always, "read", None), None);
         assert_eq!(needed(ApprovalPolicy::Always, "job_output", None), None);
         assert_eq!(needed(ApprovalPolicy::Always, BASH, hook).as_deref(), hook);
     }

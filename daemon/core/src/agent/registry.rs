@@ -352,6 +352,7 @@ impl AgentRegistry {
         self.services.executor.kill_jobs_of(agent.id());
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());
+        self.services.tools.release(agent.id());
         turn::session_end(&agent, &self.services).await;
         agent.keep_if_unprompted();
         // The Claude Code transcript projection is derived from the live log: it goes with the

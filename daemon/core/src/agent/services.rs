@@ -24,7 +24,7 @@ pub enum CheckpointPolicy {
 /// description teaches that convention, and nothing else should.
 pub(crate) const BASE_SYSTEM_PROMPT: &str = "You are a coding agent hosted by dsh. You work in the \
 session's working directory and act through the tools you are given: run commands with `bash`, \
-read their output, and answer the user concisely when the task is done.";
+read files with `read` and change them with `edit` (or `write` for new or rewritten files), and answer the user concisely when the task is done.";
 
 /// Bounds on delegation, so a model that calls `spawn_agent` recursively cannot multiply without
 /// end (Codex caps spawn depth and live threads the same way).

@@ -25,7 +25,7 @@ use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, ModelRetry};
 use super::services::{AgentServices, CheckpointPolicy};
-use crate::call::{SPAWN_AGENT, ToolExecution, ToolOutput, ToolSchema};
+use crate::call::{SPAWN_AGENT, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
 use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
 use crate::tools::ToolSet;
 use dsh_session::ToolCallRequest;
@@ -471,6 +471,7 @@ impl TurnRun {
             if stop.is_none() {
                 stop = end.stop;
             }
+            let file = file_event(turn, step, &call_id, end.output.detail.as_ref());
             self.log(EventData::ToolResult {
                 turn,
                 step,
@@ -479,6 +480,9 @@ impl TurnRun {
                 is_error: end.output.is_error,
                 code: None,
             });
+            if let Some(file) = file {
+                self.log(file);
+            }
         }
         self.agent.log_hook_context(&messages);
         stop
@@ -528,3 +532,35 @@ impl TurnRun {
         }
     }
 }
+
+/// The `tool/file` event of a file tool's call: the file, the kind, and a change's diff and
+/// hashes.
+fn file_event(
+    turn: u32,
+    step: u32,
+    call_id: &str,
+    detail: Option<&ToolDetail>,
+) -> Option<EventData> {
+    let Some(ToolDetail::File { path, kind, change }) = detail else {
+        return None;
+    };
+    let texts = change.as_ref().filter(|c| {
+        c.new_text.len() + c.old_text.as_ref().map_or(0, String::len) <= FILE_EVENT_TEXT_BYTES
+    });
+    Some(EventData::ToolFile {
+        turn,
+        step,
+        call_id: call_id.to_owned(),
+        path: path.to_string_lossy().into_owned(),
+        kind: *kind,
+        diff: change.as_ref().map(|c| c.diff.clone()),
+        old_hash: change.as_ref().and_then(|c| c.old_hash.clone()),
+        new_hash: change.as_ref().map(|c| c.new_hash.clone()),
+        old_text: texts.as_ref().and_then(|c| c.old_text.clone()),
+        new_text: texts.map(|c| c.new_text.clone()),
+    })
+}
+
+/// The most text (before and after together) a `tool/file` event carries; a larger change has
+/// only its diff in the log.
+const FILE_EVENT_TEXT_BYTES: usize = 256 * 1024;

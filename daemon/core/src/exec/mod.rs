@@ -46,6 +46,7 @@
 mod confine;
 pub(crate) use confine::SandboxRequest;
 mod env;
+mod file_op;
 mod jobs;
 mod launcher;
 mod limits;
@@ -539,6 +540,7 @@ impl Executor {
             open_files: self.config.child_open_files,
             sandbox,
             shell: &self.shell,
+            file_op: false,
             base: spec.base_env.as_ref().map_or(&self.base, |env| &*env.0),
             command: &spec.command,
             cwd: &spec.cwd,
@@ -720,8 +722,21 @@ impl Executor {
         stdin: Option<Vec<u8>>,
         owner: Option<&SessionId>,
     ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
+        self.spawn_as(spec, stdin, owner, false)
+    }
+
+    /// [`Self::spawn`], running one file operation instead of the shell when `file_op`.
+    fn spawn_as(
+        &self,
+        spec: &CommandSpec,
+        stdin: Option<Vec<u8>>,
+        owner: Option<&SessionId>,
+        file_op: bool,
+    ) -> Result<(process::Spawned, confine::Leftover), ExecError> {
         let confined = self.confine(spec, owner)?;
-        let spawned = process::spawn(self.launch(spec, stdin, confined.as_ref(), owner));
+        let mut launch = self.launch(spec, stdin, confined.as_ref(), owner);
+        launch.file_op = file_op;
+        let spawned = process::spawn(launch);
         let leftover = confine::Leftover::of(confined.as_ref());
         match spawned {
             Ok(spawned) => Ok((spawned, leftover)),

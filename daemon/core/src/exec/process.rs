@@ -74,6 +74,9 @@ pub(crate) struct Launch<'a> {
     /// The confinement the launcher applies to itself before it runs the shell.
     pub sandbox: Option<&'a Confinement>,
     pub shell: &'a Path,
+    /// Run one file operation (its request is `stdin`) instead of the shell; `shell` and
+    /// `command` are then unused.
+    pub file_op: bool,
     pub base: &'a BaseEnv,
     pub command: &'a str,
     pub cwd: &'a Path,
@@ -169,10 +172,21 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     let invocation = dsh_launch::Launch {
         confine: launch.sandbox.map(|c| c.plan.clone()),
         open_files: launch.open_files,
-        program: launch.shell.as_os_str().to_owned(),
-        args: vec!["-c".into(), launch.command.into()],
+        file_op: launch.file_op,
+        program: if launch.file_op {
+            OsString::new()
+        } else {
+            launch.shell.as_os_str().to_owned()
+        },
+        args: if launch.file_op {
+            Vec::new()
+        } else {
+            vec!["-c".into(), launch.command.into()]
+        },
     }
     .to_args();
+    // The shell's own three strings are counted by the check itself; a file operation has none.
+    let own = if launch.file_op { 0 } else { 3 };
     // What the launcher's own `execve` adds to the shell's: its program, `argv[0]` and the
     // plan's arguments (the shell's three are counted by the check itself).
     let launcher_strings = [
@@ -181,7 +195,7 @@ pub(crate) fn spawn(launch: Launch<'_>) -> Result<Spawned, ExecError> {
     ]
     .into_iter()
     .chain(
-        invocation[..invocation.len() - 3]
+        invocation[..invocation.len() - own]
             .iter()
             .map(OsString::as_os_str),
     );
@@ -507,6 +521,7 @@ mod tests {
             launcher: launcher(),
             open_files: None,
             shell: Path::new("/bin/bash"),
+            file_op: false,
             base,
             command,
             cwd: dir,

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `bash` | `Bash`; input `{command, description?, timeout? (ms), run_in_background?}`; response `{stdout, stderr, interrupted, isImage}` | `Bash`; input `{command}`; response the command's output as one string |
 //! | `spawn_agent` | `Agent`; input `{prompt, description?, subagent_type}`; response the child's answer | `spawn_agent` (matched as `Agent` too); input and response as dsh has them |
+//! | `read`, `write`, `edit` | `Read`, `Write`, `Edit`; input as dsh has it (`file_path`, `offset`, `limit`; `file_path`, `content`; `file_path`, `old_string`, `new_string`, `replace_all`); response `{filePath, ...}` (below) | their own names; input and text as dsh has them |
 //! | `job_output`, `job_kill` | their own names, input and text | the same |
 //!
 //! Sources: Claude Code's hooks reference (PreToolUse input tables: Bash's four fields, `timeout`
@@ -20,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::Dialect;
 
-use crate::call::{AGENT_TYPE, SPAWN_AGENT, ToolDetail, ToolOutput};
+use crate::call::{AGENT_TYPE, EDIT, READ, SPAWN_AGENT, ToolDetail, ToolOutput, WRITE};
 
 const BASH: &str = "bash";
 
@@ -29,6 +30,11 @@ pub(super) fn payload_name(dialect: Dialect, tool: &str) -> &str {
     match (dialect, tool) {
         (_, BASH) => "Bash",
         (Dialect::ClaudeCode, SPAWN_AGENT) => "Agent",
+        // Claude Code's file tools take the same input, so `Write|Edit` matchers and scripts
+        // reading `tool_input.file_path` work unchanged.
+        (Dialect::ClaudeCode, READ) => "Read",
+        (Dialect::ClaudeCode, WRITE) => "Write",
+        (Dialect::ClaudeCode, EDIT) => "Edit",
         _ => tool,
     }
 }
@@ -90,7 +96,7 @@ pub(super) fn response(dialect: Dialect, tool: &str, output: &ToolOutput) -> Val
                     ..
                 } => (stdout.as_str(), stderr.as_str(), *interrupted),
                 // A job's output arrives later, through job_output.
-                ToolDetail::Background { .. } => ("", "", false),
+                ToolDetail::Background { .. } | ToolDetail::File { .. } => ("", "", false),
             };
             json!({
                 "stdout": stdout,
@@ -101,6 +107,31 @@ pub(super) fn response(dialect: Dialect, tool: &str, output: &ToolOutput) -> Val
         }
         (Dialect::Codex, BASH, Some(ToolDetail::Command { stdout, stderr, .. })) => {
             Value::String(joined_output(stdout, stderr))
+        }
+        (Dialect::ClaudeCode, WRITE | EDIT, Some(ToolDetail::File { path, change, .. })) => {
+            // The fields of Claude Code's Write and Edit results that hook scripts read.
+            let mut response = Map::new();
+            response.insert(
+                "filePath".into(),
+                path.to_string_lossy().into_owned().into(),
+            );
+            if let Some(change) = change {
+                if tool == WRITE {
+                    let kind = if change.old_hash.is_none() {
+                        "create"
+                    } else {
+                        "update"
+                    };
+                    response.insert("type".into(), kind.into());
+                    response.insert("content".into(), change.new_text.clone().into());
+                }
+                response.insert(
+                    "originalFile".into(),
+                    change.old_text.clone().map_or(Value::Null, Value::String),
+                );
+            }
+            response.insert("success".into(), (!output.is_error).into());
+            Value::Object(response)
         }
         _ => Value::String(output.content.clone()),
     }
@@ -309,6 +340,9 @@ mod tests {
             ["spawn_agent", "Agent"]
         );
         assert_eq!(matcher_names(CODEX, "job_kill"), ["job_kill"]);
+        assert_eq!(matcher_names(CC, "edit"), ["Edit", "edit"]);
+        assert_eq!(matcher_names(CC, "write"), ["Write", "write"]);
+        assert_eq!(matcher_names(CODEX, "edit"), ["edit"]);
     }
 
     #[test]

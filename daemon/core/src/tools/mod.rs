@@ -2,6 +2,7 @@
 //! given. What a call is and what a tool returns live in [`crate::call`].
 
 pub(crate) mod bash;
+pub(crate) mod files;
 pub(crate) mod jobs;
 pub(crate) mod spawn_agent;
 pub(crate) use spawn_agent::{ChildAgents, SpawnAgentTool};
@@ -28,11 +29,16 @@ impl ToolSet {
         Self::default()
     }
 
-    /// The tools dsh offers every agent: `bash`, `job_output`, `job_kill` and `spawn_agent`.
+    /// The tools dsh offers every agent: `bash`, the file tools `read`, `write` and `edit`,
+    /// `job_output`, `job_kill` and `spawn_agent`.
     pub fn standard(shell: &Shell, children: Weak<dyn ChildAgents>) -> Self {
         let executor = shell.executor();
+        let files = files::FileAccess::new(executor.clone());
         Self::new()
             .with(Arc::new(BashTool::new(shell.clone())))
+            .with(Arc::new(files::ReadTool::new(files.clone())))
+            .with(Arc::new(files::WriteTool::new(files.clone())))
+            .with(Arc::new(files::EditTool::new(files)))
             .with(Arc::new(JobTool::output(executor.clone())))
             .with(Arc::new(JobTool::kill(executor.clone())))
             .with(Arc::new(SpawnAgentTool::new(children)))
@@ -52,6 +58,13 @@ impl ToolSet {
     /// Every tool's schema, sorted by name.
     pub fn schemas(&self) -> Vec<ToolSchema> {
         self.tools.values().map(|t| t.schema()).collect()
+    }
+
+    /// Forgets what the tools keep for agent `owner` (call when it closes).
+    pub fn release(&self, owner: &dsh_session::SessionId) {
+        for tool in self.tools.values() {
+            tool.release(owner);
+        }
     }
 
     /// Runs a call by name; an unknown tool is an error result naming the known ones.

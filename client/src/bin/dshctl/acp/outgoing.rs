@@ -64,6 +64,17 @@ pub enum SessionUpdate {
         #[serde(skip_serializing_if = "Option::is_none")]
         raw_output: Option<RawOutput>,
     },
+    /// A file tool's change, after its result: the diff and where it is. ACP's
+    /// `tool_call_update` again, with the members only a change has.
+    #[serde(rename = "tool_call_update")]
+    ToolCallChange {
+        /// Its id.
+        tool_call_id: String,
+        /// The diff.
+        content: Vec<ToolCallContent>,
+        /// The file and its first changed line.
+        locations: Vec<ToolCallLocation>,
+    },
     /// The session's mode changed.
     CurrentModeUpdate {
         /// The mode now in force.
@@ -164,13 +175,36 @@ pub enum Content {
 
 /// A tool call's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum ToolCallContent {
     /// A content block.
     Content {
         /// The block.
         content: Content,
     },
+    /// A file's change.
+    Diff {
+        /// The file, absolute.
+        path: String,
+        /// Its text before; `null` for a new file.
+        old_text: Option<String>,
+        /// Its text after.
+        new_text: String,
+    },
+}
+
+/// A file a tool call touches, and the line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallLocation {
+    /// The file, absolute.
+    pub path: String,
+    /// The line (from 1), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// What kind of tool a call is, for an editor's icon.
@@ -179,6 +213,10 @@ pub enum ToolCallContent {
 pub enum ToolKind {
     /// A command.
     Execute,
+    /// Reading a file (`read`).
+    Read,
+    /// Changing a file (`write`, `edit`).
+    Edit,
     /// Anything else.
     Other,
 }

@@ -8,11 +8,12 @@
 //! |---|---|
 //! | `text/delta`, then the rest of `assistant/message` | `agent_message_chunk` |
 //! | `user/message` (a person's; replay only) | `user_message_chunk` |
-//! | `tool/call` | `tool_call` (`pending`), then `tool_call_update` `in_progress` |
+//! | `tool/call` | `tool_call` (`pending`; kind `execute` for `bash`, `read` for `read`, `edit` for `write` and `edit`), then `tool_call_update` `in_progress` |
 //! | `tool/output` | `tool_call_update` whose content is the output so far (its last [`PREVIEW_BYTES`]) |
 //! | `approval/request` | `session/request_permission` (see `turn.rs`) |
 //! | `approval/decision` allow | `tool_call_update` `in_progress` |
 //! | `tool/result` | `tool_call_update` `completed` / `failed`, the output as text content |
+//! | `tool/file` of a change (with its texts) | `tool_call_update` whose content is the `diff` (`path`, `oldText`, `newText`) and whose `locations` name the file and its first changed line |
 //! | a child agent's `tool/call` / `tool/result` | the same, on the parent's session, ids and titles marked with the child |
 //! | the prompted agent's `turn/end` | the `session/prompt` response's `stopReason` |
 
@@ -28,7 +29,7 @@ use serde_json::Value;
 
 use super::schema::{
     Content, PermissionInput, PermissionToolCall, RawOutput, SessionUpdate, StopReason,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolKind,
 };
 
 /// How much of a running call's live output a `tool_call_update` carries: its tail. ACP replaces a
@@ -256,6 +257,25 @@ impl Translator {
                     self.outputs.remove(&id);
                     vec![finished(id, content, is_error, code)]
                 }
+                EventData::ToolFile {
+                    call_id: id,
+                    path,
+                    diff: Some(diff),
+                    old_text,
+                    new_text: Some(new_text),
+                    ..
+                } => vec![Output::Update(SessionUpdate::ToolCallChange {
+                    tool_call_id: call_id(&id, child),
+                    locations: vec![ToolCallLocation {
+                        path: path.clone(),
+                        line: first_changed_line(&diff),
+                    }],
+                    content: vec![ToolCallContent::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    }],
+                })],
                 // Nothing to show: a child's text and turns (its calls show), the prompt the
                 // client sent itself, history on a replay, and the log's bookkeeping.
                 EventData::AssistantMessage { .. }
@@ -268,6 +288,7 @@ impl Translator {
                 | EventData::StepStart { .. }
                 | EventData::StepEnd { .. }
                 | EventData::ToolRewritten { .. }
+                | EventData::ToolFile { .. }
                 | EventData::HookInvoked { .. }
                 | EventData::HookResult { .. }
                 | EventData::SessionTitle { .. }
@@ -384,6 +405,19 @@ fn call_title(tool: &str, arguments: &Value, child: Option<&str>) -> (String, To
             ),
             ToolKind::Other,
         ),
+        // The file tools: titled by the file, with the kinds editors show as reads and edits.
+        "read" | "write" | "edit" => {
+            let path = arguments
+                .get("file_path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = if tool == "read" {
+                ToolKind::Read
+            } else {
+                ToolKind::Edit
+            };
+            (format!("{tool} {path}"), kind)
+        }
         _ => (format!("{tool} {arguments}"), ToolKind::Other),
     };
     (marked(title, child), kind)
@@ -488,3 +522,24 @@ pub fn stop_reason(reason: &TurnEndReason) -> Result<StopReason, String> {
 #[cfg(test)]
 #[path = "updates_tests.rs"]
 mod tests;
+
+/// The first line (from 1) of the new text a unified diff changes: the first added line, or
+/// where the first removed one was.
+fn first_changed_line(diff: &str) -> Option<u32> {
+    let mut line: Option<u32> = None;
+    for text in diff.lines() {
+        if let Some(header) = text.strip_prefix("@@ ") {
+            // `@@ -a,b +c,d @@`: the hunk's new text starts at line c (0 for an empty file).
+            let start = header.split(' ').nth(1)?.strip_prefix('+')?;
+            line = start.split(',').next()?.parse().ok();
+            continue;
+        }
+        let Some(n) = line.as_mut() else { continue };
+        match text.as_bytes().first() {
+            Some(b'+' | b'-') => return Some((*n).max(1)),
+            Some(b' ') => *n += 1,
+            _ => {}
+        }
+    }
+    None
+}

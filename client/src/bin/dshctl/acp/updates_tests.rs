@@ -246,3 +246,46 @@ fn times_are_iso_8601_in_utc() {
     assert_eq!(iso_8601(1_796_430_184_500), "2026-12-05T00:23:04.500Z");
     assert_eq!(iso_8601(-1), "1969-12-31T23:59:59.999Z");
 }
+
+/// The file tools' calls reach editors as reads and edits titled by their file.
+#[test]
+fn file_tool_calls_are_reads_and_edits() {
+    let mut t = Translator::new("s", false);
+    for (name, kind) in [("read", "read"), ("write", "edit"), ("edit", "edit")] {
+        let call = json!({"turn": 1, "step": 1, "callId": name, "name": name,
+            "arguments": {"file_path": "/w/a.rs", "content": "x"}});
+        let out = t.translate(&event("s", "tool/call", call));
+        let Output::Update(first) = &out[0] else {
+            panic!("{out:?}")
+        };
+        let first = wire(first);
+        assert_eq!(first["kind"], kind, "{first}");
+        assert_eq!(first["title"], format!("{name} /w/a.rs"), "{first}");
+    }
+    // A change too large to carry its texts adds nothing the result has not shown.
+    let diff = "--- /w/a.rs\n+++ /w/a.rs\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n";
+    let mut file = json!({"turn": 1, "step": 1, "callId": "edit", "path": "/w/a.rs",
+        "kind": "edit", "diff": diff, "oldHash": "sha256:0", "newHash": "sha256:1"});
+    assert!(
+        t.translate(&event("s", "tool/file", file.clone()))
+            .is_empty()
+    );
+    // With them, the editor gets the diff and the first changed line.
+    file["oldText"] = json!("a\nb\nc\n");
+    file["newText"] = json!("a\nB\nc\n");
+    let out = t.translate(&event("s", "tool/file", file));
+    let Output::Update(update) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        wire(update),
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": "edit",
+            "content": [{"type": "diff", "path": "/w/a.rs", "oldText": "a\nb\nc\n", "newText": "a\nB\nc\n"}],
+            "locations": [{"path": "/w/a.rs", "line": 2}]})
+    );
+    // A new file's diff has no old text, and starts at line 1.
+    assert_eq!(
+        first_changed_line("--- /dev/null\n+++ /w/n\n@@ -0,0 +1,1 @@\n+x\n"),
+        Some(1)
+    );
+}

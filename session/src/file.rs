@@ -1,0 +1,74 @@
+//! What a file tool did to a file, as its `tool/file` event says.
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of a file tool's call, as editors show it (ACP's tool kinds `read` and `edit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileToolKind {
+    /// The file was read (`read`).
+    Read,
+    /// The file was changed or created (`write`, `edit`).
+    Edit,
+}
+
+impl FileToolKind {
+    /// The name in events: `read` or `edit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Edit => "edit",
+        }
+    }
+}
+
+impl std::fmt::Display for FileToolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use crate::{Event, EventData, FileToolKind};
+
+    /// A change's event keeps its diff and hashes through the log's JSON; a read's has none.
+    #[test]
+    fn tool_file_events_round_trip() {
+        for (kind, diff) in [
+            (
+                FileToolKind::Edit,
+                Some("--- /w/a\n+++ /w/a\n@@ -1 +1 @@\n-a\n+b\n".to_owned()),
+            ),
+            (FileToolKind::Read, None),
+        ] {
+            let event = Event {
+                seq: 4,
+                time: 1,
+                data: EventData::ToolFile {
+                    turn: 1,
+                    step: 2,
+                    call_id: "c".into(),
+                    path: "/w/a".into(),
+                    kind,
+                    old_hash: diff.as_ref().map(|_| "sha256:00".to_owned()),
+                    new_hash: diff.as_ref().map(|_| "sha256:11".to_owned()),
+                    old_text: diff.as_ref().map(|_| "a\n".to_owned()),
+                    new_text: diff.as_ref().map(|_| "b\n".to_owned()),
+                    diff,
+                },
+            };
+            let json = event.to_json();
+            assert!(json.contains(r#""type":"tool/file""#), "{json}");
+            assert!(json.contains(&format!(r#""kind":"{kind}""#)), "{json}");
+            assert_eq!(
+                kind == FileToolKind::Edit,
+                json.contains("oldHash"),
+                "{json}"
+            );
+            assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), event);
+        }
+    }
+}
