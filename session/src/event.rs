@@ -435,10 +435,14 @@ event_vocabulary! {
     ApprovalRuleRemoved = "approval/rule-removed" { tool: String, command: String, cwd: String },
     /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
     /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
-    /// where it would run, why approval is needed, and how long it waits before it is denied.
+    /// where it would run, why approval is needed, and how long it waits before it is denied;
+    /// for a file change (`write`, `edit`), the change itself, so a person sees what they
+    /// approve (absent when it could not be computed: the call then fails as it would have).
     ApprovalRequest = "approval/request" {
         turn: u32, step: u32, call_id: String, tool: String, command: String, cwd: String,
         reason: String, timeout_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<crate::ProposedChange>,
     },
     /// The answer to an `approval/request`.
     ApprovalDecision = "approval/decision" {

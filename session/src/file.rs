@@ -28,6 +28,24 @@ impl std::fmt::Display for FileToolKind {
     }
 }
 
+/// A file change a person is asked to approve (`approval/request`'s `change`): the file, the
+/// unified diff, and the texts before and after when they are small (ACP's `diff` content is the
+/// two texts, not a patch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposedChange {
+    /// The file, absolute, as the call named it.
+    pub path: String,
+    /// The unified diff from before to after (`--- /dev/null` for a new file).
+    pub diff: String,
+    /// The text before (absent for a new file, or when the texts are large).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_text: Option<String>,
+    /// The text after (absent when the texts are large).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_text: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -32,7 +32,7 @@ pub use event::{
     AbortCause, AssistantMessage, Event, EventData, HookConfinement, MessageSource,
     ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
-pub use file::FileToolKind;
+pub use file::{FileToolKind, ProposedChange};
 pub use header::{AgentSettings, FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
 pub use id::{SessionId, SessionIdError};
 pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutput};

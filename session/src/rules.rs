@@ -80,6 +80,7 @@ mod tests {
             cwd: "/w".into(),
             reason: String::new(),
             timeout_ms: 1,
+            change: None,
         }
     }
 

@@ -242,6 +242,7 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
                 cwd: "/w".into(),
                 reason,
                 timeout_ms,
+                change: None,
             }
         ),
         (

@@ -135,6 +135,10 @@ pub enum ToolDetail {
     },
 }
 
+/// The most text (before and after together) a change's event carries (`tool/file`,
+/// `approval/request`); a larger change has only its diff in the log.
+pub(crate) const FILE_EVENT_TEXT_BYTES: usize = 256 * 1024;
+
 /// What a `write` or `edit` changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
@@ -198,6 +202,28 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         exec: &'a ToolExecution,
         arguments: &'a Value,
     ) -> BoxFuture<'a, ToolOutput>;
+
+    /// What the call would change, worked out without changing anything, so that a person
+    /// asked to approve it sees the change itself (a file tool's diff). `None`: the arguments
+    /// say it all, or the call would fail (it then fails when it runs, with its own error).
+    fn preview<'a>(
+        &'a self,
+        _exec: &'a ToolExecution,
+        _arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    /// Runs a call whose [`preview`](Tool::preview) a person approved: it makes exactly that
+    /// change, or none and says why (the file changed while the call waited).
+    fn call_approved<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+        _approved: &'a FileChange,
+    ) -> BoxFuture<'a, ToolOutput> {
+        self.call(exec, arguments)
+    }
 
     /// Forgets what the tool keeps for agent `owner`, which closed (the file tools' record of
     /// what it read). Most tools keep nothing.

@@ -202,16 +202,21 @@ impl Screen {
                 }
                 MessageSource::User | MessageSource::Plugin { .. } => Ok(()),
             },
-            EventData::AssistantMessage { turn, step, message, .. } => {
-                self.full(w, e, (turn, step), &message.text)
-            }
+            EventData::AssistantMessage {
+                turn,
+                step,
+                message,
+                ..
+            } => self.full(w, e, (turn, step), &message.text),
             EventData::AssistantThought { text, .. } => {
                 self.line(w, e, format!("… thought: {}", indent(&text)))
             }
-            EventData::ToolCall { name, arguments, .. } => {
-                self.line(w, e, format!("▶ {name} {arguments}"))
-            }
-            EventData::ToolResult { content, is_error, .. } => {
+            EventData::ToolCall {
+                name, arguments, ..
+            } => self.line(w, e, format!("▶ {name} {arguments}")),
+            EventData::ToolResult {
+                content, is_error, ..
+            } => {
                 let marker = if is_error { "✗" } else { "◀" };
                 self.line(w, e, format!("{marker} {}", indent(&content)))
             }
@@ -220,7 +225,13 @@ impl Screen {
                 Some(diff) => self.diff(w, e, &path, &diff),
                 None => Ok(()),
             },
-            EventData::HookResult { dialect, event, decision, system_message, .. } => {
+            EventData::HookResult {
+                dialect,
+                event,
+                decision,
+                system_message,
+                ..
+            } => {
                 self.line(w, e, format!("· {dialect} hook {event} → {decision}"))?;
                 // A hook's systemMessage is for the user: shown on its own line, as both
                 // harnesses show it as a warning.
@@ -229,17 +240,40 @@ impl Screen {
                     None => Ok(()),
                 }
             }
-            EventData::ApprovalRequest { tool, call_id, command, cwd, reason, .. } => self.line(
-                w,
-                e,
-                format!(
-                    "? approval needed for {tool} call {call_id}: {}\n  in {cwd}\n  why: {}\n  answer: dshctl approve {} {call_id} --allow|--deny",
-                    indent(&command),
-                    indent(&reason),
-                    e.session_id,
-                ),
-            ),
-            EventData::ApprovalDecision { call_id, decision, by, reason, scope, client, handlers, .. } => {
+            EventData::ApprovalRequest {
+                tool,
+                call_id,
+                command,
+                cwd,
+                reason,
+                change,
+                ..
+            } => {
+                // A file change is shown as its diff, before the question about it.
+                if let Some(change) = &change {
+                    self.diff(w, e, &change.path, &change.diff)?;
+                }
+                self.line(
+                    w,
+                    e,
+                    format!(
+                        "? approval needed for {tool} call {call_id}: {}\n  in {cwd}\n  why: {}\n  answer: dshctl approve {} {call_id} --allow|--deny",
+                        indent(&command),
+                        indent(&reason),
+                        e.session_id,
+                    ),
+                )
+            }
+            EventData::ApprovalDecision {
+                call_id,
+                decision,
+                by,
+                reason,
+                scope,
+                client,
+                handlers,
+                ..
+            } => {
                 let verdict = match decision {
                     ApprovalVerdict::Allow => "✓ allowed",
                     ApprovalVerdict::Deny => "✗ denied",
@@ -255,13 +289,29 @@ impl Screen {
             EventData::ApprovalRuleRemoved { tool, command, cwd } => self.line(
                 w,
                 e,
-                format!("− rule removed: {tool} {} in {cwd} asks again", indent(&command)),
+                format!(
+                    "− rule removed: {tool} {} in {cwd} asks again",
+                    indent(&command)
+                ),
             ),
-            EventData::TurnEnd { turn, reason, usage, .. } => {
+            EventData::TurnEnd {
+                turn,
+                reason,
+                usage,
+                ..
+            } => {
                 let detail = reason.message();
-                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                let detail = if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {detail}")
+                };
                 let usage = usage.as_ref().map(usage_text).unwrap_or_default();
-                self.line(w, e, format!("── turn {turn} {}{detail}{usage}", reason.kind()))
+                self.line(
+                    w,
+                    e,
+                    format!("── turn {turn} {}{detail}{usage}", reason.kind()),
+                )
             }
             EventData::StepStart { .. }
             | EventData::StepEnd { .. }

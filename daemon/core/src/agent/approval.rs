@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::services::AgentServices;
-use crate::call::{BASH, EDIT, ToolExecution, WRITE};
+use crate::call::{BASH, EDIT, FileChange, ToolExecution, WRITE};
 use crate::hooks::{Decision, HookEvent, NotificationKind};
-use dsh_session::ApprovalRule;
 use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
+use dsh_session::{ApprovalRule, ProposedChange};
 
 /// Why a call needs a person's approval before it runs, if it does: a hook asked (`hook_reason`)
 /// and the policy lets someone be asked, or the policy asks for every `bash` call and every file
@@ -54,13 +54,31 @@ fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
     (command, cwd.to_string_lossy().into_owned())
 }
 
-/// Asks for approval of `exec` with `arguments`, because of `reason`, and waits for the answer.
-/// `Ok` when allowed; otherwise the text the model is given instead of the call's result.
+/// The change as the request shows it: the texts only when small, as in `tool/file`.
+fn proposed(exec: &ToolExecution, arguments: &Value, change: &FileChange) -> ProposedChange {
+    let small = change.new_text.len() + change.old_text.as_ref().map_or(0, String::len)
+        <= crate::call::FILE_EVENT_TEXT_BYTES;
+    let path = match arguments.get("file_path") {
+        Some(Value::String(p)) => exec.cwd.join(p),
+        _ => exec.cwd.clone(),
+    };
+    ProposedChange {
+        path: path.to_string_lossy().into_owned(),
+        diff: change.diff.clone(),
+        old_text: change.old_text.clone().filter(|_| small),
+        new_text: small.then(|| change.new_text.clone()),
+    }
+}
+
+/// Asks for approval of `exec` with `arguments` (and the file `change` it would make, shown with
+/// the request), because of `reason`, and waits for the answer. `Ok` when allowed; otherwise the
+/// text the model is given instead of the call's result.
 pub(crate) async fn ask(
     agent: &Arc<Agent>,
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: &Value,
+    change: Option<&FileChange>,
     reason: String,
 ) -> Result<(), String> {
     let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
@@ -101,6 +119,7 @@ pub(crate) async fn ask(
         cwd: rule.cwd.clone(),
         reason: reason.clone(),
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        change: change.map(|c| proposed(exec, arguments, c)),
     });
     tracing::info!(%reason, "a tool call waits for approval");
     let deadline = tokio::time::sleep(timeout);

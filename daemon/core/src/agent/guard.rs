@@ -9,7 +9,7 @@ use super::approval;
 use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::services::AgentServices;
-use crate::call::{ToolExecution, ToolOutput};
+use crate::call::{FileChange, ToolExecution, ToolOutput};
 use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
 use crate::tools::ToolSet;
 use dsh_session::{ApprovalPolicy, EventData};
@@ -98,17 +98,23 @@ pub(super) async fn guarded_call(
         }
         None => arguments.clone(),
     };
-    // What runs is what is approved (a hook's rewrite included).
-    if let Some(reason) = approval::needed(policy, &exec.tool_name, hook_asks.as_deref())
-        && let Err(denied) = approval::ask(agent, services, exec, &arguments, reason).await
-    {
-        return CallEnd {
-            output: ToolOutput::refused(denied),
-            messages,
-            stop: None,
-        };
+    // What runs is what is approved (a hook's rewrite included); a file change is shown as the
+    // change, and only that change is then made.
+    let mut approved = None;
+    if let Some(reason) = approval::needed(policy, &exec.tool_name, hook_asks.as_deref()) {
+        let change = tools.preview(exec, &arguments).await;
+        if let Err(denied) =
+            approval::ask(agent, services, exec, &arguments, change.as_ref(), reason).await
+        {
+            return CallEnd {
+                output: ToolOutput::refused(denied),
+                messages,
+                stop: None,
+            };
+        }
+        approved = change;
     }
-    let mut output = dispatch(tools, exec, &arguments).await;
+    let mut output = dispatch(tools, exec, &arguments, approved.as_ref()).await;
     if !output.ran {
         return CallEnd {
             output,
@@ -188,7 +194,12 @@ async fn after_call(
 }
 
 /// Runs one call; arguments that are not a JSON object get an error result without running.
-async fn dispatch(tools: &ToolSet, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
+async fn dispatch(
+    tools: &ToolSet,
+    exec: &ToolExecution,
+    arguments: &Value,
+    approved: Option<&FileChange>,
+) -> ToolOutput {
     if exec.cancel.is_cancelled() {
         return ToolOutput::refused("Error: tool call aborted before dispatch");
     }
@@ -199,7 +210,7 @@ async fn dispatch(tools: &ToolSet, exec: &ToolExecution, arguments: &Value) -> T
             truncate(&arguments.to_string(), 200)
         ));
     }
-    tools.dispatch(exec, arguments).await
+    tools.dispatch(exec, arguments, approved).await
 }
 
 fn truncate(text: &str, max: usize) -> &str {

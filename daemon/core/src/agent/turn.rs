@@ -545,7 +545,8 @@ fn file_event(
         return None;
     };
     let texts = change.as_ref().filter(|c| {
-        c.new_text.len() + c.old_text.as_ref().map_or(0, String::len) <= FILE_EVENT_TEXT_BYTES
+        c.new_text.len() + c.old_text.as_ref().map_or(0, String::len)
+            <= crate::call::FILE_EVENT_TEXT_BYTES
     });
     Some(EventData::ToolFile {
         turn,
@@ -560,7 +561,3 @@ fn file_event(
         new_text: texts.map(|c| c.new_text.clone()),
     })
 }
-
-/// The most text (before and after together) a `tool/file` event carries; a larger change has
-/// only its diff in the log.
-const FILE_EVENT_TEXT_BYTES: usize = 256 * 1024;

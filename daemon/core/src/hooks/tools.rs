@@ -6,7 +6,8 @@
 //! |---|---|---|
 //! | `bash` | `Bash`; input `{command, description?, timeout? (ms), run_in_background?}`; response `{stdout, stderr, interrupted, isImage}` | `Bash`; input `{command}`; response the command's output as one string |
 //! | `spawn_agent` | `Agent`; input `{prompt, description?, subagent_type}`; response the child's answer | `spawn_agent` (matched as `Agent` too); input and response as dsh has them |
-//! | `read`, `write`, `edit` | `Read`, `Write`, `Edit`; input as dsh has it (`file_path`, `offset`, `limit`; `file_path`, `content`; `file_path`, `old_string`, `new_string`, `replace_all`); response `{filePath, ...}` (below) | their own names; input and text as dsh has them |
+//! | `read` | `Read`; input as dsh has it (`file_path`, `offset`, `limit`); response the text | `read` (Codex has no read tool: its models read with the shell); input and text as dsh has them |
+//! | `write`, `edit` | `Write`, `Edit`; input as dsh has it (`file_path`, `content`; `file_path`, `old_string`, `new_string`, `replace_all`); response `{filePath, ...}` (below) | `apply_patch` (matched as `Write` and `Edit` too), as Codex shows its file changes; input `{command}`, the change in Codex's patch grammar (`*** Add File:` for a write, `*** Update File:` with one `@@` hunk of the old and new strings for an edit); response the result text; an `updatedInput` is refused (dsh cannot run a rewritten patch) |
 //! | `job_output`, `job_kill` | their own names, input and text | the same |
 //!
 //! Sources: Claude Code's hooks reference (PreToolUse input tables: Bash's four fields, `timeout`
@@ -14,7 +15,8 @@
 //! output object; Codex's hooks reference ("`Bash` and `apply_patch` use `tool_input.command`",
 //! "other local function tools send their arguments" and "their model-facing output",
 //! "`spawn_agent` also matches `Agent`") and its exec output, which hands PostToolUse the command's
-//! output as a string. dsh's own name stays a matcher alias in both dialects: a config written for
+//! output as a string; codex-rs's `HookToolName::apply_patch` (payload name `apply_patch`, matcher
+//! aliases `Write` and `Edit`, input `{"command": <patch>}`). dsh's own name stays a matcher alias in both dialects: a config written for
 //! an earlier dsh with matcher `bash` must not silently stop guarding.
 
 use serde_json::{Map, Value, json};
@@ -24,6 +26,9 @@ use super::Dialect;
 use crate::call::{AGENT_TYPE, EDIT, READ, SPAWN_AGENT, ToolDetail, ToolOutput, WRITE};
 
 const BASH: &str = "bash";
+
+/// The name Codex's hooks see for a file change.
+const APPLY_PATCH: &str = "apply_patch";
 
 /// The `tool_name` `dialect` sends for dsh's `tool`.
 pub(super) fn payload_name(dialect: Dialect, tool: &str) -> &str {
@@ -35,6 +40,7 @@ pub(super) fn payload_name(dialect: Dialect, tool: &str) -> &str {
         (Dialect::ClaudeCode, READ) => "Read",
         (Dialect::ClaudeCode, WRITE) => "Write",
         (Dialect::ClaudeCode, EDIT) => "Edit",
+        (Dialect::Codex, WRITE | EDIT) => APPLY_PATCH,
         _ => tool,
     }
 }
@@ -45,6 +51,9 @@ pub(super) fn matcher_names(dialect: Dialect, tool: &str) -> Vec<&str> {
     let mut names = vec![payload_name(dialect, tool)];
     if tool == SPAWN_AGENT && dialect == Dialect::Codex {
         names.push("Agent");
+    }
+    if (tool == WRITE || tool == EDIT) && dialect == Dialect::Codex {
+        names.extend(["Write", "Edit"]);
     }
     if !names.contains(&tool) {
         names.push(tool);
@@ -71,6 +80,7 @@ pub(super) fn input(dialect: Dialect, tool: &str, arguments: &Value) -> Value {
             Value::Object(input)
         }
         (Dialect::Codex, BASH) => json!({ "command": text("command").unwrap_or_default() }),
+        (Dialect::Codex, WRITE | EDIT) => json!({ "command": codex_patch(tool, arguments) }),
         (Dialect::ClaudeCode, SPAWN_AGENT) => {
             let mut input = Map::new();
             input.insert("prompt".into(), text("prompt").unwrap_or_default().into());
@@ -82,6 +92,32 @@ pub(super) fn input(dialect: Dialect, tool: &str, arguments: &Value) -> Value {
         }
         _ => arguments.clone(),
     }
+}
+
+/// A `write` or `edit` as Codex's `apply_patch` would have made it: `*** Add File:` with every
+/// line added, or `*** Update File:` with one hunk taking the old string's lines out and putting
+/// the new string's in.
+fn codex_patch(tool: &str, arguments: &Value) -> String {
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let lines = |prefix: char, body: &str| -> String {
+        body.lines().map(|l| format!("{prefix}{l}\n")).collect()
+    };
+    let path = text("file_path");
+    let body = if tool == WRITE {
+        format!("*** Add File: {path}\n{}", lines('+', text("content")))
+    } else {
+        format!(
+            "*** Update File: {path}\n@@\n{}{}",
+            lines('-', text("old_string")),
+            lines('+', text("new_string"))
+        )
+    };
+    format!("*** Begin Patch\n{body}*** End Patch\n")
 }
 
 /// The `tool_response` `dialect` shows for what `tool` returned.
@@ -244,6 +280,14 @@ pub(super) fn apply_update(
             let command = required_text(updated, "command")?;
             arguments.insert("command".into(), command.into());
         }
+        (Dialect::Codex, WRITE | EDIT) => {
+            return Err(UpdateError::Unsupported {
+                field: "command",
+                message: "dsh runs file changes as write and edit calls, not patches; a hook \
+                          cannot rewrite one"
+                    .into(),
+            });
+        }
         (Dialect::ClaudeCode, SPAWN_AGENT) => {
             for key in updated.keys() {
                 if !["prompt", "description", "subagent_type", "model"].contains(&key.as_str()) {
@@ -342,7 +386,39 @@ mod tests {
         assert_eq!(matcher_names(CODEX, "job_kill"), ["job_kill"]);
         assert_eq!(matcher_names(CC, "edit"), ["Edit", "edit"]);
         assert_eq!(matcher_names(CC, "write"), ["Write", "write"]);
-        assert_eq!(matcher_names(CODEX, "edit"), ["edit"]);
+        assert_eq!(
+            matcher_names(CODEX, "edit"),
+            ["apply_patch", "Write", "Edit", "edit"]
+        );
+        assert_eq!(
+            matcher_names(CODEX, "write"),
+            ["apply_patch", "Write", "Edit", "write"]
+        );
+        assert_eq!(matcher_names(CODEX, "read"), ["read"]);
+    }
+
+    /// Codex's hooks see a file change as `apply_patch` with the patch as `command`.
+    #[test]
+    fn codex_sees_file_changes_as_patches() {
+        let edit = json!({"file_path": "src/a.rs", "old_string": "a\nb", "new_string": "c"});
+        assert_eq!(
+            input(CODEX, "edit", &edit),
+            json!({"command": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n-b\n+c\n*** End Patch\n"})
+        );
+        let write = json!({"file_path": "/w/new.txt", "content": "x\ny\n"});
+        assert_eq!(
+            input(CODEX, "write", &write),
+            json!({"command": "*** Begin Patch\n*** Add File: /w/new.txt\n+x\n+y\n*** End Patch\n"})
+        );
+        assert!(matches!(
+            apply_update(CODEX, "edit", &edit, &json!({"command": "x"})),
+            Err(UpdateError::Unsupported {
+                field: "command",
+                ..
+            })
+        ));
+        // Claude Code's input is dsh's.
+        assert_eq!(input(CC, "edit", &edit), edit);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
-use crate::call::{Tool, ToolExecution, ToolOutput, ToolSchema};
+use crate::call::{FileChange, Tool, ToolExecution, ToolOutput, ToolSchema};
 use crate::shell::Shell;
 use bash::BashTool;
 use jobs::JobTool;
@@ -67,10 +67,31 @@ impl ToolSet {
         }
     }
 
-    /// Runs a call by name; an unknown tool is an error result naming the known ones.
-    pub async fn dispatch(&self, exec: &ToolExecution, arguments: &Value) -> ToolOutput {
+    /// What a call would change, for a person approving it ([`Tool::preview`]).
+    pub(crate) async fn preview(
+        &self,
+        exec: &ToolExecution,
+        arguments: &Value,
+    ) -> Option<FileChange> {
         match self.tools.get(&exec.tool_name) {
-            Some(tool) => tool.call(exec, arguments).await,
+            Some(tool) => tool.preview(exec, arguments).await,
+            None => None,
+        }
+    }
+
+    /// Runs a call by name (one whose preview a person `approved` makes only that change); an
+    /// unknown tool is an error result naming the known ones.
+    pub async fn dispatch(
+        &self,
+        exec: &ToolExecution,
+        arguments: &Value,
+        approved: Option<&FileChange>,
+    ) -> ToolOutput {
+        match self.tools.get(&exec.tool_name) {
+            Some(tool) => match approved {
+                Some(change) => tool.call_approved(exec, arguments, change).await,
+                None => tool.call(exec, arguments).await,
+            },
             None => ToolOutput::refused(format!(
                 "Error: unknown tool {:?}; available tools: {}",
                 exec.tool_name,

@@ -273,6 +273,13 @@ pub struct PermissionToolCall {
     pub status: ToolCallStatus,
     /// What dsh asks about.
     pub raw_input: PermissionInput,
+    /// For a file change, the change (a `diff`, or the unified diff as text when the file is
+    /// too large to send whole).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolCallContent>,
+    /// For a file change, the file and its first changed line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<ToolCallLocation>,
 }
 
 /// What an approval request says.

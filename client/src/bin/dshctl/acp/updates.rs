@@ -212,9 +212,29 @@ impl Translator {
                     command,
                     cwd,
                     reason,
+                    change,
                     ..
                 } if !self.replay => {
-                    let (title, kind) = request_title(&tool, &command, child);
+                    let (mut title, mut kind) = request_title(&tool, &command, child);
+                    let (mut content, mut locations) = (Vec::new(), Vec::new());
+                    if let Some(change) = change {
+                        title = marked(format!("{tool} {}", change.path), child);
+                        kind = ToolKind::Edit;
+                        locations.push(ToolCallLocation {
+                            path: change.path.clone(),
+                            line: first_changed_line(&change.diff),
+                        });
+                        content.push(match change.new_text {
+                            Some(new_text) => ToolCallContent::Diff {
+                                path: change.path,
+                                old_text: change.old_text,
+                                new_text,
+                            },
+                            None => ToolCallContent::Content {
+                                content: Content::Text { text: change.diff },
+                            },
+                        });
+                    }
                     vec![Output::Ask(Ask {
                         agent_id: agent.to_owned(),
                         tool_call: PermissionToolCall {
@@ -227,6 +247,8 @@ impl Translator {
                                 cwd,
                                 reason,
                             },
+                            content,
+                            locations,
                         },
                         call_id: id,
                     })]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{FileAccess, diff, file_path, hash_text, string_arg};
-use crate::call::{BoxFuture, FileChange, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
+use super::{FileAccess, Plan, failed, file_path, string_arg};
+use crate::call::{BoxFuture, EDIT, FileChange, Tool, ToolExecution, ToolOutput, ToolSchema};
 
 const DESCRIPTION: &str = "Edit a file by replacing an exact string. old_string must match the \
 file's text exactly (indentation included) and occur once, unless replace_all is set. Read the \
@@ -100,88 +100,101 @@ impl Tool for EditTool {
         arguments: &'a Value,
     ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let refused = |m: String| ToolOutput::refused(format!("Error: edit: {m}"));
-            let parsed = file_path(arguments, &exec.cwd).and_then(|path| {
-                let old = string_arg(arguments, "old_string")?;
-                let new = string_arg(arguments, "new_string")?;
-                let all = match arguments.get("replace_all") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Bool(b)) => *b,
-                    Some(other) => {
-                        return Err(format!("`replace_all` must be a boolean, got {other}"));
-                    }
-                };
-                if old.is_empty() {
-                    return Err("`old_string` must not be empty; to create a file use write".into());
-                }
-                if old == new {
-                    return Err(
-                        "`old_string` and `new_string` are the same; nothing would change".into(),
-                    );
-                }
-                Ok((path, old, new, all))
-            });
-            let (path, old, new, all) = match parsed {
-                Ok(p) => p,
-                Err(m) => return refused(m),
-            };
-            if self.files.seen(exec, &path).is_none() {
-                return refused(format!(
-                    "you have not read {} in this session; read it with the read tool first, \
-                     then edit it",
-                    path.display()
-                ));
+            match self.plan(exec, arguments).await {
+                Ok(plan) => self.files.make(exec, plan, None).await,
+                Err(refused) => refused,
             }
-            let detail = |change| ToolDetail::File {
-                path: path.clone(),
-                kind: dsh_session::FileToolKind::Edit,
-                change,
-            };
-            let error = |m: String| {
-                ToolOutput::error(format!("Error: edit: {m}")).with_detail(detail(None))
-            };
-            let current = match self.files.read_whole(exec, &path).await {
-                Ok(Some(current)) => current,
-                Ok(None) => {
-                    return error(format!(
-                        "{} does not exist; create it with write",
-                        path.display()
-                    ));
-                }
-                Err(m) => return error(m),
-            };
-            let expect = match self.files.expect_unchanged(exec, &path, &current) {
-                Ok(e) => e,
-                Err(m) => return error(m),
-            };
-            let Ok(text) = String::from_utf8(current.bytes) else {
-                return error(format!(
-                    "{} is not UTF-8 text; change it with bash instead",
-                    path.display()
-                ));
-            };
-            let (new_text, count) = match apply(&text, old, new, all, &path) {
-                Ok(done) => done,
-                Err(m) => return error(m),
-            };
-            let new_bytes = new_text.clone().into_bytes();
-            let digest = match self.files.write(exec, &path, new_bytes, expect).await {
-                Ok(d) => d,
-                Err(m) => return error(m),
-            };
-            let change = FileChange {
-                diff: diff::unified(&path, Some(&text), &new_text),
-                old_hash: current.digest.as_ref().map(hash_text),
-                new_hash: hash_text(&digest),
-                old_text: Some(text),
-                new_text,
-            };
-            ToolOutput::ok(format!(
-                "Edited {}: replaced {count} occurrence{}.",
-                path.display(),
-                if count == 1 { "" } else { "s" }
-            ))
-            .with_detail(detail(Some(change)))
         })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(async move { self.plan(exec, arguments).await.ok().map(|p| p.change) })
+    }
+
+    fn call_approved<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+        approved: &'a FileChange,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.plan(exec, arguments).await {
+                Ok(plan) => self.files.make(exec, plan, Some(approved)).await,
+                Err(refused) => refused,
+            }
+        })
+    }
+}
+
+impl EditTool {
+    /// The edit worked out against the file as it is now, or the result saying why not.
+    async fn plan(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
+        let refused = |m: String| ToolOutput::refused(format!("Error: edit: {m}"));
+        let parsed = file_path(arguments, &exec.cwd).and_then(|path| {
+            let old = string_arg(arguments, "old_string")?;
+            let new = string_arg(arguments, "new_string")?;
+            let all = match arguments.get("replace_all") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(format!("`replace_all` must be a boolean, got {other}"));
+                }
+            };
+            if old.is_empty() {
+                return Err("`old_string` must not be empty; to create a file use write".into());
+            }
+            if old == new {
+                return Err(
+                    "`old_string` and `new_string` are the same; nothing would change".into(),
+                );
+            }
+            Ok((path, old, new, all))
+        });
+        let (path, old, new, all) = parsed.map_err(refused)?;
+        if self.files.seen(exec, &path).is_none() {
+            return Err(refused(format!(
+                "you have not read {} in this session; read it with the read tool first, then \
+                 edit it",
+                path.display()
+            )));
+        }
+        let error = |m: String| failed(EDIT, &path, m);
+        let current = match self.files.read_whole(exec, &path).await.map_err(error)? {
+            Some(current) => current,
+            None => {
+                return Err(error(format!(
+                    "{} does not exist; create it with write",
+                    path.display()
+                )));
+            }
+        };
+        let expect = self
+            .files
+            .expect_unchanged(exec, &path, &current)
+            .map_err(error)?;
+        let Ok(text) = String::from_utf8(current.bytes) else {
+            return Err(error(format!(
+                "{} is not UTF-8 text; change it with bash instead",
+                path.display()
+            )));
+        };
+        let (new_text, count) = apply(&text, old, new, all, &path).map_err(error)?;
+        let done = format!(
+            "Edited {}: replaced {count} occurrence{}.",
+            path.display(),
+            if count == 1 { "" } else { "s" }
+        );
+        Ok(Plan::new(
+            path,
+            expect,
+            current.digest.as_ref(),
+            Some(text),
+            new_text,
+            done,
+        ))
     }
 }

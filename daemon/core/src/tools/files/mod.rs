@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dsh_launch::file_op::{Expect, FailureKind, FileReply, FileRequest, ReadReply};
-use dsh_launch::sha256::{Digest, hex};
-use dsh_session::SessionId;
+use dsh_launch::sha256::{Digest, Sha256, hex};
+use dsh_session::{FileToolKind, SessionId};
 use serde_json::Value;
 
-use crate::call::ToolExecution;
+use crate::call::{FileChange, ToolDetail, ToolExecution, ToolOutput};
 use crate::exec::{CommandSpec, Executor, SandboxRequest};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
@@ -194,7 +194,7 @@ impl FileAccess {
         path: &Path,
         content: Vec<u8>,
         expect: Expect,
-    ) -> Result<Digest, String> {
+    ) -> Result<(), String> {
         let size = content.len() as u64;
         let request = FileRequest::Write {
             path: path.to_owned(),
@@ -204,11 +204,95 @@ impl FileAccess {
         match self.run(exec, request, reply_cap(0)).await? {
             FileReply::Written(w) => {
                 self.record(exec, path, size, Some(w.digest));
-                Ok(w.digest)
+                Ok(())
             }
             other => Err(failure_text(path, other)),
         }
     }
+}
+
+/// A change worked out against the file as it is, not yet made: what `write` and `edit` write,
+/// and what a person approving the call is shown.
+#[derive(Debug)]
+struct Plan {
+    path: PathBuf,
+    /// What must be there when it is written: the state the change was worked out from.
+    expect: Expect,
+    /// The change (its `new_hash` computed here; the launcher's digest of what it wrote agrees).
+    change: FileChange,
+    /// The result text once it is made.
+    done: String,
+}
+
+impl Plan {
+    fn new(
+        path: PathBuf,
+        expect: Expect,
+        old_digest: Option<&Digest>,
+        old_text: Option<String>,
+        new_text: String,
+        done: String,
+    ) -> Self {
+        let change = FileChange {
+            diff: diff::unified(&path, old_text.as_deref(), &new_text),
+            old_hash: old_digest.map(hash_text),
+            new_hash: hash_text(&Sha256::digest(new_text.as_bytes())),
+            old_text,
+            new_text,
+        };
+        Self {
+            path,
+            expect,
+            change,
+            done,
+        }
+    }
+}
+
+impl FileAccess {
+    /// Makes `plan`'s change. When a person approved a change, only that one: the file must
+    /// still be what it was worked out from and the new text the same, else nothing is written
+    /// (calls of one step run together, so another may have changed the file meanwhile).
+    async fn make(
+        &self,
+        exec: &ToolExecution,
+        plan: Plan,
+        approved: Option<&FileChange>,
+    ) -> ToolOutput {
+        let tool = exec.tool_name.as_str();
+        if let Some(approved) = approved
+            && (approved.old_hash != plan.change.old_hash
+                || approved.new_text != plan.change.new_text)
+        {
+            return failed(
+                tool,
+                &plan.path,
+                format!(
+                    "{} changed while the call waited for approval, so the approved change was \
+                     not made; read it again with the read tool, then try again",
+                    plan.path.display()
+                ),
+            );
+        }
+        let bytes = plan.change.new_text.clone().into_bytes();
+        match self.write(exec, &plan.path, bytes, plan.expect).await {
+            Ok(()) => ToolOutput::ok(plan.done).with_detail(ToolDetail::File {
+                path: plan.path,
+                kind: FileToolKind::Edit,
+                change: Some(plan.change),
+            }),
+            Err(m) => failed(tool, &plan.path, m),
+        }
+    }
+}
+
+/// The error result of a `write` or `edit` (`tool`) of `path` that changed nothing.
+fn failed(tool: &str, path: &Path, message: String) -> ToolOutput {
+    ToolOutput::error(format!("Error: {tool}: {message}")).with_detail(ToolDetail::File {
+        path: path.to_owned(),
+        kind: FileToolKind::Edit,
+        change: None,
+    })
 }
 
 /// Room for a reply carrying `bytes` of content and its framing.

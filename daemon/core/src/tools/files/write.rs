@@ -6,8 +6,8 @@ use dsh_launch::file_op::Expect;
 use serde_json::{Value, json};
 
 use super::edit::all_crlf;
-use super::{FileAccess, diff, file_path, hash_text, string_arg};
-use crate::call::{BoxFuture, FileChange, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
+use super::{FileAccess, Plan, failed, file_path, string_arg};
+use crate::call::{BoxFuture, FileChange, Tool, ToolExecution, ToolOutput, ToolSchema, WRITE};
 
 const DESCRIPTION: &str = "Write a file: create it, or replace all of its content. To replace an \
 existing file, read it with the read tool first; a write over a file you have not read, or that \
@@ -65,63 +65,73 @@ impl Tool for WriteTool {
         arguments: &'a Value,
     ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let parsed = file_path(arguments, &exec.cwd)
-                .and_then(|path| Ok((path, string_arg(arguments, "content")?)));
-            let (path, content) = match parsed {
-                Ok(p) => p,
-                Err(m) => return ToolOutput::refused(format!("Error: write: {m}")),
-            };
-            let detail = |change| ToolDetail::File {
-                path: path.clone(),
-                kind: dsh_session::FileToolKind::Edit,
-                change,
-            };
-            let error = |m: String| {
-                ToolOutput::error(format!("Error: write: {m}")).with_detail(detail(None))
-            };
-            let current = match self.files.read_whole(exec, &path).await {
-                Ok(c) => c,
-                Err(m) => return error(m),
-            };
-            let (expect, old_text, old_hash) = match &current {
-                None => (Expect::Absent, None, None),
-                Some(current) => match self.files.expect_unchanged(exec, &path, current) {
-                    // A file that is not text has no old text to show or endings to keep.
-                    Ok(expect) => (
-                        expect,
-                        String::from_utf8(current.bytes.clone()).ok(),
-                        current.digest.as_ref().map(hash_text),
-                    ),
-                    Err(m) => return error(m),
-                },
-            };
-            let new_text = match &old_text {
-                Some(old) => keep_endings(old, content),
-                None => content.to_owned(),
-            };
-            let digest = match self
-                .files
-                .write(exec, &path, new_text.clone().into_bytes(), expect)
-                .await
-            {
-                Ok(d) => d,
-                Err(m) => return error(m),
-            };
-            let created = current.is_none();
-            let change = FileChange {
-                diff: diff::unified(&path, old_text.as_deref(), &new_text),
-                old_hash,
-                new_hash: hash_text(&digest),
-                old_text,
-                new_text,
-            };
-            ToolOutput::ok(format!(
-                "{} {} ({} bytes).",
-                if created { "Created" } else { "Wrote" },
-                path.display(),
-                change.new_text.len()
-            ))
-            .with_detail(detail(Some(change)))
+            match self.plan(exec, arguments).await {
+                Ok(plan) => self.files.make(exec, plan, None).await,
+                Err(refused) => refused,
+            }
         })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(async move { self.plan(exec, arguments).await.ok().map(|p| p.change) })
+    }
+
+    fn call_approved<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+        approved: &'a FileChange,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.plan(exec, arguments).await {
+                Ok(plan) => self.files.make(exec, plan, Some(approved)).await,
+                Err(refused) => refused,
+            }
+        })
+    }
+}
+
+impl WriteTool {
+    /// The write worked out against the file as it is now, or the result saying why not.
+    async fn plan(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
+        let (path, content) = file_path(arguments, &exec.cwd)
+            .and_then(|path| Ok((path, string_arg(arguments, "content")?)))
+            .map_err(|m| ToolOutput::refused(format!("Error: write: {m}")))?;
+        let error = |m: String| failed(WRITE, &path, m);
+        let current = self.files.read_whole(exec, &path).await.map_err(error)?;
+        let Some(current) = current else {
+            let done = format!("Created {} ({} bytes).", path.display(), content.len());
+            return Ok(Plan::new(
+                path,
+                Expect::Absent,
+                None,
+                None,
+                content.to_owned(),
+                done,
+            ));
+        };
+        let expect = self
+            .files
+            .expect_unchanged(exec, &path, &current)
+            .map_err(error)?;
+        // A file that is not text has no old text to show or endings to keep.
+        let old_text = String::from_utf8(current.bytes).ok();
+        let new_text = match &old_text {
+            Some(old) => keep_endings(old, content),
+            None => content.to_owned(),
+        };
+        let done = format!("Wrote {} ({} bytes).", path.display(), new_text.len());
+        Ok(Plan::new(
+            path,
+            expect,
+            current.digest.as_ref(),
+            old_text,
+            new_text,
+            done,
+        ))
     }
 }
