@@ -1,7 +1,7 @@
 //! The file tools `read`, `write` and `edit` end to end (issue 42): through the real `dshd`, a
 //! scripted model, and the launcher confined by the agent's own sandbox plan. Every write test
 //! checks the file system afterwards, so it fails if a write got through that should not have.
-//! Nothing here needs root: CI runs the suite as an ordinary user too.
+//! CI runs the suite as an ordinary user, and the sandbox test once more as root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -185,6 +185,18 @@ fn edits_need_a_fresh_read() {
 /// `/proc/self/root` or a hard link (which is replaced in the workspace, never written through).
 #[test]
 fn file_tools_stay_inside_the_sandbox() {
+    stay_inside_the_sandbox();
+}
+
+/// The same as root: where permission bits stop nobody, Landlock alone keeps file tools in.
+#[test]
+#[ignore = "needs root"]
+fn file_tools_stay_inside_the_sandbox_as_root() {
+    dsh_tests::needs_root("check the sandbox where permission bits stop nobody");
+    stay_inside_the_sandbox();
+}
+
+fn stay_inside_the_sandbox() {
     let daemon = TestDaemon::start();
     let outside = daemon.workdir("outside");
     let target = outside.join("target");

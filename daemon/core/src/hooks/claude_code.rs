@@ -74,13 +74,13 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
         } => p
-            .tool(DIALECT, tool_name, tool_input)
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id),
         HookEvent::PermissionRequest {
             tool_name,
             tool_input,
             ..
-        } => p.tool(DIALECT, tool_name, tool_input),
+        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd),
         HookEvent::PostToolUseFailure {
             tool_name,
             tool_input,
@@ -88,7 +88,7 @@ pub(super) fn payload(
             error,
             is_interrupt,
         } => p
-            .tool(DIALECT, tool_name, tool_input)
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id)
             .str("error", error)
             .bool("is_interrupt", *is_interrupt),
@@ -117,7 +117,7 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .tool(DIALECT, tool_name, tool_input)
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .value(
                 "tool_response",
                 &tools::response(DIALECT, tool_name, tool_response),

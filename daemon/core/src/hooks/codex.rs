@@ -71,7 +71,7 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
         } => p
-            .tool(DIALECT, tool_name, tool_input)
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id),
         HookEvent::PostToolUse {
             tool_name,
@@ -79,7 +79,7 @@ pub(super) fn payload(
             tool_use_id,
             tool_response,
         } => p
-            .tool(DIALECT, tool_name, tool_input)
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .value(
                 "tool_response",
                 &tools::response(DIALECT, tool_name, tool_response),
@@ -96,7 +96,7 @@ pub(super) fn payload(
             tool_name,
             tool_input,
             ..
-        } => p.tool(DIALECT, tool_name, tool_input),
+        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd),
         HookEvent::SubagentStart { child, agent_type } => p
             .str("agent_id", child.id.as_str())
             .str("agent_type", agent_type),

@@ -53,11 +53,11 @@ impl Payload {
         self.value(key, &Value::Bool(value))
     }
 
-    /// Appends `tool_name` and `tool_input`: the tool as `dialect` names it and its input in
-    /// that dialect's shape.
-    pub(super) fn tool(self, dialect: Dialect, name: &str, arguments: &Value) -> Self {
+    /// Appends `tool_name` and `tool_input`: the tool as `dialect` names it and its input, of a
+    /// call made in `cwd`, in that dialect's shape.
+    pub(super) fn tool(self, dialect: Dialect, name: &str, arguments: &Value, cwd: &Path) -> Self {
         self.str("tool_name", tools::payload_name(dialect, name))
-            .value("tool_input", &tools::input(dialect, name, arguments))
+            .value("tool_input", &tools::input(dialect, name, arguments, cwd))
     }
 
     /// The object's bytes, with a trailing newline when asked.

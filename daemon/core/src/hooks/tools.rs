@@ -6,8 +6,8 @@
 //! |---|---|---|
 //! | `bash` | `Bash`; input `{command, description?, timeout? (ms), run_in_background?}`; response `{stdout, stderr, interrupted, isImage}` | `Bash`; input `{command}`; response the command's output as one string |
 //! | `spawn_agent` | `Agent`; input `{prompt, description?, subagent_type}`; response the child's answer | `spawn_agent` (matched as `Agent` too); input and response as dsh has them |
-//! | `read` | `Read`; input as dsh has it (`file_path`, `offset`, `limit`); response the text | `read` (Codex has no read tool: its models read with the shell); input and text as dsh has them |
-//! | `write`, `edit` | `Write`, `Edit`; input as dsh has it (`file_path`, `content`; `file_path`, `old_string`, `new_string`, `replace_all`); response `{filePath, ...}` (below) | `apply_patch` (matched as `Write` and `Edit` too), as Codex shows its file changes; input `{command}`, the change in Codex's patch grammar (`*** Add File:` for a write, `*** Update File:` with one `@@` hunk of the old and new strings for an edit); response the result text; an `updatedInput` is refused (dsh cannot run a rewritten patch) |
+//! | `read` | `Read`; input as dsh has it (`file_path`, made absolute; `offset`, `limit`); response the text | `read` (Codex has no read tool: its models read with the shell); input and text as dsh has them |
+//! | `write`, `edit` | `Write`, `Edit`; input as dsh has it (`file_path` made absolute, as Claude Code's are; `content`; `file_path`, `old_string`, `new_string`, `replace_all`); response `{filePath, ...}` (below) | `apply_patch` (matched as `Write` and `Edit` too), as Codex shows its file changes; input `{command}`, the change in Codex's patch grammar (`*** Add File:` for a write, `*** Update File:` with one `@@` hunk of the old and new strings for an edit); response the result text; an `updatedInput` is refused (dsh cannot run a rewritten patch) |
 //! | `job_output`, `job_kill` | their own names, input and text | the same |
 //!
 //! Sources: Claude Code's hooks reference (PreToolUse input tables: Bash's four fields, `timeout`
@@ -18,6 +18,8 @@
 //! output as a string; codex-rs's `HookToolName::apply_patch` (payload name `apply_patch`, matcher
 //! aliases `Write` and `Edit`, input `{"command": <patch>}`). dsh's own name stays a matcher alias in both dialects: a config written for
 //! an earlier dsh with matcher `bash` must not silently stop guarding.
+
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
@@ -61,10 +63,20 @@ pub(super) fn matcher_names(dialect: Dialect, tool: &str) -> Vec<&str> {
     names
 }
 
-/// The `tool_input` `dialect` shows for a call of `tool` with dsh `arguments`.
-pub(super) fn input(dialect: Dialect, tool: &str, arguments: &Value) -> Value {
+/// The `tool_input` `dialect` shows for a call of `tool` with dsh `arguments`, made in `cwd`.
+pub(super) fn input(dialect: Dialect, tool: &str, arguments: &Value, cwd: &Path) -> Value {
     let text = |key: &str| arguments.get(key).and_then(Value::as_str);
     match (dialect, tool) {
+        // Claude Code's file tools take only absolute paths, and scripts compare them with
+        // `$CLAUDE_PROJECT_DIR`: a relative `file_path` is shown joined to the call's directory.
+        (Dialect::ClaudeCode, READ | WRITE | EDIT) => {
+            let mut input = arguments.clone();
+            if let (Some(path), Some(map)) = (text("file_path"), input.as_object_mut()) {
+                let absolute = cwd.join(path).to_string_lossy().into_owned();
+                map.insert("file_path".into(), absolute.into());
+            }
+            input
+        }
         (Dialect::ClaudeCode, BASH) => {
             let mut input = Map::new();
             input.insert("command".into(), text("command").unwrap_or_default().into());
@@ -402,12 +414,12 @@ mod tests {
     fn codex_sees_file_changes_as_patches() {
         let edit = json!({"file_path": "src/a.rs", "old_string": "a\nb", "new_string": "c"});
         assert_eq!(
-            input(CODEX, "edit", &edit),
+            input(CODEX, "edit", &edit, Path::new("/w")),
             json!({"command": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n-b\n+c\n*** End Patch\n"})
         );
         let write = json!({"file_path": "/w/new.txt", "content": "x\ny\n"});
         assert_eq!(
-            input(CODEX, "write", &write),
+            input(CODEX, "write", &write, Path::new("/w")),
             json!({"command": "*** Begin Patch\n*** Add File: /w/new.txt\n+x\n+y\n*** End Patch\n"})
         );
         assert!(matches!(
@@ -417,15 +429,17 @@ mod tests {
                 ..
             })
         ));
-        // Claude Code's input is dsh's.
-        assert_eq!(input(CC, "edit", &edit), edit);
+        // Claude Code's input is dsh's, its path absolute.
+        let mut absolute = edit.clone();
+        absolute["file_path"] = "/w/src/a.rs".into();
+        assert_eq!(input(CC, "edit", &edit, Path::new("/w")), absolute);
     }
 
     #[test]
     fn claude_code_bash_input_uses_its_own_field_names() {
         let args = json!({"command": "make", "timeout_ms": 5000, "workdir": "sub",
                           "description": "build", "run_in_background": false});
-        let v = input(CC, "bash", &args);
+        let v = input(CC, "bash", &args, Path::new("/w"));
         assert_eq!(
             v,
             json!({"command": "make", "description": "build", "timeout": 5000, "run_in_background": false})
@@ -436,11 +450,16 @@ mod tests {
             "serde_json sorts nested keys; the payload writer keeps this value as it is"
         );
         assert_eq!(
-            input(CC, "bash", &json!({"command": 7})),
+            input(CC, "bash", &json!({"command": 7}), Path::new("/w")),
             json!({"command": ""})
         );
         assert_eq!(
-            input(CC, "bash", &json!({"command": "ls", "timeout_ms": null})),
+            input(
+                CC,
+                "bash",
+                &json!({"command": "ls", "timeout_ms": null}),
+                Path::new("/w")
+            ),
             json!({"command": "ls"})
         );
     }
@@ -451,14 +470,18 @@ mod tests {
             input(
                 CODEX,
                 "bash",
-                &json!({"command": "ls", "timeout_ms": 10, "workdir": "x"})
+                &json!({"command": "ls", "timeout_ms": 10, "workdir": "x"}),
+                Path::new("/w")
             ),
             json!({"command": "ls"})
         );
-        assert_eq!(input(CODEX, "bash", &json!({})), json!({"command": ""}));
+        assert_eq!(
+            input(CODEX, "bash", &json!({}), Path::new("/w")),
+            json!({"command": ""})
+        );
         let job = json!({"job_id": "j1"});
-        assert_eq!(input(CODEX, "job_output", &job), job);
-        assert_eq!(input(CC, "job_output", &job), job);
+        assert_eq!(input(CODEX, "job_output", &job, Path::new("/w")), job);
+        assert_eq!(input(CC, "job_output", &job, Path::new("/w")), job);
     }
 
     #[test]
@@ -467,12 +490,13 @@ mod tests {
             input(
                 CC,
                 "spawn_agent",
-                &json!({"prompt": "count", "description": "c"})
+                &json!({"prompt": "count", "description": "c"}),
+                Path::new("/w")
             ),
             json!({"prompt": "count", "description": "c", "subagent_type": "general-purpose"})
         );
         let args = json!({"prompt": "count"});
-        assert_eq!(input(CODEX, "spawn_agent", &args), args);
+        assert_eq!(input(CODEX, "spawn_agent", &args, Path::new("/w")), args);
     }
 
     #[test]

@@ -172,3 +172,69 @@ fn a_permission_request_for_an_edit_carries_the_diff_and_only_that_change_is_mad
     );
     assert!(acp.finish().success());
 }
+
+/// A parent directory swapped for a link out of the workspace in the middle of a call (here
+/// while the edit waits for approval, after dshd worked it out against the real file) does not
+/// carry the write out: the launcher writes under the agent's Landlock domain, which refuses the
+/// directory outside, even though the file there has the very content the agent read.
+#[test]
+fn a_parent_swapped_for_a_link_outside_during_the_call_does_not_carry_the_write_out() {
+    let daemon = TestDaemon::start();
+    let work = daemon.workdir("acp-swap");
+    let outside = daemon.workdir("acp-swap-outside");
+    std::fs::create_dir(work.join("sub")).unwrap();
+    std::fs::write(work.join("sub/f.txt"), "v1\n").unwrap();
+    std::fs::write(outside.join("f.txt"), "v1\n").unwrap();
+    let path = work.join("sub/f.txt");
+    let path = path.to_str().unwrap();
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "r", "name": "read", "arguments": {"file_path": path}}]},
+        {"tool_calls": [{"id": "e", "name": "edit", "arguments":
+            {"file_path": path, "old_string": "v1", "new_string": "v2"}}]},
+        {"text": "Done."},
+    ]});
+    let mut acp = Acp::scripted(
+        &daemon,
+        &script,
+        &["--approval", "always", "--sandbox", "workspace-write"],
+    );
+    let id = acp.ready_session(&work);
+    let turn = acp.send("session/prompt", prompt(&id, "edit it"));
+    let answer = loop {
+        let message = acp.recv();
+        if message["id"] == turn && message.get("method").is_none() {
+            break message;
+        }
+        if message["method"] == "session/request_permission" {
+            std::fs::rename(work.join("sub"), work.join("sub-moved")).unwrap();
+            std::os::unix::fs::symlink(&outside, work.join("sub")).unwrap();
+            let reply = json!({"jsonrpc": "2.0", "id": message["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}});
+            acp.line(&reply.to_string());
+        }
+    };
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("f.txt")).unwrap(),
+        "v1\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["f.txt"], "no temporary file was left outside");
+    let events = daemon.dshctl_json_lines(&["session", "events", &id]);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["callId"] == "e")
+        .unwrap();
+    assert_eq!(result["data"]["isError"], true, "{result}");
+    assert!(
+        result["data"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied"),
+        "{result}"
+    );
+    assert!(acp.finish().success());
+}

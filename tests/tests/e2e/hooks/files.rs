@@ -62,3 +62,118 @@ fn write_edit_matchers_fire_and_a_deny_stops_the_edit() {
         "the denied edit changed the file"
     );
 }
+
+/// soundbluemusic/public-monorepo's `.claude` setup, unchanged (tests/fixtures/hooks/SOURCES.md):
+/// its PreToolUse `Edit|Write` guard (`protect-files.sh`, exit 2 for `.env` and lock files) and
+/// its PostToolUse `Edit|Write` formatter (`biome-format.sh`: `pnpm exec biome check --write` on
+/// a `.ts` file, from `$CLAUDE_PROJECT_DIR`). `pnpm` here is a stand-in on `PATH` that formats
+/// the way Biome would for this input and records how it was run: the hook script is the real
+/// one, the formatter it calls is not installed by the tests. The formatter's change is on disk
+/// after the write; the write to `.env` never happens; an edit after the formatter ran is refused
+/// as stale until the file is read again.
+#[test]
+fn a_real_projects_write_guard_and_formatter_run_on_file_tools() {
+    dsh_core::test_support::require_jq();
+    let w = World::new(|dir| {
+        let bin = dir.path("bin");
+        std::fs::create_dir(&bin).unwrap();
+        dir.script(
+            "bin/pnpm",
+            &format!(
+                "#!/bin/sh\nprintf '%s|%s\\n' \"$(pwd)\" \"$*\" >> {log}\n\
+                 [ \"$1 $2 $3 $4\" = 'exec biome check --write' ] || exit 1\n\
+                 sed -i -E 's/^(let|const) ([a-z]+)=([0-9]+)$/\\1 \\2 = \\3;/' \"$5\"\n",
+                log = dir.q("pnpm.log")
+            ),
+        );
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Setup {
+            hooks_toml: "project_hooks = true".into(),
+            env: vec![("PATH".into(), path)],
+            ..Setup::default()
+        }
+    });
+    let claude = w.cwd.join(".claude");
+    for (from, to) in [
+        ("public-monorepo/settings.json", "settings.json"),
+        (
+            "public-monorepo/hooks/protect-files.sh",
+            "hooks/protect-files.sh",
+        ),
+        (
+            "public-monorepo/hooks/biome-format.sh",
+            "hooks/biome-format.sh",
+        ),
+        ("public-monorepo/hooks/on-failure.sh", "hooks/on-failure.sh"),
+        (
+            "public-monorepo/hooks/response-rules.sh",
+            "hooks/response-rules.sh",
+        ),
+        (
+            "public-monorepo/hooks/session-start.sh",
+            "hooks/session-start.sh",
+        ),
+    ] {
+        let to = claude.join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(super::upstream::fixture(from), &to).unwrap();
+    }
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let agent = w.agent(&json!({"replies": [
+        call("write", json!({"file_path": "src/app.ts", "content": "const x=1\n"})),
+        call("write", json!({"file_path": ".env", "content": "TOKEN=1\n"})),
+        call("edit", json!({"file_path": "src/app.ts", "old_string": "x", "new_string": "y"})),
+        {"text": "done"},
+    ]}));
+    std::fs::create_dir(w.cwd.join("src")).unwrap();
+    let turn = w.prompt(&agent, "go");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert_eq!(
+        std::fs::read_to_string(w.cwd.join("src/app.ts")).unwrap(),
+        "const x = 1;\n",
+        "the formatter's change is on disk after the write (and the stale edit changed nothing)"
+    );
+    // (Its SessionStart hook asks `pnpm --version` too.)
+    let log = w.read("pnpm.log");
+    let ran: String = log
+        .lines()
+        .filter(|l| l.contains("biome"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        ran,
+        format!(
+            "{}|exec biome check --write {}\n",
+            w.cwd.display(),
+            w.cwd.join("src/app.ts").display()
+        ),
+        "the hook ran the formatter once, from the project, on the written file"
+    );
+    assert!(
+        !w.cwd.join(".env").exists(),
+        "the guard let .env be written"
+    );
+    let results = turn.tool_results();
+    assert_eq!(results[1]["isError"], true, "{}", results[1]);
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("보호된 파일입니다"),
+        "the model is told why: {}",
+        results[1]
+    );
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    assert!(
+        results[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("has changed since you last read it"),
+        "{}",
+        results[2]
+    );
+}

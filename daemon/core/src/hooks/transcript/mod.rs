@@ -207,7 +207,7 @@ fn record(
                     "type": "tool_use",
                     "id": call.id,
                     "name": tools::payload_name(Dialect::ClaudeCode, &call.name),
-                    "input": tools::input(Dialect::ClaudeCode, &call.name, &call.arguments),
+                    "input": tools::input(Dialect::ClaudeCode, &call.name, &call.arguments, &header.cwd),
                 }));
             }
             let stop = if message.tool_calls.is_empty() {
