@@ -5,12 +5,13 @@
 //
 // initialize -> session/new -> session/prompt (text + a bash call, each asking permission:
 // allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list -> fork
-// -> close, plus a malformed line the bridge must survive. Every check is an assertion: exit 0 means
+// -> close, plus a malformed line the bridge must survive; a Zed-style set_mode before the first
+// prompt; a read and an edit, whose permission request, live update and replay carry the diff. Every check is an assertion: exit 0 means
 // all held. Prints one line per step.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
@@ -61,6 +62,7 @@ const texts = (list, kind) =>
   list.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text).join("");
 let answers = []; // what the person answers to each permission request, in order
 const asked = [];
+const askedCalls = []; // the tool calls of those requests, whole
 
 const app = client({ name: "dsh-acp-example" })
   .onNotification("session/update", ({ params }) => {
@@ -70,6 +72,7 @@ const app = client({ name: "dsh-acp-example" })
   })
   .onRequest("session/request_permission", ({ params }) => {
     asked.push(params.toolCall.toolCallId);
+    askedCalls.push(params.toolCall);
     const kinds = params.options.map((o) => o.kind);
     assert.deepEqual(kinds, ["allow_once", "allow_always", "reject_once"]);
     const kind = answers.shift() ?? "reject_once";
@@ -226,4 +229,43 @@ await app.connectWith(next.stream(), async (ctx) => {
 next.child.stdin.end();
 assert.equal(await exited(next.child), 0);
 console.log(`session/set_mode before the first prompt: ${zedId} kept its id; another bridge process prompted it`);
+// 4. The file tools: a read, then an edit that asks permission. The request shows the change
+// (kind edit, diff content, location); the call's update carries the diff live and on replay.
+const file = join(cwd, "notes.txt");
+writeFileSync(file, "one\ntwo\nthree\n");
+const edits = bridge("edit", {
+  replies: [
+    { tool_calls: [{ id: "r", name: "read", arguments: { file_path: file } }] },
+    { tool_calls: [{ id: "e", name: "edit", arguments: { file_path: file, old_string: "two", new_string: "TWO" } }] },
+    { text: "Edited." },
+  ],
+}, ["--approval", "always"]);
+await app.connectWith(edits.stream(), async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  answers = ["allow_once"];
+  askedCalls.length = 0;
+  const done = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "edit" }] });
+  assert.equal(done.stopReason, "end_turn");
+  assert.equal(readFileSync(file, "utf8"), "one\nTWO\nthree\n");
+  const diff = { type: "diff", path: file, oldText: "one\ntwo\nthree\n", newText: "one\nTWO\nthree\n" };
+  assert.equal(askedCalls.length, 1, "only the edit asks");
+  assert.equal(askedCalls[0].kind, "edit");
+  assert.deepEqual(askedCalls[0].content, [diff]);
+  assert.deepEqual(askedCalls[0].locations, [{ path: file, line: 2 }]);
+  const kinds = seen(sessionId).filter((u) => u.sessionUpdate === "tool_call").map((u) => `${u.toolCallId} ${u.kind}`);
+  assert.deepEqual(kinds, ["r read", "e edit"]);
+  const changes = (list) => list.filter((u) => u.locations !== undefined && u.toolCallId === "e");
+  const live = changes(seen(sessionId));
+  assert.equal(live.length, 1, JSON.stringify(seen(sessionId)));
+  assert.deepEqual(live[0].content, [diff]);
+  assert.deepEqual(live[0].locations, [{ path: file, line: 2 }]);
+  await ctx.request("session/close", { sessionId });
+  updates.delete(sessionId);
+  await ctx.request("session/load", { sessionId, cwd, mcpServers: [] });
+  assert.deepEqual(changes(seen(sessionId)), live, "the replay shows another diff");
+  console.log("read and edit: kinds read/edit; the permission request, the live update and the replay carry the diff");
+});
+edits.child.stdin.end();
+assert.equal(await exited(edits.child), 0);
 console.log("acp-client: all checks passed");
