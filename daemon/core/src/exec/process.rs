@@ -396,6 +396,11 @@ async fn pump(reader: Option<impl AsyncRead + Unpin>, sink: Arc<Mutex<Collector>
 /// Writes the caller's stdin bytes and closes the pipe.
 async fn feed(stdin: Option<(ChildStdin, Vec<u8>)>) {
     if let Some((mut pipe, bytes)) = stdin {
+        // Room for all of a large input (a file operation's write) where the system allows, so
+        // it goes across in one wake-up, not one per 64 KiB; a refusal changes nothing.
+        if bytes.len() > 64 * 1024 {
+            let _ = rustix::pipe::fcntl_setpipe_size(&pipe, bytes.len());
+        }
         // EPIPE means the command exited or closed stdin without reading it all: not an error.
         let _ = pipe.write_all(&bytes).await;
         let _ = pipe.shutdown().await;

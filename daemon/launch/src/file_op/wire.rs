@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use crate::sha256::Digest;
 
 /// The first bytes of every request and reply (the framing's name and version).
-pub const MAGIC: &[u8; 5] = b"DSHF1";
+pub const MAGIC: &[u8; 5] = b"DSHF2";
 
 /// One operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,8 +84,6 @@ pub struct ReadReply {
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteReply {
-    /// The file's new digest.
-    pub digest: Digest,
     /// It did not exist before.
     pub created: bool,
     /// The mode bits the file has now.
@@ -328,7 +326,6 @@ impl FileReply {
             }
             Self::Written(written) => {
                 let mut w = Writer::new(b'w');
-                w.0.extend_from_slice(&written.digest);
                 w.flag(written.created);
                 w.u64(u64::from(written.mode));
                 w.0
@@ -354,7 +351,6 @@ impl FileReply {
                 digest: if r.flag()? { Some(r.digest()?) } else { None },
             }),
             b'w' => Self::Written(WriteReply {
-                digest: r.digest()?,
                 created: r.flag()?,
                 mode: u32::try_from(r.u64()?).map_err(|_| WireError("bad mode"))?,
             }),

@@ -193,6 +193,7 @@ impl FileAccess {
         exec: &ToolExecution,
         path: &Path,
         content: Vec<u8>,
+        digest: Digest,
         expect: Expect,
     ) -> Result<(), String> {
         let size = content.len() as u64;
@@ -202,8 +203,8 @@ impl FileAccess {
             expect,
         };
         match self.run(exec, request, reply_cap(0)).await? {
-            FileReply::Written(w) => {
-                self.record(exec, path, size, Some(w.digest));
+            FileReply::Written(_) => {
+                self.record(exec, path, size, Some(digest));
                 Ok(())
             }
             other => Err(failure_text(path, other)),
@@ -218,8 +219,10 @@ struct Plan {
     path: PathBuf,
     /// What must be there when it is written: the state the change was worked out from.
     expect: Expect,
-    /// The change (its `new_hash` computed here; the launcher's digest of what it wrote agrees).
+    /// The change.
     change: FileChange,
+    /// The digest of the new text (the launcher does not hash what it writes: dshd has).
+    new_digest: Digest,
     /// The result text once it is made.
     done: String,
 }
@@ -233,10 +236,11 @@ impl Plan {
         new_text: String,
         done: String,
     ) -> Self {
+        let new_digest = Sha256::digest(new_text.as_bytes());
         let change = FileChange {
             diff: diff::unified(&path, old_text.as_deref(), &new_text),
             old_hash: old_digest.map(hash_text),
-            new_hash: hash_text(&Sha256::digest(new_text.as_bytes())),
+            new_hash: hash_text(&new_digest),
             old_text,
             new_text,
         };
@@ -244,6 +248,7 @@ impl Plan {
             path,
             expect,
             change,
+            new_digest,
             done,
         }
     }
@@ -275,7 +280,10 @@ impl FileAccess {
             );
         }
         let bytes = plan.change.new_text.clone().into_bytes();
-        match self.write(exec, &plan.path, bytes, plan.expect).await {
+        match self
+            .write(exec, &plan.path, bytes, plan.new_digest, plan.expect)
+            .await
+        {
             Ok(()) => ToolOutput::ok(plan.done).with_detail(ToolDetail::File {
                 path: plan.path,
                 kind: FileToolKind::Edit,
