@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 18] = [
+const BENCHES: [(&str, &str); 20] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
@@ -32,6 +32,8 @@ const BENCHES: [(&str, &str); 18] = [
     ("dsh-tests", "sandbox"),
     ("dsh-tests", "postgres"),
     ("dsh-tests", "acp"),
+    ("dsh-tests", "store"),
+    ("dsh-tests", "files"),
 ];
 
 /// One figure of the table.
