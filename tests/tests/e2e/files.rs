@@ -119,7 +119,7 @@ fn a_turn_reads_edits_and_writes_files() {
     );
 }
 
-/// `dshctl prompt` shows a change as its diff; plain through a pipe.
+/// `dshctl prompt` shows a change as its diff, plain through a pipe; `Watch` carries it.
 #[test]
 fn prompt_shows_the_diff() {
     let daemon = TestDaemon::start();
@@ -139,6 +139,36 @@ fn prompt_shows_the_diff() {
         "{text}"
     );
     assert!(!text.contains('\x1b'), "no colour through a pipe: {text:?}");
+
+    // A watcher catching up from the start is shown the same change.
+    let mut watch = std::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["--json", "watch", &id, "--from", "0"])
+        .env_remove("DSH_SOCKET")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = dsh_tests::line_channel(watch.stdout.take().unwrap());
+    let change = loop {
+        let line = lines
+            .recv_timeout(dsh_tests::agents::PATIENCE)
+            .expect("dshctl watch showed no tool/file event");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["type"] == "tool/file" && event["data"]["kind"] == "edit" {
+            break event;
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        change["data"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-two\n+zwei\n"),
+        "{change}"
+    );
 }
 
 /// An edit without a read, and an edit of a file changed after it was read, are refused with a

@@ -200,3 +200,22 @@ fn a_file_change_shows_as_its_diff_coloured_only_when_colour_is_on() {
     );
     assert_eq!(render(&mut plain, &[read]), "");
 }
+
+/// An approval request for a file change shows the change as its diff before the question.
+#[test]
+fn an_approval_request_for_a_change_shows_its_diff_before_the_question() {
+    let request = event(
+        "approval/request",
+        "a",
+        serde_json::json!({"turn": 1, "step": 1, "callId": "c", "tool": "edit",
+            "command": "{\"file_path\":\"f\"}", "cwd": "/w", "reason": "policy", "timeoutMs": 1000,
+            "change": {"path": "/w/f", "diff": "--- /w/f\n+++ /w/f\n@@ -1 +1 @@\n-old\n+new\n"}}),
+    );
+    let mut screen = Screen::new(Some("a".into()));
+    screen.dim = false;
+    let text = render(&mut screen, &[request]);
+    let diff = text.find("  -old\n  +new\n").expect(&text);
+    let question = text.find("? approval needed for edit call c").expect(&text);
+    assert!(diff < question, "{text:?}");
+    assert!(text.find("✎ /w/f\n").expect(&text) < diff, "{text:?}");
+}
