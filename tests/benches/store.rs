@@ -7,7 +7,9 @@
 //! - the first `Persistence.Locate` of a stored session after dshd starts, against `Daemon.Status`
 //!   on the same fresh daemon, for each backend (target: p50 ≤ 2× Status): [`RESTARTS`] starts per
 //!   backend, each answering one `Status` (untimed: the client's own first call), then one timed
-//!   `Locate` of a session it never read, then one timed `Status`.
+//!   `Locate` of a session it never read, then one timed `Status`. Starts alternate with ones that
+//!   time a first `Persistence.Describe` instead (a method that touches no storage), reported
+//!   beside it: what any method's first call costs in a fresh dshd.
 //!
 //! The PostgreSQL server is a throwaway one on a Unix socket, durable (`fsync=on`) as in
 //! production; the homes are on the same file system.
@@ -184,17 +186,33 @@ fn first_locate(
     args: &[&str],
     ids: &[String],
 ) {
-    let (mut locate, mut status) = (Vec::new(), Vec::new());
-    for round in 0..RESTARTS {
+    let (mut locate, mut status, mut describe) = (Vec::new(), Vec::new(), Vec::new());
+    let mut again = Vec::new();
+    for round in 0..2 * RESTARTS {
         let daemon = ReleaseDaemon::start(dir, args);
         let id = &ids[(round * 397 + 11) % ids.len()];
-        let (l, s) = runtime.block_on(first_calls(daemon.socket(), id));
-        locate.push(l);
+        // Starts alternate between a first Locate and a first Describe, each the first call of
+        // its method in a fresh dshd.
+        let first = if round % 2 == 0 {
+            First::Locate(id)
+        } else {
+            First::Describe
+        };
+        let (f, s) = runtime.block_on(first_calls(daemon.socket(), first));
+        match first {
+            First::Locate(_) => {
+                locate.push(f);
+                let other = &ids[(round * 397 + 5011) % ids.len()];
+                again.push(runtime.block_on(second_locate(daemon.socket(), other)));
+            }
+            First::Describe => describe.push(f),
+        }
         status.push(s);
         drop(daemon);
     }
-    locate.sort_unstable();
-    status.sort_unstable();
+    for v in [&mut locate, &mut status, &mut describe, &mut again] {
+        v.sort_unstable();
+    }
     dsh_tests::bench::compare(
         &format!("{name}: first Locate after dshd starts vs Status ({RESTARTS} starts)"),
         ("first Locate", &locate),
@@ -202,26 +220,83 @@ fn first_locate(
         Target::AtMost(2.0),
         &format!("{name}: first Locate after a start / Status"),
     );
+    dsh_tests::bench::compare(
+        &format!("{name}: first Describe after dshd starts vs Status ({RESTARTS} starts)"),
+        ("first Describe", &describe),
+        ("Status (floor)", &status),
+        Target::Reported,
+        &format!("{name}: first Describe (no storage) after a start / Status"),
+    );
+    dsh_tests::bench::compare(
+        &format!(
+            "{name}: first Locate vs first Describe after dshd starts ({RESTARTS} starts each)"
+        ),
+        ("first Locate", &locate),
+        ("first Describe", &describe),
+        Target::Reported,
+        &format!("{name}: first Locate / first Describe, after a start"),
+    );
+    dsh_tests::bench::compare(
+        &format!("{name}: Locate of a second unread session vs Status ({RESTARTS} starts)"),
+        ("second Locate", &again),
+        ("Status (floor)", &status),
+        Target::Reported,
+        &format!("{name}: Locate of a second session never read, after a start / Status"),
+    );
 }
 
-/// One `Status` (the client's own first call), then the timed first `Locate` of `id` and a
-/// timed `Status`.
-async fn first_calls(socket: &Path, id: &str) -> (Duration, Duration) {
+/// A `Locate` of another session never read, after the first: the same reads, on code that
+/// has run once.
+async fn second_locate(socket: &Path, id: &str) -> Duration {
+    let client = dsh_client::Client::connect(socket).await.unwrap();
+    let mut persistence = client.persistence();
+    client.daemon().status(v1::StatusRequest {}).await.unwrap();
+    let t = Instant::now();
+    persistence
+        .locate(v1::LocateRequest {
+            session_id: id.to_owned(),
+        })
+        .await
+        .unwrap();
+    t.elapsed()
+}
+
+/// The call a round times first.
+#[derive(Clone, Copy)]
+enum First<'a> {
+    /// `Persistence.Locate` of this stored session (it reads the session's header).
+    Locate(&'a str),
+    /// `Persistence.Describe`, which touches no storage: the cost of any method's first call.
+    Describe,
+}
+
+/// One `Status` (the client's own first call), then the timed `first` call and a timed `Status`.
+async fn first_calls(socket: &Path, first: First<'_>) -> (Duration, Duration) {
     let client = dsh_client::Client::connect(socket).await.unwrap();
     let mut daemon = client.daemon();
     let mut persistence = client.persistence();
     daemon.status(v1::StatusRequest {}).await.unwrap();
     let t = Instant::now();
-    let answer = persistence
-        .locate(v1::LocateRequest {
-            session_id: id.to_owned(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let locate = t.elapsed();
-    assert!(answer.location.is_some() || answer == v1::LocateResponse::default());
+    match first {
+        First::Locate(id) => {
+            let answer = persistence
+                .locate(v1::LocateRequest {
+                    session_id: id.to_owned(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(answer.location.is_some() || answer == v1::LocateResponse::default());
+        }
+        First::Describe => {
+            persistence
+                .describe(v1::DescribeBackendRequest {})
+                .await
+                .unwrap();
+        }
+    }
+    let took = t.elapsed();
     let t = Instant::now();
     daemon.status(v1::StatusRequest {}).await.unwrap();
-    (locate, t.elapsed())
+    (took, t.elapsed())
 }

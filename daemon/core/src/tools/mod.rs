@@ -37,8 +37,10 @@ impl ToolSet {
         Self::new()
             .with(Arc::new(BashTool::new(shell.clone())))
             .with(Arc::new(files::ReadTool::new(files.clone())))
-            .with(Arc::new(files::WriteTool::new(files.clone())))
-            .with(Arc::new(files::EditTool::new(files)))
+            .with(Arc::new(files::Changing(files::WriteTool::new(
+                files.clone(),
+            ))))
+            .with(Arc::new(files::Changing(files::EditTool::new(files))))
             .with(Arc::new(JobTool::output(executor.clone())))
             .with(Arc::new(JobTool::kill(executor.clone())))
             .with(Arc::new(SpawnAgentTool::new(children)))

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{FileAccess, Plan, failed, file_path, string_arg};
-use crate::call::{BoxFuture, EDIT, FileChange, Tool, ToolExecution, ToolOutput, ToolSchema};
+use super::{Change, FileAccess, Plan, failed, file_path, string_arg};
+use crate::call::{BoxFuture, EDIT, ToolExecution, ToolOutput, ToolSchema};
 
 const DESCRIPTION: &str = "Edit a file by replacing an exact string. old_string must match the \
 file's text exactly (indentation included) and occur once, unless replace_all is set. Read the \
@@ -75,7 +75,7 @@ pub(crate) fn apply(
     Ok((out, count))
 }
 
-impl Tool for EditTool {
+impl Change for EditTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: crate::call::EDIT.into(),
@@ -94,45 +94,22 @@ impl Tool for EditTool {
         }
     }
 
-    fn call<'a>(
-        &'a self,
-        exec: &'a ToolExecution,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match self.plan(exec, arguments).await {
-                Ok(plan) => self.files.make(exec, plan, None).await,
-                Err(refused) => refused,
-            }
-        })
+    fn files(&self) -> &FileAccess {
+        &self.files
     }
 
-    fn preview<'a>(
+    fn plan<'a>(
         &'a self,
         exec: &'a ToolExecution,
         arguments: &'a Value,
-    ) -> BoxFuture<'a, Option<FileChange>> {
-        Box::pin(async move { self.plan(exec, arguments).await.ok().map(|p| p.change) })
-    }
-
-    fn call_approved<'a>(
-        &'a self,
-        exec: &'a ToolExecution,
-        arguments: &'a Value,
-        approved: &'a FileChange,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match self.plan(exec, arguments).await {
-                Ok(plan) => self.files.make(exec, plan, Some(approved)).await,
-                Err(refused) => refused,
-            }
-        })
+    ) -> BoxFuture<'a, Result<Plan, ToolOutput>> {
+        Box::pin(self.work_out(exec, arguments))
     }
 }
 
 impl EditTool {
     /// The edit worked out against the file as it is now, or the result saying why not.
-    async fn plan(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
+    async fn work_out(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
         let refused = |m: String| ToolOutput::refused(format!("Error: edit: {m}"));
         let parsed = file_path(arguments, &exec.cwd).and_then(|path| {
             let old = string_arg(arguments, "old_string")?;

@@ -27,7 +27,7 @@ use dsh_launch::sha256::{Digest, Sha256, hex};
 use dsh_session::{FileToolKind, SessionId};
 use serde_json::Value;
 
-use crate::call::{FileChange, ToolDetail, ToolExecution, ToolOutput};
+use crate::call::{BoxFuture, FileChange, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
 use crate::exec::{CommandSpec, Executor, SandboxRequest};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
@@ -212,10 +212,71 @@ impl FileAccess {
     }
 }
 
+/// What `write` and `edit` have in common: each works a change out against the file as it is
+/// ([`Plan`]), then makes it; a person asked to approve the call is shown the planned change.
+/// [`Changing`] makes one a [`Tool`].
+pub(crate) trait Change: Send + Sync + std::fmt::Debug {
+    /// The tool as the model sees it.
+    fn schema(&self) -> ToolSchema;
+    /// The file access the change goes through.
+    fn files(&self) -> &FileAccess;
+    /// The change `arguments` ask for, worked out now, or the result saying why not.
+    fn plan<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, Result<Plan, ToolOutput>>;
+}
+
+/// A [`Change`] as a tool.
+#[derive(Debug)]
+pub(crate) struct Changing<C>(pub(crate) C);
+
+impl<C: Change> Tool for Changing<C> {
+    fn schema(&self) -> ToolSchema {
+        self.0.schema()
+    }
+
+    fn call<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.0.plan(exec, arguments).await {
+                Ok(plan) => self.0.files().make(exec, plan, None).await,
+                Err(refused) => refused,
+            }
+        })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(async move { self.0.plan(exec, arguments).await.ok().map(|p| p.change) })
+    }
+
+    fn call_approved<'a>(
+        &'a self,
+        exec: &'a ToolExecution,
+        arguments: &'a Value,
+        approved: &'a FileChange,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.0.plan(exec, arguments).await {
+                Ok(plan) => self.0.files().make(exec, plan, Some(approved)).await,
+                Err(refused) => refused,
+            }
+        })
+    }
+}
+
 /// A change worked out against the file as it is, not yet made: what `write` and `edit` write,
 /// and what a person approving the call is shown.
 #[derive(Debug)]
-struct Plan {
+pub(crate) struct Plan {
     path: PathBuf,
     /// What must be there when it is written: the state the change was worked out from.
     expect: Expect,

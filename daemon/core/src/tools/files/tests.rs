@@ -124,12 +124,12 @@ impl Fixture {
             .await
     }
     async fn edit(&self, args: serde_json::Value) -> ToolOutput {
-        EditTool::new(self.files.clone())
+        Changing(EditTool::new(self.files.clone()))
             .call(&self.exec, &args)
             .await
     }
     async fn write(&self, args: serde_json::Value) -> ToolOutput {
-        WriteTool::new(self.files.clone())
+        Changing(WriteTool::new(self.files.clone()))
             .call(&self.exec, &args)
             .await
     }

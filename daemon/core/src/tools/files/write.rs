@@ -6,8 +6,8 @@ use dsh_launch::file_op::Expect;
 use serde_json::{Value, json};
 
 use super::edit::all_crlf;
-use super::{FileAccess, Plan, failed, file_path, string_arg};
-use crate::call::{BoxFuture, FileChange, Tool, ToolExecution, ToolOutput, ToolSchema, WRITE};
+use super::{Change, FileAccess, Plan, failed, file_path, string_arg};
+use crate::call::{BoxFuture, ToolExecution, ToolOutput, ToolSchema, WRITE};
 
 const DESCRIPTION: &str = "Write a file: create it, or replace all of its content. To replace an \
 existing file, read it with the read tool first; a write over a file you have not read, or that \
@@ -42,7 +42,7 @@ pub(crate) fn keep_endings(old: &str, content: &str) -> String {
     out
 }
 
-impl Tool for WriteTool {
+impl Change for WriteTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: crate::call::WRITE.into(),
@@ -59,45 +59,22 @@ impl Tool for WriteTool {
         }
     }
 
-    fn call<'a>(
-        &'a self,
-        exec: &'a ToolExecution,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match self.plan(exec, arguments).await {
-                Ok(plan) => self.files.make(exec, plan, None).await,
-                Err(refused) => refused,
-            }
-        })
+    fn files(&self) -> &FileAccess {
+        &self.files
     }
 
-    fn preview<'a>(
+    fn plan<'a>(
         &'a self,
         exec: &'a ToolExecution,
         arguments: &'a Value,
-    ) -> BoxFuture<'a, Option<FileChange>> {
-        Box::pin(async move { self.plan(exec, arguments).await.ok().map(|p| p.change) })
-    }
-
-    fn call_approved<'a>(
-        &'a self,
-        exec: &'a ToolExecution,
-        arguments: &'a Value,
-        approved: &'a FileChange,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match self.plan(exec, arguments).await {
-                Ok(plan) => self.files.make(exec, plan, Some(approved)).await,
-                Err(refused) => refused,
-            }
-        })
+    ) -> BoxFuture<'a, Result<Plan, ToolOutput>> {
+        Box::pin(self.work_out(exec, arguments))
     }
 }
 
 impl WriteTool {
     /// The write worked out against the file as it is now, or the result saying why not.
-    async fn plan(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
+    async fn work_out(&self, exec: &ToolExecution, arguments: &Value) -> Result<Plan, ToolOutput> {
         let (path, content) = file_path(arguments, &exec.cwd)
             .and_then(|path| Ok((path, string_arg(arguments, "content")?)))
             .map_err(|m| ToolOutput::refused(format!("Error: write: {m}")))?;
