@@ -95,6 +95,9 @@ pub struct Lagged {
 pub enum LiveEvent<'a> {
     /// `text/delta`.
     TextDelta(TextDelta<'a>),
+    /// `thought/delta`: the model's reasoning as it streams (the step's `assistant/thought`
+    /// carries all of it), in the shape of a `text/delta`.
+    ThoughtDelta(TextDelta<'a>),
     /// `tool/output`.
     ToolOutput(ToolOutput<'a>),
     /// `model/retry`.
@@ -106,6 +109,8 @@ pub enum LiveEvent<'a> {
 impl<'a> LiveEvent<'a> {
     /// Type of the `text/delta` event.
     pub const TEXT_DELTA: &'static str = "text/delta";
+    /// Type of the `thought/delta` event.
+    pub const THOUGHT_DELTA: &'static str = "thought/delta";
     /// Type of the `tool/output` event.
     pub const TOOL_OUTPUT: &'static str = "tool/output";
     /// Type of the `model/retry` event.
@@ -117,6 +122,7 @@ impl<'a> LiveEvent<'a> {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::TextDelta(_) => Self::TEXT_DELTA,
+            Self::ThoughtDelta(_) => Self::THOUGHT_DELTA,
             Self::ToolOutput(_) => Self::TOOL_OUTPUT,
             Self::ModelRetry(_) => Self::MODEL_RETRY,
             Self::Lagged(_) => Self::LAGGED,
@@ -127,7 +133,11 @@ impl<'a> LiveEvent<'a> {
     pub fn is_live_type(type_name: &str) -> bool {
         matches!(
             type_name,
-            Self::TEXT_DELTA | Self::TOOL_OUTPUT | Self::MODEL_RETRY | Self::LAGGED
+            Self::TEXT_DELTA
+                | Self::THOUGHT_DELTA
+                | Self::TOOL_OUTPUT
+                | Self::MODEL_RETRY
+                | Self::LAGGED
         )
     }
 
@@ -137,6 +147,7 @@ impl<'a> LiveEvent<'a> {
     pub fn from_data(type_name: &str, data: &'a str) -> Option<Result<Self, serde_json::Error>> {
         let read = match type_name {
             Self::TEXT_DELTA => serde_json::from_str(data).map(Self::TextDelta),
+            Self::THOUGHT_DELTA => serde_json::from_str(data).map(Self::ThoughtDelta),
             Self::TOOL_OUTPUT => serde_json::from_str(data).map(Self::ToolOutput),
             Self::MODEL_RETRY => serde_json::from_str(data).map(Self::ModelRetry),
             Self::LAGGED => serde_json::from_str(data).map(Self::Lagged),
@@ -149,7 +160,7 @@ impl<'a> LiveEvent<'a> {
     pub fn data_json(&self) -> String {
         // Serialising plain structs into a String cannot fail.
         match self {
-            Self::TextDelta(data) => serde_json::to_string(data),
+            Self::TextDelta(data) | Self::ThoughtDelta(data) => serde_json::to_string(data),
             Self::ToolOutput(data) => serde_json::to_string(data),
             Self::ModelRetry(data) => serde_json::to_string(data),
             Self::Lagged(data) => serde_json::to_string(data),
@@ -175,6 +186,15 @@ mod tests {
                     text: "hé".into(),
                 }),
                 r#"{"turn":1,"step":2,"offset":3,"text":"hé"}"#,
+            ),
+            (
+                LiveEvent::ThoughtDelta(TextDelta {
+                    turn: 1,
+                    step: 2,
+                    offset: 0,
+                    text: "hm".into(),
+                }),
+                r#"{"turn":1,"step":2,"offset":0,"text":"hm"}"#,
             ),
             (
                 LiveEvent::ToolOutput(ToolOutput {

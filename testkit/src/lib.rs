@@ -334,6 +334,15 @@ pub fn text_delta(text: &str) -> String {
     }))
 }
 
+/// A stream event carrying the model's reasoning (`reasoning_content`, as DeepSeek's reasoner
+/// streams it).
+pub fn reasoning_delta(text: &str) -> String {
+    event(json!({
+        "id": "c1", "object": "chat.completion.chunk", "model": "deepseek-reasoner",
+        "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}]
+    }))
+}
+
 pub fn finish(reason: &str) -> String {
     event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}))
 }

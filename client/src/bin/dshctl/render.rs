@@ -108,6 +108,7 @@ impl Screen {
         self.activity = match event {
             Streamed::Live(live) => match live {
                 LiveEvent::ModelRetry(_) => Some("waiting to retry".to_owned()),
+                LiveEvent::ThoughtDelta(_) => Some("thinking".to_owned()),
                 LiveEvent::TextDelta(_) | LiveEvent::ToolOutput(_) => return,
                 LiveEvent::Lagged(_) => None,
             },
@@ -163,6 +164,9 @@ impl Screen {
     ) -> std::io::Result<()> {
         match live {
             LiveEvent::TextDelta(delta) => self.delta(w, e, &delta),
+            // Only the status line says the model is thinking; the step's `assistant/thought`
+            // prints the reasoning whole.
+            LiveEvent::ThoughtDelta(_) => Ok(()),
             LiveEvent::ToolOutput(output) => self.output(w, e, &output),
             LiveEvent::ModelRetry(retry) => {
                 let delay = std::time::Duration::from_millis(retry.delay_ms);

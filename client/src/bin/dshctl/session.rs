@@ -331,6 +331,7 @@ fn fork_point(event: &v1::Event) -> bool {
         // A stored session's stream carries no unlogged event but a lag marker.
         Ok(Streamed::Live(live)) => match live {
             LiveEvent::TextDelta(_)
+            | LiveEvent::ThoughtDelta(_)
             | LiveEvent::ToolOutput(_)
             | LiveEvent::ModelRetry(_)
             | LiveEvent::Lagged(_) => false,

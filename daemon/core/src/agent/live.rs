@@ -131,6 +131,8 @@ pub struct Agent {
     /// The step whose text streams now, and how many bytes of it have streamed (so every watcher
     /// gets the same offsets).
     streaming: Mutex<((u32, u32), u64)>,
+    /// The same for the reasoning it streams.
+    thinking: Mutex<((u32, u32), u64)>,
     /// The last turn whose task has let the agent go.
     released: watch::Sender<u32>,
     /// Its tool calls waiting for a person's approval.
@@ -177,6 +179,7 @@ impl Agent {
             approval: Mutex::new(approval),
             hub,
             streaming: Mutex::new(((0, 0), 0)),
+            thinking: Mutex::new(((0, 0), 0)),
             released: watch::Sender::new(released),
             approvals: super::answers::Approvals::with_rules(rules),
         })
@@ -414,21 +417,47 @@ impl Agent {
     /// Tells the watchers that the model streamed `text` in `step` (never waits: a slow watcher
     /// gets pending text merged, or skipped beyond a bound; see [`super::watch`]).
     pub(crate) fn stream_text(&self, turn: u32, step: u32, text: &str) {
+        self.stream(
+            &self.streaming,
+            (turn, step),
+            Preview::Text { turn, step },
+            text,
+        );
+    }
+
+    /// Tells the watchers that the model streamed reasoning `text` in `step`, as
+    /// [`stream_text`](Self::stream_text) does its text.
+    pub(crate) fn stream_thought(&self, turn: u32, step: u32, text: &str) {
+        self.stream(
+            &self.thinking,
+            (turn, step),
+            Preview::Thought { turn, step },
+            text,
+        );
+    }
+
+    /// Hands `text` of `what` (of step `at`) on at its offset in the step, kept in `position`.
+    fn stream(
+        &self,
+        position: &Mutex<((u32, u32), u64)>,
+        at: (u32, u32),
+        what: Preview,
+        text: &str,
+    ) {
         if text.is_empty() {
             return;
         }
         let offset = {
-            let mut streaming = lock(&self.streaming);
-            if streaming.0 != (turn, step) {
-                *streaming = ((turn, step), 0);
+            let mut position = lock(position);
+            if position.0 != at {
+                *position = (at, 0);
             }
-            let offset = streaming.1;
-            streaming.1 = offset.saturating_add(text.len() as u64);
+            let offset = position.1;
+            position.1 = offset.saturating_add(text.len() as u64);
             offset
         };
         if let Some(me) = self.me.upgrade() {
-            self.hub
-                .preview(&me, &Preview::Text { turn, step }, offset, text);
+            self.hub.preview(&me, &what, offset, text);
         }
     }
 

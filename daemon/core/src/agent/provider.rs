@@ -134,11 +134,18 @@ pub struct ModelRetry {
     pub reason: String,
 }
 
-/// What a provider reports while it answers: text as it streams, and the retries it waits for.
+/// What a provider reports while it answers: text and reasoning as they stream, and the retries
+/// it waits for.
 /// A closure `Fn(&str)` is one that only takes the text.
 pub trait ModelProgress: Send + Sync {
     /// Text as it streams (providers that do not stream call it once with the whole text).
     fn text(&self, text: &str);
+
+    /// The model's reasoning as it streams, where the provider streams it (the reply carries
+    /// all of it either way).
+    fn thought(&self, text: &str) {
+        let _ = text;
+    }
 
     /// The provider waits `retry.delay` before trying again.
     fn retry(&self, retry: &ModelRetry) {

@@ -15,6 +15,13 @@ pub(crate) enum Preview {
         /// The step.
         step: u32,
     },
+    /// The reasoning the model streams in a step (`thought/delta`).
+    Thought {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+    },
     /// One stream of a tool call's output (`tool/output`).
     Output {
         /// The turn.

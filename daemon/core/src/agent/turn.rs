@@ -104,6 +104,10 @@ impl ModelProgress for StepProgress<'_> {
         self.agent.stream_text(self.turn, self.step, text);
     }
 
+    fn thought(&self, text: &str) {
+        self.agent.stream_thought(self.turn, self.step, text);
+    }
+
     fn retry(&self, retry: &ModelRetry) {
         self.agent.stream_retry(self.turn, self.step, retry);
     }

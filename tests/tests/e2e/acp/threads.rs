@@ -297,3 +297,53 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
     .await
     .unwrap();
 }
+
+/// The model's reasoning streams to the editor as `agent_thought_chunk`s while the model is
+/// still answering: here the reply stops after its reasoning and never finishes, so only a
+/// streamed thought can reach the editor before the person cancels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_streams_as_thought_chunks_before_the_reply_ends() {
+    use dsh_testkit::{End, Mock, Reply, reasoning_delta};
+    let stalled = Reply::Stream {
+        pieces: vec![reasoning_delta("Let me "), reasoning_delta("think.")],
+        end: End::Stall,
+    };
+    let mock = Mock::start(vec![stalled]).await;
+    let base_url = mock.base_url.clone();
+    tokio::task::spawn_blocking(move || {
+        let daemon = TestDaemon::start_with(DaemonSpec {
+            config: Some(format!("[model]\nbase_url = \"{base_url}\"\n")),
+            env: vec![("DEEPSEEK_API_KEY".into(), "sk-test".into())],
+            ..DaemonSpec::default()
+        });
+        let mut acp = Acp::start(&daemon.socket, &["--demo"]);
+        let id = acp.ready_session(daemon.dir.path());
+        acp.call(
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-chat"}),
+        );
+        let turn = acp.send("session/prompt", prompt(&id, "think"));
+        let mut thought = String::new();
+        while thought != "Let me think." {
+            let message = acp.recv();
+            assert_ne!(message["id"], turn, "the turn ended first: {message}");
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "agent_thought_chunk" {
+                super::schema_check::check("SessionNotification", &message["params"]);
+                thought.push_str(update["content"]["text"].as_str().unwrap());
+            }
+        }
+        acp.notify("session/cancel", json!({"sessionId": id}));
+        let (rest, answer) = acp.until_answer(turn);
+        assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+        assert!(
+            updates(&rest)
+                .iter()
+                .all(|u| u["sessionUpdate"] != "agent_thought_chunk"),
+            "the reasoning was sent twice: {rest:?}"
+        );
+        assert_eq!(acp.finish().code(), Some(0));
+    })
+    .await
+    .unwrap();
+}

@@ -76,6 +76,8 @@ pub struct Translator {
     replay: bool,
     /// Bytes of each step's text already sent, by step.
     shown: HashMap<u32, usize>,
+    /// The same for the reasoning each step streamed (`thought/delta`).
+    thought: HashMap<u32, usize>,
     /// The live output of each running call, by ACP tool call id; dropped at its result.
     outputs: HashMap<String, Preview>,
     /// How many tokens the model's context holds, when dshd knows (`usage_update`).
@@ -118,6 +120,7 @@ impl Translator {
             root: root.to_owned(),
             replay,
             shown: HashMap::new(),
+            thought: HashMap::new(),
             outputs: HashMap::new(),
             context_window: None,
         }
@@ -150,12 +153,21 @@ impl Translator {
                     let shown = self.shown.entry(delta.step).or_insert(0);
                     agent_text(unseen(shown, to_usize(delta.offset), &delta.text))
                 }
+                // The model's reasoning as it streams, shown as the editor shows thinking.
+                LiveEvent::ThoughtDelta(delta) if own => {
+                    let shown = self.thought.entry(delta.step).or_insert(0);
+                    let new = unseen(shown, to_usize(delta.offset), &delta.text);
+                    text_update(new.to_owned(), |content| SessionUpdate::AgentThoughtChunk {
+                        content,
+                    })
+                }
                 LiveEvent::ToolOutput(output) => {
                     self.output(call_id(&output.call_id, child), &output)
                 }
-                LiveEvent::TextDelta(_) | LiveEvent::ModelRetry(_) | LiveEvent::Lagged(_) => {
-                    Vec::new()
-                }
+                LiveEvent::TextDelta(_)
+                | LiveEvent::ThoughtDelta(_)
+                | LiveEvent::ModelRetry(_)
+                | LiveEvent::Lagged(_) => Vec::new(),
             },
             Streamed::Logged(data) => match data {
                 EventData::AssistantMessage {
@@ -175,9 +187,11 @@ impl Translator {
                     }
                     out
                 }
-                // The model's reasoning, shown as the editor shows thinking.
-                EventData::AssistantThought { text, .. } if own => {
-                    text_update(text, |content| SessionUpdate::AgentThoughtChunk { content })
+                // The model's reasoning: what did not stream (all of it on a replay).
+                EventData::AssistantThought { step, text, .. } if own => {
+                    let shown = self.thought.remove(&step).unwrap_or(0);
+                    let rest = text.get(shown..).unwrap_or_default().to_owned();
+                    text_update(rest, |content| SessionUpdate::AgentThoughtChunk { content })
                 }
                 EventData::UserMessage { message }
                     if own && self.replay && message.source == MessageSource::User =>

@@ -272,8 +272,7 @@ impl OpenAiProvider {
         let body = wire::request_body(&self.config.model, request)
             .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
         let response = self.send(body, authorization, cancel, progress).await?;
-        let on_text = |text: &str| progress.text(text);
-        self.read_reply(response, cancel, &on_text).await
+        self.read_reply(response, cancel, progress).await
     }
 
     /// Posts the body until a 2xx response arrives, retrying what is worth retrying. Nothing of a
@@ -450,12 +449,12 @@ impl OpenAiProvider {
         &self,
         mut response: reqwest::Response,
         cancel: &CancellationToken,
-        on_text: &(dyn Fn(&str) + Send + Sync),
+        progress: &dyn ModelProgress,
     ) -> Result<ModelReply, ModelError> {
         let mut reply = Accumulator::default();
         if is_json(response.headers()) {
             let body = self.read_body(response, MAX_JSON_BODY, cancel).await??;
-            reply.apply_event(&body, on_text)?;
+            reply.apply_event(&body, progress)?;
             return reply.finish(true);
         }
 
@@ -469,14 +468,14 @@ impl OpenAiProvider {
                 Err(ModelError::Transport(_)) if reply.has_finish_reason() => break,
                 Err(error) => return Err(error),
             };
-            let flow = parser.feed(&chunk, |data| reply.apply_event(data, on_text))?;
+            let flow = parser.feed(&chunk, |data| reply.apply_event(data, progress))?;
             if flow == Flow::Done {
                 done = true;
                 break;
             }
         }
         if !done {
-            done = parser.finish(|data| reply.apply_event(data, on_text))? == Flow::Done;
+            done = parser.finish(|data| reply.apply_event(data, progress))? == Flow::Done;
         }
         reply.finish(done)
     }

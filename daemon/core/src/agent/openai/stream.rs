@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::ModelError;
 use super::wire::{CallDelta, Chunk, Text, WireUsage, shorten};
-use crate::agent::provider::{FinishReason, ModelReply};
+use crate::agent::provider::{FinishReason, ModelProgress, ModelReply};
 use dsh_session::{ToolCallRequest, Usage};
 
 /// Whether to keep reading the stream.
@@ -43,11 +43,11 @@ impl Accumulator {
         self.finish.is_some()
     }
 
-    /// Applies one event's data; text goes to `on_text` as it arrives.
+    /// Applies one event's data; text and reasoning go to `progress` as they arrive.
     pub(super) fn apply_event(
         &mut self,
         data: &[u8],
-        on_text: &(dyn Fn(&str) + Send + Sync),
+        progress: &dyn ModelProgress,
     ) -> Result<Flow, ModelError> {
         let data = data.trim_ascii();
         if data == b"[DONE]" {
@@ -80,10 +80,13 @@ impl Accumulator {
                 if let Some(Text(content)) = delta.content
                     && !content.is_empty()
                 {
-                    on_text(&content);
+                    progress.text(&content);
                     self.text.push_str(&content);
                 }
-                if let Some(Text(thought)) = delta.reasoning_content {
+                if let Some(Text(thought)) = delta.reasoning_content
+                    && !thought.is_empty()
+                {
+                    progress.thought(&thought);
                     self.reasoning.push_str(&thought);
                 }
                 for call in delta.tool_calls.into_iter().flatten() {
@@ -241,7 +244,7 @@ mod tests {
     fn reply(events: &[&str], done: bool) -> Result<ModelReply, ModelError> {
         let mut acc = Accumulator::default();
         for event in events {
-            acc.apply_event(event.as_bytes(), &|_| {})?;
+            acc.apply_event(event.as_bytes(), &|_: &str| {})?;
         }
         acc.finish(done)
     }
@@ -296,6 +299,35 @@ mod tests {
         .unwrap();
         assert_eq!(got.reasoning, "Let me think.");
         assert_eq!(got.text, "Answer.");
+    }
+
+    /// Reasoning streams to `progress` as it arrives, apart from the text.
+    #[test]
+    fn reasoning_streams_as_thought() {
+        #[derive(Default)]
+        struct Seen(std::sync::Mutex<Vec<String>>);
+        impl ModelProgress for Seen {
+            fn text(&self, text: &str) {
+                self.0.lock().unwrap().push(format!("text:{text}"));
+            }
+            fn thought(&self, text: &str) {
+                self.0.lock().unwrap().push(format!("thought:{text}"));
+            }
+        }
+        let seen = Seen::default();
+        let mut acc = Accumulator::default();
+        for event in [
+            r#"{"choices":[{"delta":{"reasoning_content":"Let me "}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"","content":null}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"think."}}]}"#,
+            r#"{"choices":[{"delta":{"content":"Answer."},"finish_reason":"stop"}]}"#,
+        ] {
+            acc.apply_event(event.as_bytes(), &seen).unwrap();
+        }
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            ["thought:Let me ", "thought:think.", "text:Answer."]
+        );
     }
 
     #[test]
@@ -468,7 +500,7 @@ mod tests {
             #[test]
             fn arbitrary_event_data_never_panics(bytes in vec(any::<u8>(), 0..256)) {
                 let mut acc = Accumulator::default();
-                let _ = acc.apply_event(&bytes, &|_| {});
+                let _ = acc.apply_event(&bytes, &|_: &str| {});
                 let _ = acc.finish(false);
             }
         }

@@ -74,12 +74,17 @@ impl EventFilter {
         })
     }
 
-    /// Whether any unlogged preview (streamed text, command output, model retries) passes: if
-    /// none does, the watcher is not sent them at all.
+    /// Whether any unlogged preview (streamed text and reasoning, command output, model retries)
+    /// passes: if none does, the watcher is not sent them at all.
     pub fn wants_previews(&self) -> bool {
-        [super::TEXT_DELTA, super::TOOL_OUTPUT, super::MODEL_RETRY]
-            .iter()
-            .any(|kind| self.admits(kind))
+        [
+            super::TEXT_DELTA,
+            super::THOUGHT_DELTA,
+            super::TOOL_OUTPUT,
+            super::MODEL_RETRY,
+        ]
+        .iter()
+        .any(|kind| self.admits(kind))
     }
 }
 
@@ -102,6 +107,7 @@ mod tests {
         assert!(!f.admits("text/delta"));
         assert!(!f.wants_previews());
         assert!(filter(&["text/delta"]).wants_previews());
+        assert!(filter(&["thought/delta"]).wants_previews());
         assert!(filter(&["*"]).admits("anything/at-all"));
         assert_eq!(EventFilter::parse(&[]), Ok(None));
     }

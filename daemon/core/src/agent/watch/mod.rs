@@ -28,6 +28,8 @@ use dsh_session::{Lagged, LiveEvent, ModelRetry, SessionId, TextDelta, ToolOutpu
 
 /// Type of the unlogged event carrying streamed model text.
 pub(crate) const TEXT_DELTA: &str = LiveEvent::TEXT_DELTA;
+/// Type of the unlogged event carrying streamed model reasoning.
+pub(crate) const THOUGHT_DELTA: &str = LiveEvent::THOUGHT_DELTA;
 /// Type of the unlogged event carrying a tool call's output as its command produces it.
 pub(crate) const TOOL_OUTPUT: &str = LiveEvent::TOOL_OUTPUT;
 /// Type of the unlogged event telling that a model request failed and waits to be retried.
@@ -105,7 +107,7 @@ impl StreamEvent {
         out
     }
 
-    /// A `text/delta` event (`what` is a step's text), a `tool/output` event (a call's output)
+    /// A `text/delta` or `thought/delta` event (`what` is a step's text or reasoning), a `tool/output` event (a call's output)
     /// or a `model/retry` event, written with the session vocabulary's own types.
     pub(crate) fn preview(
         session: SessionId,
@@ -129,6 +131,12 @@ impl StreamEvent {
                 reason: Cow::Borrowed(reason),
             }),
             Preview::Text { turn, step } => LiveEvent::TextDelta(TextDelta {
+                turn: *turn,
+                step: *step,
+                offset,
+                text: Cow::Borrowed(text),
+            }),
+            Preview::Thought { turn, step } => LiveEvent::ThoughtDelta(TextDelta {
                 turn: *turn,
                 step: *step,
                 offset,
