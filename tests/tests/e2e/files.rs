@@ -448,3 +448,33 @@ fn a_2_gib_file_keeps_dshd_bounded() {
         "dshd's peak grew from {before} KiB to {after} KiB"
     );
 }
+
+/// The README's file-tools tour, as written there: `examples/scripts/edit.json` reads and edits
+/// `notes.txt` in the agent's directory, and `dshctl prompt` shows the change as a diff.
+#[test]
+fn the_readme_edit_example_fixes_the_typo_and_shows_the_diff() {
+    let daemon = TestDaemon::start();
+    let tour = daemon.workdir("dsh-tour");
+    std::fs::write(tour.join("notes.txt"), "teh quick brown fox\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripts/edit.json");
+    let created = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--cwd",
+        tour.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    let agent = created["agent_id"].as_str().unwrap();
+    let out = daemon.dshctl(&["prompt", "--agent", agent, "fix the typo in notes.txt"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(tour.join("notes.txt")).unwrap(),
+        "the quick brown fox\n"
+    );
+    assert!(
+        text.contains("-teh quick brown fox") && text.contains("+the quick brown fox"),
+        "{text}"
+    );
+}
