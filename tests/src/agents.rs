@@ -261,15 +261,22 @@ impl TestDaemon {
 
     /// `dshctl agent new --cwd CWD --script <script>`; returns the new agent's id.
     pub fn new_agent(&self, cwd: &Path, script: &Value) -> String {
+        self.new_agent_with(cwd, &[], script)
+    }
+
+    /// [`new_agent`](Self::new_agent) with more `agent new` arguments (`--sandbox ...`).
+    pub fn new_agent_with(&self, cwd: &Path, flags: &[&str], script: &Value) -> String {
         let script = self.write_script(script);
-        let info = self.dshctl_json(&[
+        let mut args = vec![
             "agent",
             "new",
             "--cwd",
             path_str(cwd),
             "--script",
             path_str(&script),
-        ]);
+        ];
+        args.extend_from_slice(flags);
+        let info = self.dshctl_json(&args);
         info["agent_id"]
             .as_str()
             .unwrap_or_else(|| panic!("no agent_id in {info}"))

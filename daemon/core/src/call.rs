@@ -139,6 +139,16 @@ pub enum ToolDetail {
 /// `approval/request`); a larger change has only its diff in the log.
 pub(crate) const FILE_EVENT_TEXT_BYTES: usize = 256 * 1024;
 
+/// A change a call would make to a file, worked out before it runs so that a person asked to
+/// approve the call sees it ([`Tool::preview`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    /// The file, absolute, as the call names it.
+    pub path: PathBuf,
+    /// The change.
+    pub change: FileChange,
+}
+
 /// What a `write` or `edit` changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
@@ -210,7 +220,7 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         &'a self,
         _exec: &'a ToolExecution,
         _arguments: &'a Value,
-    ) -> BoxFuture<'a, Option<FileChange>> {
+    ) -> BoxFuture<'a, Option<Preview>> {
         Box::pin(std::future::ready(None))
     }
 
@@ -220,7 +230,7 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         &'a self,
         exec: &'a ToolExecution,
         arguments: &'a Value,
-        _approved: &'a FileChange,
+        _approved: &'a Preview,
     ) -> BoxFuture<'a, ToolOutput> {
         self.call(exec, arguments)
     }

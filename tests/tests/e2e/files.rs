@@ -39,20 +39,7 @@ fn bash(command: &str) -> Value {
 fn agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], steps: Vec<Value>) -> String {
     let mut replies = steps;
     replies.push(json!({"text": "done"}));
-    let script = daemon.write_script(&json!({ "replies": replies }));
-    let mut args = vec![
-        "agent",
-        "new",
-        "--cwd",
-        cwd.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    daemon.dshctl_json(&args)["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    daemon.new_agent_with(cwd, flags, &json!({ "replies": replies }))
 }
 
 fn results(daemon: &TestDaemon, id: &str) -> Vec<CallResult> {
@@ -372,18 +359,7 @@ async fn an_openai_model_reads_and_edits_a_file() {
     let work = daemon.workdir("openai");
     std::fs::write(work.join("main.rs"), "fn main() {\n    old();\n}\n").unwrap();
     let id = crate::openai::new_agent(&daemon, &work);
-    let socket = daemon.socket.clone();
-    let agent = id.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        dsh_tests::dshctl_at(&socket, &["--json", "prompt", "--agent", &agent, "go"])
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::turns::prompt(&daemon, &id, "go").await;
     assert_eq!(
         std::fs::read_to_string(work.join("main.rs")).unwrap(),
         "fn main() {\n    new();\n}\n"
@@ -395,13 +371,6 @@ async fn an_openai_model_reads_and_edits_a_file() {
         .map(|e| e["data"]["diff"].as_str().unwrap().to_owned())
         .unwrap();
     assert!(diff.contains("-    old();\n+    new();\n"), "{diff}");
-}
-
-/// `VmHWM` (peak resident memory) of `pid`, in KiB.
-fn peak_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// A 2 GiB file (sparse after a text head) is read up to the cap and refused for edits, and
@@ -428,9 +397,9 @@ fn a_2_gib_file_keeps_dshd_bounded() {
         ],
     );
     let pid = daemon.child.id();
-    let before = peak_kib(pid);
+    let before = dsh_tests::bench::status_kib(pid, "VmHWM");
     let got = results(&daemon, &id);
-    let after = peak_kib(pid);
+    let after = dsh_tests::bench::status_kib(pid, "VmHWM");
     assert!(!got[0].is_error, "{:?}", got[0]);
     assert!(
         got[0].content.contains("[stopped after 262144 bytes"),
@@ -449,7 +418,7 @@ fn a_2_gib_file_keeps_dshd_bounded() {
     );
 }
 
-/// The README's file-tools tour, as written there: `examples/scripts/edit.json` reads and edits
+/// The README's file-tools tour with its script, `examples/scripts/edit.json`: it reads and edits
 /// `notes.txt` in the agent's directory, and `dshctl prompt` shows the change as a diff.
 #[test]
 fn the_readme_edit_example_fixes_the_typo_and_shows_the_diff() {
@@ -457,16 +426,9 @@ fn the_readme_edit_example_fixes_the_typo_and_shows_the_diff() {
     let tour = daemon.workdir("dsh-tour");
     std::fs::write(tour.join("notes.txt"), "teh quick brown fox\n").unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripts/edit.json");
-    let created = daemon.dshctl_json(&[
-        "agent",
-        "new",
-        "--cwd",
-        tour.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-    ]);
-    let agent = created["agent_id"].as_str().unwrap();
-    let out = daemon.dshctl(&["prompt", "--agent", agent, "fix the typo in notes.txt"]);
+    let script: Value = serde_json::from_slice(&std::fs::read(script).unwrap()).unwrap();
+    let agent = daemon.new_agent(&tour, &script);
+    let out = daemon.dshctl(&["prompt", "--agent", &agent, "fix the typo in notes.txt"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert_eq!(

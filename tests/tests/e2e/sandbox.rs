@@ -42,20 +42,7 @@ pub(crate) fn agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], commands: &
 /// returns its id.
 fn scripted_agent(daemon: &TestDaemon, cwd: &Path, flags: &[&str], script: &Value) -> String {
     user_home(daemon);
-    let script = daemon.write_script(script);
-    let mut args = vec![
-        "agent",
-        "new",
-        "--cwd",
-        cwd.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    daemon.dshctl_json(&args)["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    daemon.new_agent_with(cwd, flags, script)
 }
 
 /// The daemon's `$HOME` (`<dir>/user`), made to exist, so a write to `~/...` that the sandbox

@@ -33,7 +33,7 @@ fn openai_daemon(mock: &Mock) -> TestDaemon {
 }
 
 /// `dshctl --json prompt` off the async runtime (the mock serves on it): its lines.
-async fn prompt(daemon: &TestDaemon, agent: &str, text: &str) -> Vec<Value> {
+pub(crate) async fn prompt(daemon: &TestDaemon, agent: &str, text: &str) -> Vec<Value> {
     let socket = daemon.socket.clone();
     let (agent, text) = (agent.to_owned(), text.to_owned());
     let out = tokio::task::spawn_blocking(move || {

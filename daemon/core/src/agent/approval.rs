@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::services::AgentServices;
-use crate::call::{BASH, EDIT, FileChange, ToolExecution, WRITE};
+use crate::call::{BASH, EDIT, Preview, ToolExecution, WRITE};
 use crate::hooks::{Decision, HookEvent, NotificationKind};
 use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 use dsh_session::{ApprovalRule, ProposedChange};
@@ -55,15 +55,12 @@ fn describe(exec: &ToolExecution, arguments: &Value) -> (String, String) {
 }
 
 /// The change as the request shows it: the texts only when small, as in `tool/file`.
-fn proposed(exec: &ToolExecution, arguments: &Value, change: &FileChange) -> ProposedChange {
+fn proposed(preview: &Preview) -> ProposedChange {
+    let change = &preview.change;
     let small = change.new_text.len() + change.old_text.as_ref().map_or(0, String::len)
         <= crate::call::FILE_EVENT_TEXT_BYTES;
-    let path = match arguments.get("file_path") {
-        Some(Value::String(p)) => exec.cwd.join(p),
-        _ => exec.cwd.clone(),
-    };
     ProposedChange {
-        path: path.to_string_lossy().into_owned(),
+        path: preview.path.to_string_lossy().into_owned(),
         diff: change.diff.clone(),
         old_text: change.old_text.clone().filter(|_| small),
         new_text: small.then(|| change.new_text.clone()),
@@ -78,7 +75,7 @@ pub(crate) async fn ask(
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: &Value,
-    change: Option<&FileChange>,
+    change: Option<&Preview>,
     reason: String,
 ) -> Result<(), String> {
     let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
@@ -119,7 +116,7 @@ pub(crate) async fn ask(
         cwd: rule.cwd.clone(),
         reason: reason.clone(),
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        change: change.map(|c| proposed(exec, arguments, c)),
+        change: change.map(proposed),
     });
     tracing::info!(%reason, "a tool call waits for approval");
     let deadline = tokio::time::sleep(timeout);

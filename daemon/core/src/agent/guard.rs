@@ -9,7 +9,7 @@ use super::approval;
 use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::services::AgentServices;
-use crate::call::{FileChange, ToolExecution, ToolOutput};
+use crate::call::{Preview, ToolExecution, ToolOutput};
 use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
 use crate::tools::ToolSet;
 use dsh_session::{ApprovalPolicy, EventData};
@@ -198,7 +198,7 @@ async fn dispatch(
     tools: &ToolSet,
     exec: &ToolExecution,
     arguments: &Value,
-    approved: Option<&FileChange>,
+    approved: Option<&Preview>,
 ) -> ToolOutput {
     if exec.cancel.is_cancelled() {
         return ToolOutput::refused("Error: tool call aborted before dispatch");

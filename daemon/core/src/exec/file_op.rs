@@ -37,13 +37,7 @@ impl Executor {
         mut spec: CommandSpec,
         reply_cap: usize,
     ) -> Result<FileOpRun, ExecError> {
-        let _tracked = self.tracker.enter();
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(ExecError::ShuttingDown);
-        }
-        if spec.cancel.is_cancelled() {
-            return Err(ExecError::Cancelled);
-        }
+        let _tracked = self.admit(&spec)?;
         let timeout = self.effective_timeout(spec.timeout);
         let out = Arc::new(Mutex::new(Collector::new(
             OutputStream::Stdout,

@@ -560,18 +560,25 @@ impl Executor {
         }
     }
 
-    /// Runs a command in the foreground and returns how it ended. Errors only when nothing could
-    /// be started (bad input, bad cwd, spawn failure, cancelled, shutting down); every started
-    /// command yields an outcome.
-    pub async fn run(&self, mut spec: CommandSpec) -> Result<CommandOutcome, ExecError> {
-        // Enter before checking `closed`, so shutdown either sees this call or the call sees it.
-        let _tracked = self.tracker.enter();
+    /// Lets a call of `spec` start, tracked until the guard drops: refused once the executor is
+    /// shutting down, or when the call is already cancelled. Entered before `closed` is checked,
+    /// so shutdown either sees this call or the call sees it.
+    fn admit(&self, spec: &CommandSpec) -> Result<Tracked, ExecError> {
+        let tracked = self.tracker.enter();
         if self.closed.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
         if spec.cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
+        Ok(tracked)
+    }
+
+    /// Runs a command in the foreground and returns how it ended. Errors only when nothing could
+    /// be started (bad input, bad cwd, spawn failure, cancelled, shutting down); every started
+    /// command yields an outcome.
+    pub async fn run(&self, mut spec: CommandSpec) -> Result<CommandOutcome, ExecError> {
+        let _tracked = self.admit(&spec)?;
         let timeout = self.effective_timeout(spec.timeout);
         let (out, err) = self.collectors(spec.output.as_ref());
         let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
@@ -620,13 +627,7 @@ impl Executor {
         owner: Option<SessionId>,
     ) -> Result<JobId, ExecError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ExecError::NoRuntime)?;
-        let tracked = self.tracker.enter();
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(ExecError::ShuttingDown);
-        }
-        if spec.cancel.is_cancelled() {
-            return Err(ExecError::Cancelled);
-        }
+        let tracked = self.admit(&spec)?;
         let (out, err) = self.collectors(None);
         let job = Arc::new(Job::new(
             owner,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
-use crate::call::{FileChange, Tool, ToolExecution, ToolOutput, ToolSchema};
+use crate::call::{Preview, Tool, ToolExecution, ToolOutput, ToolSchema};
 use crate::shell::Shell;
 use bash::BashTool;
 use jobs::JobTool;
@@ -70,11 +70,7 @@ impl ToolSet {
     }
 
     /// What a call would change, for a person approving it ([`Tool::preview`]).
-    pub(crate) async fn preview(
-        &self,
-        exec: &ToolExecution,
-        arguments: &Value,
-    ) -> Option<FileChange> {
+    pub(crate) async fn preview(&self, exec: &ToolExecution, arguments: &Value) -> Option<Preview> {
         match self.tools.get(&exec.tool_name) {
             Some(tool) => tool.preview(exec, arguments).await,
             None => None,
@@ -87,7 +83,7 @@ impl ToolSet {
         &self,
         exec: &ToolExecution,
         arguments: &Value,
-        approved: Option<&FileChange>,
+        approved: Option<&Preview>,
     ) -> ToolOutput {
         match self.tools.get(&exec.tool_name) {
             Some(tool) => match approved {

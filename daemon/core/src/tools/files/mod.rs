@@ -27,7 +27,9 @@ use dsh_launch::sha256::{Digest, Sha256, hex};
 use dsh_session::{FileToolKind, SessionId};
 use serde_json::Value;
 
-use crate::call::{BoxFuture, FileChange, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
+use crate::call::{
+    BoxFuture, FileChange, Preview, Tool, ToolDetail, ToolExecution, ToolOutput, ToolSchema,
+};
 use crate::exec::{CommandSpec, Executor, SandboxRequest};
 use crate::locks::lock;
 use crate::sandbox::SandboxPolicy;
@@ -254,15 +256,21 @@ impl<C: Change> Tool for Changing<C> {
         &'a self,
         exec: &'a ToolExecution,
         arguments: &'a Value,
-    ) -> BoxFuture<'a, Option<FileChange>> {
-        Box::pin(async move { self.0.plan(exec, arguments).await.ok().map(|p| p.change) })
+    ) -> BoxFuture<'a, Option<Preview>> {
+        Box::pin(async move {
+            let plan = self.0.plan(exec, arguments).await.ok()?;
+            Some(Preview {
+                path: plan.path,
+                change: plan.change,
+            })
+        })
     }
 
     fn call_approved<'a>(
         &'a self,
         exec: &'a ToolExecution,
         arguments: &'a Value,
-        approved: &'a FileChange,
+        approved: &'a Preview,
     ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             match self.0.plan(exec, arguments).await {
@@ -323,10 +331,10 @@ impl FileAccess {
         &self,
         exec: &ToolExecution,
         plan: Plan,
-        approved: Option<&FileChange>,
+        approved: Option<&Preview>,
     ) -> ToolOutput {
         let tool = exec.tool_name.as_str();
-        if let Some(approved) = approved
+        if let Some(approved) = approved.map(|p| &p.change)
             && (approved.old_hash != plan.change.old_hash
                 || approved.new_text != plan.change.new_text)
         {
