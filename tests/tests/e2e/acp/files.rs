@@ -110,6 +110,7 @@ fn a_permission_request_for_an_edit_carries_the_diff_and_only_that_change_is_mad
         if message["method"] != "session/request_permission" {
             continue;
         }
+        super::schema_check::check("RequestPermissionRequest", &message["params"]);
         let call = message["params"]["toolCall"]["toolCallId"].clone();
         if call == "e3" {
             // The user changes the file while the request is on screen.
