@@ -23,6 +23,12 @@ pub fn require_perl() {
     require_tool("perl", "sudo apt-get install -y perl");
 }
 
+/// Fails the calling test, saying how to install it, unless `rustfmt` runs (a published Claude
+/// Code formatter hook for Rust calls it on the file the agent wrote).
+pub fn require_rustfmt() {
+    require_tool("rustfmt", "rustup component add rustfmt");
+}
+
 /// Checks once per process and tool that `tool --version` succeeds.
 fn require_tool(tool: &'static str, install: &'static str) {
     static CHECKED: Mutex<Vec<(&'static str, bool)>> = Mutex::new(Vec::new());

@@ -177,3 +177,55 @@ fn a_real_projects_write_guard_and_formatter_run_on_file_tools() {
         results[2]
     );
 }
+
+/// EffortlessMetrics/tokmd's `.claude` formatter, unchanged (tests/fixtures/hooks/SOURCES.md):
+/// PostToolUse `Edit|Write` runs `format-rust.sh`, which runs the real `rustfmt` on the `.rs` file
+/// named by `tool_input.file_path`. Rustfmt's change is on disk after the write, and the next edit
+/// of the file is refused as stale (the formatter changed it after the agent's write) until the
+/// agent reads it again; the edit after that read is made on the formatted text.
+#[test]
+fn a_real_rustfmt_hook_formats_the_file_the_agent_wrote() {
+    dsh_core::test_support::require_jq();
+    dsh_core::test_support::require_rustfmt();
+    let w = World::new(|_| Setup {
+        hooks_toml: "project_hooks = true".into(),
+        ..Setup::default()
+    });
+    let claude = w.cwd.join(".claude");
+    for (from, to) in [
+        ("tokmd/settings.json", "settings.json"),
+        ("tokmd/hooks/format-rust.sh", "hooks/format-rust.sh"),
+    ] {
+        let to = claude.join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(super::upstream::fixture(from), &to).unwrap();
+    }
+    std::fs::create_dir(w.cwd.join("src")).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let edit = json!({"file_path": "src/lib.rs", "old_string": "x + 1", "new_string": "x + 2"});
+    let agent = w.agent(&json!({"replies": [
+        call("write", json!({"file_path": "src/lib.rs", "content": "pub fn next(x:u32)->u32{x+1}\n"})),
+        call("edit", edit.clone()),
+        call("read", json!({"file_path": "src/lib.rs"})),
+        call("edit", edit),
+        {"text": "done"},
+    ]}));
+    let turn = w.prompt(&agent, "go");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    let results = turn.tool_results();
+    assert_eq!(results[1]["isError"], true, "{}", results[1]);
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("has changed since you last read it"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(results[3]["isError"], false, "{}", results[3]);
+    assert_eq!(
+        std::fs::read_to_string(w.cwd.join("src/lib.rs")).unwrap(),
+        "pub fn next(x: u32) -> u32 {\n    x + 2\n}\n",
+        "rustfmt's change is on disk, and the edit after the read was made on it"
+    );
+}
