@@ -385,8 +385,15 @@ impl Persistence for PostgresBackend {
         let warmed = self
             .run(async {
                 let client = self.inner.client().await?;
-                client
+                let stmt = client
                     .prepare_cached(read::HEADER)
+                    .await
+                    .map_err(|e| self.inner.pg(e))?;
+                // Run once, for an id no session has: a server process plans a statement and
+                // loads the table's and index's catalog entries at its first execution, which
+                // would otherwise fall to the first `Locate`.
+                client
+                    .query_opt(&stmt, &[&""])
                     .await
                     .map_err(|e| self.inner.pg(e))?;
                 Ok(())
