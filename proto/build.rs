@@ -12,6 +12,7 @@ const PROTOS: &[&str] = &[
     "dsh/v1/persistence.proto",
     "dsh/v1/skills.proto",
     "dsh/v1/hooks.proto",
+    "dsh/v1/models.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -287,6 +287,11 @@ impl Client {
     pub fn hooks(&self) -> v1::hooks_client::HooksClient<Channel> {
         v1::hooks_client::HooksClient::new(self.channel.clone())
     }
+
+    /// A client for `dsh.v1.Models`.
+    pub fn models(&self) -> v1::models_client::ModelsClient<Channel> {
+        v1::models_client::ModelsClient::new(self.channel.clone())
+    }
 }
 
 /// What a [`ConnectError::SandboxRefused`] says after the path.

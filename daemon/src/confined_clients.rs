@@ -163,6 +163,8 @@ mod tests {
         "/dsh.v1.Agents/Configure",
         // Would make its own commands ask again, or not.
         "/dsh.v1.Agents/RemoveRules",
+        // Makes dshd use the model API key on the caller's behalf.
+        "/dsh.v1.Models/List",
     ];
 
     #[test]

@@ -424,6 +424,9 @@ event_vocabulary! {
     Settings = "session/settings" {
         provider: String,
         model: String,
+        /// The reasoning effort asked of the model; absent: the provider's default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_effort: Option<crate::ReasoningEffort>,
         approval: ApprovalPolicy,
         /// The sandbox its commands run in from now on, when it was set with the settings
         /// (absent in logs written before it was recorded).

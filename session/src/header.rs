@@ -18,6 +18,42 @@ pub enum Origin {
     Subagent,
 }
 
+/// How hard a reasoning model thinks before it answers: the OpenAI-compatible request's
+/// `reasoning_effort`. `low`, `medium` and `high` are OpenAI's and DeepSeek's (which maps
+/// `medium` to `high`); `max` is DeepSeek's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// Least thinking.
+    Low,
+    /// OpenAI's middle setting.
+    Medium,
+    /// Thorough.
+    High,
+    /// DeepSeek's most thorough.
+    Max,
+}
+
+impl ReasoningEffort {
+    /// Every value, in increasing effort.
+    pub const ALL: [ReasoningEffort; 4] = [Self::Low, Self::Medium, Self::High, Self::Max];
+
+    /// The value as the request and the wire write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Max => "max",
+        }
+    }
+
+    /// The effort named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+}
+
 /// The provider, model and approval policy an agent runs with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -26,6 +62,10 @@ pub struct AgentSettings {
     pub provider: String,
     /// The model name (`script` for the scripted provider).
     pub model: String,
+    /// The reasoning effort asked of the model; `None`: the provider's default (absent in logs
+    /// written before it could be chosen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// The approval policy.
     pub approval: ApprovalPolicy,
 }
@@ -173,6 +213,7 @@ mod tests {
             settings: Some(AgentSettings {
                 provider: "scripted".into(),
                 model: "script".into(),
+                reasoning_effort: None,
                 approval: crate::ApprovalPolicy::default(),
             }),
             ..SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 5)

@@ -33,7 +33,10 @@ pub use event::{
     ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
 pub use file::{FileToolKind, ProposedChange};
-pub use header::{AgentSettings, FORMAT_VERSION, HeaderError, Origin, SessionHeader, validate_cwd};
+pub use header::{
+    AgentSettings, FORMAT_VERSION, HeaderError, Origin, ReasoningEffort, SessionHeader,
+    validate_cwd,
+};
 pub use id::{SessionId, SessionIdError};
 pub use live::{Lagged, LiveEvent, ModelRetry, OutputStream, TextDelta, ToolOutput};
 pub use log::{LogError, SessionLog, check_contiguous, completed_prefix_len, fork_points, nearest};

@@ -14,11 +14,13 @@ pub fn recorded_settings(header: &SessionHeader, events: &[Event]) -> Option<Age
             EventData::Settings {
                 provider,
                 model,
+                reasoning_effort,
                 approval,
                 ..
             } => Some(AgentSettings {
                 provider: provider.clone(),
                 model: model.clone(),
+                reasoning_effort: *reasoning_effort,
                 approval: *approval,
             }),
             _ => None,
@@ -56,6 +58,7 @@ mod tests {
         let settings = |provider: &str| AgentSettings {
             provider: provider.into(),
             model: "m".into(),
+            reasoning_effort: None,
             approval: ApprovalPolicy::Always,
         };
         let mut header = SessionHeader::new(SessionId::parse("s").unwrap(), "/w".into(), 0);
@@ -68,6 +71,7 @@ mod tests {
             data: EventData::Settings {
                 provider: "openai".into(),
                 model: "m".into(),
+                reasoning_effort: None,
                 approval: ApprovalPolicy::Always,
                 sandbox: None,
             },

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::{
     AbortCause, ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
-    AssistantMessage, Event, EventData, HookConfinement, MessageSource, ToolCallRequest,
-    TurnEndReason, Usage, UserMessage,
+    AssistantMessage, Event, EventData, HookConfinement, MessageSource, ReasoningEffort,
+    ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
 
 /// Any short text: quotes, backslashes, newlines, control characters and non-ASCII included.
@@ -224,13 +224,17 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
         (
             text(),
             text(),
+            prop::option::of(prop::sample::select(ReasoningEffort::ALL.to_vec())),
             prop::sample::select(ApprovalPolicy::ALL.to_vec())
         )
-            .prop_map(|(provider, model, approval)| EventData::Settings {
-                provider,
-                model,
-                approval,
-                sandbox: None,
+            .prop_map(|(provider, model, reasoning_effort, approval)| {
+                EventData::Settings {
+                    provider,
+                    model,
+                    reasoning_effort,
+                    approval,
+                    sandbox: None,
+                }
             }),
         (small(), small(), call_id(), text(), text(), any::<u64>()).prop_map(
             |(turn, step, call_id, command, reason, timeout_ms)| EventData::ApprovalRequest {

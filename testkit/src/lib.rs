@@ -2,7 +2,9 @@
 //!
 //! The mock is an in-process HTTP/1.1 server on 127.0.0.1 that records each request and answers
 //! with a scripted sequence of replies (plain responses, SSE streams that end cleanly, are cut, or
-//! stall). No test reaches the internet.
+//! stall). A `GET …/models` is answered apart, as DeepSeek's API lists its models (or with what
+//! [`Mock::set_models`] gave), so listing models never takes a scripted reply. No test reaches
+//! the internet.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test support: a broken mock should fail loudly.
 
@@ -80,7 +82,12 @@ pub struct Mock {
     pub requests: Arc<Mutex<Vec<Recorded>>>,
     /// When the last piece of the latest stream was about to be written (overhead measurement).
     pub last_byte: Arc<Mutex<Option<Instant>>>,
+    /// The answer to `GET …/models`.
+    models: Arc<Mutex<Reply>>,
 }
+
+/// DeepSeek's answer to `GET /models`.
+pub const DEEPSEEK_MODELS: &str = r#"{"object":"list","data":[{"id":"deepseek-chat","object":"model","owned_by":"deepseek"},{"id":"deepseek-reasoner","object":"model","owned_by":"deepseek"}]}"#;
 
 impl Mock {
     /// Starts a mock answering requests with `replies`, in order (then 500s).
@@ -90,15 +97,17 @@ impl Mock {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let last_byte = Arc::new(Mutex::new(None));
         let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
-        let (log, stamp) = (requests.clone(), last_byte.clone());
+        let models = Arc::new(Mutex::new(status(200, vec![], DEEPSEEK_MODELS)));
+        let (log, stamp, listing) = (requests.clone(), last_byte.clone(), models.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
                 let (log, stamp, replies) = (log.clone(), stamp.clone(), replies.clone());
+                let listing = listing.clone();
                 tokio::spawn(async move {
-                    serve(socket, log, stamp, replies).await;
+                    serve(socket, log, stamp, replies, listing).await;
                 });
             }
         });
@@ -106,7 +115,13 @@ impl Mock {
             base_url,
             requests,
             last_byte,
+            models,
         }
+    }
+
+    /// Answers `GET …/models` with `reply` from now on.
+    pub fn set_models(&self, reply: Reply) {
+        *self.models.lock().unwrap() = reply;
     }
 
     /// Every request seen so far.
@@ -120,6 +135,7 @@ async fn serve(
     log: Arc<Mutex<Vec<Recorded>>>,
     stamp: Arc<Mutex<Option<Instant>>>,
     replies: Arc<Mutex<VecDeque<Reply>>>,
+    models: Arc<Mutex<Reply>>,
 ) {
     // Without it, Nagle's algorithm delays the small SSE writes and the overhead measurement
     // would time TCP instead of the provider.
@@ -127,8 +143,14 @@ async fn serve(
     let Some(request) = read_request(&mut socket).await else {
         return;
     };
+    let listing = request.method == "GET" && request.path.ends_with("/models");
     log.lock().unwrap().push(request);
-    let reply = replies.lock().unwrap().pop_front().unwrap_or(Reply::Plain {
+    let next = if listing {
+        Some(models.lock().unwrap().clone())
+    } else {
+        replies.lock().unwrap().pop_front()
+    };
+    let reply = next.unwrap_or(Reply::Plain {
         status: 500,
         headers: vec![],
         body: "mock: no reply scripted".into(),

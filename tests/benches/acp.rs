@@ -175,6 +175,7 @@ async fn grpc_round(
                 provider: "scripted".into(),
                 model: String::new(),
                 script_json: std::fs::read_to_string(script).unwrap(),
+                reasoning_effort: String::new(),
             }),
             ..Default::default()
         })

@@ -132,6 +132,7 @@ async fn agent(client: &dsh_client::Client, cwd: &Path, replies: Vec<Value>) -> 
                 provider: "scripted".into(),
                 model: String::new(),
                 script_json: json!({ "replies": replies }).to_string(),
+                reasoning_effort: String::new(),
             }),
             sandbox: Some(v1::SandboxPolicy {
                 mode: "workspace-write".into(),

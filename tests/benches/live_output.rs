@@ -121,6 +121,7 @@ async fn turn(client: &Client, cwd: &Path, script: &str) -> Turn {
                 provider: "scripted".into(),
                 model: String::new(),
                 script_json: script.to_owned(),
+                reasoning_effort: String::new(),
             }),
             ..v1::CreateAgentRequest::default()
         })

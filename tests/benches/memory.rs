@@ -87,6 +87,7 @@ fn main() {
                 model: Some(v1::ModelSpec {
                     provider: "scripted".into(),
                     script_json: script.to_string(),
+                    reasoning_effort: String::new(),
                     ..v1::ModelSpec::default()
                 }),
                 ..Default::default()

@@ -77,6 +77,7 @@ fn run(backend: &str, events: &[Event]) {
         Some(v1::ModelSpec {
             provider: "scripted".into(),
             script_json: r#"{"replies": []}"#.into(),
+            reasoning_effort: String::new(),
             ..v1::ModelSpec::default()
         })
     };

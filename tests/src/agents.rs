@@ -309,6 +309,7 @@ impl TestDaemon {
                     model: Some(dsh_proto::v1::ModelSpec {
                         provider: "scripted".into(),
                         script_json: script.to_string(),
+                        reasoning_effort: String::new(),
                         ..Default::default()
                     }),
                     ..Default::default()

@@ -113,8 +113,9 @@ pub use hooks::{FileStatus, HookFileStatus, HookSettings, Hooks};
 // Agents and their turns.
 pub use agent::{
     Agent, AgentError, AgentLimits, AgentRegistry, AgentServices, AgentStatus, CheckpointPolicy,
-    ModelChoice, ProviderFactory, SettingsChange, Unsaved,
+    ModelChoice, ModelList, ModelSource, ProviderFactory, SettingsChange, Unsaved,
 };
+pub use dsh_session::ReasoningEffort;
 
 // Watching agents.
 pub use agent::{

@@ -139,6 +139,7 @@ pub(super) struct ModelSection {
     pub script: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,
+    pub models: Option<Vec<String>>,
     pub api_key_env: Option<String>,
     pub api_key_file: Option<String>,
     pub api_key_credential: Option<String>,

@@ -560,6 +560,7 @@ impl Builder<'_> {
         let config = OpenAiConfig {
             base_url: model.base_url.clone().unwrap_or(defaults.base_url),
             model: model.model.clone().unwrap_or(defaults.model),
+            models: model.models.clone().unwrap_or(defaults.models),
             api_key_env: model.api_key_env.clone().unwrap_or(defaults.api_key_env),
             request_timeout: self.positive_ms(
                 model.request_timeout_ms,

@@ -365,6 +365,7 @@ mod properties {
         ("model", "provider"),
         ("model", "base_url"),
         ("model", "model"),
+        ("model", "models"),
         ("model", "api_key_env"),
         ("model", "request_timeout_ms"),
         ("model", "idle_timeout_ms"),

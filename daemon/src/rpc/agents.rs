@@ -66,7 +66,7 @@ impl agents_server::Agents for AgentsService {
         let approval = approval_policy(req.approval)?;
         let env = client_environment(req.environment)?;
         let cwd = PathBuf::from(req.cwd);
-        let choice = model_choice(req.model);
+        let choice = model_choice(req.model)?;
         let agent = match req.session_id {
             None => self.agents.create(&cwd, &choice, sandbox, approval),
             Some(id) => {
@@ -132,7 +132,7 @@ impl agents_server::Agents for AgentsService {
             Some(spec) => Some(sandbox_policy(Some(spec), live.sandbox())?),
         };
         let change = SettingsChange {
-            model: req.model.map(|spec| model_choice(Some(spec))),
+            model: req.model.map(|spec| model_choice(Some(spec))).transpose()?,
             approval: approval_policy(req.approval)?,
             sandbox,
         };
@@ -158,7 +158,7 @@ impl agents_server::Agents for AgentsService {
             .agents
             .resume(
                 &id,
-                &model_choice(req.model),
+                &model_choice(req.model)?,
                 sandbox,
                 self.default_sandbox,
                 approval,
@@ -177,7 +177,13 @@ impl agents_server::Agents for AgentsService {
         let env = client_environment(req.environment)?;
         let agent = self
             .agents
-            .fork_at(&id, req.at_seq, &model_choice(req.model), sandbox, approval)
+            .fork_at(
+                &id,
+                req.at_seq,
+                &model_choice(req.model)?,
+                sandbox,
+                approval,
+            )
             .await
             .map_err(agent_status)?;
         self.give_env(&agent, env);
@@ -198,7 +204,7 @@ impl agents_server::Agents for AgentsService {
         let approval = approval_policy(req.approval)?;
         let agent = self
             .agents
-            .spawn(&parent, &model_choice(req.model), sandbox, approval)
+            .spawn(&parent, &model_choice(req.model)?, sandbox, approval)
             .map_err(agent_status)?;
         Ok(Response::new(agent_info(&agent)))
     }

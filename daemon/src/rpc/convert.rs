@@ -10,8 +10,8 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
     Agent, AgentError, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError, Event, ExecError,
-    ModelChoice, PersistenceError, SandboxError, SandboxPolicy, SessionHeader, SessionId,
-    SessionLocation, StreamEvent, UnknownName,
+    ModelChoice, PersistenceError, ReasoningEffort, SandboxError, SandboxPolicy, SessionHeader,
+    SessionId, SessionLocation, StreamEvent, UnknownName,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -94,6 +94,9 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         state: state as i32,
         provider: settings.provider,
         model: settings.model,
+        reasoning_effort: settings
+            .reasoning_effort
+            .map_or_else(String::new, |e| e.as_str().to_owned()),
         parent_agent_id: agent.parent().map(ToString::to_string),
         turns,
         sandbox: Some(sandbox_wire(agent.sandbox())),
@@ -154,14 +157,24 @@ pub fn client_environment(
 }
 
 /// The model choice of a request (empty fields mean "the default").
-pub fn model_choice(spec: Option<v1::ModelSpec>) -> ModelChoice {
+pub fn model_choice(spec: Option<v1::ModelSpec>) -> Result<ModelChoice, Status> {
     let spec = spec.unwrap_or_default();
     let some = |s: String| (!s.is_empty()).then_some(s);
-    ModelChoice {
+    let reasoning_effort = match spec.reasoning_effort.as_str() {
+        "" => None,
+        "default" => Some(None),
+        name => Some(Some(ReasoningEffort::parse(name).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "model.reasoning_effort: {name:?} is not one of default, low, medium, high, max"
+            ))
+        })?)),
+    };
+    Ok(ModelChoice {
         provider: some(spec.provider),
         model: some(spec.model),
+        reasoning_effort,
         script: some(spec.script_json),
-    }
+    })
 }
 
 /// A persistence error as a status a client can act on. A location that cannot hold the backend

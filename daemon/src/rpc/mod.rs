@@ -6,6 +6,7 @@ mod callers;
 mod convert;
 mod daemon;
 mod hooks;
+mod models;
 mod persistence;
 mod session_list;
 mod shell;
@@ -32,6 +33,7 @@ pub struct Services {
     shell_env: shell_env::ShellEnvService,
     persistence: persistence::PersistenceService,
     skills: skills::SkillsService,
+    models: models::ModelsService,
     hooks: hooks::HooksService,
 }
 
@@ -53,6 +55,7 @@ impl Services {
                 daemon.agents.clone(),
             ),
             skills: skills::SkillsService::new(daemon.skills.clone()),
+            models: models::ModelsService::new(daemon.agents.clone()),
             hooks: hooks::HooksService::new(daemon.hooks.clone()),
         }
     }
@@ -99,6 +102,7 @@ impl Services {
                 self.persistence,
             ))
             .add_service(v1::skills_server::SkillsServer::new(self.skills))
+            .add_service(v1::models_server::ModelsServer::new(self.models))
             .add_service(v1::hooks_server::HooksServer::new(self.hooks)))
     }
 }
@@ -112,4 +116,5 @@ pub const SERVICE_NAMES: &[&str] = &[
     "dsh.v1.Persistence",
     "dsh.v1.Skills",
     "dsh.v1.Hooks",
+    "dsh.v1.Models",
 ];

@@ -315,6 +315,7 @@ async fn concurrent_calls_each_get_their_own_answer_even_when_answered_out_of_or
                 model: Some(dsh_proto::v1::ModelSpec {
                     provider: "scripted".into(),
                     script_json: r#"{"replies": []}"#.into(),
+                    reasoning_effort: String::new(),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -15,6 +15,7 @@ mod hooks;
 mod launcher;
 mod live;
 mod managed_env;
+mod models;
 mod observability;
 mod openai;
 mod persistence;

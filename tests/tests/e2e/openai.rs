@@ -14,11 +14,11 @@ use dsh_testkit::{
 use dsh_tests::{DaemonSpec, TestDaemon, eventually, private_dir};
 use serde_json::{Value, json};
 
-const KEY: &str = "sk-test-e2e-7f3a";
+pub(crate) const KEY: &str = "sk-test-e2e-7f3a";
 
 /// A daemon whose `openai` provider points at `mock`, with the key in its environment (unless
 /// `with_key` is false) and `extra` appended to its config.
-fn daemon(mock: &Mock, with_key: bool, extra: &str) -> TestDaemon {
+pub(crate) fn daemon(mock: &Mock, with_key: bool, extra: &str) -> TestDaemon {
     let mut env = vec![];
     if with_key {
         env.push(("DEEPSEEK_API_KEY".into(), KEY.into()));

@@ -205,6 +205,7 @@ async fn concurrent_shell_run_calls_of_eight_agents_never_cross_talk() {
                     provider: "scripted".into(),
                     model: String::new(),
                     script_json: r#"{"replies": []}"#.into(),
+                    reasoning_effort: String::new(),
                 }),
                 ..Default::default()
             })

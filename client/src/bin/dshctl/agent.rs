@@ -65,9 +65,9 @@ pub enum AgentCommand {
         /// The agent (a unique id prefix will do).
         id: String,
     },
-    /// Change a live agent's model, approval policy or sandbox in place, between turns: it is
-    /// not closed, its background jobs and "allow always" rules stay (logged as
-    /// `session/settings`). Only the options given change.
+    /// Change a live agent's model, reasoning effort, approval policy or sandbox in place,
+    /// between turns: it is not closed, its background jobs and "allow always" rules stay
+    /// (logged as `session/settings`). Only the options given change.
     Set {
         /// The agent (a unique id prefix will do).
         id: String,
@@ -112,15 +112,20 @@ pub struct ModelArgs {
     /// --script again: its script is not stored).
     #[arg(long = "model", value_name = "PROVIDER")]
     provider: Option<String>,
-    /// Model name for providers that have one (e.g. deepseek-chat).
+    /// Model name for providers that have one (e.g. deepseek-chat; `dshctl models` lists them).
     #[arg(long, value_name = "NAME")]
     model_name: Option<String>,
+    /// How hard a reasoning model thinks (`openai` provider): sent as the request's
+    /// `reasoning_effort` (`max` is DeepSeek's); `default` sends none. Default: the provider's;
+    /// for fork and resume, what the session last ran with.
+    #[arg(long, value_name = "EFFORT", value_parser = ["default", "low", "medium", "high", "max"])]
+    reasoning_effort: Option<String>,
     /// A script for the scripted model (JSON; see examples/). Implies --model scripted.
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
     /// The keyless demo: the scripted model with a script built into dshctl (each turn runs one
     /// bash command and answers; eight turns). Needs no key and no file.
-    #[arg(long, conflicts_with_all = ["script", "provider", "model_name"])]
+    #[arg(long, conflicts_with_all = ["script", "provider", "model_name", "reasoning_effort"])]
     demo: bool,
     /// When a person must approve tool calls: `never`, `on-request` (when a PreToolUse hook
     /// asks) or `always` (every bash call). Default: the daemon's `approvals.policy`; for spawn
@@ -184,6 +189,7 @@ impl ModelArgs {
         Ok(v1::ModelSpec {
             provider: self.provider_named().unwrap_or_default(),
             model: self.model_name.clone().unwrap_or_default(),
+            reasoning_effort: self.reasoning_effort.clone().unwrap_or_default(),
             script_json,
         })
     }
@@ -269,7 +275,9 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
         AgentCommand::Set { id, model, sandbox } => {
             let agent_id = client.resolve(IdKind::Agent, &id).await?;
             let spec = model.spec()?;
-            let named = !spec.provider.is_empty() || !spec.model.is_empty();
+            let named = !spec.provider.is_empty()
+                || !spec.model.is_empty()
+                || !spec.reasoning_effort.is_empty();
             agents
                 .configure(v1::ConfigureAgentRequest {
                     agent_id,
@@ -414,7 +422,16 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
         wire::state_name(a.state),
         a.turns
     )?;
-    writeln!(w, "model    {} {}", a.provider, a.model)?;
+    if a.reasoning_effort.is_empty() {
+        writeln!(w, "model    {} {}", a.provider, a.model)?;
+    } else {
+        let effort = &a.reasoning_effort;
+        writeln!(
+            w,
+            "model    {} {} (reasoning effort {effort})",
+            a.provider, a.model
+        )?;
+    }
     if let Some(s) = &a.sandbox {
         writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
     }

@@ -10,6 +10,7 @@ mod daemon;
 mod doctor;
 mod env;
 mod hooks;
+mod models;
 mod output;
 mod persistence;
 mod prompt;
@@ -146,6 +147,9 @@ enum Command {
         #[command(subcommand)]
         command: hooks::HooksCommand,
     },
+    /// The models an agent can be given (`--model openai --model-name NAME`, an editor's model
+    /// picker): `[model] models` from the config, else the provider's own list.
+    Models,
     /// Local skills under the harness home.
     Skills {
         #[command(subcommand)]
@@ -342,6 +346,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Job { command } => run::job(&client, out, command).await?,
         Command::Hooks { command } => hooks::run(&client, out, command).await?,
         Command::Skills { command } => skills::run(&client, out, command).await?,
+        Command::Models => models::run(&client, out).await?,
         Command::Completions { .. } | Command::Doctor | Command::Acp(_) => {}
     }
     Ok(ExitCode::SUCCESS)

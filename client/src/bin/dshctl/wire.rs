@@ -25,6 +25,7 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "state": state_name(a.state),
         "provider": a.provider,
         "model": a.model,
+        "reasoning_effort": (!a.reasoning_effort.is_empty()).then_some(&a.reasoning_effort),
         "parent_agent_id": a.parent_agent_id,
         "turns": a.turns,
         "approval": approval_name(a.approval),

@@ -35,6 +35,7 @@ pub fn scripted(script: &str) -> ModelChoice {
     ModelChoice {
         provider: Some("scripted".into()),
         model: None,
+        reasoning_effort: None,
         script: Some(script.to_owned()),
     }
 }

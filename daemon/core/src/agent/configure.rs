@@ -131,10 +131,21 @@ impl AgentRegistry {
         let now = agent.settings();
         let same_provider = choice.provider.as_ref().is_none_or(|p| *p == now.provider);
         let same_model = choice.model.as_ref().is_none_or(|m| *m == now.model);
-        if choice.script.is_none() && same_provider && same_model {
+        let same_effort = choice
+            .reasoning_effort
+            .is_none_or(|e| e == now.reasoning_effort);
+        if choice.script.is_none() && same_provider && same_model && same_effort {
             return Ok(None);
         }
-        if choice.script.is_none() && same_provider && now.provider == super::scripted::PROVIDER {
+        let scripted = choice.script.is_none() && same_provider;
+        if scripted && now.provider == super::scripted::PROVIDER && !same_effort {
+            return Err(super::model::InvalidModel {
+                field: "model.reasoning_effort",
+                message: "a reasoning effort is only for the openai provider".into(),
+            }
+            .into());
+        }
+        if scripted && now.provider == super::scripted::PROVIDER {
             return Err(super::model::InvalidModel {
                 field: "model.model",
                 message: "the scripted provider has no models to choose from; give another \

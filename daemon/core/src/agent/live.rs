@@ -201,12 +201,13 @@ impl Agent {
         *lock(&self.approval)
     }
 
-    /// The provider, model and approval policy it runs with.
+    /// The provider, model, reasoning effort and approval policy it runs with.
     pub fn settings(&self) -> AgentSettings {
         let provider = self.provider();
         AgentSettings {
             provider: provider.provider().to_owned(),
             model: provider.model().to_owned(),
+            reasoning_effort: provider.reasoning_effort(),
             approval: self.approval(),
         }
     }
@@ -262,11 +263,13 @@ impl Agent {
         let AgentSettings {
             provider,
             model,
+            reasoning_effort,
             approval,
         } = self.settings();
         self.append(EventData::Settings {
             provider,
             model,
+            reasoning_effort,
             approval,
             sandbox: Some(self.sandbox()),
         });

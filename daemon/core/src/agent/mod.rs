@@ -26,7 +26,7 @@ pub(crate) mod watch;
 pub use answers::ApprovalAnswer;
 pub use configure::SettingsChange;
 pub use live::{Agent, AgentStatus};
-pub use model::{ModelChoice, ProviderFactory};
+pub use model::{ModelChoice, ModelList, ModelSource, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};
 pub use services::{
     AgentLimits, AgentServices, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,

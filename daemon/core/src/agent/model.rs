@@ -34,6 +34,42 @@ pub enum UnusableModel {
     },
 }
 
+/// Where a [`ModelList`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelSource {
+    /// `[model] models` in the config: the user's own choice of what to offer.
+    Config,
+    /// The provider's `GET /models`, asked just now.
+    Provider,
+    /// The configured model alone, because the provider could not be asked (see the problem).
+    Default,
+}
+
+impl ModelSource {
+    /// The name used on the wire and in `dshctl models`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Config => "config",
+            Self::Provider => "provider",
+            Self::Default => "default",
+        }
+    }
+}
+
+/// The models of the `openai` provider an agent can be given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelList {
+    /// The configured default model (`[model] model`); also the first of `models`.
+    pub default: String,
+    /// Every model offered, the default first, then in the source's order.
+    pub models: Vec<String>,
+    /// Where the list came from.
+    pub source: ModelSource,
+    /// Why the provider's list could not be had (its request's error), when `source` is
+    /// [`ModelSource::Default`].
+    pub problem: Option<String>,
+}
+
 /// Builds providers from choices and the daemon's defaults.
 #[derive(Debug, Clone)]
 pub struct ProviderFactory {
@@ -66,12 +102,44 @@ impl ProviderFactory {
         (&self.openai.config().api_key_env, self.openai.has_key())
     }
 
+    /// The models an agent can be given: `[model] models` when configured, otherwise the
+    /// provider's own list (asked now: a person is waiting for it, and a stale list offers
+    /// models that are gone), otherwise the configured model alone with the reason. The
+    /// configured default is always offered, first.
+    pub async fn models(&self) -> ModelList {
+        let config = self.openai.config();
+        let default = config.model.clone();
+        let (source, found, problem) = if config.models.is_empty() {
+            match self.openai.models().await {
+                Ok(found) => (ModelSource::Provider, found, None),
+                Err(error) => (ModelSource::Default, Vec::new(), Some(error.to_string())),
+            }
+        } else {
+            (ModelSource::Config, config.models.clone(), None)
+        };
+        let mut models = vec![default.clone()];
+        models.extend(found.into_iter().filter(|m| *m != default));
+        ModelList {
+            default,
+            models,
+            source,
+            problem,
+        }
+    }
+
     /// The provider for `choice`. An `openai` choice without a key is refused at once, with the
     /// message its first request would otherwise give.
     pub fn build(&self, choice: &ModelChoice) -> Result<Arc<dyn ModelProvider>, UnusableModel> {
         let provider = choice.provider.as_deref().unwrap_or(&self.default_provider);
         match provider {
             scripted::PROVIDER => {
+                if matches!(choice.reasoning_effort, Some(Some(_))) {
+                    return Err(InvalidModel {
+                        field: "model.reasoning_effort",
+                        message: "a reasoning effort is only for the openai provider".into(),
+                    }
+                    .into());
+                }
                 let script = match &choice.script {
                     Some(text) => Script::parse(text).map_err(|e| InvalidModel {
                         field: "model.script_json",
@@ -100,7 +168,9 @@ impl ProviderFactory {
                     Some(model) => self.openai.clone().with_model(model.clone()),
                     None => self.openai.clone(),
                 };
-                Ok(Arc::new(provider))
+                Ok(Arc::new(
+                    provider.with_reasoning_effort(choice.reasoning_effort.flatten()),
+                ))
             }
             other => Err(InvalidModel {
                 field: "model.provider",
@@ -131,11 +201,14 @@ impl ProviderFactory {
             })
             .or_else(|| recorded.map(|r| r.provider.clone()))
             .unwrap_or_else(|| self.default_provider.clone());
-        let model = requested.model.clone().or_else(|| {
-            recorded
-                .filter(|r| r.provider == provider && provider != scripted::PROVIDER)
-                .map(|r| r.model.clone())
-        });
+        let same = recorded.filter(|r| r.provider == provider && provider != scripted::PROVIDER);
+        let model = requested
+            .model
+            .clone()
+            .or_else(|| same.map(|r| r.model.clone()));
+        let reasoning_effort = requested
+            .reasoning_effort
+            .or_else(|| same.and_then(|r| r.reasoning_effort).map(Some));
         if provider == scripted::PROVIDER
             && requested.script.is_none()
             && self.default_script.is_none()
@@ -151,6 +224,7 @@ impl ProviderFactory {
         Ok(ModelChoice {
             provider: Some(provider),
             model,
+            reasoning_effort,
             script: requested.script.clone(),
         })
     }
@@ -161,6 +235,7 @@ pub(super) fn settings_of(provider: &dyn ModelProvider, approval: ApprovalPolicy
     AgentSettings {
         provider: provider.provider().to_owned(),
         model: provider.model().to_owned(),
+        reasoning_effort: provider.reasoning_effort(),
         approval,
     }
 }
@@ -180,6 +255,7 @@ pub(super) fn record_settings(
         log.append(EventData::Settings {
             provider: now.provider,
             model: now.model,
+            reasoning_effort: now.reasoning_effort,
             approval: now.approval,
             sandbox: Some(sandbox),
         });
@@ -201,6 +277,7 @@ mod tests {
         AgentSettings {
             provider: provider.into(),
             model: model.into(),
+            reasoning_effort: None,
             approval: ApprovalPolicy::OnRequest,
         }
     }
@@ -209,6 +286,7 @@ mod tests {
         ModelChoice {
             provider: provider.map(str::to_owned),
             model: model.map(str::to_owned),
+            reasoning_effort: None,
             script: script.map(str::to_owned),
         }
     }
@@ -273,6 +351,47 @@ mod tests {
             f.again(&id, &choice(Some("openai"), None, None), None)
                 .unwrap(),
             choice(Some("openai"), None, None)
+        );
+    }
+
+    #[test]
+    fn a_reasoning_effort_is_kept_until_another_is_named_and_only_openai_takes_one() {
+        use dsh_session::ReasoningEffort::{High, Max};
+        let f = factory(Some("sk-x"));
+        let id = SessionId::parse("s").unwrap();
+        let thinking = AgentSettings {
+            reasoning_effort: Some(Max),
+            ..recorded("openai", "deepseek-reasoner")
+        };
+        let named = |effort| ModelChoice {
+            reasoning_effort: Some(effort),
+            ..ModelChoice::default()
+        };
+        let again = |choice: &ModelChoice| f.again(&id, choice, Some(&thinking)).unwrap();
+        let built = |choice: &ModelChoice| f.build(choice).unwrap().reasoning_effort();
+        assert_eq!(built(&again(&ModelChoice::default())), Some(Max));
+        assert_eq!(
+            built(&again(&choice(None, Some("deepseek-chat"), None))),
+            Some(Max),
+            "another model keeps the effort"
+        );
+        assert_eq!(built(&again(&named(Some(High)))), Some(High));
+        assert_eq!(built(&again(&named(None))), None, "`default` asks for none");
+        assert_eq!(
+            built(&again(&choice(None, None, Some(r#"{"replies": []}"#)))),
+            None,
+            "the scripted model has none"
+        );
+        let err = f
+            .build(&ModelChoice {
+                provider: Some("scripted".into()),
+                ..named(Some(High))
+            })
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().starts_with("model.reasoning_effort:"),
+            "{err}"
         );
     }
 }

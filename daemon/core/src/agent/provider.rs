@@ -14,6 +14,10 @@ pub struct ModelChoice {
     pub provider: Option<String>,
     /// Model name (providers that have one).
     pub model: Option<String>,
+    /// Reasoning effort (the `openai` provider). `None`: not named (at creation the provider's
+    /// default; going live again or reconfigured, what the session ran with); `Some(None)`: the
+    /// provider's default, named.
+    pub reasoning_effort: Option<Option<dsh_session::ReasoningEffort>>,
     /// Scripted provider: the script as JSON text.
     pub script: Option<String>,
 }
@@ -167,13 +171,19 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     /// Model name, e.g. `deepseek-chat` (`script` for the scripted provider).
     fn model(&self) -> &str;
 
+    /// The reasoning effort it asks of the model; `None`: the provider's default.
+    fn reasoning_effort(&self) -> Option<dsh_session::ReasoningEffort> {
+        None
+    }
+
     /// The model a child spawned by this agent's call `call_id` runs: by default the same
-    /// provider and model. (The scripted provider answers with the script that call carried.)
+    /// provider, model and reasoning effort. (The scripted provider answers with the script that call carried.)
     fn child_choice(&self, call_id: &str) -> ModelChoice {
         let _ = call_id;
         ModelChoice {
             provider: Some(self.provider().to_owned()),
             model: Some(self.model().to_owned()),
+            reasoning_effort: Some(self.reasoning_effort()),
             script: None,
         }
     }

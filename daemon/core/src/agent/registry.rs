@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use super::error::{AgentError, Unsaved};
 use super::live::{Agent, NewAgent};
-use super::model::{ModelChoice, ProviderFactory, UnusableModel, record_settings, settings_of};
+use super::model::{
+    ModelChoice, ModelList, ProviderFactory, UnusableModel, record_settings, settings_of,
+};
 use super::provider::ModelProvider;
 use super::services::AgentServices;
 use super::turn::{self, TurnOutcome};
@@ -88,6 +90,11 @@ impl AgentRegistry {
     /// The variable the `openai` provider's key is read from, and whether it held one at start.
     pub fn model_key(&self) -> (&str, bool) {
         self.providers.model_key()
+    }
+
+    /// The models agents can be given (`Models.List`): see [`ProviderFactory::models`].
+    pub async fn models(&self) -> ModelList {
+        self.providers.models().await
     }
 
     /// A new top-level agent working in `cwd`, its bash calls confined by `sandbox`, with

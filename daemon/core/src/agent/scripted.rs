@@ -187,6 +187,7 @@ impl ModelProvider for ScriptedProvider {
         ModelChoice {
             provider: Some(PROVIDER.into()),
             model: None,
+            reasoning_effort: None,
             script: Some(script.to_string()),
         }
     }

@@ -229,7 +229,15 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
             .iter()
             .map(|o| o["value"].as_str().unwrap())
             .collect();
-        assert_eq!(values, ["scripted", "openai/deepseek-chat"], "{created}");
+        assert_eq!(
+            values,
+            [
+                "scripted",
+                "openai/deepseek-chat",
+                "openai/deepseek-reasoner"
+            ],
+            "the provider's models are offered: {created}"
+        );
 
         set_mode(&mut acp, &id, "never");
         let (_, chosen) = acp.call(
@@ -240,6 +248,31 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
         assert_eq!(
             chosen["configOptions"][0]["currentValue"],
             "openai/deepseek-chat"
+        );
+        // An openai session has a reasoning effort too (a scripted one has none).
+        assert_eq!(created["configOptions"].as_array().unwrap().len(), 1);
+        let effort = &chosen["configOptions"][1];
+        assert_eq!(
+            (&effort["id"], &effort["category"], &effort["currentValue"]),
+            (
+                &json!("reasoning_effort"),
+                &json!("thought_level"),
+                &json!("default")
+            ),
+            "{chosen}"
+        );
+        let (_, thinking) = acp.call(
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "reasoning_effort", "value": "max"}),
+        );
+        super::schema_check::check("SetSessionConfigOptionResponse", &thinking);
+        assert_eq!(
+            (
+                &thinking["configOptions"][0]["currentValue"],
+                &thinking["configOptions"][1]["currentValue"]
+            ),
+            (&json!("openai/deepseek-chat"), &json!("max")),
+            "{thinking}"
         );
         let (before, answer) = acp.call("session/prompt", prompt(&id, "hi"));
         assert_eq!(answer["stopReason"], "end_turn", "{answer}");
@@ -282,8 +315,13 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
         );
         let shown = agent_show(&daemon, &id);
         assert_eq!(
-            (&shown["approval"], &shown["provider"], &shown["turns"]),
-            (&json!("never"), &json!("openai"), &json!(2)),
+            (
+                &shown["approval"],
+                &shown["provider"],
+                &shown["reasoning_effort"],
+                &shown["turns"]
+            ),
+            (&json!("never"), &json!("openai"), &json!("max"), &json!(2)),
             "{shown}"
         );
         let types = stored_types(&daemon, &id);
@@ -296,6 +334,14 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
     })
     .await
     .unwrap();
+    // Both model requests, before and after the restart, asked for the chosen effort.
+    let asked: Vec<Value> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/chat/completions")
+        .map(|r| r.body["reasoning_effort"].clone())
+        .collect();
+    assert_eq!(asked, [json!("max"), json!("max")]);
 }
 
 /// The model's reasoning streams to the editor as `agent_thought_chunk`s while the model is

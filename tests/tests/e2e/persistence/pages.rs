@@ -34,6 +34,7 @@ fn scripted() -> Option<v1::ModelSpec> {
     Some(v1::ModelSpec {
         provider: "scripted".into(),
         script_json: r#"{"replies": [{"text": "ok"}]}"#.into(),
+        reasoning_effort: String::new(),
         ..v1::ModelSpec::default()
     })
 }

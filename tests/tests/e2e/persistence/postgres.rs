@@ -24,6 +24,7 @@ fn leased_refusal(daemon: &TestDaemon, id: &str, script: &Path) -> tonic_types::
                 model: Some(v1::ModelSpec {
                     provider: "scripted".to_owned(),
                     script_json: std::fs::read_to_string(script).unwrap(),
+                    reasoning_effort: String::new(),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -88,6 +88,7 @@ pub async fn run(
         prompting: Mutex::default(),
         known: Mutex::default(),
         context_window: Mutex::default(),
+        models: tokio::sync::OnceCell::new(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
     let mut tasks = tokio::task::JoinSet::new();
@@ -166,6 +167,9 @@ struct Bridge {
     /// How many tokens the model's context holds (dshd's `model.context_window`, read at
     /// `initialize`), for `usage_update`s.
     context_window: Mutex<Option<u64>>,
+    /// The `openai` models to offer in the model picker (`Models.List`), asked once per bridge:
+    /// dshd asks the provider each time, and an editor asks for options at every session.
+    models: tokio::sync::OnceCell<Vec<String>>,
 }
 
 impl Bridge {

@@ -11,6 +11,7 @@
 //! passes it to [`OpenAiProvider::new`], so tests can inject keys and a changed environment cannot
 //! change a running daemon's behaviour behind its back.
 
+mod models;
 mod retry;
 mod sse;
 mod stream;
@@ -31,6 +32,7 @@ use super::provider::{
     ModelError, ModelProgress, ModelProvider, ModelReply, ModelRequest, ModelRetry,
 };
 use crate::call::BoxFuture;
+use dsh_session::ReasoningEffort;
 use retry::{Backoff, retry_after};
 use stream::{Accumulator, Flow};
 
@@ -55,8 +57,8 @@ const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
 /// Settings of the `openai` provider: the `[model]` table of the daemon's config, minus the
 /// `provider` key that selects it.
 ///
-/// TOML keys: `base_url`, `model`, `api_key_env`, `request_timeout_ms`, `idle_timeout_ms`,
-/// `retries`, `max_backoff_ms`. Every key is optional; unknown keys are refused.
+/// TOML keys: `base_url`, `model`, `models`, `api_key_env`, `request_timeout_ms`,
+/// `idle_timeout_ms`, `retries`, `max_backoff_ms`. Every key is optional; unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OpenAiConfig {
@@ -65,6 +67,9 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// Model name sent with each request (agents may override it).
     pub model: String,
+    /// The models offered to pick from (`Models.List`, an editor's model picker). Empty: the
+    /// provider's own `GET /models` list is asked for instead.
+    pub models: Vec<String>,
     /// Name of the environment variable the daemon reads the key from (and scrubs from children).
     pub api_key_env: String,
     /// Ceiling on establishing a response (connect, send, response headers) per attempt.
@@ -86,6 +91,7 @@ impl Default for OpenAiConfig {
         Self {
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: DEFAULT_MODEL.to_owned(),
+            models: Vec::new(),
             api_key_env: DEFAULT_API_KEY_ENV.to_owned(),
             request_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(120),
@@ -106,6 +112,9 @@ impl OpenAiConfig {
         endpoint_url(&self.base_url)?;
         if self.model.trim().is_empty() {
             return Err(OpenAiSetupError::Empty { key: "model" });
+        }
+        if let Some(index) = self.models.iter().position(|m| m.trim().is_empty()) {
+            return Err(OpenAiSetupError::BlankModel { index });
         }
         if self.api_key_env.trim().is_empty() {
             return Err(OpenAiSetupError::Empty { key: "api_key_env" });
@@ -141,6 +150,14 @@ pub enum OpenAiSetupError {
         /// The TOML key.
         key: &'static str,
     },
+    /// An entry of `model.models` is blank.
+    #[error(
+        "model.models[{index}] is blank; list model names, or leave models out to ask the provider"
+    )]
+    BlankModel {
+        /// Position in the list, from 0.
+        index: usize,
+    },
     /// A timeout is zero, which would fail every request.
     #[error("model.{key} must be greater than 0")]
     ZeroTimeout {
@@ -169,6 +186,8 @@ pub struct OpenAiProvider {
     endpoint: reqwest::Url,
     /// `Bearer <key>`, marked sensitive so reqwest and `Debug` never print it.
     authorization: Option<HeaderValue>,
+    /// The agent's chosen reasoning effort; `None` sends none (the provider's default).
+    reasoning_effort: Option<ReasoningEffort>,
 }
 
 impl fmt::Debug for OpenAiProvider {
@@ -230,6 +249,7 @@ impl OpenAiProvider {
             client,
             endpoint,
             authorization,
+            reasoning_effort: None,
         })
     }
 
@@ -237,6 +257,13 @@ impl OpenAiProvider {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.config.model = model.into();
+        self
+    }
+
+    /// The same provider asking for `effort` (per-agent choice; `None`: the provider's default).
+    #[must_use]
+    pub fn with_reasoning_effort(mut self, effort: Option<ReasoningEffort>) -> Self {
+        self.reasoning_effort = effort;
         self
     }
 
@@ -269,7 +296,7 @@ impl OpenAiProvider {
                 variable: self.config.api_key_env.clone(),
             });
         };
-        let body = wire::request_body(&self.config.model, request)
+        let body = wire::request_body(&self.config.model, self.reasoning_effort, request)
             .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
         let response = self.send(body, authorization, cancel, progress).await?;
         self.read_reply(response, cancel, progress).await
@@ -488,6 +515,10 @@ impl ModelProvider for OpenAiProvider {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    fn reasoning_effort(&self) -> Option<ReasoningEffort> {
+        self.reasoning_effort
     }
 
     fn complete<'a>(

@@ -11,11 +11,15 @@ use serde_json::Value;
 
 use crate::agent::provider::ModelRequest;
 use crate::call::ToolSchema;
-use dsh_session::ToolCallRequest;
 use dsh_session::history::HistoryMessage;
+use dsh_session::{ReasoningEffort, ToolCallRequest};
 
 /// Serialises the request body for `model`.
-pub(super) fn request_body(model: &str, request: &ModelRequest) -> serde_json::Result<Vec<u8>> {
+pub(super) fn request_body(
+    model: &str,
+    reasoning_effort: Option<ReasoningEffort>,
+    request: &ModelRequest,
+) -> serde_json::Result<Vec<u8>> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     messages.push(Message::System {
         content: &request.system,
@@ -37,6 +41,7 @@ pub(super) fn request_body(model: &str, request: &ModelRequest) -> serde_json::R
     }
     serde_json::to_vec(&Body {
         model,
+        reasoning_effort: reasoning_effort.map(ReasoningEffort::as_str),
         messages,
         tools: request.tools.iter().map(OutTool::from).collect(),
         stream: true,
@@ -49,6 +54,10 @@ pub(super) fn request_body(model: &str, request: &ModelRequest) -> serde_json::R
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
+    /// Only when the agent chose one: the provider's default otherwise, and providers that do
+    /// not know the member never see it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
     messages: Vec<Message<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<OutTool<'a>>,

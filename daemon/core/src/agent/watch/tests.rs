@@ -70,6 +70,7 @@ fn scripted(script: &Value) -> ModelChoice {
     ModelChoice {
         provider: Some("scripted".into()),
         model: None,
+        reasoning_effort: None,
         script: Some(script.to_string()),
     }
 }

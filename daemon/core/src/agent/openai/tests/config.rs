@@ -18,6 +18,7 @@ fn config_defaults_and_toml_keys() {
         r#"
         base_url = "https://api.openai.com/v1"
         model = "gpt-4.1"
+        models = ["gpt-4.1", "o3"]
         api_key_env = "OPENAI_API_KEY"
         request_timeout_ms = 1500
         idle_timeout_ms = 250
@@ -31,6 +32,7 @@ fn config_defaults_and_toml_keys() {
         OpenAiConfig {
             base_url: "https://api.openai.com/v1".into(),
             model: "gpt-4.1".into(),
+            models: vec!["gpt-4.1".into(), "o3".into()],
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_millis(1500),
             idle_timeout: Duration::from_millis(250),
@@ -107,6 +109,15 @@ fn construction_validates_the_config() {
             ..base.clone()
         }),
         OpenAiSetupError::Empty { key: "model" }
+    );
+    let blank = bad(OpenAiConfig {
+        models: vec!["deepseek-chat".into(), "".into()],
+        ..base.clone()
+    });
+    assert_eq!(blank, OpenAiSetupError::BlankModel { index: 1 });
+    assert!(
+        blank.to_string().starts_with("model.models[1] is blank"),
+        "{blank}"
     );
     let err = OpenAiProvider::new(base.clone(), Some("sk-a\nb".into())).unwrap_err();
     assert_eq!(

@@ -149,6 +149,17 @@ async fn streams_a_tool_call_whose_arguments_arrive_in_fragments() {
     );
 }
 
+/// A chosen effort is the request's `reasoning_effort`; without one the member is absent (the
+/// exact body of the next test).
+#[tokio::test]
+async fn a_chosen_reasoning_effort_is_sent_as_reasoning_effort() {
+    let mock = Mock::start(vec![ok_stream("ok")]).await;
+    let thinking = provider(&mock.base_url).with_reasoning_effort(Some(ReasoningEffort::Max));
+    let (reply, _) = complete(&thinking, &request(), &CancellationToken::new()).await;
+    reply.unwrap();
+    assert_eq!(mock.requests()[0].body["reasoning_effort"], "max");
+}
+
 #[tokio::test]
 async fn request_body_and_headers_have_the_chat_completions_shape() {
     let mock = Mock::start(vec![ok_stream("ok")]).await;
