@@ -349,6 +349,10 @@ event_vocabulary! {
         /// Machine-readable error code, e.g. `TOOL_OUTCOME_UNKNOWN`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<String>,
+        /// A command's exit status (`bash` calls that ran to an end); absent for other tools, a
+        /// command killed by a signal, timed out or never started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
     },
     /// A file tool's call (`read`, `write`, `edit`) named a file: which (absolute, as the call
     /// named it), how, and for a change its unified diff and the content hashes
@@ -738,6 +742,7 @@ mod tests {
                 content: "out \"quoted\"\n".into(),
                 is_error: true,
                 code: Some("TOOL_OUTCOME_UNKNOWN".into()),
+                exit_code: None,
             },
         ] {
             let event = Event {
@@ -771,6 +776,7 @@ mod tests {
             content: "out".into(),
             is_error: true,
             code: Some("TOOL_OUTCOME_UNKNOWN".into()),
+            exit_code: None,
         });
         assert_eq!(
             json,

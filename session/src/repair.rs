@@ -63,6 +63,7 @@ pub fn close_open_turn(events: &[Event]) -> Vec<Event> {
                 ),
                 is_error: true,
                 code: Some(TOOL_OUTCOME_UNKNOWN.to_owned()),
+                exit_code: None,
             });
         }
     }
@@ -141,6 +142,7 @@ mod tests {
                 content: "ok".into(),
                 is_error: false,
                 code: None,
+                exit_code: None,
             },
         ]);
         let closers = close_open_turn(&events);

@@ -146,18 +146,22 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
             call_id(),
             text(),
             any::<bool>(),
-            prop::option::of(text())
+            prop::option::of(text()),
+            prop::option::of(any::<i32>())
         )
-            .prop_map(|(turn, step, call_id, content, is_error, code)| {
-                EventData::ToolResult {
-                    turn,
-                    step,
-                    call_id,
-                    content,
-                    is_error,
-                    code,
+            .prop_map(
+                |(turn, step, call_id, content, is_error, code, exit_code)| {
+                    EventData::ToolResult {
+                        turn,
+                        step,
+                        call_id,
+                        content,
+                        is_error,
+                        code,
+                        exit_code,
+                    }
                 }
-            }),
+            ),
         (
             text(),
             text(),

@@ -214,6 +214,7 @@ fn step_events(start: u64, step: u32) -> Vec<Event> {
             content: "total 8\ndrwxr-xr-x 2 ada ada 4096 main.rs\n".repeat(8),
             is_error: false,
             code: None,
+            exit_code: None,
         },
         EventData::StepEnd { turn: 1, step },
     ];

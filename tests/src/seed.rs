@@ -170,6 +170,7 @@ pub fn long_session(bytes: usize) -> Vec<Event> {
                 content: output.clone(),
                 is_error: false,
                 code: None,
+                exit_code: None,
             },
             EventData::StepEnd { turn, step: 1 },
             EventData::StepStart { turn, step: 2 },

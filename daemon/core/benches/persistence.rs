@@ -229,6 +229,7 @@ fn batch_data(batch: usize) -> Vec<EventData> {
                 content: output.clone(),
                 is_error: false,
                 code: None,
+                exit_code: None,
             },
             EventData::StepEnd { turn, step },
         ]);

@@ -20,6 +20,8 @@ mod refusals;
 mod rules;
 #[path = "acp/schema_check.rs"]
 mod schema_check;
+#[path = "acp/terminal.rs"]
+mod terminal;
 #[path = "acp/threads.rs"]
 mod threads;
 

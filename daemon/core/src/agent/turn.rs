@@ -476,6 +476,14 @@ impl TurnRun {
                 stop = end.stop;
             }
             let file = file_event(turn, step, &call_id, end.output.detail.as_ref());
+            let exit_code = match &end.output.detail {
+                Some(ToolDetail::Command {
+                    exit_code,
+                    interrupted: false,
+                    ..
+                }) => *exit_code,
+                _ => None,
+            };
             self.log(EventData::ToolResult {
                 turn,
                 step,
@@ -483,6 +491,7 @@ impl TurnRun {
                 content: end.output.content,
                 is_error: end.output.is_error,
                 code: None,
+                exit_code,
             });
             if let Some(file) = file {
                 self.log(file);

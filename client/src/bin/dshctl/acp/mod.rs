@@ -23,6 +23,7 @@ mod updates;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dsh_client::Client;
@@ -88,6 +89,7 @@ pub async fn run(
         prompting: Mutex::default(),
         known: Mutex::default(),
         context_window: Mutex::default(),
+        terminal_output: AtomicBool::new(false),
         models: tokio::sync::OnceCell::new(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
@@ -170,6 +172,9 @@ struct Bridge {
     /// The `openai` models to offer in the model picker (`Models.List`), asked once per bridge:
     /// dshd asks the provider each time, and an editor asks for options at every session.
     models: tokio::sync::OnceCell<Vec<String>>,
+    /// The client shows commands in display-only terminals (`initialize`'s
+    /// `clientCapabilities._meta.terminal_output`).
+    terminal_output: AtomicBool,
 }
 
 impl Bridge {
@@ -256,6 +261,10 @@ impl Bridge {
             .await?
             .into_inner();
         *lock(&self.context_window) = Some(status.context_window).filter(|n| *n > 0);
+        self.terminal_output.store(
+            asked.client_capabilities.terminal_output(),
+            Ordering::Relaxed,
+        );
         // Auth methods only when this bridge's agents need a key dshd does not have.
         let auth_methods = if self.provider.as_deref() == Some("openai")
             && !status.model_key_configured

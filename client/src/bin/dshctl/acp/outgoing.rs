@@ -49,6 +49,12 @@ pub enum SessionUpdate {
         status: ToolCallStatus,
         /// Its arguments.
         raw_input: Value,
+        /// A display-only terminal for a command's output, for clients that show one.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        content: Vec<ToolCallContent>,
+        /// `terminal_info` of that terminal (see [`TerminalMeta`]).
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<TerminalMeta>,
     },
     /// A tool call changed.
     ToolCallUpdate {
@@ -63,6 +69,9 @@ pub enum SessionUpdate {
         /// Its result, at its end.
         #[serde(skip_serializing_if = "Option::is_none")]
         raw_output: Option<RawOutput>,
+        /// New output of its display-only terminal, or how the command ended.
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<TerminalMeta>,
     },
     /// A file tool's change, after its result: the diff and where it is. ACP's
     /// `tool_call_update` again, with the members only a change has.
@@ -186,6 +195,12 @@ pub enum ToolCallContent {
         /// The block.
         content: Content,
     },
+    /// A display-only terminal (the client's `_meta.terminal_output` convention): its id is
+    /// the tool call's.
+    Terminal {
+        /// The terminal.
+        terminal_id: String,
+    },
     /// A file's change.
     Diff {
         /// The file, absolute.
@@ -194,6 +209,37 @@ pub enum ToolCallContent {
         old_text: Option<String>,
         /// Its text after.
         new_text: String,
+    },
+}
+
+/// The `_meta` of a command's display-only terminal, as Zed reads it (`clientCapabilities._meta.
+/// terminal_output`, which Zed's own Codex adapter uses): the terminal at the call's start, its
+/// output as it comes, and how the command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum TerminalMeta {
+    /// The terminal the call's output goes to.
+    #[serde(rename = "terminal_info")]
+    Info {
+        /// The terminal (the tool call's id).
+        terminal_id: String,
+    },
+    /// More output, to append.
+    #[serde(rename = "terminal_output")]
+    Output {
+        /// The terminal.
+        terminal_id: String,
+        /// The bytes, as text.
+        data: String,
+    },
+    /// The command ended.
+    #[serde(rename = "terminal_exit")]
+    Exit {
+        /// The terminal.
+        terminal_id: String,
+        /// Its exit status, when it ran to an end.
+        exit_code: Option<i32>,
+        /// Never known to dsh's clients: always null.
+        signal: Option<String>,
     },
 }
 

@@ -15,6 +15,27 @@ use serde_json::value::RawValue;
 pub struct InitializeRequest {
     /// The version the client speaks.
     pub protocol_version: u64,
+    /// What the client can do; only its `_meta.terminal_output` is read.
+    #[serde(default)]
+    pub client_capabilities: ClientCapabilities,
+}
+
+/// `initialize`'s `clientCapabilities`.
+#[derive(Debug, Default, Deserialize)]
+pub struct ClientCapabilities {
+    /// Extensions; `terminal_output: true` (Zed's) shows commands in display-only terminals.
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl ClientCapabilities {
+    /// Whether the client shows a command's output in a display-only terminal.
+    pub fn terminal_output(&self) -> bool {
+        self.meta
+            .as_ref()
+            .and_then(|m| m.get("terminal_output"))
+            .is_some_and(|v| v.as_bool() == Some(true))
+    }
 }
 
 /// An MCP server the client asked for: only its name matters here.

@@ -2,6 +2,7 @@
 //! agent; everything about it is asked of the daemon.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
@@ -170,7 +171,8 @@ impl Bridge {
             })
             .await?
             .into_inner();
-        let mut translator = Translator::new(session_id, true);
+        let mut translator = Translator::new(session_id, true)
+            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed));
         while let Some(event) = events.next().await {
             let event = event?;
             for out in translator.translate(&event) {

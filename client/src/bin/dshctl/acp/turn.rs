@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use dsh_client::refusal::Refusal;
 use dsh_proto::v1;
@@ -79,7 +80,8 @@ impl Bridge {
         events: &mut tonic::Streaming<v1::Event>,
     ) -> Result<PromptResponse, RpcError> {
         let mut translator = Translator::new(session_id, false)
-            .with_context_window(*super::lock(&self.context_window));
+            .with_context_window(*super::lock(&self.context_window))
+            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed));
         // The permission requests still open, by (agent, call): a decision made elsewhere
         // withdraws them.
         let mut open: HashMap<(String, String), oneshot::Sender<()>> = HashMap::new();

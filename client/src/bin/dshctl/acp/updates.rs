@@ -15,6 +15,7 @@
 //! | `tool/result` | `tool_call_update` `completed` / `failed`, the output as text content |
 //! | `tool/file` of a change (with its texts) | `tool_call_update` whose content is the `diff` (`path`, `oldText`, `newText`) and whose `locations` name the file and its first changed line |
 //! | a child agent's `tool/call` / `tool/result` | the same, on the parent's session, ids and titles marked with the child |
+//! | `bash`'s `tool/call`, `tool/output`, `tool/result` for a client with `_meta.terminal_output` | a display-only terminal: `terminal` content and `_meta.terminal_info`, then `_meta.terminal_output` pieces, then `_meta.terminal_exit` with the exit code |
 //! | the prompted agent's `turn/end` | the `session/prompt` response's `stopReason` |
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ use serde_json::Value;
 
 use super::schema::{
     Content, PermissionInput, PermissionToolCall, RawOutput, SessionUpdate, StopReason,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolKind,
+    TerminalMeta, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolKind,
 };
 
 /// How much of a running call's live output a `tool_call_update` carries: its tail. ACP replaces a
@@ -82,6 +83,11 @@ pub struct Translator {
     outputs: HashMap<String, Preview>,
     /// How many tokens the model's context holds, when dshd knows (`usage_update`).
     context_window: Option<u64>,
+    /// The client shows a command's output in a display-only terminal (its
+    /// `clientCapabilities._meta.terminal_output`).
+    terminal_output: bool,
+    /// The calls shown as terminals, by ACP tool call id, and whether output reached each.
+    terminals: HashMap<String, bool>,
 }
 
 /// A running call's output as shown so far.
@@ -94,12 +100,12 @@ struct Preview {
 }
 
 impl Preview {
-    /// Takes one `tool/output` piece; whether it added anything.
-    fn take(&mut self, output: &ToolOutput<'_>) -> bool {
+    /// Takes one `tool/output` piece; what it added (empty: nothing).
+    fn take<'a>(&mut self, output: &'a ToolOutput<'_>) -> &'a str {
         let taken = self.taken.entry(output.stream).or_insert(0);
         let new = unseen(taken, to_usize(output.offset), &output.text);
         if new.is_empty() {
-            return false;
+            return new;
         }
         self.text.push_str(new);
         if self.text.len() > PREVIEW_BYTES {
@@ -109,7 +115,7 @@ impl Preview {
             }
             self.text.drain(..cut);
         }
-        true
+        new
     }
 }
 
@@ -123,7 +129,16 @@ impl Translator {
             thought: HashMap::new(),
             outputs: HashMap::new(),
             context_window: None,
+            terminal_output: false,
+            terminals: HashMap::new(),
         }
+    }
+
+    /// Shows each `bash` call's output in a display-only terminal (`_meta.terminal_output`)
+    /// instead of as text content, for clients that said they show one.
+    pub fn with_terminal_output(mut self, terminal_output: bool) -> Self {
+        self.terminal_output = terminal_output;
+        self
     }
 
     /// Also reports how full the context is after each model reply that says (`usage_update`),
@@ -219,7 +234,14 @@ impl Translator {
                     name,
                     arguments,
                     ..
-                } => started(call_id(&id, child), &name, arguments, child),
+                } => {
+                    let id = call_id(&id, child);
+                    let terminal = self.terminal_output && name == "bash";
+                    if terminal {
+                        self.terminals.insert(id.clone(), false);
+                    }
+                    started(id, &name, arguments, child, terminal)
+                }
                 EventData::ApprovalRequest {
                     call_id: id,
                     tool,
@@ -287,11 +309,27 @@ impl Translator {
                     content,
                     is_error,
                     code,
+                    exit_code,
                     ..
                 } => {
                     let id = call_id(&id, child);
                     self.outputs.remove(&id);
-                    vec![finished(id, content, is_error, code)]
+                    let Some(streamed) = self.terminals.remove(&id) else {
+                        return vec![finished(id, content, is_error, code, None)];
+                    };
+                    // Output that never streamed (a quick command, a replay) goes to the
+                    // terminal whole, then the end.
+                    let mut out = Vec::new();
+                    if !streamed && !content.is_empty() {
+                        out.push(terminal_output(id.clone(), content.clone()));
+                    }
+                    let exit = TerminalMeta::Exit {
+                        terminal_id: id.clone(),
+                        exit_code,
+                        signal: None,
+                    };
+                    out.push(finished(id, content, is_error, code, Some(exit)));
+                    out
                 }
                 EventData::ToolFile {
                     call_id: id,
@@ -339,14 +377,20 @@ impl Translator {
 
     fn output(&mut self, id: String, output: &ToolOutput<'_>) -> Vec<Output> {
         let preview = self.outputs.entry(id.clone()).or_default();
-        if !preview.take(output) {
+        let new = preview.take(output);
+        if new.is_empty() {
             return Vec::new();
+        }
+        if let Some(streamed) = self.terminals.get_mut(&id) {
+            *streamed = true;
+            return vec![terminal_output(id, new.to_owned())];
         }
         vec![Output::Update(SessionUpdate::ToolCallUpdate {
             tool_call_id: id,
             status: None,
             content: Some(vec![text_content(preview.text.clone())]),
             raw_output: None,
+            meta: None,
         })]
     }
 }
@@ -480,8 +524,25 @@ fn short(id: &str) -> &str {
     id.get(id.len().saturating_sub(8)..).unwrap_or(id)
 }
 
-fn started(id: String, tool: &str, arguments: Value, child: Option<&str>) -> Vec<Output> {
+fn started(
+    id: String,
+    tool: &str,
+    arguments: Value,
+    child: Option<&str>,
+    terminal: bool,
+) -> Vec<Output> {
     let (title, kind) = call_title(tool, &arguments, child);
+    let (content, meta) = if terminal {
+        let terminal_id = id.clone();
+        (
+            vec![ToolCallContent::Terminal {
+                terminal_id: terminal_id.clone(),
+            }],
+            Some(TerminalMeta::Info { terminal_id }),
+        )
+    } else {
+        (Vec::new(), None)
+    };
     vec![
         Output::Update(SessionUpdate::ToolCall {
             tool_call_id: id.clone(),
@@ -489,9 +550,25 @@ fn started(id: String, tool: &str, arguments: Value, child: Option<&str>) -> Vec
             kind,
             status: ToolCallStatus::Pending,
             raw_input: arguments,
+            content,
+            meta,
         }),
         status(id, ToolCallStatus::InProgress),
     ]
+}
+
+/// More output of the call's display-only terminal.
+fn terminal_output(id: String, data: String) -> Output {
+    Output::Update(SessionUpdate::ToolCallUpdate {
+        tool_call_id: id.clone(),
+        status: None,
+        content: None,
+        raw_output: None,
+        meta: Some(TerminalMeta::Output {
+            terminal_id: id,
+            data,
+        }),
+    })
 }
 
 fn status(id: String, status: ToolCallStatus) -> Output {
@@ -500,10 +577,19 @@ fn status(id: String, status: ToolCallStatus) -> Output {
         status: Some(status),
         content: None,
         raw_output: None,
+        meta: None,
     })
 }
 
-fn finished(id: String, content: String, is_error: bool, code: Option<String>) -> Output {
+/// A call's end: its result as text content, or, for a call shown as a terminal (`exit`), how
+/// the command ended (the terminal shows the output).
+fn finished(
+    id: String,
+    content: String,
+    is_error: bool,
+    code: Option<String>,
+    exit: Option<TerminalMeta>,
+) -> Output {
     Output::Update(SessionUpdate::ToolCallUpdate {
         tool_call_id: id,
         status: Some(if is_error {
@@ -511,12 +597,13 @@ fn finished(id: String, content: String, is_error: bool, code: Option<String>) -
         } else {
             ToolCallStatus::Completed
         }),
-        content: Some(vec![text_content(content.clone())]),
+        content: exit.is_none().then(|| vec![text_content(content.clone())]),
         raw_output: Some(RawOutput {
             content,
             is_error,
             code,
         }),
+        meta: exit,
     })
 }
 

@@ -289,3 +289,60 @@ fn file_tool_calls_are_reads_and_edits() {
         Some(1)
     );
 }
+
+/// For a client with `_meta.terminal_output`, a bash call is a display-only terminal: its id at
+/// the start, each new piece of output (never a repeat), and how it ended with the exit code;
+/// no text content. A call whose output never streamed sends its result to the terminal whole;
+/// other tools keep text content.
+#[test]
+fn bash_calls_are_display_only_terminals_for_clients_that_show_them() {
+    let mut t = Translator::new("s", false).with_terminal_output(true);
+    let all: Vec<Value> = [
+        ("tool/call", json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash", "arguments": {"command": "make"}})),
+        ("tool/output", json!({"turn": 1, "step": 1, "callId": "c1", "stream": "stdout", "offset": 0, "text": "cc a.c\n"})),
+        ("tool/output", json!({"turn": 1, "step": 1, "callId": "c1", "stream": "stdout", "offset": 0, "text": "cc a.c\n"})),
+        ("tool/output", json!({"turn": 1, "step": 1, "callId": "c1", "stream": "stderr", "offset": 0, "text": "error\n"})),
+        ("tool/result", json!({"turn": 1, "step": 1, "callId": "c1", "content": "cc a.c\n[stderr]\nerror\n[exit code: 2]", "isError": true, "exitCode": 2})),
+        ("tool/call", json!({"turn": 1, "step": 2, "callId": "c2", "name": "bash", "arguments": {"command": "true"}})),
+        ("tool/result", json!({"turn": 1, "step": 2, "callId": "c2", "content": "(no output)", "isError": false, "exitCode": 0})),
+    ]
+    .into_iter()
+    .flat_map(|(kind, data)| t.translate(&event("s", kind, data)))
+    .map(|o| match o {
+        Output::Update(u) => wire(&u),
+        other => panic!("{other:?}"),
+    })
+    .collect();
+    assert_eq!(
+        all[0]["content"],
+        json!([{"type": "terminal", "terminalId": "c1"}])
+    );
+    assert_eq!(
+        all[0]["_meta"],
+        json!({"terminal_info": {"terminal_id": "c1"}})
+    );
+    let metas: Vec<&Value> = all[2..].iter().map(|u| &u["_meta"]).collect();
+    assert_eq!(
+        metas,
+        [
+            &json!({"terminal_output": {"terminal_id": "c1", "data": "cc a.c\n"}}),
+            &json!({"terminal_output": {"terminal_id": "c1", "data": "error\n"}}),
+            &json!({"terminal_exit": {"terminal_id": "c1", "exit_code": 2, "signal": null}}),
+            &json!({"terminal_info": {"terminal_id": "c2"}}),
+            &Value::Null,
+            &json!({"terminal_output": {"terminal_id": "c2", "data": "(no output)"}}),
+            &json!({"terminal_exit": {"terminal_id": "c2", "exit_code": 0, "signal": null}}),
+        ]
+    );
+    assert_eq!(all[4]["status"], "failed");
+    assert!(
+        all.iter()
+            .all(|u| u["sessionUpdate"] == "tool_call" || u.get("content").is_none()),
+        "{all:?}"
+    );
+    // Other tools, and clients without the capability, get text content as before.
+    let mut plain = Translator::new("s", false);
+    plain.translate(&event("s", "tool/call", json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash", "arguments": {"command": "ls"}})));
+    let done = plain.translate(&event("s", "tool/result", json!({"turn": 1, "step": 1, "callId": "c1", "content": "a\n", "isError": false, "exitCode": 0})));
+    assert_eq!(content_text(&done), ["a\n"]);
+}

@@ -370,6 +370,7 @@ mod tests {
                 content: "a\nb\n".into(),
                 is_error: false,
                 code: None,
+                exit_code: None,
             },
         ));
         transcripts.sync(&header, "m", &log);

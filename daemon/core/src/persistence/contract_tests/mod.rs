@@ -260,6 +260,7 @@ fn turn_data(turn: u32) -> Vec<EventData> {
             content: "a\nb".into(),
             is_error: false,
             code: None,
+            exit_code: None,
         },
         EventData::StepEnd { turn, step: 1 },
         EventData::TurnEnd {
