@@ -151,6 +151,10 @@ impl Daemon {
             approval: config.approvals,
             watch_max_pending: config.watch_max_pending,
             tool_output: config.watch_tool_output,
+            instructions: dsh_core::InstructionSettings {
+                home: Some(home.clone()),
+                ..config.instructions.clone()
+            },
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),

@@ -422,6 +422,17 @@ event_vocabulary! {
     SessionArchived = "session/archived" { archived: bool },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
+    /// The project instructions (`AGENTS.md` files) found for the session, logged once, before
+    /// its first turn: `text` reaches every model request as the history's first message, and
+    /// `files` says which were read, in order, how many bytes of each, and whether one was cut
+    /// to the budget; `problems` names candidates that could not be read (the model never sees
+    /// them).
+    Instructions = "session/instructions" {
+        files: Vec<crate::InstructionFile>,
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        problems: Vec<String>,
+    },
     /// The agent runs with other settings than the header (or the last such event) records:
     /// resumed or forked with another model or approval policy, or changed while live
     /// (`Agents.Configure`), or closed before its first turn (so that the session is stored).

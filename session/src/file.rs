@@ -90,3 +90,16 @@ mod tests {
         }
     }
 }
+
+/// One project instructions file as a session loaded it (`session/instructions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstructionFile {
+    /// The file, absolute.
+    pub path: String,
+    /// How many of its bytes the session took.
+    pub bytes: u64,
+    /// Whether it was cut to the instructions budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}

@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 use super::{Event, EventData, MessageSource, ToolCallRequest};
 
+/// The plugin name project instructions are sent under, as a user message of their own.
+pub const INSTRUCTIONS_PLUGIN: &str = "instructions";
+
 /// One message of the history sent to a model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryMessage {
@@ -72,6 +75,14 @@ pub fn derive(events: &[Event]) -> Vec<HistoryMessage> {
                 text: message.text.clone(),
                 tool_calls: message.tool_calls.clone(),
             }),
+            EventData::Instructions { text, .. } if !text.is_empty() => {
+                Some(HistoryMessage::User {
+                    text: text.clone(),
+                    source: MessageSource::Plugin {
+                        plugin: INSTRUCTIONS_PLUGIN.to_owned(),
+                    },
+                })
+            }
             EventData::ToolResult {
                 call_id,
                 content,

@@ -32,7 +32,7 @@ pub use event::{
     AbortCause, AssistantMessage, Event, EventData, HookConfinement, MessageSource,
     ToolCallRequest, TurnEndReason, Usage, UserMessage,
 };
-pub use file::{FileToolKind, ProposedChange};
+pub use file::{FileToolKind, InstructionFile, ProposedChange};
 pub use header::{
     AgentSettings, FORMAT_VERSION, HeaderError, Origin, ReasoningEffort, SessionHeader,
     validate_cwd,

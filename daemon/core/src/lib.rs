@@ -116,6 +116,8 @@ pub use agent::{
     ModelChoice, ModelList, ModelSource, ProviderFactory, SettingsChange, Unsaved,
 };
 pub use dsh_session::ReasoningEffort;
+// Project instructions (AGENTS.md).
+pub use agent::InstructionSettings;
 
 // Watching agents.
 pub use agent::{

@@ -43,6 +43,8 @@ pub(super) struct FileConfig {
     pub approvals: ApprovalsSection,
     #[serde(default)]
     pub watch: WatchSection,
+    #[serde(default)]
+    pub instructions: InstructionsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -58,6 +60,13 @@ pub(super) struct ApprovalsSection {
 pub(super) struct WatchSection {
     pub max_pending: Option<std::num::NonZeroUsize>,
     pub tool_output: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InstructionsSection {
+    pub files: Option<Vec<String>>,
+    pub max_bytes: Option<u64>,
 }
 
 impl ApprovalsSection {

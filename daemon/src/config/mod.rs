@@ -21,7 +21,7 @@ use crate::connection;
 use crate::socket;
 use dsh_core::{
     AgentLimits, ApprovalSettings, BackendKind, CheckpointPolicy, ExecConfig, HookSettings,
-    OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER, SandboxPolicy, Script,
+    InstructionSettings, OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER, SandboxPolicy, Script,
     compile_secret_pattern, home, home::Ambient, home::Explicit, home::HomeError,
     home::ResolvedHome,
 };
@@ -172,6 +172,9 @@ pub struct Config {
     /// Running commands' output goes to Prompt and Watch clients as `tool/output` previews
     /// (`watch.tool_output`, default true).
     pub watch_tool_output: bool,
+    /// Which project instruction files an agent's first turn loads (`[instructions]`); the home
+    /// file's directory is filled in by the daemon.
+    pub instructions: InstructionSettings,
 }
 
 /// Why the configuration could not be built.
@@ -529,12 +532,35 @@ impl Builder<'_> {
             approvals: parsed.approvals.settings(),
             watch_max_pending: parsed.watch.max_pending(),
             watch_tool_output: parsed.watch.tool_output.unwrap_or(true),
+            instructions: self.instructions(&parsed.instructions)?,
             home,
             file,
             sandbox,
         };
         sandbox::protect(&mut config);
         Ok(config)
+    }
+
+    fn instructions(
+        &self,
+        section: &file::InstructionsSection,
+    ) -> Result<InstructionSettings, ConfigError> {
+        let defaults = InstructionSettings::default();
+        let files = section.files.clone().unwrap_or(defaults.files);
+        for (index, name) in files.iter().enumerate() {
+            // A name, not a path: it is looked for in each directory from the root to the cwd.
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(self.invalid(
+                    &format!("instructions.files[{index}]"),
+                    format!("{name:?} is not a file name (no '/', not empty, not . or ..)"),
+                ));
+            }
+        }
+        Ok(InstructionSettings {
+            home: None,
+            files,
+            max_bytes: section.max_bytes.unwrap_or(defaults.max_bytes),
+        })
     }
 
     fn script(&self, value: &str) -> Result<Script, ConfigError> {

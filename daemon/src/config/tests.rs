@@ -392,6 +392,8 @@ mod properties {
         ("hooks", "stderr_summary_chars"),
         ("hooks", "claude_code_transcript"),
         ("hooks", "sandbox"),
+        ("instructions", "files"),
+        ("instructions", "max_bytes"),
     ];
 
     /// Values of every TOML type, biased to the edges and to words the keys accept.

@@ -12,6 +12,7 @@ mod escapes;
 mod files;
 mod full_loop;
 mod hooks;
+mod instructions;
 mod launcher;
 mod live;
 mod managed_env;

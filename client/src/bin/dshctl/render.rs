@@ -132,6 +132,7 @@ impl Screen {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
                 | EventData::ApprovalRequest { .. }
                 | EventData::Unknown(_) => None,
@@ -317,7 +318,19 @@ impl Screen {
                     format!("── turn {turn} {}{detail}{usage}", reason.kind()),
                 )
             }
-            EventData::StepStart { .. }
+            // Which instructions the session read: a person should know what steers the model.
+            EventData::Instructions { files, .. } if !files.is_empty() => {
+                let names: Vec<String> = files
+                    .iter()
+                    .map(|f| {
+                        let cut = if f.cut { ", cut" } else { "" };
+                        format!("{} ({} bytes{cut})", f.path, f.bytes)
+                    })
+                    .collect();
+                self.line(w, e, format!("instructions: {}", names.join(", ")))
+            }
+            EventData::Instructions { .. }
+            | EventData::StepStart { .. }
             | EventData::StepEnd { .. }
             | EventData::ToolRewritten { .. }
             | EventData::HookInvoked { .. }

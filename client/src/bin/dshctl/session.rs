@@ -323,6 +323,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::SessionArchived { .. }
             | EventData::EndSeed {}
             | EventData::Settings { .. }
+            | EventData::Instructions { .. }
             | EventData::ApprovalRuleRemoved { .. }
             | EventData::ApprovalRequest { .. }
             | EventData::ApprovalDecision { .. }

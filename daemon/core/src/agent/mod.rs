@@ -9,6 +9,7 @@ mod error;
 mod fork;
 mod guard;
 mod hook_run;
+pub(crate) mod instructions;
 mod live;
 mod meta;
 pub(crate) mod model;
@@ -25,6 +26,7 @@ pub(crate) mod watch;
 
 pub use answers::ApprovalAnswer;
 pub use configure::SettingsChange;
+pub use instructions::InstructionSettings;
 pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ModelList, ModelSource, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};

@@ -108,6 +108,9 @@ pub struct AgentServices {
     /// (`watch.tool_output`; [`Self::new`]: true). Off, a call's output reaches clients only in
     /// its `tool/result`.
     pub tool_output: bool,
+    /// Which project instruction files an agent's first turn loads; [`Self::new`]: the
+    /// defaults, without a home file.
+    pub instructions: super::InstructionSettings,
 }
 
 impl AgentServices {
@@ -133,6 +136,7 @@ impl AgentServices {
             approval: ApprovalSettings::default(),
             watch_max_pending: DEFAULT_WATCH_MAX_PENDING,
             tool_output: true,
+            instructions: super::InstructionSettings::default(),
         }
     }
 

@@ -182,6 +182,27 @@ impl TurnRun {
         .await
     }
 
+    /// Logs the project instructions the session works under, once, before its first turn
+    /// (`instructions.rs`). A session resumed or forked keeps what it saw then.
+    async fn load_instructions(&self) {
+        let exec = ToolExecution {
+            call_id: "instructions".to_owned(),
+            tool_name: "read".to_owned(),
+            agent: Some(self.agent.context().clone()),
+            turn: None,
+            step: None,
+            cwd: self.agent.header().cwd.clone(),
+            cancel: self.cancel.child_token(),
+            output: None,
+        };
+        let settings = &self.services.instructions;
+        if let Some(event) =
+            super::instructions::load(settings, &self.services.executor, &exec).await
+        {
+            self.log(event);
+        }
+    }
+
     /// Claude Code's StopFailure: the turn ends in an error. Its hooks only observe (their output
     /// and exit codes change nothing) and run before `turn/end`, so their records are the turn's.
     async fn stop_failure(&self, message: &str) {
@@ -205,6 +226,9 @@ impl TurnRun {
 
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
         let turn = self.turn;
+        if turn == 1 {
+            self.load_instructions().await;
+        }
         self.log(EventData::TurnStart { turn });
         let mut context = Vec::new();
         if let Some(source) = self.agent.take_session_start() {

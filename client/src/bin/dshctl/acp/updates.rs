@@ -369,6 +369,7 @@ impl Translator {
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
                 | EventData::Settings { .. }
+                | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
                 | EventData::Unknown(_) => Vec::new(),
             },

@@ -102,41 +102,54 @@ impl FileAccess {
         request: FileRequest,
         reply_cap: usize,
     ) -> Result<FileReply, String> {
-        // The same plan as the agent's bash calls: its policy, with its cwd as the workspace.
-        let (policy, workspace) = match &exec.agent {
-            Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
-            None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
-        };
-        let spec = CommandSpec {
-            cwd: exec.cwd.clone(),
-            stdin: Some(request.encode()),
-            cancel: exec.cancel.clone(),
-            spill_owner: exec.session_id().cloned(),
-            sandbox: Some(SandboxRequest { policy, workspace }),
-            ..CommandSpec::default()
-        };
-        let run = self
-            .executor
-            .run_file_op(spec, reply_cap)
-            .await
-            .map_err(|e| e.to_string())?;
-        if run.timed_out {
-            return Err("the file operation timed out".to_owned());
-        }
-        if run.aborted {
-            return Err("the file operation was cancelled".to_owned());
-        }
-        match (run.exit_code, run.stdout) {
-            (Some(0), Some(bytes)) => FileReply::decode(&bytes).map_err(|e| e.to_string()),
-            (_, None) => Err("the file operation's reply was too large".to_owned()),
-            (code, Some(_)) => Err(format!(
-                "the file operation did not complete (exit status {}): {}",
-                code.map_or_else(|| "none".to_owned(), |c| c.to_string()),
-                run.stderr.trim()
-            )),
-        }
+        run(&self.executor, exec, request, reply_cap).await
     }
+}
 
+/// Runs one file operation through `executor`, in a launcher confined by the calling agent's
+/// sandbox plan (unconfined for a call of no agent), keeping at most `reply_cap` bytes of the
+/// reply; a launcher that did not complete is an error in the model's words.
+pub(crate) async fn run(
+    executor: &Executor,
+    exec: &ToolExecution,
+    request: FileRequest,
+    reply_cap: usize,
+) -> Result<FileReply, String> {
+    // The same plan as the agent's bash calls: its policy, with its cwd as the workspace.
+    let (policy, workspace) = match &exec.agent {
+        Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
+        None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
+    };
+    let spec = CommandSpec {
+        cwd: exec.cwd.clone(),
+        stdin: Some(request.encode()),
+        cancel: exec.cancel.clone(),
+        spill_owner: exec.session_id().cloned(),
+        sandbox: Some(SandboxRequest { policy, workspace }),
+        ..CommandSpec::default()
+    };
+    let run = executor
+        .run_file_op(spec, reply_cap)
+        .await
+        .map_err(|e| e.to_string())?;
+    if run.timed_out {
+        return Err("the file operation timed out".to_owned());
+    }
+    if run.aborted {
+        return Err("the file operation was cancelled".to_owned());
+    }
+    match (run.exit_code, run.stdout) {
+        (Some(0), Some(bytes)) => FileReply::decode(&bytes).map_err(|e| e.to_string()),
+        (_, None) => Err("the file operation's reply was too large".to_owned()),
+        (code, Some(_)) => Err(format!(
+            "the file operation did not complete (exit status {}): {}",
+            code.map_or_else(|| "none".to_owned(), |c| c.to_string()),
+            run.stderr.trim()
+        )),
+    }
+}
+
+impl FileAccess {
     /// Reads the whole file (up to [`EDIT_LIMIT`]) for a change: `Ok(None)` when it does not
     /// exist.
     async fn read_whole(
