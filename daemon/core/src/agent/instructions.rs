@@ -77,13 +77,44 @@ fn candidates(settings: &InstructionSettings, cwd: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The `session/instructions` event for the agent calling through `exec` (whose cwd is the
-/// session's), or `None` when no file is named in any directory.
+/// The instructions found for one session: what `session/instructions` logs.
+pub(crate) struct Loaded {
+    /// The files read, in order.
+    pub files: Vec<InstructionFile>,
+    /// What the model is sent.
+    pub text: String,
+    /// Candidates that could not be read.
+    pub problems: Vec<String>,
+}
+
+impl Loaded {
+    /// The event that logs them.
+    pub(crate) fn event(&self) -> EventData {
+        EventData::Instructions {
+            files: self.files.clone(),
+            text: self.text.clone(),
+            problems: self.problems.clone(),
+        }
+    }
+}
+
+/// Claude Code's `memory_type` of a loaded file: `User` for the home's, `Project` otherwise.
+pub(crate) fn memory_type(settings: &InstructionSettings, file: &InstructionFile) -> &'static str {
+    let home = settings.home.as_deref();
+    if home.is_some() && Path::new(&file.path).parent() == home {
+        "User"
+    } else {
+        "Project"
+    }
+}
+
+/// The instructions for the agent calling through `exec` (whose cwd is the session's), or
+/// `None` when no file is named in any directory.
 pub(crate) async fn load(
     settings: &InstructionSettings,
     executor: &Executor,
     exec: &ToolExecution,
-) -> Option<EventData> {
+) -> Option<Loaded> {
     if settings.files.is_empty() {
         return None;
     }
@@ -154,7 +185,7 @@ pub(crate) async fn load(
             cut,
         });
     }
-    Some(EventData::Instructions {
+    Some(Loaded {
         files,
         text: parts.join("\n\n"),
         problems,

@@ -17,6 +17,8 @@
 
 use std::sync::Arc;
 
+use super::instructions;
+
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -183,8 +185,9 @@ impl TurnRun {
     }
 
     /// Logs the project instructions the session works under, once, before its first turn
-    /// (`instructions.rs`). A session resumed or forked keeps what it saw then.
-    async fn load_instructions(&self) {
+    /// (`instructions.rs`): the files read, each with its Claude Code memory type (`User` for the
+    /// home's, `Project` otherwise). A session resumed or forked keeps what it saw then.
+    async fn load_instructions(&self) -> Vec<(String, &'static str)> {
         let exec = ToolExecution {
             call_id: "instructions".to_owned(),
             tool_name: "read".to_owned(),
@@ -196,11 +199,16 @@ impl TurnRun {
             output: None,
         };
         let settings = &self.services.instructions;
-        if let Some(event) =
-            super::instructions::load(settings, &self.services.executor, &exec).await
-        {
-            self.log(event);
-        }
+        let Some(loaded) = instructions::load(settings, &self.services.executor, &exec).await
+        else {
+            return Vec::new();
+        };
+        self.log(loaded.event());
+        loaded
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), instructions::memory_type(settings, f)))
+            .collect()
     }
 
     /// Claude Code's StopFailure: the turn ends in an error. Its hooks only observe (their output
@@ -226,9 +234,11 @@ impl TurnRun {
 
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
         let turn = self.turn;
-        if turn == 1 {
-            self.load_instructions().await;
-        }
+        let loaded = if turn == 1 {
+            self.load_instructions().await
+        } else {
+            Vec::new()
+        };
         self.log(EventData::TurnStart { turn });
         let mut context = Vec::new();
         if let Some(source) = self.agent.take_session_start() {
@@ -240,6 +250,15 @@ impl TurnRun {
                 self.agent.log_hook_context(&context);
                 return stopped(start.stop_reason, EventName::SessionStart);
             }
+        }
+        // Claude Code's InstructionsLoaded, once per file: it observes.
+        for (file_path, memory_type) in loaded {
+            self.hooks(HookEvent::InstructionsLoaded {
+                file_path,
+                memory_type,
+                load_reason: "session_start",
+            })
+            .await;
         }
         let submit = self
             .hooks(HookEvent::UserPromptSubmit {

@@ -92,6 +92,14 @@ pub(super) fn payload(
             .str("tool_use_id", tool_use_id)
             .str("error", error)
             .bool("is_interrupt", *is_interrupt),
+        HookEvent::InstructionsLoaded {
+            file_path,
+            memory_type,
+            load_reason,
+        } => p
+            .str("file_path", file_path)
+            .str("memory_type", memory_type)
+            .str("load_reason", load_reason),
         HookEvent::Notification {
             kind,
             message,

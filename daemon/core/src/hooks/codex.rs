@@ -123,7 +123,9 @@ pub(super) fn payload(
             .opt_str("last_assistant_message", last_assistant_message.as_deref()),
         // Not fired for Codex (no such event upstream); the engine never asks. An empty tail keeps
         // this total.
-        HookEvent::PostToolUseFailure { .. } | HookEvent::Notification { .. } => p,
+        HookEvent::PostToolUseFailure { .. }
+        | HookEvent::Notification { .. }
+        | HookEvent::InstructionsLoaded { .. } => p,
     };
     p.finish(false)
 }

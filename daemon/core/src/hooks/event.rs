@@ -65,11 +65,13 @@ pub enum EventName {
     SubagentStop,
     /// A top-level agent was closed: its session ended.
     SessionEnd,
+    /// A project instructions file was loaded into the session's context (Claude Code only).
+    InstructionsLoaded,
 }
 
 impl EventName {
     /// Every event, in the order config files are read.
-    pub const ALL: [EventName; 12] = [
+    pub const ALL: [EventName; 13] = [
         EventName::SessionStart,
         EventName::UserPromptSubmit,
         EventName::PreToolUse,
@@ -82,6 +84,7 @@ impl EventName {
         EventName::SubagentStart,
         EventName::SubagentStop,
         EventName::SessionEnd,
+        EventName::InstructionsLoaded,
     ];
 
     /// The upstream name, e.g. `PreToolUse`.
@@ -99,15 +102,19 @@ impl EventName {
             Self::SubagentStart => "SubagentStart",
             Self::SubagentStop => "SubagentStop",
             Self::SessionEnd => "SessionEnd",
+            Self::InstructionsLoaded => "InstructionsLoaded",
         }
     }
 
     /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
-    /// failed calls too) and no Notification.
+    /// failed calls too), no Notification and no InstructionsLoaded.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
-            Dialect::Codex => !matches!(self, Self::PostToolUseFailure | Self::Notification),
+            Dialect::Codex => !matches!(
+                self,
+                Self::PostToolUseFailure | Self::Notification | Self::InstructionsLoaded
+            ),
         }
     }
 
@@ -125,6 +132,7 @@ impl EventName {
                 | Self::PostToolUseFailure
                 | Self::Notification
                 | Self::StopFailure
+                | Self::InstructionsLoaded
         )
     }
 
@@ -362,6 +370,16 @@ pub enum HookEvent {
         /// Why.
         reason: SessionEndReason,
     },
+    /// A project instructions file was loaded (before the session's first turn). Claude Code
+    /// only; it observes.
+    InstructionsLoaded {
+        /// The file, absolute.
+        file_path: String,
+        /// `User` for the harness home's file, `Project` for the repository's.
+        memory_type: &'static str,
+        /// Why it was loaded (matcher subject): dsh loads at the session's start only.
+        load_reason: &'static str,
+    },
 }
 
 impl HookEvent {
@@ -380,6 +398,7 @@ impl HookEvent {
             Self::SubagentStart { .. } => EventName::SubagentStart,
             Self::SubagentStop { .. } => EventName::SubagentStop,
             Self::SessionEnd { .. } => EventName::SessionEnd,
+            Self::InstructionsLoaded { .. } => EventName::InstructionsLoaded,
         }
     }
 
@@ -400,6 +419,7 @@ impl HookEvent {
             Self::SubagentStart { agent_type, .. } | Self::SubagentStop { agent_type, .. } => {
                 vec![agent_type.as_str()]
             }
+            Self::InstructionsLoaded { load_reason, .. } => vec![load_reason],
             Self::UserPromptSubmit { .. } | Self::Stop { .. } => Vec::new(),
         }
     }

@@ -46,7 +46,8 @@ fn stops_turn(event: EventName, dialect: Dialect) -> bool {
         | EventName::SubagentStop
         | EventName::SessionEnd
         | EventName::Notification
-        | EventName::StopFailure => false,
+        | EventName::StopFailure
+        | EventName::InstructionsLoaded => false,
     }
 }
 
@@ -267,6 +268,7 @@ mod tests {
             EventName::PostToolUseFailure,
             EventName::Notification,
             EventName::StopFailure,
+            EventName::InstructionsLoaded,
         ] {
             let m = merge(event, &[cc(out(Verdict::Block, Some("no")))]);
             assert_eq!((m.decision, m.reason), (Decision::None, None), "{event:?}");

@@ -229,3 +229,63 @@ fn a_real_rustfmt_hook_formats_the_file_the_agent_wrote() {
         "rustfmt's change is on disk, and the edit after the read was made on it"
     );
 }
+
+/// Claude Code's InstructionsLoaded fires once per instructions file the first turn loads, with
+/// Claude Code's fields (`file_path`, `memory_type` `User` for the home's and `Project` for the
+/// repository's, `load_reason` `session_start`, the matcher's subject), and not again later.
+#[test]
+fn instructions_loaded_fires_per_file_with_claude_codes_fields() {
+    let w = World::new(|dir| {
+        let log = dir.script(
+            "loaded.sh",
+            &format!(
+                "#!/bin/sh\ncat >> {}\necho >> {}\n",
+                dir.q("loaded.jsonl"),
+                dir.q("loaded.jsonl")
+            ),
+        );
+        Setup::claude_code(hook_file(&[(
+            "InstructionsLoaded",
+            Some("session_start"),
+            &log,
+        )]))
+    });
+    std::fs::create_dir(w.cwd.join(".git")).unwrap();
+    std::fs::write(w.cwd.join("AGENTS.md"), "Use tabs.\n").unwrap();
+    std::fs::write(w.daemon.home.join("AGENTS.md"), "Be brief.\n").unwrap();
+    let agent = w.agent(&json!({"replies": [{"text": "one"}, {"text": "two"}]}));
+    for text in ["go", "again"] {
+        assert_eq!(w.prompt(&agent, text).kind(), "completed");
+    }
+    let seen: Vec<(String, String, String)> = w
+        .read("loaded.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let p = parse(l);
+            assert_eq!(p["hook_event_name"], "InstructionsLoaded", "{p}");
+            let field = |k: &str| p[k].as_str().unwrap().to_owned();
+            (
+                field("file_path"),
+                field("memory_type"),
+                field("load_reason"),
+            )
+        })
+        .collect();
+    let path = |p: PathBuf| p.to_str().unwrap().to_owned();
+    assert_eq!(
+        seen,
+        [
+            (
+                path(w.daemon.home.join("AGENTS.md")),
+                "User".into(),
+                "session_start".into()
+            ),
+            (
+                path(w.cwd.join("AGENTS.md")),
+                "Project".into(),
+                "session_start".into()
+            ),
+        ]
+    );
+}
