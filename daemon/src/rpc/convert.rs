@@ -102,6 +102,7 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         sandbox: Some(sandbox_wire(agent.sandbox())),
         approval: approval_wire(settings.approval) as i32,
         approval_rules: agent.approval_rules().into_iter().map(rule_wire).collect(),
+        instruction_files: agent.instruction_files(),
     }
 }
 

@@ -53,6 +53,12 @@ async fn agents_md_from_home_root_and_subdirectory_reach_every_request_in_order(
                     .success()
             );
         }
+        let shown = daemon.dshctl_json(&["agent", "show", &agent]);
+        assert_eq!(
+            shown["instruction_files"].as_array().unwrap().len(),
+            4,
+            "{shown}"
+        );
         (
             daemon.dshctl_json_lines(&["session", "events", &agent]),
             daemon,

@@ -436,6 +436,9 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
         writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
     }
     writeln!(w, "approval {}", wire::approval_name(a.approval))?;
+    for file in &a.instruction_files {
+        writeln!(w, "instructions {file}")?;
+    }
     for rule in &a.approval_rules {
         writeln!(
             w,

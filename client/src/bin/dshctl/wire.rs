@@ -30,6 +30,7 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "turns": a.turns,
         "approval": approval_name(a.approval),
         "approval_rules": a.approval_rules.iter().map(|r| json!({"tool": r.tool, "command": r.command, "cwd": r.cwd})).collect::<Vec<_>>(),
+        "instruction_files": a.instruction_files,
         "header": a.header.as_ref().map(header),
         "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),
     })

@@ -280,6 +280,23 @@ impl Agent {
         self.hub.watching(self)
     }
 
+    /// The project instructions files its session loaded, in order (`session/instructions`,
+    /// logged before the first `turn/start`, so the search stops there).
+    pub fn instruction_files(&self) -> Vec<String> {
+        self.read_log(|log| {
+            log.events()
+                .iter()
+                .take_while(|e| !matches!(e.data, EventData::TurnStart { .. }))
+                .find_map(|e| match &e.data {
+                    EventData::Instructions { files, .. } => {
+                        Some(files.iter().map(|f| f.path.clone()).collect())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default()
+        })
+    }
+
     /// The requests its clients allowed for the rest of the session ("allow always"), oldest
     /// first: made by its clients' allows, kept when the session goes live again.
     pub fn approval_rules(&self) -> Vec<dsh_session::ApprovalRule> {

@@ -347,6 +347,8 @@ pub struct SessionMeta {
     pub sandbox: Sandbox,
     /// The MCP servers asked for and not connected.
     pub mcp_servers_not_connected: Vec<String>,
+    /// The project instructions files the session loaded (none before its first turn).
+    pub instructions: Vec<String>,
 }
 
 /// Where a session is stored.

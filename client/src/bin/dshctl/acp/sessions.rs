@@ -224,6 +224,7 @@ impl Bridge {
                         network: sandbox.network,
                     },
                     mcp_servers_not_connected: skipped,
+                    instructions: info.instruction_files.clone(),
                 },
             },
         })
