@@ -118,9 +118,7 @@ fn a_real_projects_write_guard_and_formatter_run_on_file_tools() {
             "hooks/session-start.sh",
         ),
     ] {
-        let to = claude.join(to);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(super::upstream::fixture(from), &to).unwrap();
+        super::upstream::install(from, &claude.join(to));
     }
     let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
     let agent = w.agent(&json!({"replies": [
@@ -196,9 +194,7 @@ fn a_real_rustfmt_hook_formats_the_file_the_agent_wrote() {
         ("tokmd/settings.json", "settings.json"),
         ("tokmd/hooks/format-rust.sh", "hooks/format-rust.sh"),
     ] {
-        let to = claude.join(to);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(super::upstream::fixture(from), &to).unwrap();
+        super::upstream::install(from, &claude.join(to));
     }
     std::fs::create_dir(w.cwd.join("src")).unwrap();
     let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});

@@ -15,7 +15,7 @@ pub(super) fn fixture(rel: &str) -> PathBuf {
 }
 
 /// Copies fixture `rel` to `to` (creating its directory), keeping its executable bit.
-fn install(rel: &str, to: &Path) {
+pub(super) fn install(rel: &str, to: &Path) {
     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
     std::fs::copy(fixture(rel), to).unwrap();
 }

@@ -17,6 +17,7 @@ mod schema;
 mod sessions;
 mod stdio;
 mod surface;
+mod tool_calls;
 mod turn;
 mod updates;
 

@@ -1,7 +1,7 @@
 //! Tests of `updates.rs`: dsh events as ACP updates and stop reasons.
 
 use super::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// An update as the client reads it.
 fn wire(update: &SessionUpdate) -> Value {
