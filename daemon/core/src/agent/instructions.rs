@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use dsh_launch::file_op::{FileReply, FileRequest};
 use dsh_session::{EventData, InstructionFile};
 
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentServices};
 use crate::call::ToolExecution;
 use crate::exec::Executor;
 
@@ -78,7 +81,7 @@ fn candidates(settings: &InstructionSettings, cwd: &Path) -> Vec<PathBuf> {
 }
 
 /// The instructions found for one session: what `session/instructions` logs.
-pub(crate) struct Loaded {
+struct Loaded {
     /// The files read, in order.
     pub files: Vec<InstructionFile>,
     /// What the model is sent.
@@ -89,17 +92,48 @@ pub(crate) struct Loaded {
 
 impl Loaded {
     /// The event that logs them.
-    pub(crate) fn event(&self) -> EventData {
+    fn event(self) -> EventData {
         EventData::Instructions {
-            files: self.files.clone(),
-            text: self.text.clone(),
-            problems: self.problems.clone(),
+            files: self.files,
+            text: self.text,
+            problems: self.problems,
         }
     }
 }
 
+/// Loads the instructions of `agent` and logs them, once, before its first turn: the files
+/// read, each with its Claude Code memory type (for InstructionsLoaded). A session resumed or
+/// forked keeps what it saw then.
+pub(crate) async fn load_into(
+    agent: &Agent,
+    services: &AgentServices,
+    cancel: &CancellationToken,
+) -> Vec<(String, &'static str)> {
+    let exec = ToolExecution {
+        call_id: "instructions".to_owned(),
+        tool_name: "read".to_owned(),
+        agent: Some(agent.context().clone()),
+        turn: None,
+        step: None,
+        cwd: agent.header().cwd.clone(),
+        cancel: cancel.child_token(),
+        output: None,
+    };
+    let settings = &services.instructions;
+    let Some(loaded) = load(settings, &services.executor, &exec).await else {
+        return Vec::new();
+    };
+    let files = loaded
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), memory_type(settings, f)))
+        .collect();
+    agent.append(loaded.event());
+    files
+}
+
 /// Claude Code's `memory_type` of a loaded file: `User` for the home's, `Project` otherwise.
-pub(crate) fn memory_type(settings: &InstructionSettings, file: &InstructionFile) -> &'static str {
+fn memory_type(settings: &InstructionSettings, file: &InstructionFile) -> &'static str {
     let home = settings.home.as_deref();
     if home.is_some() && Path::new(&file.path).parent() == home {
         "User"
@@ -110,7 +144,7 @@ pub(crate) fn memory_type(settings: &InstructionSettings, file: &InstructionFile
 
 /// The instructions for the agent calling through `exec` (whose cwd is the session's), or
 /// `None` when no file is named in any directory.
-pub(crate) async fn load(
+async fn load(
     settings: &InstructionSettings,
     executor: &Executor,
     exec: &ToolExecution,

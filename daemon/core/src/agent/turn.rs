@@ -184,33 +184,6 @@ impl TurnRun {
         .await
     }
 
-    /// Logs the project instructions the session works under, once, before its first turn
-    /// (`instructions.rs`): the files read, each with its Claude Code memory type (`User` for the
-    /// home's, `Project` otherwise). A session resumed or forked keeps what it saw then.
-    async fn load_instructions(&self) -> Vec<(String, &'static str)> {
-        let exec = ToolExecution {
-            call_id: "instructions".to_owned(),
-            tool_name: "read".to_owned(),
-            agent: Some(self.agent.context().clone()),
-            turn: None,
-            step: None,
-            cwd: self.agent.header().cwd.clone(),
-            cancel: self.cancel.child_token(),
-            output: None,
-        };
-        let settings = &self.services.instructions;
-        let Some(loaded) = instructions::load(settings, &self.services.executor, &exec).await
-        else {
-            return Vec::new();
-        };
-        self.log(loaded.event());
-        loaded
-            .files
-            .iter()
-            .map(|f| (f.path.clone(), instructions::memory_type(settings, f)))
-            .collect()
-    }
-
     /// Claude Code's StopFailure: the turn ends in an error. Its hooks only observe (their output
     /// and exit codes change nothing) and run before `turn/end`, so their records are the turn's.
     async fn stop_failure(&self, message: &str) {
@@ -235,7 +208,7 @@ impl TurnRun {
     async fn steps(&mut self, prompt: String) -> TurnEndReason {
         let turn = self.turn;
         let loaded = if turn == 1 {
-            self.load_instructions().await
+            instructions::load_into(&self.agent, &self.services, &self.cancel).await
         } else {
             Vec::new()
         };

@@ -1,5 +1,7 @@
 //! The `[model]` settings: defaults, TOML keys, validation.
 
+use serde::Deserialize;
+
 use super::*;
 
 #[test]
