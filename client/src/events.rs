@@ -9,7 +9,8 @@
 use dsh_proto::v1;
 pub use dsh_session::{
     ApprovalClient, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData, Lagged, LiveEvent,
-    MessageSource, ModelRetry, OutputStream, TextDelta, ToolOutput, TurnEndReason, Usage,
+    MessageSource, ModelRetry, OutputStream, Plan, PlanStatus, PlanStep, TextDelta, ToolOutput,
+    TurnEndReason, UPDATE_PLAN, Usage,
 };
 
 /// What one event of a stream says.

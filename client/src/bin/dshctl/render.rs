@@ -8,9 +8,11 @@ use std::io::Write;
 
 use dsh_client::events::{
     self, ApprovalClient, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData, LiveEvent,
-    MessageSource, OutputStream, Streamed, TextDelta, ToolOutput, Usage,
+    MessageSource, OutputStream, Plan, PlanStatus, Streamed, TextDelta, ToolOutput, UPDATE_PLAN,
+    Usage,
 };
 use dsh_proto::v1;
+use serde::Deserialize;
 
 use crate::safe::{self, Control, Terminal};
 
@@ -218,7 +220,10 @@ impl Screen {
             }
             EventData::ToolCall {
                 name, arguments, ..
-            } => self.line(w, e, format!("▶ {name} {arguments}")),
+            } => match plan_lines(&name, &arguments) {
+                Some(plan) => self.line(w, e, format!("▶ plan{plan}")),
+                None => self.line(w, e, format!("▶ {name} {arguments}")),
+            },
             EventData::ToolResult {
                 content, is_error, ..
             } => {
@@ -575,3 +580,22 @@ fn usage_text(usage: &Usage) -> String {
 #[cfg(test)]
 #[path = "render_tests.rs"]
 mod tests;
+
+/// An `update_plan` call's arguments as a checklist, one line per step; `None` for any other
+/// call, or a plan the tool will refuse (its raw arguments then show, as for any call).
+fn plan_lines(name: &str, arguments: &serde_json::Value) -> Option<String> {
+    if name != UPDATE_PLAN {
+        return None;
+    }
+    let plan = Plan::deserialize(arguments).ok()?;
+    let mut lines = String::new();
+    for step in plan.plan {
+        let mark = match step.status {
+            PlanStatus::Completed => "✓",
+            PlanStatus::InProgress => "▸",
+            PlanStatus::Pending => "○",
+        };
+        lines.push_str(&format!("\n  {mark} {}", indent(&step.step)));
+    }
+    Some(lines)
+}

@@ -219,3 +219,32 @@ fn an_approval_request_for_a_change_shows_its_diff_before_the_question() {
     assert!(diff < question, "{text:?}");
     assert!(text.find("✎ /w/f\n").expect(&text) < diff, "{text:?}");
 }
+
+/// A plan shows as a checklist, a step's terminal sequence escaped; a plan the tool will refuse
+/// shows as any other call, with its raw arguments.
+#[test]
+fn a_plan_shows_as_a_checklist() {
+    let mut screen = Screen::new(Some("a".into()));
+    let call = |arguments: Value| {
+        event(
+            "tool/call",
+            "a",
+            serde_json::json!({"turn": 1, "step": 1, "callId": "p", "name": "update_plan", "arguments": arguments}),
+        )
+    };
+    let out = render(
+        &mut screen,
+        &[
+            call(serde_json::json!({"plan": [
+                {"step": "read", "status": "completed"},
+                {"step": "fix \u{1b}[2J", "status": "in_progress"},
+                {"step": "test", "status": "pending"},
+            ]})),
+            call(serde_json::json!({"todos": []})),
+        ],
+    );
+    assert_eq!(
+        out,
+        "▶ plan\n  ✓ read\n  ▸ fix \\x1b[2J\n  ○ test\n▶ update_plan {\"todos\":[]}\n"
+    );
+}

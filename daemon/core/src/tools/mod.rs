@@ -1,9 +1,10 @@
-//! Model-facing tools: `bash`, the job tools and `spawn_agent`, and the [`ToolSet`] an agent is
-//! given. What a call is and what a tool returns live in [`crate::call`].
+//! Model-facing tools: `bash`, the file tools, the job tools, `spawn_agent` and `update_plan`,
+//! and the [`ToolSet`] an agent is given. What a call is and what a tool returns live in [`crate::call`].
 
 pub(crate) mod bash;
 pub(crate) mod files;
 pub(crate) mod jobs;
+pub(crate) mod plan;
 pub(crate) mod spawn_agent;
 pub(crate) use spawn_agent::{ChildAgents, SpawnAgentTool};
 
@@ -30,7 +31,7 @@ impl ToolSet {
     }
 
     /// The tools dsh offers every agent: `bash`, the file tools `read`, `write` and `edit`,
-    /// `job_output`, `job_kill` and `spawn_agent`.
+    /// `job_output`, `job_kill`, `spawn_agent` and `update_plan`.
     pub fn standard(shell: &Shell, children: Weak<dyn ChildAgents>) -> Self {
         let executor = shell.executor();
         let files = files::FileAccess::new(executor.clone());
@@ -44,6 +45,7 @@ impl ToolSet {
             .with(Arc::new(JobTool::output(executor.clone())))
             .with(Arc::new(JobTool::kill(executor.clone())))
             .with(Arc::new(SpawnAgentTool::new(children)))
+            .with(Arc::new(plan::PlanTool))
     }
 
     /// Adds `tool` (replacing one of the same name).

@@ -37,6 +37,11 @@ pub enum SessionUpdate {
         /// The text.
         content: Content,
     },
+    /// The model's plan (`update_plan`), whole, each time it changes.
+    Plan {
+        /// The steps, in order.
+        entries: Vec<PlanEntry>,
+    },
     /// A tool call began.
     ToolCall {
         /// Its id.
@@ -241,6 +246,17 @@ pub enum TerminalMeta {
         /// Never known to dsh's clients: always null.
         signal: Option<String>,
     },
+}
+
+/// One step of a [`SessionUpdate::Plan`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanEntry {
+    /// What the step does.
+    pub content: String,
+    /// Always `medium`: the model gives no priorities.
+    pub priority: &'static str,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: &'static str,
 }
 
 /// A file a tool call touches, and the line.

@@ -21,14 +21,15 @@
 use std::collections::HashMap;
 
 use dsh_client::events::{
-    self, ApprovalVerdict, EventData, LiveEvent, MessageSource, OutputStream, Streamed, ToolOutput,
-    TurnEndReason,
+    self, ApprovalVerdict, EventData, LiveEvent, MessageSource, OutputStream, Plan, Streamed,
+    ToolOutput, TurnEndReason, UPDATE_PLAN,
 };
 use dsh_proto::v1;
+use serde::Deserialize;
 
 use super::schema::{
-    Content, PermissionInput, PermissionToolCall, SessionUpdate, StopReason, TerminalMeta,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolKind,
+    Content, PermissionInput, PermissionToolCall, PlanEntry, SessionUpdate, StopReason,
+    TerminalMeta, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolKind,
 };
 use super::tool_calls::{
     call_id, finished, first_changed_line, marked, request_title, started, status, terminal_output,
@@ -89,6 +90,9 @@ pub struct Translator {
     terminal_output: bool,
     /// The calls shown as terminals, by ACP tool call id, and whether output reached each.
     terminals: HashMap<String, bool>,
+    /// The plans of `update_plan` calls of the prompted agent, by call id, shown once the call
+    /// is accepted (a refused plan is the model's to fix, not the editor's to show).
+    plans: HashMap<String, Plan>,
 }
 
 /// A running call's output as shown so far.
@@ -132,6 +136,7 @@ impl Translator {
             context_window: None,
             terminal_output: false,
             terminals: HashMap::new(),
+            plans: HashMap::new(),
         }
     }
 
@@ -236,6 +241,14 @@ impl Translator {
                     arguments,
                     ..
                 } => {
+                    // The agent's plan is the editor's plan view, not a tool call card.
+                    if own
+                        && name == UPDATE_PLAN
+                        && let Ok(plan) = Plan::deserialize(&arguments)
+                    {
+                        self.plans.insert(id, plan);
+                        return Vec::new();
+                    }
                     let id = call_id(&id, child);
                     let terminal = self.terminal_output && name == "bash";
                     if terminal {
@@ -313,6 +326,13 @@ impl Translator {
                     exit_code,
                     ..
                 } => {
+                    if let Some(plan) = own.then(|| self.plans.remove(&id)).flatten() {
+                        return if is_error {
+                            Vec::new()
+                        } else {
+                            vec![Output::Update(plan_update(plan))]
+                        };
+                    }
                     let id = call_id(&id, child);
                     self.outputs.remove(&id);
                     let Some(streamed) = self.terminals.remove(&id) else {
@@ -472,6 +492,21 @@ pub fn stop_reason(reason: &TurnEndReason) -> Result<StopReason, String> {
         TurnEndReason::Blocked { .. } | TurnEndReason::Stopped { .. } => Ok(StopReason::Refusal),
         TurnEndReason::StepLimit { .. } => Ok(StopReason::MaxTurnRequests),
         TurnEndReason::Error { message } => Err(message.clone()),
+    }
+}
+
+/// The editor's plan view of an accepted `update_plan`.
+fn plan_update(plan: Plan) -> SessionUpdate {
+    SessionUpdate::Plan {
+        entries: plan
+            .plan
+            .into_iter()
+            .map(|step| PlanEntry {
+                content: step.step,
+                priority: "medium",
+                status: step.status.as_str(),
+            })
+            .collect(),
     }
 }
 
