@@ -10,9 +10,9 @@ use crate::backends::{Backends, startup_backend};
 use crate::config::Config;
 use dsh_core::{
     AgentRegistry, AgentServices, ChoiceError, ExecConfig, ExecError, Executor, Hooks, Launcher,
-    LauncherError, OpenAiProvider, OpenAiSetupError, PersistenceError, PersistenceHandle,
-    ProviderFactory, RegisterError, Registration, Shell, ShellEnvRegistry, Skills, ToolSet,
-    Unsaved, load_backend_choice, register_builtins,
+    LauncherError, McpServers, OpenAiProvider, OpenAiSetupError, PersistenceError,
+    PersistenceHandle, ProviderFactory, RegisterError, Registration, Shell, ShellEnvRegistry,
+    Skills, ToolSet, Unsaved, load_backend_choice, register_builtins,
 };
 
 /// Why the daemon's core could not be assembled. Each variant says which part failed and keeps
@@ -155,6 +155,7 @@ impl Daemon {
                 home: Some(home.clone()),
                 ..config.instructions.clone()
             },
+            mcp: Arc::new(McpServers::new(shell.clone(), config.mcp_servers.clone())),
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),

@@ -12,6 +12,7 @@ use dsh_client::Client;
 
 pub mod agents;
 pub mod bench;
+pub mod mcp;
 pub mod pty;
 pub mod seed;
 pub mod shell;

@@ -16,7 +16,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// The core's modules from the bottom up. A module may name only modules listed before it.
-    const LAYERS: [&str; 11] = [
+    const LAYERS: [&str; 12] = [
         "locks",
         "sandbox",
         "skills",
@@ -27,6 +27,7 @@ mod tests {
         "shell",
         "hooks",
         "tools",
+        "mcp",
         "agent",
     ];
 

@@ -22,6 +22,7 @@ mod exec;
 mod hooks;
 mod layers;
 mod locks;
+mod mcp;
 mod persistence;
 mod sandbox;
 mod shell;
@@ -106,6 +107,13 @@ pub use shell_env::{
 
 // Running a command for a client.
 pub use shell::{Command, Ran, RunError, Shell};
+
+// MCP servers as agent tools.
+pub use mcp::{
+    DEFAULT_STARTUP_TIMEOUT as MCP_DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TOOL_TIMEOUT as MCP_DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpServerStatus,
+    McpServers,
+};
 
 // Hooks.
 pub use hooks::{FileStatus, HookFileStatus, HookSettings, Hooks};

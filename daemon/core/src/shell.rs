@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::ToolExecution;
 use crate::exec::{
-    CommandOutcome, CommandSpec, ExecError, Executor, JobId, SandboxRequest, check_caller_env,
-    check_command,
+    CommandOutcome, CommandSpec, ExecError, Executor, JobId, SandboxRequest, Served,
+    check_caller_env, check_command,
 };
 use crate::sandbox::SandboxPolicy;
 use crate::shell_env::{CollectError, ShellEnvRegistry};
@@ -99,44 +99,10 @@ impl Shell {
     /// Runs `command` for `exec`. A foreground command stops when `exec.cancel` fires; a
     /// background job outlives the call and belongs to the calling agent (killed when it closes).
     pub async fn run(&self, exec: &ToolExecution, command: Command) -> Result<Ran, RunError> {
-        command.check()?;
-        let managed = self.shell_env.collect(exec).await?.into_inner();
-        let owner = exec.session_id().cloned();
-        // The workspace `workspace-write` may write is the agent's cwd, whatever the call's own
-        // working directory says.
-        let (policy, workspace) = match &exec.agent {
-            Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
-            None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
-        };
-        let sandbox = SandboxRequest {
-            policy: command.sandbox.unwrap_or(policy),
-            workspace,
-        };
-        let spec = CommandSpec {
-            command: command.command,
-            cwd: command.cwd.unwrap_or_else(|| exec.cwd.clone()),
-            timeout: command.timeout,
-            env: command.env,
-            managed,
-            stdin: None,
-            cancel: if command.background {
-                CancellationToken::new()
-            } else {
-                exec.cancel.clone()
-            },
-            // Whoever asked is told where the full output is; it stays until the agent closes.
-            spill_owner: owner.clone(),
-            sandbox: Some(sandbox),
-            // A job's output is read later (job_output); only a foreground command streams.
-            output: if command.background {
-                None
-            } else {
-                exec.output.clone()
-            },
-            // The agent's client's environment, when it sent one (`AgentContext::env`).
-            base_env: exec.agent.as_ref().and_then(|a| a.env.clone()),
-        };
-        if command.background {
+        let background = command.background;
+        let spec = self.spec(exec, command).await?;
+        let owner = spec.spill_owner.clone();
+        if background {
             let job = self.executor.start(spec, owner)?;
             tracing::info!(job = %job, "background job started");
             return Ok(Ran::Started(job));
@@ -150,5 +116,54 @@ impl Shell {
             "command ended"
         );
         Ok(Ran::Finished(outcome))
+    }
+
+    /// Starts `command` for `exec` as a served process (an MCP server): the same checks,
+    /// snapshot, sandbox and environment as [`Self::run`], collected once, at its start. It
+    /// belongs to the calling agent and lives until its handle is dropped.
+    pub async fn serve(&self, exec: &ToolExecution, command: Command) -> Result<Served, RunError> {
+        let spec = self.spec(exec, command).await?;
+        Ok(self.executor.serve(spec, exec.session_id())?)
+    }
+
+    /// The spec of `command` for `exec`, with this call's managed snapshot.
+    async fn spec(&self, exec: &ToolExecution, command: Command) -> Result<CommandSpec, RunError> {
+        command.check()?;
+        let managed = self.shell_env.collect(exec).await?.into_inner();
+        let owner = exec.session_id().cloned();
+        // The workspace `workspace-write` may write is the agent's cwd, whatever the call's own
+        // working directory says.
+        let (policy, workspace) = match &exec.agent {
+            Some(agent) => (agent.sandbox, agent.header.cwd.clone()),
+            None => (SandboxPolicy::UNCONFINED, exec.cwd.clone()),
+        };
+        let sandbox = SandboxRequest {
+            policy: command.sandbox.unwrap_or(policy),
+            workspace,
+        };
+        Ok(CommandSpec {
+            command: command.command,
+            cwd: command.cwd.unwrap_or_else(|| exec.cwd.clone()),
+            timeout: command.timeout,
+            env: command.env,
+            managed,
+            stdin: None,
+            cancel: if command.background {
+                CancellationToken::new()
+            } else {
+                exec.cancel.clone()
+            },
+            // Whoever asked is told where the full output is; it stays until the agent closes.
+            spill_owner: owner,
+            sandbox: Some(sandbox),
+            // A job's output is read later (job_output); only a foreground command streams.
+            output: if command.background {
+                None
+            } else {
+                exec.output.clone()
+            },
+            // The agent's client's environment, when it sent one (`AgentContext::env`).
+            base_env: exec.agent.as_ref().and_then(|a| a.env.clone()),
+        })
     }
 }

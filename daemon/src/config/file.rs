@@ -45,6 +45,8 @@ pub(super) struct FileConfig {
     pub watch: WatchSection,
     #[serde(default)]
     pub instructions: InstructionsSection,
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, super::mcp::McpServerSection>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,6 +6,7 @@
 //! never silently falls back to a default.
 
 mod file;
+mod mcp;
 mod sandbox;
 
 use std::ffi::OsString;
@@ -21,9 +22,9 @@ use crate::connection;
 use crate::socket;
 use dsh_core::{
     AgentLimits, ApprovalSettings, BackendKind, CheckpointPolicy, ExecConfig, HookSettings,
-    InstructionSettings, OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER, SandboxPolicy, Script,
-    compile_secret_pattern, home, home::Ambient, home::Explicit, home::HomeError,
-    home::ResolvedHome,
+    InstructionSettings, McpServerConfig, OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER,
+    SandboxPolicy, Script, compile_secret_pattern, home, home::Ambient, home::Explicit,
+    home::HomeError, home::ResolvedHome,
 };
 
 /// The systemd credential holding the model key when `model.api_key_credential` is not set.
@@ -175,6 +176,8 @@ pub struct Config {
     /// Which project instruction files an agent's first turn loads (`[instructions]`); the home
     /// file's directory is filled in by the daemon.
     pub instructions: InstructionSettings,
+    /// The enabled stdio MCP servers of top-level agents (`[mcp_servers.<name>]`).
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 /// Why the configuration could not be built.
@@ -533,6 +536,7 @@ impl Builder<'_> {
             watch_max_pending: parsed.watch.max_pending(),
             watch_tool_output: parsed.watch.tool_output.unwrap_or(true),
             instructions: self.instructions(&parsed.instructions)?,
+            mcp_servers: self.mcp_servers(&parsed.mcp_servers)?,
             home,
             file,
             sandbox,

@@ -523,3 +523,45 @@ fn the_command_share_of_connections_is_at_most_half_and_named_when_not() {
         .to_string();
     assert!(err.contains("max_command_connections"), "{err}");
 }
+
+#[test]
+fn mcp_servers_are_read_and_bad_ones_name_their_key() {
+    let cfg = load_text(
+        "[mcp_servers.gh]\ncommand = \"gh-mcp\"\nargs = [\"--stdio\"]\nenv = {GH_HOST = \"x\"}\ntool_timeout_ms = 5000\ndisabled_tools = [\"delete_repo\"]\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.mcp_servers.len(), 1, "a disabled server is left out");
+    let gh = &cfg.mcp_servers[0];
+    assert_eq!((gh.name.as_str(), gh.command.as_str()), ("gh", "gh-mcp"));
+    assert_eq!(gh.args, ["--stdio"]);
+    assert_eq!(gh.tool_timeout, Duration::from_millis(5000));
+    assert_eq!(gh.startup_timeout, dsh_core::MCP_DEFAULT_STARTUP_TIMEOUT);
+    assert_eq!(gh.disabled_tools, ["delete_repo"]);
+    for (text, says) in [
+        (
+            "[mcp_servers.\"a.b\"]\ncommand = \"x\"\n",
+            "mcp_servers.a.b",
+        ),
+        ("[mcp_servers.a__b]\ncommand = \"x\"\n", "no \"__\""),
+        ("[mcp_servers.s]\nargs = []\n", "mcp_servers.s.command"),
+        (
+            "[mcp_servers.s]\nurl = \"http://h/mcp\"\n",
+            "mcp_servers.s.url",
+        ),
+        (
+            "[mcp_servers.s]\ncommand = \"x\"\nenv = {DSH_SESSION_ID = \"f\"}\n",
+            "mcp_servers.s.env",
+        ),
+        (
+            "[mcp_servers.s]\ncommand = \"x\"\nstartup_timeout_ms = 0\n",
+            "mcp_servers.s.startup_timeout_ms",
+        ),
+        (
+            "[mcp_servers.s]\ncommand = \"x\"\ntransport = \"sse\"\n",
+            "transport",
+        ),
+    ] {
+        let err = load_text(text).unwrap_err().to_string();
+        assert!(err.contains(says), "{text:?}: {err}");
+    }
+}

@@ -16,6 +16,7 @@ mod instructions;
 mod launcher;
 mod live;
 mod managed_env;
+mod mcp;
 mod models;
 mod observability;
 mod openai;

@@ -34,6 +34,9 @@ pub(crate) fn needed(
         (ApprovalPolicy::Always, None) if tool == WRITE || tool == EDIT => {
             Some("the approval policy is `always`: every file change waits for approval".into())
         }
+        (ApprovalPolicy::Always, None) if tool.starts_with(crate::mcp::MCP_PREFIX) => {
+            Some("the approval policy is `always`: every MCP tool call waits for approval".into())
+        }
         (ApprovalPolicy::OnRequest | ApprovalPolicy::Always, None) => None,
     }
 }

@@ -16,34 +16,9 @@ use dsh_session::{EventData, InstructionFile};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, AgentServices};
+use super::{Agent, AgentServices, InstructionSettings};
 use crate::call::ToolExecution;
 use crate::exec::Executor;
-
-/// Default budget for all instructions together: Codex's `project_doc_max_bytes`.
-const DEFAULT_INSTRUCTIONS_MAX_BYTES: u64 = 32 * 1024;
-
-/// Which instruction files are looked for, and how much of them is taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstructionSettings {
-    /// The harness home, whose file comes first; `None`: no home file.
-    pub home: Option<PathBuf>,
-    /// The names looked for in each directory, in preference order (a directory gives its first
-    /// one that exists); empty: no instructions are loaded.
-    pub files: Vec<String>,
-    /// Bytes taken from all files together; the file that passes it is cut, the rest left out.
-    pub max_bytes: u64,
-}
-
-impl Default for InstructionSettings {
-    fn default() -> Self {
-        Self {
-            home: None,
-            files: vec!["AGENTS.md".to_owned(), "CLAUDE.md".to_owned()],
-            max_bytes: DEFAULT_INSTRUCTIONS_MAX_BYTES,
-        }
-    }
-}
 
 /// The files to read for an agent working in `cwd`, in order, without repeats.
 fn candidates(settings: &InstructionSettings, cwd: &Path) -> Vec<PathBuf> {

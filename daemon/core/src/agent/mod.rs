@@ -26,10 +26,10 @@ pub(crate) mod watch;
 
 pub use answers::ApprovalAnswer;
 pub use configure::SettingsChange;
-pub use instructions::InstructionSettings;
 pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ModelList, ModelSource, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};
+pub use services::InstructionSettings;
 pub use services::{
     AgentLimits, AgentServices, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_WATCH_MAX_PENDING,

@@ -357,6 +357,7 @@ impl AgentRegistry {
         agent.cancel(AbortCause::Closed);
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
+        self.services.mcp.stop(agent.id());
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());
         self.services.tools.release(agent.id());

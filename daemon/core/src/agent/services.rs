@@ -1,5 +1,6 @@
 //! What every agent's loop needs from the daemon, shared by all agents.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,7 +111,9 @@ pub struct AgentServices {
     pub tool_output: bool,
     /// Which project instruction files an agent's first turn loads; [`Self::new`]: the
     /// defaults, without a home file.
-    pub instructions: super::InstructionSettings,
+    pub instructions: InstructionSettings,
+    /// The configured MCP servers, started per top-level agent; [`Self::new`]: none.
+    pub mcp: Arc<crate::mcp::McpServers>,
 }
 
 impl AgentServices {
@@ -136,7 +139,8 @@ impl AgentServices {
             approval: ApprovalSettings::default(),
             watch_max_pending: DEFAULT_WATCH_MAX_PENDING,
             tool_output: true,
-            instructions: super::InstructionSettings::default(),
+            instructions: InstructionSettings::default(),
+            mcp: Arc::new(crate::mcp::McpServers::none()),
         }
     }
 
@@ -144,5 +148,30 @@ impl AgentServices {
     /// last discovery (names and descriptions only).
     pub fn system_prompt(&self) -> String {
         format!("{BASE_SYSTEM_PROMPT}{}", self.skills.prompt_section())
+    }
+}
+
+/// Default budget for all instructions together: Codex's `project_doc_max_bytes`.
+const DEFAULT_INSTRUCTIONS_MAX_BYTES: u64 = 32 * 1024;
+
+/// Which instruction files are looked for, and how much of them is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstructionSettings {
+    /// The harness home, whose file comes first; `None`: no home file.
+    pub home: Option<PathBuf>,
+    /// The names looked for in each directory, in preference order (a directory gives its first
+    /// one that exists); empty: no instructions are loaded.
+    pub files: Vec<String>,
+    /// Bytes taken from all files together; the file that passes it is cut, the rest left out.
+    pub max_bytes: u64,
+}
+
+impl Default for InstructionSettings {
+    fn default() -> Self {
+        Self {
+            home: None,
+            files: vec!["AGENTS.md".to_owned(), "CLAUDE.md".to_owned()],
+            max_bytes: DEFAULT_INSTRUCTIONS_MAX_BYTES,
+        }
     }
 }

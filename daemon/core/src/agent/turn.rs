@@ -265,7 +265,7 @@ impl TurnRun {
         });
         self.agent.log_hook_context(&context);
 
-        let tools = self.services.tools.clone();
+        let tools = self.tools().await;
         let mut step = 0;
         let mut stop_hook_active = false;
         let mut continuations = 0;
@@ -385,6 +385,23 @@ impl TurnRun {
                 },
             });
         }
+    }
+
+    /// The tools of this turn: dshd's own and, for a top-level agent, its MCP servers' (started
+    /// now if they are not running). Children get none: a fan-out of a thousand children would
+    /// start a thousand servers each.
+    async fn tools(&self) -> ToolSet {
+        let tools = self.services.tools.clone();
+        if self.agent.header().delegation_depth > 0 {
+            return tools;
+        }
+        let context = self.agent.context().clone();
+        self.services
+            .mcp
+            .tools(&context)
+            .await
+            .into_iter()
+            .fold(tools, ToolSet::with)
     }
 
     /// The tools the model is offered: all of them, except `spawn_agent` for an agent already at

@@ -331,6 +331,22 @@ fn watch_exit(_pid: Pid) -> ExitWatch {
 }
 
 impl Spawned {
+    /// Takes the pipes for a caller that talks to the process itself (a served process):
+    /// `supervise` then pumps and feeds nothing.
+    pub(crate) fn take_stdio(
+        &mut self,
+    ) -> (
+        Option<ChildStdin>,
+        Option<tokio::process::ChildStdout>,
+        Option<tokio::process::ChildStderr>,
+    ) {
+        (
+            self.stdin.take().map(|(pipe, _)| pipe),
+            self.child.stdout.take(),
+            self.child.stderr.take(),
+        )
+    }
+
     /// Resolves once the shell has exited. Cancel-safe. With a pidfd the shell stays a zombie
     /// (still pinning its group id) until [`Self::reap`].
     async fn exited(&mut self) {

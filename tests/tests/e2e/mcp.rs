@@ -1,0 +1,175 @@
+//! MCP servers as agent tools, with real servers: a Python server written with the official
+//! `mcp` package (tests/fixtures/mcp/probe_server.py) started per agent from `[mcp_servers]`.
+//! Its tools reach the model as `mcp__probe__<tool>`; it runs with the session's managed
+//! snapshot (its own `DSH_SESSION_ID`, `Locate`'s `DSH_SESSION_JSONL`, no outer `DSH_*`) inside
+//! the agent's sandbox; servers that never answer or write garbage cost the turn nothing; a
+//! crashed server is started again at the next turn; close and kill -9 of dshd leave no server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use dsh_tests::shell::{locate, prompt, prompt_results, workdir};
+use dsh_tests::{DaemonSpec, TestDaemon, mcp};
+use serde_json::{Value, json};
+
+/// A daemon whose agents get the probe server, and two bad ones: `silent` never answers
+/// `initialize`, `garbage` floods its stdout with lines that are not JSON-RPC.
+fn daemon() -> TestDaemon {
+    let config = format!(
+        r#"
+[mcp_servers.probe]
+command = {python:?}
+args = [{server:?}]
+
+[mcp_servers.silent]
+command = "sleep"
+args = ["600"]
+startup_timeout_ms = 500
+
+[mcp_servers.garbage]
+command = "yes"
+args = ["this is not JSON-RPC"]
+startup_timeout_ms = 500
+"#,
+        python = mcp::python().display().to_string(),
+        server = mcp::probe_server().display().to_string(),
+    );
+    TestDaemon::start_with(DaemonSpec {
+        config: Some(config),
+        env: vec![("DSH_SESSION_ID".into(), "outer-forged".into())],
+        ..DaemonSpec::default()
+    })
+}
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"name": format!("mcp__probe__{name}"), "arguments": arguments})
+}
+
+fn alive(pid: &str) -> bool {
+    Path::new("/proc").join(pid).exists()
+}
+
+/// Waits until process `pid` is gone; fails the test after a generous bound.
+fn gone(pid: &str, after: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the MCP server {pid} still runs after {after}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_with_it() {
+    let daemon = daemon();
+    let cwd = workdir(&daemon, "w");
+    let outside = daemon.dir.path().join("outside.txt");
+    let inside = cwd.join("inside.txt");
+    let agent = daemon.new_agent_with(
+        &cwd,
+        &["--sandbox", "workspace-write"],
+        &json!({"replies": [
+            {"tool_calls": [
+                call("env", json!({"prefix": "DSH_"})),
+                call("write_file", json!({"path": outside, "text": "escaped"})),
+                call("write_file", json!({"path": inside, "text": "kept"})),
+                call("pid", json!({})),
+            ]},
+            {"text": "done"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &agent, "use the probe"));
+    assert_eq!(results.len(), 4, "{results:?}");
+    let [env, out, ins, pid] = &results[..] else {
+        unreachable!()
+    };
+    let transcript = locate(&daemon, &agent).unwrap();
+    assert!(!env.is_error, "{env:?}");
+    let lines: Vec<&str> = env.content.lines().collect();
+    assert!(
+        lines.contains(&format!("DSH_SESSION_ID={agent}").as_str()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&format!("DSH_SESSION_JSONL={transcript}").as_str()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&format!("DSH_HOME={}", daemon.home.display()).as_str()),
+        "{lines:?}"
+    );
+    assert!(!env.content.contains("outer-forged"), "{lines:?}");
+
+    assert!(
+        out.is_error,
+        "a write outside the workspace must fail: {out:?}"
+    );
+    assert!(!outside.exists());
+    assert!(!ins.is_error, "{ins:?}");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "kept");
+
+    // The bad servers offered nothing and cost the turn nothing; the log has the calls.
+    let events = daemon.events(&agent);
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/call")
+        .map(|e| e["data"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__probe__env",
+            "mcp__probe__write_file",
+            "mcp__probe__write_file",
+            "mcp__probe__pid"
+        ]
+    );
+
+    let pid = pid.content.trim().to_owned();
+    assert!(
+        alive(&pid),
+        "the server {pid} should run while the agent is live"
+    );
+    assert!(daemon.dshctl(&["agent", "close", &agent]).status.success());
+    gone(&pid, "its agent closed");
+}
+
+#[test]
+fn a_crashed_server_starts_again_at_the_next_turn_and_kill_9_of_dshd_leaves_none() {
+    let mut daemon = daemon();
+    let cwd = workdir(&daemon, "w");
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [call("pid", json!({}))]},
+            {"tool_calls": [call("crash", json!({}))]},
+            {"text": "it crashed"},
+            {"tool_calls": [call("pid", json!({}))]},
+            {"text": "back"},
+        ]}),
+    );
+    let first = prompt_results(&prompt(&daemon, &agent, "crash it"));
+    assert_eq!(first.len(), 2, "{first:?}");
+    let before = first[0].content.trim().to_owned();
+    assert!(first[1].is_error, "{:?}", first[1]);
+    assert!(
+        first[1].content.contains("MCP server probe"),
+        "the error names the server: {:?}",
+        first[1]
+    );
+    gone(&before, "it crashed");
+
+    let second = prompt_results(&prompt(&daemon, &agent, "again"));
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(!second[0].is_error, "{:?}", second[0]);
+    let after = second[0].content.trim().to_owned();
+    assert_ne!(after, before, "a new server process");
+    assert!(alive(&after));
+
+    daemon.kill9();
+    gone(&after, "dshd was killed with SIGKILL");
+}
