@@ -111,8 +111,8 @@ pub use shell::{Command, Ran, RunError, Shell};
 // MCP servers as agent tools.
 pub use mcp::{
     DEFAULT_STARTUP_TIMEOUT as MCP_DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_TOOL_TIMEOUT as MCP_DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpServerStatus,
-    McpServers,
+    DEFAULT_TOOL_TIMEOUT as MCP_DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpServerState,
+    McpServerStatus, McpServers,
 };
 
 // Hooks.

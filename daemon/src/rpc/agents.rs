@@ -78,7 +78,7 @@ impl agents_server::Agents for AgentsService {
         }
         .map_err(agent_status)?;
         self.give_env(&agent, env);
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn remove_rules(
@@ -118,7 +118,7 @@ impl agents_server::Agents for AgentsService {
         let agent = self.agents.get(&id).map_err(agent_status)?;
         Ok(Response::new(v1::RemoveRulesResponse {
             removed: removed.into_iter().map(rule_wire).collect(),
-            agent: Some(agent_info(&agent)),
+            agent: Some(agent_info(&agent, &self.agents)),
         }))
     }
 
@@ -141,7 +141,7 @@ impl agents_server::Agents for AgentsService {
             .configure(&id, change)
             .await
             .map_err(agent_status)?;
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn resume(&self, request: Request<v1::ResumeAgentRequest>) -> Reply<v1::AgentInfo> {
@@ -166,7 +166,7 @@ impl agents_server::Agents for AgentsService {
             .await
             .map_err(agent_status)?;
         self.give_env(&agent, env);
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn fork(&self, request: Request<v1::ForkAgentRequest>) -> Reply<v1::AgentInfo> {
@@ -187,7 +187,7 @@ impl agents_server::Agents for AgentsService {
             .await
             .map_err(agent_status)?;
         self.give_env(&agent, env);
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn spawn(&self, request: Request<v1::SpawnAgentRequest>) -> Reply<v1::AgentInfo> {
@@ -206,21 +206,26 @@ impl agents_server::Agents for AgentsService {
             .agents
             .spawn(&parent, &model_choice(req.model)?, sandbox, approval)
             .map_err(agent_status)?;
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn list(
         &self,
         _request: Request<v1::ListAgentsRequest>,
     ) -> Reply<v1::ListAgentsResponse> {
-        let agents = self.agents.list().iter().map(|a| agent_info(a)).collect();
+        let agents = self
+            .agents
+            .list()
+            .iter()
+            .map(|a| agent_info(a, &self.agents))
+            .collect();
         Ok(Response::new(v1::ListAgentsResponse { agents }))
     }
 
     async fn get(&self, request: Request<v1::GetAgentRequest>) -> Reply<v1::AgentInfo> {
         let id = session_id("agent_id", request.into_inner().agent_id)?;
         let agent = self.agents.get(&id).map_err(agent_status)?;
-        Ok(Response::new(agent_info(&agent)))
+        Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
     async fn prompt(&self, request: Request<v1::PromptRequest>) -> Reply<Self::PromptStream> {

@@ -9,9 +9,10 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
-    Agent, AgentError, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError, Event, ExecError,
-    ModelChoice, PersistenceError, ReasoningEffort, SandboxError, SandboxPolicy, SessionHeader,
-    SessionId, SessionLocation, StreamEvent, UnknownName,
+    Agent, AgentError, AgentRegistry, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError,
+    Event, ExecError, McpServerState, McpServerStatus, ModelChoice, PersistenceError,
+    ReasoningEffort, SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation,
+    StreamEvent, UnknownName,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -80,8 +81,8 @@ pub fn approval_wire(policy: ApprovalPolicy) -> v1::ApprovalPolicy {
     }
 }
 
-/// A live agent for the wire.
-pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
+/// A live agent for the wire, with its MCP servers as `registry` knows them.
+pub fn agent_info(agent: &Agent, registry: &AgentRegistry) -> v1::AgentInfo {
     let (state, turns) = match agent.status() {
         AgentStatus::Idle => (v1::AgentState::Idle, agent.last_turn()),
         AgentStatus::Running { turn } => (v1::AgentState::Running, turn),
@@ -103,6 +104,28 @@ pub fn agent_info(agent: &Agent) -> v1::AgentInfo {
         approval: approval_wire(settings.approval) as i32,
         approval_rules: agent.approval_rules().into_iter().map(rule_wire).collect(),
         instruction_files: agent.instruction_files(),
+        mcp_servers: registry
+            .mcp_servers(agent.id())
+            .into_iter()
+            .map(mcp_server_wire)
+            .collect(),
+    }
+}
+
+/// One MCP server's status for the wire.
+fn mcp_server_wire(s: McpServerStatus) -> v1::McpServerInfo {
+    let state = match s.state {
+        McpServerState::NotStarted => v1::McpServerState::NotStarted,
+        McpServerState::Starting => v1::McpServerState::Starting,
+        McpServerState::Running => v1::McpServerState::Running,
+        McpServerState::Failed => v1::McpServerState::Failed,
+    };
+    v1::McpServerInfo {
+        name: s.name,
+        state: state as i32,
+        tools: s.tools,
+        last_error: s.last_error,
+        starts: s.starts,
     }
 }
 

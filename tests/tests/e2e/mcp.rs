@@ -47,6 +47,16 @@ fn call(name: &str, arguments: Value) -> Value {
     json!({"name": format!("mcp__probe__{name}"), "arguments": arguments})
 }
 
+/// `dshctl --json mcp list --agent AGENT`'s servers, by name.
+fn servers(daemon: &TestDaemon, agent: &str) -> Value {
+    let doc = daemon.dshctl_json(&["mcp", "list", "--agent", agent]);
+    let mut by_name = serde_json::Map::new();
+    for server in doc["agents"][0]["mcp_servers"].as_array().unwrap() {
+        by_name.insert(server["name"].as_str().unwrap().to_owned(), server.clone());
+    }
+    Value::Object(by_name)
+}
+
 fn alive(pid: &str) -> bool {
     Path::new("/proc").join(pid).exists()
 }
@@ -82,6 +92,7 @@ fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_wi
             {"text": "done"},
         ]}),
     );
+    assert_eq!(servers(&daemon, &agent)["probe"]["state"], "not started");
     let results = prompt_results(&prompt(&daemon, &agent, "use the probe"));
     assert_eq!(results.len(), 4, "{results:?}");
     let [env, out, ins, pid] = &results[..] else {
@@ -129,6 +140,26 @@ fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_wi
         ]
     );
 
+    // `dshctl mcp list` says where each stands and why the bad ones offer nothing.
+    let listed = servers(&daemon, &agent);
+    assert_eq!(listed["probe"]["state"], "running", "{listed}");
+    assert_eq!(
+        listed["probe"]["tools"],
+        json!([
+            "mcp__probe__env",
+            "mcp__probe__pid",
+            "mcp__probe__write_file",
+            "mcp__probe__crash"
+        ]),
+        "{listed}"
+    );
+    for bad in ["silent", "garbage"] {
+        assert_eq!(listed[bad]["state"], "failed", "{listed}");
+        assert_eq!(listed[bad]["tools"], json!([]), "{listed}");
+        let error = listed[bad]["last_error"].as_str().unwrap();
+        assert!(error.contains("no answer within 500 ms"), "{error}");
+    }
+
     let pid = pid.content.trim().to_owned();
     assert!(
         alive(&pid),
@@ -167,6 +198,9 @@ fn a_crashed_server_starts_again_at_the_next_turn_and_kill_9_of_dshd_leaves_none
     assert_eq!(second.len(), 1, "{second:?}");
     assert!(!second[0].is_error, "{:?}", second[0]);
     let after = second[0].content.trim().to_owned();
+    let listed = servers(&daemon, &agent);
+    assert_eq!(listed["probe"]["state"], "running", "{listed}");
+    assert_eq!(listed["probe"]["starts"], 2, "{listed}");
     assert_ne!(after, before, "a new server process");
     assert!(alive(&after));
 

@@ -439,6 +439,21 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
     for file in &a.instruction_files {
         writeln!(w, "instructions {file}")?;
     }
+    for s in &a.mcp_servers {
+        let error = s
+            .last_error
+            .as_ref()
+            .map(|e| format!("; last error: {e}"))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "mcp      {} {} ({} tools, started {} times){error}",
+            s.name,
+            wire::mcp_state_name(s.state),
+            s.tools.len(),
+            s.starts
+        )?;
+    }
     for rule in &a.approval_rules {
         writeln!(
             w,

@@ -10,6 +10,7 @@ mod daemon;
 mod doctor;
 mod env;
 mod hooks;
+mod mcp;
 mod models;
 mod output;
 mod persistence;
@@ -150,6 +151,11 @@ enum Command {
     /// The models an agent can be given (`--model openai --model-name NAME`, an editor's model
     /// picker): `[model] models` from the config, else the provider's own list.
     Models,
+    /// MCP servers of live agents (`[mcp_servers]` in dshd's config).
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
     /// Local skills under the harness home.
     Skills {
         #[command(subcommand)]
@@ -347,6 +353,7 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Hooks { command } => hooks::run(&client, out, command).await?,
         Command::Skills { command } => skills::run(&client, out, command).await?,
         Command::Models => models::run(&client, out).await?,
+        Command::Mcp { command } => mcp::run(&client, out, command).await?,
         Command::Completions { .. } | Command::Doctor | Command::Acp(_) => {}
     }
     Ok(ExitCode::SUCCESS)

@@ -31,9 +31,32 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "approval": approval_name(a.approval),
         "approval_rules": a.approval_rules.iter().map(|r| json!({"tool": r.tool, "command": r.command, "cwd": r.cwd})).collect::<Vec<_>>(),
         "instruction_files": a.instruction_files,
+        "mcp_servers": a.mcp_servers.iter().map(mcp_server).collect::<Vec<_>>(),
         "header": a.header.as_ref().map(header),
         "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),
     })
+}
+
+/// One MCP server of an agent.
+pub fn mcp_server(s: &v1::McpServerInfo) -> Value {
+    json!({
+        "name": s.name,
+        "state": mcp_state_name(s.state),
+        "tools": s.tools,
+        "last_error": s.last_error,
+        "starts": s.starts,
+    })
+}
+
+/// An MCP server state as words.
+pub fn mcp_state_name(state: i32) -> &'static str {
+    match v1::McpServerState::try_from(state) {
+        Ok(v1::McpServerState::NotStarted) => "not started",
+        Ok(v1::McpServerState::Starting) => "starting",
+        Ok(v1::McpServerState::Running) => "running",
+        Ok(v1::McpServerState::Failed) => "failed",
+        _ => "unknown",
+    }
 }
 
 /// An agent state as a word.

@@ -82,6 +82,15 @@ impl AgentRegistry {
         })
     }
 
+    /// Where agent `id`'s MCP servers stand; none for a child agent (children get no servers)
+    /// or an agent that is not live.
+    pub fn mcp_servers(&self, id: &SessionId) -> Vec<crate::mcp::McpServerStatus> {
+        match self.get(id) {
+            Ok(agent) if agent.header().delegation_depth == 0 => self.services.mcp.status(id),
+            _ => Vec::new(),
+        }
+    }
+
     /// The shared services.
     pub fn services(&self) -> &Arc<AgentServices> {
         &self.services

@@ -83,13 +83,26 @@ impl McpServerConfig {
     }
 }
 
-/// Where one server of one agent stands, for `dshctl mcp list` and `Agents.Show`.
+/// Where one server of one agent stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpServerState {
+    /// The agent has not begun a turn since it went live.
+    NotStarted,
+    /// A turn is starting it now.
+    Starting,
+    /// It answers.
+    Running,
+    /// It did not start, or died; a later turn starts it again.
+    Failed,
+}
+
+/// One server of one agent, for `dshctl mcp list` and `Agents.Show`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerStatus {
     /// The server's name.
     pub name: String,
-    /// `running`, `failed` (waiting to be started again at a later turn) or `not started`.
-    pub state: &'static str,
+    /// Where it stands.
+    pub state: McpServerState,
     /// The tools the agent is offered (`mcp__<server>__<tool>`).
     pub tools: Vec<String>,
     /// What went wrong last (a failed start, a crash), and server tools not offered and why.
@@ -269,32 +282,37 @@ impl McpServers {
         slots.iter().flat_map(|s| s.tools.iter().cloned()).collect()
     }
 
-    /// Where `agent`'s servers stand.
-    pub async fn status(&self, agent: &SessionId) -> Vec<McpServerStatus> {
+    /// Where `agent`'s servers stand. Never waits: while a turn starts them, they are
+    /// [`McpServerState::Starting`].
+    pub fn status(&self, agent: &SessionId) -> Vec<McpServerStatus> {
         let slots = lock(&self.agents).get(agent).cloned();
-        let Some(slots) = slots else {
-            return self
-                .configs
+        let unknown = |state| {
+            self.configs
                 .iter()
                 .map(|c| McpServerStatus {
                     name: c.name.clone(),
-                    state: "not started",
+                    state,
                     tools: Vec::new(),
                     last_error: None,
                     starts: 0,
                 })
-                .collect();
+                .collect()
         };
-        let slots = slots.lock().await;
+        let Some(slots) = slots else {
+            return unknown(McpServerState::NotStarted);
+        };
+        let Ok(slots) = slots.try_lock() else {
+            return unknown(McpServerState::Starting);
+        };
         slots
             .iter()
             .zip(self.configs.iter())
             .map(|(slot, config)| McpServerStatus {
                 name: config.name.clone(),
                 state: match &slot.server {
-                    Some(s) if s.alive() => "running",
-                    _ if slot.starts == 0 => "not started",
-                    _ => "failed",
+                    Some(s) if s.alive() => McpServerState::Running,
+                    _ if slot.starts == 0 => McpServerState::NotStarted,
+                    _ => McpServerState::Failed,
                 },
                 tools: slot.tools.iter().map(|t| t.schema().name).collect(),
                 last_error: slot.last_error.clone(),

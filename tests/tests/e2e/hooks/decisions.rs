@@ -257,3 +257,50 @@ fn a_stop_hook_that_always_blocks_is_obeyed_up_to_the_cap_and_the_turn_still_com
         ends[0]
     );
 }
+
+/// A Claude Code PreToolUse hook with the matcher its users write for MCP tools (`mcp__.*`) sees
+/// the call as Claude Code names it, `mcp__<server>__<tool>` with the tool's own arguments, and
+/// its deny keeps the server from ever being called.
+#[test]
+fn a_pre_tool_use_matcher_for_mcp_tools_denies_the_call_before_the_server_sees_it() {
+    let deny = json!({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no MCP writes here",
+    }});
+    let servers = format!(
+        "[mcp_servers.probe]\ncommand = {:?}\nargs = [{:?}]\n",
+        dsh_tests::mcp::python().display().to_string(),
+        dsh_tests::mcp::probe_server().display().to_string(),
+    );
+    let w = World::new(|dir| Setup {
+        hooks_toml: servers,
+        ..Setup::claude_code(hook_file(&[(
+            "PreToolUse",
+            Some("mcp__.*"),
+            &format!("cat > {}; echo '{deny}'", dir.q("payload.json")),
+        )]))
+    });
+    let marker = w.path("marker");
+    let agent = w.agent(&json!({"replies": [
+        {"tool_calls": [{"name": "mcp__probe__write_file", "arguments": {"path": marker, "text": "x"}}]},
+        {"text": "done"},
+    ]}));
+    let turn = w.prompt(&agent, "write through the server");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert!(!marker.exists(), "the denied MCP call reached the server");
+    let results = turn.tool_results();
+    assert_eq!(results[0]["isError"], true, "{}", results[0]);
+    assert!(
+        content(&turn).contains("no MCP writes here"),
+        "{}",
+        content(&turn)
+    );
+    let payload: Value = serde_json::from_str(&w.read("payload.json")).unwrap();
+    assert_eq!(payload["tool_name"], "mcp__probe__write_file", "{payload}");
+    assert_eq!(
+        payload["tool_input"]["path"],
+        marker.display().to_string(),
+        "{payload}"
+    );
+}
