@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{Builder, ConfigError};
-use dsh_core::{MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig};
+use dsh_core::{
+    MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig, check_mcp_server_name,
+};
 
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Deserialize)]
@@ -38,19 +40,8 @@ impl Builder<'_> {
         let mut servers = Vec::new();
         for (name, section) in sections {
             let key = |field: &str| format!("mcp_servers.{name}.{field}");
-            // The name is the middle of `mcp__<name>__<tool>`, which a provider takes only in
-            // these characters; `__` would make the split ambiguous.
-            if name.is_empty()
-                || name.contains("__")
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(self.invalid(
-                    &format!("mcp_servers.{name}"),
-                    "a server name has ASCII letters, digits, '_' and '-' only, and no \"__\"",
-                ));
-            }
+            check_mcp_server_name(name)
+                .map_err(|why| self.invalid(&format!("mcp_servers.{name}"), why))?;
             if section.url.is_some() {
                 return Err(self.invalid(
                     &key("url"),

@@ -12,12 +12,13 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    agent_info, agent_status, approval_policy, client_environment, model_choice, rule_wire,
-    sandbox_policy, session_id, stream_event,
+    agent_info, agent_status, approval_policy, client_environment, mcp_servers, model_choice,
+    rule_wire, sandbox_policy, session_id, stream_event,
 };
 use dsh_core::{
     Agent, AgentRegistry, ApprovalAnswer, ApprovalClient, ApprovalRule, ApprovalScope,
-    ApprovalVerdict, EventFilter, SandboxPolicy, SettingsChange, WatchScope, Watcher,
+    ApprovalVerdict, EventFilter, McpServerConfig, SandboxPolicy, SettingsChange, WatchScope,
+    Watcher,
 };
 
 /// The `Agents` service.
@@ -39,12 +40,30 @@ impl AgentsService {
 }
 
 impl AgentsService {
-    /// Makes `agent`'s commands start from its client's environment, when the client sent one.
-    fn give_env(&self, agent: &Agent, env: Option<Vec<(OsString, OsString)>>) {
+    /// The client's MCP servers from the wire, checked, before anything is made live.
+    fn servers(&self, specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>, Status> {
+        let servers = mcp_servers(specs)?;
+        self.agents
+            .services()
+            .mcp
+            .check_extra(&servers)
+            .map_err(Status::invalid_argument)?;
+        Ok(servers)
+    }
+
+    /// Makes `agent`'s commands start from its client's environment, when the client sent one,
+    /// and gives it the client's MCP servers.
+    fn give(
+        &self,
+        agent: &Agent,
+        env: Option<Vec<(OsString, OsString)>>,
+        servers: Vec<McpServerConfig>,
+    ) {
         if let Some(vars) = env {
             let env = self.agents.services().executor.client_env(vars);
             agent.set_client_env(Some(env));
         }
+        self.agents.services().mcp.give(agent.id(), servers);
     }
 }
 
@@ -65,6 +84,7 @@ impl agents_server::Agents for AgentsService {
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
         let env = client_environment(req.environment)?;
+        let servers = self.servers(req.mcp_servers)?;
         let cwd = PathBuf::from(req.cwd);
         let choice = model_choice(req.model)?;
         let agent = match req.session_id {
@@ -77,7 +97,7 @@ impl agents_server::Agents for AgentsService {
             }
         }
         .map_err(agent_status)?;
-        self.give_env(&agent, env);
+        self.give(&agent, env, servers);
         Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
@@ -154,6 +174,7 @@ impl agents_server::Agents for AgentsService {
         };
         let approval = approval_policy(req.approval)?;
         let env = client_environment(req.environment)?;
+        let servers = self.servers(req.mcp_servers)?;
         let agent = self
             .agents
             .resume(
@@ -165,7 +186,7 @@ impl agents_server::Agents for AgentsService {
             )
             .await
             .map_err(agent_status)?;
-        self.give_env(&agent, env);
+        self.give(&agent, env, servers);
         Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 
@@ -175,6 +196,7 @@ impl agents_server::Agents for AgentsService {
         let sandbox = sandbox_policy(req.sandbox, self.default_sandbox)?;
         let approval = approval_policy(req.approval)?;
         let env = client_environment(req.environment)?;
+        let servers = self.servers(req.mcp_servers)?;
         let agent = self
             .agents
             .fork_at(
@@ -186,7 +208,7 @@ impl agents_server::Agents for AgentsService {
             )
             .await
             .map_err(agent_status)?;
-        self.give_env(&agent, env);
+        self.give(&agent, env, servers);
         Ok(Response::new(agent_info(&agent, &self.agents)))
     }
 

@@ -2,6 +2,7 @@
 //! validated domain values, and domain errors to gRPC status codes.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use dsh_proto::refusal::{self, metadata};
 use dsh_proto::v1;
@@ -10,9 +11,10 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use dsh_core::{
     Agent, AgentError, AgentRegistry, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError,
-    Event, ExecError, McpServerState, McpServerStatus, ModelChoice, PersistenceError,
-    ReasoningEffort, SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation,
-    StreamEvent, UnknownName,
+    Event, ExecError, MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig,
+    McpServerState, McpServerStatus, ModelChoice, PersistenceError, ReasoningEffort, SandboxError,
+    SandboxPolicy, SessionHeader, SessionId, SessionLocation, StreamEvent, UnknownName,
+    check_mcp_server_name,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -136,6 +138,52 @@ pub fn rule_wire(r: ApprovalRule) -> v1::ApprovalRule {
         command: r.command,
         cwd: r.cwd,
     }
+}
+
+/// A client's MCP servers from the wire, checked: a usable name, a command, an absolute cwd;
+/// refusals name `mcp_servers[i]` and the field. The environment is checked when each starts,
+/// as a command's is.
+pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>, Status> {
+    let mut servers: Vec<McpServerConfig> = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.into_iter().enumerate() {
+        let bad = |field: &str, why: &str| {
+            Status::invalid_argument(format!("mcp_servers[{i}].{field}: {why}"))
+        };
+        check_mcp_server_name(&spec.name).map_err(|why| bad("name", why))?;
+        if servers.iter().any(|s| s.name == spec.name) {
+            return Err(bad("name", "given twice"));
+        }
+        if spec.command.is_empty() {
+            return Err(bad("command", "required (the program to run)"));
+        }
+        if let Some(key) = spec
+            .env
+            .keys()
+            .find(|k| k.to_ascii_uppercase().starts_with("DSH_"))
+        {
+            return Err(bad(
+                "env",
+                &format!("{key:?}: DSH_* values come only from the session's managed snapshot"),
+            ));
+        }
+        let cwd = match spec.cwd.as_str() {
+            "" => None,
+            dir if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
+            _ => return Err(bad("cwd", "must be absolute")),
+        };
+        servers.push(McpServerConfig {
+            name: spec.name,
+            command: spec.command,
+            args: spec.args,
+            env: spec.env.into_iter().collect(),
+            cwd,
+            startup_timeout: MCP_DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: MCP_DEFAULT_TOOL_TIMEOUT,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+        });
+    }
+    Ok(servers)
 }
 
 /// Most variables a client's environment may have.

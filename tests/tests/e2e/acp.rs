@@ -12,6 +12,8 @@
 mod files;
 #[path = "acp/framing.rs"]
 mod framing;
+#[path = "acp/mcp.rs"]
+mod mcp;
 #[path = "acp/plan.rs"]
 mod plan;
 #[path = "acp/readme_settings.rs"]

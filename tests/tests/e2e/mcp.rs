@@ -207,3 +207,62 @@ fn a_crashed_server_starts_again_at_the_next_turn_and_kill_9_of_dshd_leaves_none
     daemon.kill9();
     gone(&after, "dshd was killed with SIGKILL");
 }
+
+/// A client's servers are checked before anything is made live: each refusal names the field,
+/// and no agent is made live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_bad_servers_are_refused_naming_the_field_and_nothing_is_made_live() {
+    let daemon = tokio::task::spawn_blocking(daemon).await.unwrap();
+    let client = daemon.client().await;
+    let spec = |name: &str, command: &str| dsh_proto::v1::McpServerSpec {
+        name: name.into(),
+        command: command.into(),
+        ..Default::default()
+    };
+    let with_env = dsh_proto::v1::McpServerSpec {
+        env: [("DSH_SESSION_ID".to_owned(), "forged".to_owned())].into(),
+        ..spec("ok", "x")
+    };
+    let relative = dsh_proto::v1::McpServerSpec {
+        cwd: "rel/dir".into(),
+        ..spec("ok", "x")
+    };
+    for (servers, says) in [
+        (vec![spec("a b", "x")], "mcp_servers[0].name"),
+        (vec![spec("a__b", "x")], "mcp_servers[0].name"),
+        (
+            vec![spec("ok", "x"), spec("ok", "y")],
+            "mcp_servers[1].name: given twice",
+        ),
+        (vec![spec("probe", "x")], "dshd's config"),
+        (vec![spec("ok", "")], "mcp_servers[0].command"),
+        (vec![with_env], "mcp_servers[0].env"),
+        (vec![relative], "mcp_servers[0].cwd"),
+    ] {
+        let refused = client
+            .agents()
+            .create(dsh_proto::v1::CreateAgentRequest {
+                cwd: daemon.dir.path().display().to_string(),
+                mcp_servers: servers,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        assert!(
+            refused.message().contains(says),
+            "{says}: {}",
+            refused.message()
+        );
+    }
+    let live = client
+        .agents()
+        .list(dsh_proto::v1::ListAgentsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(live.agents.is_empty(), "{live:?}");
+    tokio::task::spawn_blocking(move || drop(daemon))
+        .await
+        .unwrap();
+}

@@ -210,6 +210,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
             };
             agents
                 .create(v1::CreateAgentRequest {
+                    mcp_servers: Vec::new(),
                     cwd: cwd.to_string_lossy().into_owned(),
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
@@ -243,6 +244,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
             let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .fork(v1::ForkAgentRequest {
+                    mcp_servers: Vec::new(),
                     session_id,
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),
@@ -260,6 +262,7 @@ pub async fn run(client: &Client, out: Output, command: AgentCommand) -> anyhow:
             let session_id = client.resolve(IdKind::Session, &session_id).await?;
             agents
                 .resume(v1::ResumeAgentRequest {
+                    mcp_servers: Vec::new(),
                     session_id,
                     model: Some(model.spec()?),
                     sandbox: sandbox.spec(),

@@ -56,6 +56,19 @@ pub struct McpServerConfig {
     pub disabled_tools: Vec<String>,
 }
 
+/// Why `name` cannot name a server: it is the middle of `mcp__<name>__<tool>`, which a provider
+/// takes only in ASCII letters, digits, `_` and `-`, and a `__` in it would make the split
+/// ambiguous.
+pub fn check_server_name(name: &str) -> Result<(), &'static str> {
+    let charset = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if name.is_empty() || name.contains("__") || !charset {
+        return Err("a server name has ASCII letters, digits, '_' and '-' only, and no \"__\"");
+    }
+    Ok(())
+}
+
 /// The defaults of [`McpServerConfig`]'s timeouts.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// See [`DEFAULT_STARTUP_TIMEOUT`].
@@ -176,16 +189,34 @@ struct Slot {
     retry_at: Option<Instant>,
 }
 
+/// One agent's servers: what it was given and where each stands.
+#[derive(Debug)]
+struct AgentServers {
+    /// The configured servers, then those its client gave it, in that order.
+    configs: Vec<McpServerConfig>,
+    /// One per config.
+    slots: Vec<Slot>,
+}
+
+impl AgentServers {
+    fn new(configs: Vec<McpServerConfig>) -> Self {
+        Self {
+            slots: configs.iter().map(|_| Slot::default()).collect(),
+            configs,
+        }
+    }
+}
+
 /// Every agent's MCP servers.
 #[derive(Debug)]
 pub struct McpServers {
     /// Starts the servers (through the executor, with each agent's snapshot).
     shell: Option<Shell>,
-    /// What is configured.
+    /// What is configured for every top-level agent.
     configs: Arc<[McpServerConfig]>,
-    /// Per live agent, one slot per configured server. A tokio mutex: a turn holds it while
-    /// its servers start, so two turns of one agent never start the same server twice.
-    agents: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<Vec<Slot>>>>>,
+    /// Per live agent, its servers. A tokio mutex: a turn holds it while its servers start, so
+    /// two turns of one agent never start the same server twice.
+    agents: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<AgentServers>>>>,
 }
 
 impl McpServers {
@@ -212,15 +243,42 @@ impl McpServers {
         &self.configs
     }
 
-    fn slots(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<Vec<Slot>>> {
+    fn servers_of(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<AgentServers>> {
         lock(&self.agents)
             .entry(id.clone())
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(
-                    self.configs.iter().map(|_| Slot::default()).collect(),
-                ))
+                Arc::new(tokio::sync::Mutex::new(AgentServers::new(
+                    self.configs.to_vec(),
+                )))
             })
             .clone()
+    }
+
+    /// Why `extra` cannot be given to an agent: a name a configured server has.
+    pub fn check_extra(&self, extra: &[McpServerConfig]) -> Result<(), String> {
+        for (index, server) in extra.iter().enumerate() {
+            if self.configs.iter().any(|c| c.name == server.name) {
+                return Err(format!(
+                    "mcp_servers[{index}].name: {:?} is the name of a server of dshd's config",
+                    server.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives agent `id` the servers its client asked for (`Agents.Create`, an editor's ACP
+    /// `mcpServers`), after the configured ones; checked first with [`Self::check_extra`].
+    pub fn give(&self, id: &SessionId, extra: Vec<McpServerConfig>) {
+        if extra.is_empty() {
+            return;
+        }
+        let mut configs = self.configs.to_vec();
+        configs.extend(extra);
+        lock(&self.agents).insert(
+            id.clone(),
+            Arc::new(tokio::sync::Mutex::new(AgentServers::new(configs))),
+        );
     }
 
     /// The tools of `agent`'s servers for its next turn, starting those not running (the first
@@ -230,13 +288,11 @@ impl McpServers {
         let Some(shell) = &self.shell else {
             return Vec::new();
         };
-        if self.configs.is_empty() {
-            return Vec::new();
-        }
-        let slots = self.slots(&agent.header.id);
-        let mut slots = slots.lock().await;
+        let servers = self.servers_of(&agent.header.id);
+        let mut servers = servers.lock().await;
+        let AgentServers { configs, slots } = &mut *servers;
         let mut starting = tokio::task::JoinSet::new();
-        for (index, (slot, config)) in slots.iter_mut().zip(self.configs.iter()).enumerate() {
+        for (index, (slot, config)) in slots.iter_mut().zip(configs.iter()).enumerate() {
             let alive = slot.server.as_ref().is_some_and(|s| s.alive());
             if alive {
                 continue;
@@ -274,7 +330,7 @@ impl McpServers {
                     slot.failures += 1;
                     let backoff = Duration::from_secs(1 << slot.failures.min(6)).min(MAX_BACKOFF);
                     slot.retry_at = Some(Instant::now() + backoff);
-                    tracing::warn!(session = %agent.header.id, server = %self.configs[index].name, %error, "MCP server failed to start");
+                    tracing::warn!(session = %agent.header.id, server = %configs[index].name, %error, "MCP server failed to start");
                     slot.last_error = Some(error);
                 }
             }
@@ -285,9 +341,9 @@ impl McpServers {
     /// Where `agent`'s servers stand. Never waits: while a turn starts them, they are
     /// [`McpServerState::Starting`].
     pub fn status(&self, agent: &SessionId) -> Vec<McpServerStatus> {
-        let slots = lock(&self.agents).get(agent).cloned();
-        let unknown = |state| {
-            self.configs
+        let servers = lock(&self.agents).get(agent).cloned();
+        let unknown = |configs: &[McpServerConfig], state| {
+            configs
                 .iter()
                 .map(|c| McpServerStatus {
                     name: c.name.clone(),
@@ -298,15 +354,16 @@ impl McpServers {
                 })
                 .collect()
         };
-        let Some(slots) = slots else {
-            return unknown(McpServerState::NotStarted);
+        let Some(servers) = servers else {
+            return unknown(&self.configs, McpServerState::NotStarted);
         };
-        let Ok(slots) = slots.try_lock() else {
-            return unknown(McpServerState::Starting);
+        let Ok(servers) = servers.try_lock() else {
+            return unknown(&self.configs, McpServerState::Starting);
         };
-        slots
+        servers
+            .slots
             .iter()
-            .zip(self.configs.iter())
+            .zip(servers.configs.iter())
             .map(|(slot, config)| McpServerStatus {
                 name: config.name.clone(),
                 state: match &slot.server {

@@ -22,6 +22,8 @@ pub(super) struct Known {
     pub sandbox: Option<v1::SandboxPolicy>,
     /// The model chosen through this bridge (`session/set_config_option`), if any.
     pub model: Option<v1::ModelSpec>,
+    /// The editor's stdio MCP servers it was last given, given again when it is made live.
+    pub mcp_servers: Vec<v1::McpServerSpec>,
 }
 
 /// How a session was made live again.
@@ -38,18 +40,30 @@ pub(super) enum Revived {
 impl Bridge {
     /// Remembers what `info` runs with (and `cwd`, for a session this bridge created).
     pub(super) fn remember(&self, info: &v1::AgentInfo, cwd: Option<&str>) {
+        self.remember_with(info, |entry| {
+            if let Some(cwd) = cwd {
+                entry.cwd = Some(cwd.to_owned());
+            }
+        });
+    }
+
+    /// Remembers what `info` runs with and the editor's MCP servers it was given.
+    pub(super) fn remember_servers(&self, info: &v1::AgentInfo, servers: Vec<v1::McpServerSpec>) {
+        self.remember_with(info, |entry| entry.mcp_servers = servers);
+    }
+
+    fn remember_with(&self, info: &v1::AgentInfo, also: impl FnOnce(&mut Known)) {
         let mut known = lock(&self.known);
         let entry = known.entry(info.session_id.clone()).or_insert(Known {
             cwd: None,
             approval: info.approval,
             sandbox: None,
             model: None,
+            mcp_servers: Vec::new(),
         });
-        if let Some(cwd) = cwd {
-            entry.cwd = Some(cwd.to_owned());
-        }
         entry.approval = info.approval;
         entry.sandbox.clone_from(&info.sandbox);
+        also(entry);
     }
 
     /// Makes session `session_id` live again: resumed when stored, created again under its id
@@ -66,6 +80,10 @@ impl Bridge {
             .as_ref()
             .and_then(|k| k.model.clone())
             .unwrap_or_else(|| self.model.clone());
+        let mcp_servers = known
+            .as_ref()
+            .map(|k| k.mcp_servers.clone())
+            .unwrap_or_default();
         let resumed = client
             .agents()
             .resume(v1::ResumeAgentRequest {
@@ -74,6 +92,7 @@ impl Bridge {
                 sandbox: sandbox.clone(),
                 approval,
                 environment: Some(dsh_client::client_environment()),
+                mcp_servers: mcp_servers.clone(),
             })
             .await;
         let (info, how) = match resumed {
@@ -92,6 +111,7 @@ impl Bridge {
                         approval,
                         session_id: Some(session_id.to_owned()),
                         environment: Some(dsh_client::client_environment()),
+                        mcp_servers,
                     })
                     .await;
                 match created {

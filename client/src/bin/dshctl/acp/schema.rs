@@ -38,12 +38,34 @@ impl ClientCapabilities {
     }
 }
 
-/// An MCP server the client asked for: only its name matters here.
+/// An MCP server the client asked for. Stdio servers (no `type`, or `stdio`) are given to the
+/// agent; others (`http`, `sse`) are named as not connected.
 #[derive(Debug, Deserialize)]
 pub struct McpServer {
-    /// Its name, to say it was not connected.
+    /// Its name.
     #[serde(default)]
     pub name: String,
+    /// `http` or `sse` for a remote server; absent (or `stdio`) for a stdio one.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// A stdio server's program.
+    #[serde(default)]
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its environment variables.
+    #[serde(default)]
+    pub env: Vec<EnvVariable>,
+}
+
+/// One `{name, value}` of an MCP server's `env`.
+#[derive(Debug, Deserialize)]
+pub struct EnvVariable {
+    /// The variable's name.
+    pub name: String,
+    /// Its value.
+    pub value: String,
 }
 
 /// `session/new`.
@@ -52,7 +74,7 @@ pub struct McpServer {
 pub struct NewSessionRequest {
     /// The working directory (absolute).
     pub cwd: String,
-    /// MCP servers (not connected: dsh's agents have their own tools).
+    /// MCP servers: stdio ones are the agent's, others are not connected.
     #[serde(default)]
     pub mcp_servers: Vec<McpServer>,
 }

@@ -53,6 +53,7 @@ impl Bridge {
                 approval: self.approval,
                 session_id: None,
                 environment: Some(dsh_client::client_environment()),
+                mcp_servers: stdio_servers(&p.mcp_servers),
             })
             .await?
             .into_inner();
@@ -82,6 +83,7 @@ impl Bridge {
                 approval: self.approval,
                 at_seq: None,
                 environment: Some(dsh_client::client_environment()),
+                mcp_servers: stdio_servers(&p.mcp_servers),
             })
             .await?
             .into_inner();
@@ -146,6 +148,7 @@ impl Bridge {
                         sandbox: self.sandbox.clone(),
                         approval: self.approval,
                         environment: Some(dsh_client::client_environment()),
+                        mcp_servers: stdio_servers(&p.mcp_servers),
                     })
                     .await?
                     .into_inner();
@@ -200,14 +203,24 @@ impl Bridge {
             .await?
             .into_inner()
             .location;
-        let skipped: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
+        // What the agent runs is what it says it has: an editor's server the agent does not
+        // list (a remote one, or one given to an agent that was already live) is not connected.
+        let skipped: Vec<String> = mcp_servers
+            .iter()
+            .filter(|s| {
+                let name = server_name(&s.name);
+                !info.mcp_servers.iter().any(|m| m.name == name)
+            })
+            .map(|s| s.name.clone())
+            .collect();
         if !skipped.is_empty() {
             crate::safe::eprintln(format_args!(
-                "dshctl acp: session {}: dsh does not connect MCP servers; not connected: {}",
+                "dshctl acp: session {}: MCP servers not connected (dsh connects stdio servers given with a new, loaded or resumed session): {}",
                 info.session_id,
                 skipped.join(", ")
             ));
         }
+        self.remember_servers(info, stdio_servers(mcp_servers));
         let sandbox = info.sandbox.clone().unwrap_or_default();
         Ok(SessionResponse {
             session_id: info.session_id.clone(),
@@ -363,4 +376,43 @@ fn modes(approval: i32, sandbox: &v1::SandboxPolicy) -> ModeState {
             })
             .collect(),
     }
+}
+
+/// The editor's stdio MCP servers, as the agent is given them.
+fn stdio_servers(servers: &[McpServer]) -> Vec<v1::McpServerSpec> {
+    servers
+        .iter()
+        .filter(|s| s.kind.as_deref().is_none_or(|k| k == "stdio") && !s.command.is_empty())
+        .map(|s| v1::McpServerSpec {
+            name: server_name(&s.name),
+            command: s.command.clone(),
+            args: s.args.clone(),
+            env: s
+                .env
+                .iter()
+                .map(|v| (v.name.clone(), v.value.clone()))
+                .collect(),
+            cwd: String::new(),
+        })
+        .collect()
+}
+
+/// An editor's server name as dsh takes it (ASCII letters, digits, `_`, `-`, no `__`): each
+/// other character becomes `_`, runs of `_` one. `My Server.v2` is `My_Server_v2`.
+fn server_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    if out.is_empty() || out == "_" {
+        return "server".to_owned();
+    }
+    out
 }
