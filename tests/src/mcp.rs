@@ -1,5 +1,6 @@
 //! The MCP servers the end-to-end tests run: a Python server written with the official `mcp`
-//! package (tests/fixtures/mcp), run by a Python that has that package.
+//! package (tests/fixtures/mcp), run by a Python that has that package, and the reference server
+//! `@modelcontextprotocol/server-everything` (pinned in tests/fixtures/mcp/everything).
 
 use std::path::PathBuf;
 
@@ -26,4 +27,18 @@ pub fn python() -> PathBuf {
         python.display()
     );
     python
+}
+
+/// The reference server's command (it takes the transport as its argument: `stdio`). Fails the
+/// test, with the command that installs it, when it is not installed.
+pub fn everything() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp/everything");
+    let bin = dir.join("node_modules/.bin/mcp-server-everything");
+    assert!(
+        bin.exists(),
+        "the MCP tests need the reference server at {}; install it with: npm ci --ignore-scripts --prefix {}",
+        bin.display(),
+        dir.display()
+    );
+    bin
 }

@@ -266,3 +266,50 @@ async fn a_clients_bad_servers_are_refused_naming_the_field_and_nothing_is_made_
         .await
         .unwrap();
 }
+
+/// The reference server (`@modelcontextprotocol/server-everything`, pinned, over stdio): its
+/// tools' results reach the model (text as is, an image described, never dropped), and its
+/// `get-env` shows the session's identity and no outer `DSH_*`.
+#[test]
+fn the_reference_server_over_stdio_answers_with_the_sessions_identity() {
+    let config = format!(
+        "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        mcp::everything().display().to_string()
+    );
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(config),
+        env: vec![("DSH_SESSION_ID".into(), "outer-forged".into())],
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "w");
+    let call = |name: &str, arguments: Value| json!({"name": format!("mcp__everything__{name}"), "arguments": arguments});
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [
+                call("echo", json!({"message": "hello from dsh"})),
+                call("get-tiny-image", json!({})),
+                call("get-env", json!({})),
+            ]},
+            {"text": "done"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &agent, "use everything"));
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results.iter().all(|r| !r.is_error), "{results:?}");
+    assert_eq!(results[0].content, "Echo: hello from dsh");
+    assert!(
+        results[1].content.contains("[image content (image/png, ")
+            && results[1].content.contains("not shown"),
+        "{}",
+        results[1].content
+    );
+    let env: Value = serde_json::from_str(&results[2].content).unwrap();
+    assert_eq!(env["DSH_SESSION_ID"], agent.as_str(), "{env}");
+    assert_eq!(
+        env["DSH_SESSION_JSONL"],
+        locate(&daemon, &agent).unwrap().as_str()
+    );
+    assert_eq!(env["DSH_SHELL"], "1");
+    assert!(!results[2].content.contains("outer-forged"));
+}

@@ -44,6 +44,8 @@ pub(crate) fn tool_name(server: &str, tool: &str) -> Result<String, String> {
 /// send `{}` or leave out `type` or `properties` for a tool without arguments).
 pub(crate) fn provider_schema(schema: &Map<String, Value>) -> Result<Value, String> {
     let mut schema = schema.clone();
+    // A dialect marker some servers send (`draft-07`); providers validate against their own.
+    schema.remove("$schema");
     match schema.get("type") {
         None => {
             schema.insert("type".into(), json!("object"));
@@ -196,6 +198,11 @@ mod tests {
                 .contains("ASCII letters")
         );
         assert!(tool_name("gh", &"x".repeat(60)).unwrap_err().contains("64"));
+        let marked = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"m": {"type": "string"}}});
+        assert_eq!(
+            provider_schema(marked.as_object().unwrap()).unwrap(),
+            json!({"type": "object", "properties": {"m": {"type": "string"}}})
+        );
         let empty = Map::new();
         assert_eq!(
             provider_schema(&empty).unwrap(),
