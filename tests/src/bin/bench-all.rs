@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 20] = [
+const BENCHES: [(&str, &str); 21] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
@@ -34,6 +34,7 @@ const BENCHES: [(&str, &str); 20] = [
     ("dsh-tests", "acp"),
     ("dsh-tests", "store"),
     ("dsh-tests", "files"),
+    ("dsh-tests", "mcp"),
 ];
 
 /// One figure of the table.
