@@ -6,7 +6,8 @@
 // initialize -> session/new -> session/prompt (text + a bash call, each asking permission:
 // allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list -> fork
 // -> close, plus a malformed line the bridge must survive; a Zed-style set_mode before the first
-// prompt; a read and an edit, whose permission request, live update and replay carry the diff. Every check is an assertion: exit 0 means
+// prompt; a read and an edit, whose permission request, live update and replay carry the diff;
+// the editor's MCP servers (a stdio one used in a prompt). Every check is an assertion: exit 0 means
 // all held. Prints one line per step.
 
 import assert from "node:assert/strict";
@@ -268,4 +269,33 @@ await app.connectWith(edits.stream(), async (ctx) => {
 });
 edits.child.stdin.end();
 assert.equal(await exited(edits.child), 0);
+// 5. The editor's MCP servers: a stdio one (the reference server, from this example's packages)
+// is the session's, and its tool is used in the prompt; a remote one is named as not connected.
+const everything = new URL("node_modules/.bin/mcp-server-everything", import.meta.url).pathname;
+const mcp = bridge("mcp", {
+  replies: [
+    { tool_calls: [{ id: "m", name: "mcp__everything__echo", arguments: { message: "from the ACP SDK" } }] },
+    { text: "Echoed." },
+  ],
+});
+await app.connectWith(mcp.stream(), async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+  const session = await ctx.request("session/new", {
+    cwd,
+    mcpServers: [
+      { name: "everything", command: everything, args: ["stdio"], env: [] },
+      { type: "http", name: "remote", url: "http://127.0.0.1:9/mcp", headers: [] },
+    ],
+  });
+  assert.deepEqual(session._meta.dsh.mcpServersNotConnected, ["remote"]);
+  const { sessionId } = session;
+  const done = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "echo" }] });
+  assert.equal(done.stopReason, "end_turn");
+  const shown = JSON.stringify(seen(sessionId).filter((u) => u.toolCallId === "m"));
+  assert.ok(shown.includes("Echo: from the ACP SDK"), shown);
+  assert.ok(shown.includes('"status":"completed"'), shown);
+  console.log("mcpServers: the stdio server's echo reached the prompt; the remote one is named not connected");
+});
+mcp.child.stdin.end();
+assert.equal(await exited(mcp.child), 0);
 console.log("acp-client: all checks passed");

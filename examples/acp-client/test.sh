@@ -20,7 +20,7 @@ source "$here/../lib/dshd-harness.sh" acp-client "$@"
 [[ -n $dshctl ]] || fail "no dshctl next to $dshd (cargo build --bin dshctl)"
 
 echo "==> install the client library (npm ci)"
-(cd "$here" && npm ci --no-audit --no-fund)
+(cd "$here" && npm ci --ignore-scripts --no-audit --no-fund)
 
 start_dshd
 
