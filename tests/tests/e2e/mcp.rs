@@ -63,14 +63,10 @@ fn alive(pid: &str) -> bool {
 
 /// Waits until process `pid` is gone; fails the test after a generous bound.
 fn gone(pid: &str, after: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "the MCP server {pid} still runs after {after}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_holds(
+        &format!("the MCP server {pid} is gone after {after}"),
+        || !alive(pid),
+    );
 }
 
 #[test]
@@ -149,6 +145,7 @@ fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_wi
             "mcp__probe__env",
             "mcp__probe__pid",
             "mcp__probe__write_file",
+            "mcp__probe__wait",
             "mcp__probe__crash"
         ]),
         "{listed}"
@@ -312,4 +309,93 @@ fn the_reference_server_over_stdio_answers_with_the_sessions_identity() {
     );
     assert_eq!(env["DSH_SHELL"], "1");
     assert!(!results[2].content.contains("outer-forged"));
+}
+
+/// A call past `tool_timeout_ms` is an error the model reads and the server is told to stop
+/// (`notifications/cancelled`: the probe's wait sees its cancellation); a cancelled turn tells
+/// the server the same. The server keeps serving either way.
+#[test]
+fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
+    let config = format!(
+        "[mcp_servers.probe]\ncommand = {:?}\nargs = [{:?}]\ntool_timeout_ms = 500\n",
+        mcp::python().display().to_string(),
+        mcp::probe_server().display().to_string(),
+    );
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(config),
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "w");
+    let timed_out = daemon.dir.path().join("timed-out");
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [call("wait", json!({"seconds": 30, "marker": timed_out}))]},
+            {"tool_calls": [call("pid", json!({}))]},
+            {"text": "went on"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &agent, "wait"));
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].is_error, "{:?}", results[0]);
+    assert!(
+        results[0].content.contains("no answer within 500 ms"),
+        "{:?}",
+        results[0]
+    );
+    assert!(
+        !results[1].is_error,
+        "the server still serves: {:?}",
+        results[1]
+    );
+    eventually_holds("the server saw the timed-out call cancelled", || {
+        std::fs::read_to_string(&timed_out).is_ok_and(|t| t == "cancelled")
+    });
+
+    // A turn cancelled while the call runs (the default timeout is far away).
+    let cancelled = daemon.dir.path().join("cancelled");
+    let waiting = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [call("wait", json!({"seconds": 30, "marker": cancelled}))]},
+            {"text": "never"},
+        ]}),
+    );
+    let mut turn = std::process::Command::new(dsh_tests::dshctl_bin())
+        .args([
+            "--socket",
+            daemon.socket.to_str().unwrap(),
+            "prompt",
+            "--agent",
+            &waiting,
+            "go",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually_holds("the wait was called", || {
+        daemon
+            .events(&waiting)
+            .iter()
+            .any(|e| e["type"] == "tool/call")
+    });
+    assert!(
+        daemon
+            .dshctl(&["agent", "cancel", &waiting])
+            .status
+            .success()
+    );
+    turn.wait().unwrap();
+    eventually_holds("the server saw the cancelled turn's call cancelled", || {
+        std::fs::read_to_string(&cancelled).is_ok_and(|t| t == "cancelled")
+    });
+}
+
+/// Polls `cond` until it holds; fails the test after a generous bound.
+fn eventually_holds(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
