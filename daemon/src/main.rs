@@ -205,8 +205,10 @@ fn run(flags: Flags, allocator: tikv_jemalloc_ctl::Result<()>) -> anyhow::Result
 
 /// The log filter without `RUST_LOG`: INFO, and h2's DEBUG lines for the streams it refuses
 /// before any handler sees them (a malformed `:authority`, e.g. a socket path sent by grpcurl or
-/// gRPC-core clients): its only DEBUG events, one per refused stream, each with the reason.
-const DEFAULT_LOG_FILTER: &str = "info,h2::server=debug";
+/// gRPC-core clients): its only DEBUG events, one per refused stream, each with the reason. The
+/// MCP SDK's own INFO lines (every session it opens and ends) are left out: dsh logs what
+/// matters of a server (a failed start, a crash) itself.
+const DEFAULT_LOG_FILTER: &str = "info,h2::server=debug,rmcp=warn";
 
 fn init_logging(format: LogFormat) {
     let filter = || {

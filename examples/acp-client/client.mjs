@@ -270,7 +270,7 @@ await app.connectWith(edits.stream(), async (ctx) => {
 edits.child.stdin.end();
 assert.equal(await exited(edits.child), 0);
 // 5. The editor's MCP servers: a stdio one (the reference server, from this example's packages)
-// is the session's, and its tool is used in the prompt; a remote one is named as not connected.
+// is the session's, and its tool is used in the prompt; an SSE one is named as not connected.
 const everything = new URL("node_modules/.bin/mcp-server-everything", import.meta.url).pathname;
 const mcp = bridge("mcp", {
   replies: [
@@ -284,17 +284,17 @@ await app.connectWith(mcp.stream(), async (ctx) => {
     cwd,
     mcpServers: [
       { name: "everything", command: everything, args: ["stdio"], env: [] },
-      { type: "http", name: "remote", url: "http://127.0.0.1:9/mcp", headers: [] },
+      { type: "sse", name: "legacy", url: "http://127.0.0.1:9/sse", headers: [] },
     ],
   });
-  assert.deepEqual(session._meta.dsh.mcpServersNotConnected, ["remote"]);
+  assert.deepEqual(session._meta.dsh.mcpServersNotConnected, ["legacy"]);
   const { sessionId } = session;
   const done = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "echo" }] });
   assert.equal(done.stopReason, "end_turn");
   const shown = JSON.stringify(seen(sessionId).filter((u) => u.toolCallId === "m"));
   assert.ok(shown.includes("Echo: from the ACP SDK"), shown);
   assert.ok(shown.includes('"status":"completed"'), shown);
-  console.log("mcpServers: the stdio server's echo reached the prompt; the remote one is named not connected");
+  console.log("mcpServers: the stdio server's echo reached the prompt; the SSE one is named not connected");
 });
 mcp.child.stdin.end();
 assert.equal(await exited(mcp.child), 0);

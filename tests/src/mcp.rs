@@ -42,3 +42,47 @@ pub fn everything() -> PathBuf {
     );
     bin
 }
+
+/// The reference server over streamable HTTP on a free port of 127.0.0.1, killed when dropped.
+#[derive(Debug)]
+pub struct HttpEverything {
+    child: std::process::Child,
+    /// Its endpoint, `http://127.0.0.1:<port>/mcp`.
+    pub url: String,
+}
+
+impl HttpEverything {
+    /// Starts it and waits until it accepts connections.
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("a free port: {e}"));
+        let child = std::process::Command::new(everything())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start the reference server over HTTP: {e}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reference server never listened on port {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

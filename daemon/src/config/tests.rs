@@ -532,11 +532,35 @@ fn mcp_servers_are_read_and_bad_ones_name_their_key() {
     .unwrap();
     assert_eq!(cfg.mcp_servers.len(), 1, "a disabled server is left out");
     let gh = &cfg.mcp_servers[0];
-    assert_eq!((gh.name.as_str(), gh.command.as_str()), ("gh", "gh-mcp"));
-    assert_eq!(gh.args, ["--stdio"]);
+    assert_eq!(gh.name, "gh");
+    assert_eq!(
+        gh.transport,
+        dsh_core::McpTransport::Stdio {
+            command: "gh-mcp".into(),
+            args: vec!["--stdio".into()],
+            env: [("GH_HOST".to_owned(), "x".to_owned())].into(),
+            cwd: None,
+        }
+    );
     assert_eq!(gh.tool_timeout, Duration::from_millis(5000));
     assert_eq!(gh.startup_timeout, dsh_core::MCP_DEFAULT_STARTUP_TIMEOUT);
     assert_eq!(gh.disabled_tools, ["delete_repo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let cfg = load_text(&format!(
+        "[mcp_servers.web]\nurl = \"https://mcp.example.com/mcp\"\nhttp_headers = {{X-Team = \"a\"}}\nbearer_token_file = {:?}\n",
+        token.display().to_string()
+    ))
+    .unwrap();
+    assert_eq!(
+        cfg.mcp_servers[0].transport,
+        dsh_core::McpTransport::Http {
+            url: "https://mcp.example.com/mcp".into(),
+            headers: [("X-Team".to_owned(), "a".to_owned())].into(),
+            bearer_token: Some("s3cret".into()),
+        }
+    );
     for (text, says) in [
         (
             "[mcp_servers.\"a.b\"]\ncommand = \"x\"\n",
@@ -545,8 +569,28 @@ fn mcp_servers_are_read_and_bad_ones_name_their_key() {
         ("[mcp_servers.a__b]\ncommand = \"x\"\n", "no \"__\""),
         ("[mcp_servers.s]\nargs = []\n", "mcp_servers.s.command"),
         (
-            "[mcp_servers.s]\nurl = \"http://h/mcp\"\n",
+            "[mcp_servers.s]\nurl = \"ftp://h/mcp\"\n",
             "mcp_servers.s.url",
+        ),
+        (
+            "[mcp_servers.s]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n",
+            "not both",
+        ),
+        (
+            "[mcp_servers.s]\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n",
+            "is for stdio servers only",
+        ),
+        (
+            "[mcp_servers.s]\ncommand = \"x\"\nhttp_headers = {A = \"b\"}\n",
+            "mcp_servers.s.http_headers",
+        ),
+        (
+            "[mcp_servers.s]\nurl = \"http://h/mcp\"\nbearer_token_env_var = \"DSH_TEST_NO_SUCH_TOKEN_VAR\"\n",
+            "mcp_servers.s.bearer_token_env_var",
+        ),
+        (
+            "[mcp_servers.s]\nurl = \"http://h/mcp\"\nbearer_token_file = \"/nonexistent/token\"\n",
+            "mcp_servers.s.bearer_token_file",
         ),
         (
             "[mcp_servers.s]\ncommand = \"x\"\nenv = {DSH_SESSION_ID = \"f\"}\n",

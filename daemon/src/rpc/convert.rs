@@ -12,9 +12,9 @@ use tonic_types::{ErrorDetails, StatusExt};
 use dsh_core::{
     Agent, AgentError, AgentRegistry, AgentStatus, ApprovalPolicy, ApprovalRule, ChoiceError,
     Event, ExecError, MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig,
-    McpServerState, McpServerStatus, ModelChoice, PersistenceError, ReasoningEffort, SandboxError,
-    SandboxPolicy, SessionHeader, SessionId, SessionLocation, StreamEvent, UnknownName,
-    check_mcp_server_name,
+    McpServerState, McpServerStatus, McpTransport, ModelChoice, PersistenceError, ReasoningEffort,
+    SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation, StreamEvent,
+    UnknownName, check_mcp_server_name, check_mcp_server_url,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -140,9 +140,9 @@ pub fn rule_wire(r: ApprovalRule) -> v1::ApprovalRule {
     }
 }
 
-/// A client's MCP servers from the wire, checked: a usable name, a command, an absolute cwd;
-/// refusals name `mcp_servers[i]` and the field. The environment is checked when each starts,
-/// as a command's is.
+/// A client's MCP servers from the wire, checked: a usable name, a command or a URL (not both),
+/// an absolute cwd; refusals name `mcp_servers[i]` and the field. A stdio server's environment is
+/// checked when it starts, as a command's is.
 pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>, Status> {
     let mut servers: Vec<McpServerConfig> = Vec::with_capacity(specs.len());
     for (i, spec) in specs.into_iter().enumerate() {
@@ -153,30 +153,57 @@ pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>
         if servers.iter().any(|s| s.name == spec.name) {
             return Err(bad("name", "given twice"));
         }
-        if spec.command.is_empty() {
-            return Err(bad("command", "required (the program to run)"));
-        }
-        if let Some(key) = spec
-            .env
-            .keys()
-            .find(|k| k.to_ascii_uppercase().starts_with("DSH_"))
-        {
-            return Err(bad(
-                "env",
-                &format!("{key:?}: DSH_* values come only from the session's managed snapshot"),
-            ));
-        }
-        let cwd = match spec.cwd.as_str() {
-            "" => None,
-            dir if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
-            _ => return Err(bad("cwd", "must be absolute")),
+        let transport = match (spec.command.is_empty(), spec.url.is_empty()) {
+            (true, true) => {
+                return Err(bad(
+                    "command",
+                    "required (the program to run), or `url` for a streamable HTTP server",
+                ));
+            }
+            (false, false) => return Err(bad("url", "give `command` or `url`, not both")),
+            (true, false) => {
+                check_mcp_server_url(&spec.url).map_err(|why| bad("url", why))?;
+                if !(spec.args.is_empty() && spec.env.is_empty() && spec.cwd.is_empty()) {
+                    return Err(bad("url", "args, env and cwd are for stdio servers"));
+                }
+                McpTransport::Http {
+                    url: spec.url,
+                    headers: spec.headers.into_iter().collect(),
+                    bearer_token: None,
+                }
+            }
+            (false, true) => {
+                if let Some(key) = spec
+                    .env
+                    .keys()
+                    .find(|k| k.to_ascii_uppercase().starts_with("DSH_"))
+                {
+                    return Err(bad(
+                        "env",
+                        &format!(
+                            "{key:?}: DSH_* values come only from the session's managed snapshot"
+                        ),
+                    ));
+                }
+                if !spec.headers.is_empty() {
+                    return Err(bad("headers", "are for streamable HTTP servers (`url`)"));
+                }
+                let cwd = match spec.cwd.as_str() {
+                    "" => None,
+                    dir if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
+                    _ => return Err(bad("cwd", "must be absolute")),
+                };
+                McpTransport::Stdio {
+                    command: spec.command,
+                    args: spec.args,
+                    env: spec.env.into_iter().collect(),
+                    cwd,
+                }
+            }
         };
         servers.push(McpServerConfig {
             name: spec.name,
-            command: spec.command,
-            args: spec.args,
-            env: spec.env.into_iter().collect(),
-            cwd,
+            transport,
             startup_timeout: MCP_DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: MCP_DEFAULT_TOOL_TIMEOUT,
             enabled_tools: None,

@@ -399,3 +399,36 @@ fn eventually_holds(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The reference server over streamable HTTP, configured by `url` with a header: its tools reach
+/// the model as a stdio server's do.
+#[test]
+fn the_reference_server_over_streamable_http_answers() {
+    let server = mcp::HttpEverything::start();
+    let config = format!(
+        "[mcp_servers.web]\nurl = {:?}\nhttp_headers = {{ X-Team = \"dsh\" }}\n",
+        server.url
+    );
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(config),
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "w");
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [
+                {"name": "mcp__web__echo", "arguments": {"message": "over HTTP"}},
+                {"name": "mcp__web__get-sum", "arguments": {"a": 2, "b": 3}},
+            ]},
+            {"text": "done"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &agent, "use the web server"));
+    let listed = servers(&daemon, &agent);
+    assert_eq!(listed["web"]["state"], "running", "{listed}");
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results.iter().all(|r| !r.is_error), "{results:?}");
+    assert_eq!(results[0].content, "Echo: over HTTP");
+    assert!(results[1].content.contains('5'), "{:?}", results[1]);
+}

@@ -3,11 +3,14 @@
 //! results as the MCP specification writes them), so an SDK release that renames its types
 //! changes this file only.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CancelledNotificationParam, ClientRequest};
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError, ServiceExt};
 use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
 use serde_json::{Map, Value};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
@@ -73,6 +76,44 @@ impl Connection {
     ) -> Result<(Self, Vec<RemoteTool>), McpError> {
         let transport =
             AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE_BYTES);
+        Self::initialize(transport, timeout).await
+    }
+
+    /// Initializes MCP with the streamable HTTP server at `url`, sending `headers` (and the
+    /// bearer token) with every request, and lists its tools, all within `timeout`.
+    pub(crate) async fn open_http(
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        bearer_token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(Self, Vec<RemoteTool>), McpError> {
+        let mut custom = HashMap::new();
+        for (name, value) in headers {
+            let bad = |what: &str| McpError::Protocol(format!("header {name:?}: {what}"));
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| bad("not a header name"))?;
+            let value =
+                http::HeaderValue::from_str(value).map_err(|_| bad("not a header value"))?;
+            custom.insert(name, value);
+        }
+        // The SDK's HTTP client is built without a crypto provider (so none is compiled in twice):
+        // dsh's, ring, is the process default. Installed once; a second install changes nothing.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+        if let Some(token) = bearer_token {
+            config = config.auth_header(token);
+        }
+        Self::initialize(StreamableHttpClientTransport::from_config(config), timeout).await
+    }
+
+    async fn initialize<T, E, A>(
+        transport: T,
+        timeout: Duration,
+    ) -> Result<(Self, Vec<RemoteTool>), McpError>
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let opened = async {
             let service = ()
                 .serve(transport)

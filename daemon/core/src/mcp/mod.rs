@@ -1,100 +1,39 @@
-//! MCP servers as agent tools. Each configured stdio server is started per agent, lazily at the
-//! agent's first turn, through the launcher like a command: the agent's sandbox plan, the
-//! managed `DSH_*` snapshot (so the server knows which session it serves and where its
-//! transcript is), the agent's base environment. Its tools join that agent's tool set as
-//! `mcp__<server>__<tool>`. A server that died is started again at the next turn, after a
-//! backoff that doubles with each failure in a row; it is stopped (its process group killed) when
-//! the agent closes, and a dshd killed outright leaves it to the next dshd's leftover sweep, as
-//! a background job.
+//! MCP servers as agent tools. Each top-level agent gets its own instance of each server (of
+//! dshd's config, and those its client gave it), started when a turn begins and its tools join
+//! the agent's tool set as `mcp__<server>__<tool>`. A stdio server starts through the launcher
+//! like a command: the agent's sandbox plan, the managed `DSH_*` snapshot (so the server knows
+//! which session it serves and where its transcript is), the agent's base environment. An HTTP
+//! server gets the session id in a header. A server that died is started again at the next
+//! turn, after a backoff that doubles with each failure in a row; it is stopped (its process
+//! group killed) when the agent closes, and a dshd killed outright leaves it to see its stdin
+//! close and to the next dshd's leftover sweep, as a background job.
 //!
-//! `client.rs` is the only file that knows the MCP SDK; `tool.rs` turns a server tool into a
-//! [`Tool`].
+//! `config.rs` says what a server is; `client.rs` is the only file that knows the MCP SDK;
+//! `server.rs` starts one; `tool.rs` turns a server tool into a [`Tool`].
 
 mod client;
+mod config;
+mod server;
 mod tool;
 
+pub use config::{
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServerConfig, McpTransport, SESSION_HEADER,
+    check_server_name, check_server_url,
+};
 pub use tool::MCP_PREFIX;
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
-
-use crate::call::{AgentContext, Tool, ToolExecution};
-use crate::exec::ServedHandle;
+use crate::call::{AgentContext, Tool};
 use crate::locks::lock;
-use crate::shell::{Command, Shell};
-use client::{Connection, McpError};
+use crate::shell::Shell;
 use dsh_session::SessionId;
+use server::{Server, start};
 
 /// Longest wait between two starts of a server that keeps failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// One configured stdio MCP server (`[mcp_servers.<name>]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpServerConfig {
-    /// Its name: the middle of its tools' names. ASCII letters, digits, `_` and `-`.
-    pub name: String,
-    /// The program to run (looked up in the agent's `PATH`).
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Variables added to its environment (never `DSH_*`: those come from the snapshot).
-    pub env: BTreeMap<String, String>,
-    /// Its working directory; the agent's when `None`.
-    pub cwd: Option<PathBuf>,
-    /// How long it may take to start and list its tools.
-    pub startup_timeout: Duration,
-    /// How long one tool call may take.
-    pub tool_timeout: Duration,
-    /// Only these tools are offered, when set.
-    pub enabled_tools: Option<Vec<String>>,
-    /// These tools are never offered.
-    pub disabled_tools: Vec<String>,
-}
-
-/// Why `name` cannot name a server: it is the middle of `mcp__<name>__<tool>`, which a provider
-/// takes only in ASCII letters, digits, `_` and `-`, and a `__` in it would make the split
-/// ambiguous.
-pub fn check_server_name(name: &str) -> Result<(), &'static str> {
-    let charset = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if name.is_empty() || name.contains("__") || !charset {
-        return Err("a server name has ASCII letters, digits, '_' and '-' only, and no \"__\"");
-    }
-    Ok(())
-}
-
-/// The defaults of [`McpServerConfig`]'s timeouts.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// See [`DEFAULT_STARTUP_TIMEOUT`].
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl McpServerConfig {
-    /// The command line the shell runs: `exec` and each word quoted, so nothing in a name or
-    /// argument is read as shell syntax, and the server is the process, not a child of bash.
-    fn command_line(&self) -> String {
-        std::iter::once("exec".to_owned())
-            .chain(
-                std::iter::once(&self.command)
-                    .chain(&self.args)
-                    .map(|word| format!("'{}'", word.replace('\'', r"'\''"))),
-            )
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    fn offers(&self, tool: &str) -> bool {
-        self.enabled_tools
-            .as_ref()
-            .is_none_or(|allowed| allowed.iter().any(|t| t == tool))
-            && !self.disabled_tools.iter().any(|t| t == tool)
-    }
-}
 
 /// Where one server of one agent stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,60 +61,6 @@ pub struct McpServerStatus {
     pub last_error: Option<String>,
     /// How many times it was started.
     pub starts: u32,
-}
-
-/// One started server: its connection and its process.
-#[derive(Debug)]
-pub(crate) struct Server {
-    config: McpServerConfig,
-    connection: Connection,
-    /// Its process: how it ended, its stderr; dropping it kills the group.
-    process: ServedHandle,
-}
-
-impl Server {
-    /// Whether it can still answer: its process runs and the connection is open.
-    fn alive(&self) -> bool {
-        self.process.ended().is_none() && self.connection.is_open()
-    }
-
-    /// Calls `tool` with `arguments`, within the server's tool timeout.
-    async fn call(
-        &self,
-        tool: &str,
-        arguments: Map<String, Value>,
-        cancel: &CancellationToken,
-    ) -> Result<Value, String> {
-        if !self.alive() {
-            return Err(self.gone());
-        }
-        match self
-            .connection
-            .call(tool, arguments, self.config.tool_timeout, cancel)
-            .await
-        {
-            Ok(result) => Ok(result),
-            Err(McpError::Closed) => Err(self.gone()),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-
-    /// Why the server can no longer answer, with its last words.
-    fn gone(&self) -> String {
-        let how = self
-            .process
-            .ended()
-            .unwrap_or_else(|| "closed the connection".to_owned());
-        let said = self
-            .process
-            .last_stderr_line()
-            .map(|l| format!("; its last stderr line: {l}"))
-            .unwrap_or_default();
-        format!(
-            "the MCP server {} {how}{said}; it is started again at the next turn",
-            self.config.name
-        )
-    }
 }
 
 /// One configured server of one agent.
@@ -292,6 +177,7 @@ impl McpServers {
         let mut servers = servers.lock().await;
         let AgentServers { configs, slots } = &mut *servers;
         let mut starting = tokio::task::JoinSet::new();
+        let mut indexes = HashMap::new();
         for (index, (slot, config)) in slots.iter_mut().zip(configs.iter()).enumerate() {
             let alive = slot.server.as_ref().is_some_and(|s| s.alive());
             if alive {
@@ -309,11 +195,17 @@ impl McpServers {
             }
             slot.starts += 1;
             let (shell, config, agent) = (shell.clone(), config.clone(), agent.clone());
-            starting.spawn(async move { (index, start(&shell, &agent, config).await) });
+            let task = starting.spawn(async move { (index, start(&shell, &agent, config).await) });
+            indexes.insert(task.id(), index);
         }
-        while let Some(joined) = starting.join_next().await {
-            let Ok((index, started)) = joined else {
-                continue;
+        while let Some(joined) = starting.join_next_with_id().await {
+            let (index, started) = match joined {
+                Ok((_, started)) => started,
+                // A start that panicked is a failed start, said as such; never a lost slot.
+                Err(error) => match indexes.get(&error.id()) {
+                    Some(&index) => (index, Err(format!("starting it failed: {error}"))),
+                    None => continue,
+                },
             };
             let Some(slot) = slots.get_mut(index) else {
                 continue;
@@ -381,86 +273,5 @@ impl McpServers {
     /// Stops `agent`'s servers (it closed): their process groups are killed.
     pub fn stop(&self, agent: &SessionId) {
         lock(&self.agents).remove(agent);
-    }
-}
-
-/// Starts one server for `agent` and lists its tools: the server, the tools offered, and the
-/// server tools not offered with why.
-async fn start(
-    shell: &Shell,
-    agent: &AgentContext,
-    config: McpServerConfig,
-) -> Result<(Arc<Server>, Vec<Arc<dyn Tool>>, Vec<String>), String> {
-    let exec = ToolExecution {
-        call_id: format!("mcp-start-{}", config.name),
-        tool_name: format!("{MCP_PREFIX}{}", config.name),
-        agent: Some(agent.clone()),
-        turn: None,
-        step: None,
-        cwd: agent.header.cwd.clone(),
-        cancel: CancellationToken::new(),
-        output: None,
-    };
-    let command = Command {
-        command: config.command_line(),
-        cwd: config.cwd.clone(),
-        timeout: None,
-        env: config.env.clone(),
-        background: false,
-        sandbox: None,
-    };
-    let served = shell
-        .serve(&exec, command)
-        .await
-        .map_err(|e| format!("cannot start {}: {e}", config.command))?;
-    let (stdin, stdout, process) = served.into_parts();
-    let (connection, remote) = match Connection::open(stdin, stdout, config.startup_timeout).await {
-        Ok(opened) => opened,
-        Err(error) => {
-            let said = process
-                .last_stderr_line()
-                .map(|l| format!("; its last stderr line: {l}"))
-                .unwrap_or_default();
-            return Err(format!("{} did not start: {error}{said}", config.name));
-        }
-    };
-    let server = Arc::new(Server {
-        config,
-        connection,
-        process,
-    });
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    let mut skipped = Vec::new();
-    for remote in remote.iter().filter(|t| server.config.offers(&t.name)) {
-        match tool::McpTool::new(server.clone(), remote) {
-            Ok(tool) => tools.push(Arc::new(tool)),
-            Err(why) => skipped.push(format!("not offered: {why}")),
-        }
-    }
-    Ok((server, tools, skipped))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_line_quotes_every_word() {
-        let config = McpServerConfig {
-            name: "s".into(),
-            command: "my server".into(),
-            args: vec!["--x=$HOME".into(), "it's".into()],
-            env: BTreeMap::new(),
-            cwd: None,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            tool_timeout: DEFAULT_TOOL_TIMEOUT,
-            enabled_tools: None,
-            disabled_tools: vec!["b".into()],
-        };
-        assert_eq!(
-            config.command_line(),
-            r"exec 'my server' '--x=$HOME' 'it'\''s'"
-        );
-        assert!(config.offers("a") && !config.offers("b"));
     }
 }

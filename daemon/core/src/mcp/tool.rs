@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::Server;
 use super::client::RemoteTool;
+use super::server::Server;
 use crate::call::{BoxFuture, Tool, ToolExecution, ToolOutput, ToolSchema};
 
 /// What every MCP tool's name starts with (Claude Code's and Codex's convention, so a hook

@@ -1,17 +1,19 @@
 //! An editor's MCP servers (`session/new` `mcpServers`, as Zed and JetBrains pass theirs) are the
-//! agent's: a stdio server is started for the session, with the session's identity, and its tools
-//! are used in a prompt; a remote one dsh does not connect is named in
-//! `_meta.dsh.mcpServersNotConnected`, and only it.
+//! agent's: a stdio server is started for the session, with the session's identity, a streamable
+//! HTTP one is connected, and their tools are used in a prompt; an SSE one, which dsh does not
+//! connect, is named in `_meta.dsh.mcpServersNotConnected`, and only it.
 
 use super::*;
 
 #[test]
-fn an_editors_stdio_server_is_the_sessions_and_a_remote_one_is_named_not_connected() {
+fn an_editors_stdio_and_http_servers_are_the_sessions_and_an_sse_one_is_named_not_connected() {
     let daemon = TestDaemon::start();
+    let web = dsh_tests::mcp::HttpEverything::start();
     let script = json!({"replies": [
         {"tool_calls": [
             {"id": "m1", "name": "mcp__probe__env", "arguments": {"prefix": "DSH_SESSION_ID"}},
             {"id": "m2", "name": "mcp__probe__env", "arguments": {"prefix": "PROBE_"}},
+            {"id": "m3", "name": "mcp__web__echo", "arguments": {"message": "over HTTP"}},
         ]},
         {"text": "done"},
     ]});
@@ -28,14 +30,15 @@ fn an_editors_stdio_server_is_the_sessions_and_a_remote_one_is_named_not_connect
                     "args": [dsh_tests::mcp::probe_server()],
                     "env": [{"name": "PROBE_FLAVOR", "value": "from-the-editor"}],
                 },
-                {"type": "http", "name": "remote", "url": "http://127.0.0.1:9/mcp", "headers": []},
+                {"type": "http", "name": "web", "url": web.url, "headers": [{"name": "X-Team", "value": "dsh"}]},
+                {"type": "sse", "name": "legacy", "url": "http://127.0.0.1:9/sse", "headers": []},
             ],
         }),
     );
     let id = answer["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(
         answer["_meta"]["dsh"]["mcpServersNotConnected"],
-        json!(["remote"]),
+        json!(["legacy"]),
         "{answer}"
     );
     let (before, answer) = acp.call("session/prompt", prompt(&id, "ask the probe"));
@@ -59,6 +62,7 @@ fn an_editors_stdio_server_is_the_sessions_and_a_remote_one_is_named_not_connect
         [
             (format!("DSH_SESSION_ID={id}"), false),
             ("PROBE_FLAVOR=from-the-editor".to_owned(), false),
+            ("Echo: over HTTP".to_owned(), false),
         ]
     );
     assert_eq!(acp.finish().code(), Some(0));

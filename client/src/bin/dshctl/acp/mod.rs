@@ -292,7 +292,7 @@ impl Bridge {
                     embedded_context: true,
                 },
                 mcp_capabilities: McpCapabilities {
-                    http: false,
+                    http: true,
                     sse: false,
                 },
                 session_capabilities: SessionCapabilities {

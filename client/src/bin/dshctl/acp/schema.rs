@@ -38,8 +38,8 @@ impl ClientCapabilities {
     }
 }
 
-/// An MCP server the client asked for. Stdio servers (no `type`, or `stdio`) are given to the
-/// agent; others (`http`, `sse`) are named as not connected.
+/// An MCP server the client asked for. Stdio servers (no `type`, or `stdio`) and streamable HTTP
+/// ones (`http`) are given to the agent; `sse` ones are named as not connected.
 #[derive(Debug, Deserialize)]
 pub struct McpServer {
     /// Its name.
@@ -57,9 +57,15 @@ pub struct McpServer {
     /// Its environment variables.
     #[serde(default)]
     pub env: Vec<EnvVariable>,
+    /// An HTTP server's endpoint.
+    #[serde(default)]
+    pub url: String,
+    /// An HTTP server's headers.
+    #[serde(default)]
+    pub headers: Vec<EnvVariable>,
 }
 
-/// One `{name, value}` of an MCP server's `env`.
+/// One `{name, value}` of an MCP server's `env` or `headers`.
 #[derive(Debug, Deserialize)]
 pub struct EnvVariable {
     /// The variable's name.

@@ -11,8 +11,8 @@ use tokio_stream::StreamExt;
 use super::Bridge;
 use super::jsonrpc::RpcError;
 use super::schema::{
-    Empty, ForkSessionRequest, ListSessionsRequest, ListSessionsResponse, ListedMeta, McpServer,
-    Meta, Mode, ModeState, NewSessionRequest, Sandbox, SessionInfo, SessionMeta,
+    Empty, EnvVariable, ForkSessionRequest, ListSessionsRequest, ListSessionsResponse, ListedMeta,
+    McpServer, Meta, Mode, ModeState, NewSessionRequest, Sandbox, SessionInfo, SessionMeta,
     SessionNotification, SessionRequest, SessionResponse, SessionUpdate, SetModeRequest,
     Transcript,
 };
@@ -53,7 +53,7 @@ impl Bridge {
                 approval: self.approval,
                 session_id: None,
                 environment: Some(dsh_client::client_environment()),
-                mcp_servers: stdio_servers(&p.mcp_servers),
+                mcp_servers: given_servers(&p.mcp_servers),
             })
             .await?
             .into_inner();
@@ -83,7 +83,7 @@ impl Bridge {
                 approval: self.approval,
                 at_seq: None,
                 environment: Some(dsh_client::client_environment()),
-                mcp_servers: stdio_servers(&p.mcp_servers),
+                mcp_servers: given_servers(&p.mcp_servers),
             })
             .await?
             .into_inner();
@@ -148,7 +148,7 @@ impl Bridge {
                         sandbox: self.sandbox.clone(),
                         approval: self.approval,
                         environment: Some(dsh_client::client_environment()),
-                        mcp_servers: stdio_servers(&p.mcp_servers),
+                        mcp_servers: given_servers(&p.mcp_servers),
                     })
                     .await?
                     .into_inner();
@@ -215,12 +215,12 @@ impl Bridge {
             .collect();
         if !skipped.is_empty() {
             crate::safe::eprintln(format_args!(
-                "dshctl acp: session {}: MCP servers not connected (dsh connects stdio servers given with a new, loaded or resumed session): {}",
+                "dshctl acp: session {}: MCP servers not connected (dsh connects stdio and http servers given with a new, loaded or resumed session): {}",
                 info.session_id,
                 skipped.join(", ")
             ));
         }
-        self.remember_servers(info, stdio_servers(mcp_servers));
+        self.remember_servers(info, given_servers(mcp_servers));
         let sandbox = info.sandbox.clone().unwrap_or_default();
         Ok(SessionResponse {
             session_id: info.session_id.clone(),
@@ -378,21 +378,30 @@ fn modes(approval: i32, sandbox: &v1::SandboxPolicy) -> ModeState {
     }
 }
 
-/// The editor's stdio MCP servers, as the agent is given them.
-fn stdio_servers(servers: &[McpServer]) -> Vec<v1::McpServerSpec> {
+/// The editor's stdio and streamable HTTP MCP servers, as the agent is given them.
+fn given_servers(servers: &[McpServer]) -> Vec<v1::McpServerSpec> {
+    let pairs = |list: &[EnvVariable]| {
+        list.iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect()
+    };
     servers
         .iter()
-        .filter(|s| s.kind.as_deref().is_none_or(|k| k == "stdio") && !s.command.is_empty())
-        .map(|s| v1::McpServerSpec {
-            name: server_name(&s.name),
-            command: s.command.clone(),
-            args: s.args.clone(),
-            env: s
-                .env
-                .iter()
-                .map(|v| (v.name.clone(), v.value.clone()))
-                .collect(),
-            cwd: String::new(),
+        .filter_map(|s| match s.kind.as_deref() {
+            None | Some("stdio") if !s.command.is_empty() => Some(v1::McpServerSpec {
+                name: server_name(&s.name),
+                command: s.command.clone(),
+                args: s.args.clone(),
+                env: pairs(&s.env),
+                ..Default::default()
+            }),
+            Some("http") if !s.url.is_empty() => Some(v1::McpServerSpec {
+                name: server_name(&s.name),
+                url: s.url.clone(),
+                headers: pairs(&s.headers),
+                ..Default::default()
+            }),
+            _ => None,
         })
         .collect()
 }
