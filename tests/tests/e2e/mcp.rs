@@ -146,6 +146,7 @@ fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_wi
             "mcp__probe__pid",
             "mcp__probe__write_file",
             "mcp__probe__wait",
+            "mcp__probe__big",
             "mcp__probe__crash"
         ]),
         "{listed}"
@@ -312,8 +313,9 @@ fn the_reference_server_over_stdio_answers_with_the_sessions_identity() {
 }
 
 /// A call past `tool_timeout_ms` is an error the model reads and the server is told to stop
-/// (`notifications/cancelled`: the probe's wait sees its cancellation); a cancelled turn tells
-/// the server the same. The server keeps serving either way.
+/// (`notifications/cancelled`: the probe's wait sees its cancellation), and the server keeps
+/// serving; a 100 MB result is dropped unread (16 MiB per line at most) rather than held, and
+/// its call ends at the timeout; a cancelled turn tells the server the same.
 #[test]
 fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
     let config = format!(
@@ -332,11 +334,12 @@ fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
         &json!({"replies": [
             {"tool_calls": [call("wait", json!({"seconds": 30, "marker": timed_out}))]},
             {"tool_calls": [call("pid", json!({}))]},
+            {"tool_calls": [call("big", json!({"megabytes": 100}))]},
             {"text": "went on"},
         ]}),
     );
     let results = prompt_results(&prompt(&daemon, &agent, "wait"));
-    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[0].is_error, "{:?}", results[0]);
     assert!(
         results[0].content.contains("no answer within 500 ms"),
@@ -347,6 +350,13 @@ fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
         !results[1].is_error,
         "the server still serves: {:?}",
         results[1]
+    );
+    // Dropped unread: the call ends at its timeout (the server stays busy writing it a while).
+    assert!(results[2].is_error, "{:?}", results[2]);
+    assert!(
+        results[2].content.contains("no answer within 500 ms"),
+        "{:?}",
+        results[2]
     );
     eventually_holds("the server saw the timed-out call cancelled", || {
         std::fs::read_to_string(&timed_out).is_ok_and(|t| t == "cancelled")
