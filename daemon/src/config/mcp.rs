@@ -33,6 +33,7 @@ pub(super) struct McpServerSection {
     pub http_headers: BTreeMap<String, String>,
     pub bearer_token_env_var: Option<String>,
     pub bearer_token_file: Option<String>,
+    pub children: Option<bool>,
 }
 
 impl Builder<'_> {
@@ -65,6 +66,7 @@ impl Builder<'_> {
                 )?,
                 enabled_tools: section.enabled_tools.clone(),
                 disabled_tools: section.disabled_tools.clone(),
+                children: section.children.unwrap_or(false),
             });
         }
         Ok(servers)

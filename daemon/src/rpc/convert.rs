@@ -208,6 +208,8 @@ pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>
             tool_timeout: MCP_DEFAULT_TOOL_TIMEOUT,
             enabled_tools: None,
             disabled_tools: Vec::new(),
+            // A client's servers are its agent's: its children do not get them.
+            children: false,
         });
     }
     Ok(servers)

@@ -442,3 +442,57 @@ fn the_reference_server_over_streamable_http_answers() {
     assert_eq!(results[0].content, "Echo: over HTTP");
     assert!(results[1].content.contains('5'), "{:?}", results[1]);
 }
+
+/// A `spawn_agent` child gets a server only when the config says `children = true`, and then its
+/// own instance, which knows the child's session, not the parent's.
+#[test]
+fn a_child_gets_its_own_instance_only_of_servers_configured_for_children() {
+    let server = |name: &str, children: bool| {
+        format!(
+            "[mcp_servers.{name}]\ncommand = {:?}\nargs = [{:?}]\nchildren = {children}\n",
+            mcp::python().display().to_string(),
+            mcp::probe_server().display().to_string(),
+        )
+    };
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(format!(
+            "{}{}",
+            server("shared", true),
+            server("own", false)
+        )),
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "w");
+    let child_script = json!({"replies": [
+        {"tool_calls": [
+            {"name": "mcp__shared__env", "arguments": {"prefix": "DSH_SESSION_ID"}},
+            {"name": "mcp__own__env", "arguments": {"prefix": "DSH_SESSION_ID"}},
+        ]},
+        {"text": "child done"},
+    ]});
+    let parent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [
+                {"name": "mcp__own__env", "arguments": {"prefix": "DSH_SESSION_ID"}},
+                dsh_tests::shell::spawn_call("look", &child_script),
+            ]},
+            {"text": "parent done"},
+        ]}),
+    );
+    let results = prompt_results(&prompt(&daemon, &parent, "delegate"));
+    assert_eq!(results[0].content, format!("DSH_SESSION_ID={parent}"));
+    let children = dsh_tests::shell::children_of(&daemon, &parent);
+    assert_eq!(children.len(), 1, "{children:?}");
+    let child = &children[0];
+    let child_results = dsh_tests::shell::session_results(&daemon, child);
+    assert_eq!(child_results.len(), 2, "{child_results:?}");
+    assert_eq!(child_results[0].content, format!("DSH_SESSION_ID={child}"));
+    assert!(!child_results[0].is_error);
+    assert!(child_results[1].is_error, "{:?}", child_results[1]);
+    assert!(
+        child_results[1].content.contains("unknown tool"),
+        "{:?}",
+        child_results[1]
+    );
+}

@@ -11,8 +11,8 @@ use crate::wire;
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    /// Each live top-level agent's servers: state, tools, starts and the last error. Servers
-    /// start with an agent's first turn; child agents get none.
+    /// Each live agent's servers: state, tools, starts and the last error. Servers start with
+    /// an agent's first turn; a child agent gets only those configured with `children = true`.
     List {
         /// Only this agent (an id or a unique prefix).
         #[arg(long)]
@@ -33,14 +33,13 @@ pub async fn run(client: &Client, out: Output, command: McpCommand) -> anyhow::R
                     .into_inner(),
             ]
         }
-        None => agents
-            .list(v1::ListAgentsRequest {})
-            .await?
-            .into_inner()
-            .agents
-            .into_iter()
-            .filter(|a| a.parent_agent_id.is_none())
-            .collect(),
+        None => {
+            agents
+                .list(v1::ListAgentsRequest {})
+                .await?
+                .into_inner()
+                .agents
+        }
     };
     let doc = json!({
         "agents": list.iter().map(|a| json!({
@@ -68,7 +67,7 @@ pub async fn run(client: &Client, out: Output, command: McpCommand) -> anyhow::R
         if rows == 0 {
             return writeln!(
                 w,
-                "no MCP servers (none configured in [mcp_servers], or no live top-level agent)"
+                "no MCP servers (none configured in [mcp_servers], or no live agent)"
             );
         }
         writeln!(w, "{table}")

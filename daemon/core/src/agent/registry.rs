@@ -82,12 +82,14 @@ impl AgentRegistry {
         })
     }
 
-    /// Where agent `id`'s MCP servers stand; none for a child agent (children get no servers)
-    /// or an agent that is not live.
+    /// Where agent `id`'s MCP servers stand; none for an agent that is not live.
     pub fn mcp_servers(&self, id: &SessionId) -> Vec<crate::mcp::McpServerStatus> {
         match self.get(id) {
-            Ok(agent) if agent.header().delegation_depth == 0 => self.services.mcp.status(id),
-            _ => Vec::new(),
+            Ok(agent) => self
+                .services
+                .mcp
+                .status(id, agent.header().delegation_depth),
+            Err(_) => Vec::new(),
         }
     }
 

@@ -112,7 +112,8 @@ pub struct AgentServices {
     /// Which project instruction files an agent's first turn loads; [`Self::new`]: the
     /// defaults, without a home file.
     pub instructions: InstructionSettings,
-    /// The configured MCP servers, started per top-level agent; [`Self::new`]: none.
+    /// The configured MCP servers, started per agent (children: those configured for them);
+    /// [`Self::new`]: none.
     pub mcp: Arc<crate::mcp::McpServers>,
 }
 

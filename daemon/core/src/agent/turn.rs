@@ -387,21 +387,16 @@ impl TurnRun {
         }
     }
 
-    /// The tools of this turn: dshd's own and, for a top-level agent, its MCP servers' (started
-    /// now if they are not running). Children get none: a fan-out of a thousand children would
-    /// start a thousand servers each.
+    /// The tools of this turn: dshd's own and its MCP servers' (started now if they are not
+    /// running; a child gets only the servers configured with `children`).
     async fn tools(&self) -> ToolSet {
-        let tools = self.services.tools.clone();
-        if self.agent.header().delegation_depth > 0 {
-            return tools;
-        }
         let context = self.agent.context().clone();
         self.services
             .mcp
             .tools(&context)
             .await
             .into_iter()
-            .fold(tools, ToolSet::with)
+            .fold(self.services.tools.clone(), ToolSet::with)
     }
 
     /// The tools the model is offered: all of them, except `spawn_agent` for an agent already at

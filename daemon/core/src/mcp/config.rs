@@ -19,6 +19,8 @@ pub struct McpServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     /// These tools are never offered.
     pub disabled_tools: Vec<String>,
+    /// Whether each `spawn_agent` child gets its own instance too (top-level agents always do).
+    pub children: bool,
 }
 
 /// How dshd reaches a server.
@@ -50,8 +52,9 @@ pub enum McpTransport {
 /// The header an HTTP server finds the calling agent's session id in.
 pub const SESSION_HEADER: &str = "X-DSH-Session-Id";
 
-/// The defaults of [`McpServerConfig`]'s timeouts.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The defaults of [`McpServerConfig`]'s timeouts. A server started with `npx` or a Python
+/// SDK on a busy machine takes seconds to import before it answers; 30 s leaves room for that.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// See [`DEFAULT_STARTUP_TIMEOUT`].
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -125,6 +128,7 @@ mod tests {
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             enabled_tools: None,
             disabled_tools: vec!["b".into()],
+            children: false,
         };
         assert!(config.offers("a") && !config.offers("b"));
     }

@@ -1,5 +1,6 @@
 //! MCP servers as agent tools. Each top-level agent gets its own instance of each server (of
-//! dshd's config, and those its client gave it), started when a turn begins and its tools join
+//! dshd's config, and those its client gave it; a `spawn_agent` child, of those configured with
+//! `children`), started when a turn begins and its tools join
 //! the agent's tool set as `mcp__<server>__<tool>`. A stdio server starts through the launcher
 //! like a command: the agent's sandbox plan, the managed `DSH_*` snapshot (so the server knows
 //! which session it serves and where its transcript is), the agent's base environment. An HTTP
@@ -128,13 +129,22 @@ impl McpServers {
         &self.configs
     }
 
-    fn servers_of(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<AgentServers>> {
+    /// The configured servers an agent `depth` levels down gets: all for a top-level agent,
+    /// those with `children` for a `spawn_agent` child.
+    fn configs_for(&self, depth: u32) -> Vec<McpServerConfig> {
+        self.configs
+            .iter()
+            .filter(|c| depth == 0 || c.children)
+            .cloned()
+            .collect()
+    }
+
+    fn servers_of(&self, agent: &AgentContext) -> Arc<tokio::sync::Mutex<AgentServers>> {
         lock(&self.agents)
-            .entry(id.clone())
+            .entry(agent.header.id.clone())
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(AgentServers::new(
-                    self.configs.to_vec(),
-                )))
+                let configs = self.configs_for(agent.header.delegation_depth);
+                Arc::new(tokio::sync::Mutex::new(AgentServers::new(configs)))
             })
             .clone()
     }
@@ -173,7 +183,11 @@ impl McpServers {
         let Some(shell) = &self.shell else {
             return Vec::new();
         };
-        let servers = self.servers_of(&agent.header.id);
+        // A child without servers costs nothing: no entry, no lock (a fan-out has thousands).
+        if agent.header.delegation_depth > 0 && !self.configs.iter().any(|c| c.children) {
+            return Vec::new();
+        }
+        let servers = self.servers_of(agent);
         let mut servers = servers.lock().await;
         let AgentServers { configs, slots } = &mut *servers;
         let mut starting = tokio::task::JoinSet::new();
@@ -232,7 +246,7 @@ impl McpServers {
 
     /// Where `agent`'s servers stand. Never waits: while a turn starts them, they are
     /// [`McpServerState::Starting`].
-    pub fn status(&self, agent: &SessionId) -> Vec<McpServerStatus> {
+    pub fn status(&self, agent: &SessionId, depth: u32) -> Vec<McpServerStatus> {
         let servers = lock(&self.agents).get(agent).cloned();
         let unknown = |configs: &[McpServerConfig], state| {
             configs
@@ -247,10 +261,10 @@ impl McpServers {
                 .collect()
         };
         let Some(servers) = servers else {
-            return unknown(&self.configs, McpServerState::NotStarted);
+            return unknown(&self.configs_for(depth), McpServerState::NotStarted);
         };
         let Ok(servers) = servers.try_lock() else {
-            return unknown(&self.configs, McpServerState::Starting);
+            return unknown(&self.configs_for(depth), McpServerState::Starting);
         };
         servers
             .slots
