@@ -138,13 +138,14 @@ pub async fn run(socket: &Path, looked: &str, out: Output) -> anyhow::Result<Exi
     })
 }
 
-const AFTER_DAEMON: [&str; 6] = [
+const AFTER_DAEMON: [&str; 7] = [
     "home",
     "persistence",
     "model key",
     "config",
     "launcher",
     "hooks",
+    "mcp",
 ];
 
 async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
@@ -200,6 +201,7 @@ async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
     checks.push(config(&status));
     checks.push(launcher(&status));
     checks.extend(hooks(&client).await);
+    checks.extend(mcp(&client, Path::new(&status.dsh_home)).await);
     checks
 }
 
@@ -551,4 +553,94 @@ async fn hooks(client: &Client) -> Vec<Check> {
             ),
         },
     )]
+}
+
+/// The configured MCP servers start: a throwaway scripted agent in the harness home takes one
+/// turn (which starts them, as any agent's first turn does), says where each stands, and is
+/// closed and its session deleted.
+async fn mcp(client: &Client, home: &Path) -> Vec<Check> {
+    // The probe itself failing (a read-only home, say) says nothing about the servers.
+    let failed = |what: &str, e: tonic::Status| {
+        vec![Check::warn(
+            "mcp",
+            format!("could not try the MCP servers: {what}: {}", e.message()),
+            "start an agent and look at dshctl mcp list",
+        )]
+    };
+    let mut agents = client.agents();
+    let created = agents
+        .create(v1::CreateAgentRequest {
+            cwd: home.display().to_string(),
+            model: Some(v1::ModelSpec {
+                provider: "scripted".into(),
+                script_json: r#"{"replies": [{"text": "dshctl doctor"}]}"#.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await;
+    let agent_id = match created {
+        Ok(info) if info.get_ref().mcp_servers.is_empty() => {
+            let id = info.into_inner().agent_id;
+            forget(client, &id).await;
+            return vec![Check::ok("mcp", "none configured")];
+        }
+        Ok(info) => info.into_inner().agent_id,
+        Err(e) => return failed("Agents.Create", e),
+    };
+    let turn = async {
+        let mut stream = agents
+            .prompt(v1::PromptRequest {
+                agent_id: agent_id.clone(),
+                text: "dshctl doctor".into(),
+            })
+            .await?
+            .into_inner();
+        while stream.message().await?.is_some() {}
+        let info = agents
+            .get(v1::GetAgentRequest {
+                agent_id: agent_id.clone(),
+            })
+            .await?;
+        Ok::<_, tonic::Status>(info.into_inner().mcp_servers)
+    };
+    let servers = turn.await;
+    forget(client, &agent_id).await;
+    let servers = match servers {
+        Ok(servers) => servers,
+        Err(e) => return failed("a turn", e),
+    };
+    servers
+        .iter()
+        .map(|s| match v1::McpServerState::try_from(s.state) {
+            Ok(v1::McpServerState::Running) => Check::ok(
+                "mcp",
+                format!("{}: started, {} tools", s.name, s.tools.len()),
+            ),
+            // The error names the server: "NAME did not start: why".
+            _ => Check::fail(
+                "mcp",
+                s.last_error
+                    .clone()
+                    .unwrap_or_else(|| format!("{} did not start", s.name)),
+                "fix [mcp_servers.NAME] in the config (try its command by hand), then restart dshd",
+            ),
+        })
+        .collect()
+}
+
+/// Closes the throwaway agent and deletes its session: the check leaves nothing behind.
+async fn forget(client: &Client, agent_id: &str) {
+    let _ = client
+        .agents()
+        .close(v1::CloseAgentRequest {
+            agent_id: agent_id.to_owned(),
+        })
+        .await;
+    let _ = client
+        .persistence()
+        .delete(v1::DeleteSessionRequest {
+            session_id: agent_id.to_owned(),
+        })
+        .await;
 }

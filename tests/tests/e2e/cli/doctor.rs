@@ -8,7 +8,7 @@ use dsh_tests::{DaemonSpec, private_dir};
 
 use super::*;
 
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "socket",
     "daemon",
     "home",
@@ -17,6 +17,7 @@ const CHECKS: [&str; 8] = [
     "config",
     "launcher",
     "hooks",
+    "mcp",
 ];
 
 /// A daemon whose config names one Claude Code hook file holding `hook_json`.
@@ -336,4 +337,53 @@ fn a_client_finds_dshd_at_any_default_and_without_one_lists_every_place_looked_a
         )) && said.contains("nothing there"),
         "{said}"
     );
+}
+
+/// The `mcp` check starts each configured server as an agent's first turn would: a server that
+/// starts passes with its tool count, one that does not fails with its error and the fix; the
+/// throwaway agent it used is gone, its session deleted.
+#[test]
+fn the_mcp_check_starts_each_configured_server_and_leaves_nothing_behind() {
+    let config = format!(
+        "[mcp_servers.probe]\ncommand = {:?}\nargs = [{:?}]\n\n[mcp_servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        dsh_tests::mcp::python().display().to_string(),
+        dsh_tests::mcp::probe_server().display().to_string(),
+    );
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(config),
+        ..DaemonSpec::default()
+    });
+    let (code, doc) = doctor_json(&daemon);
+    assert_eq!(code, Some(1), "{doc}");
+    let mcp: Vec<&Value> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] == "mcp")
+        .collect();
+    assert_eq!(mcp.len(), 2, "{doc}");
+    let (broken, probe) = (mcp[0], mcp[1]);
+    assert_eq!(probe["status"], "ok", "{doc}");
+    assert!(
+        probe["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("probe: started, "),
+        "{doc}"
+    );
+    assert_eq!(broken["status"], "error", "{doc}");
+    let detail = broken["detail"].as_str().unwrap();
+    assert!(detail.starts_with("broken did not start: "), "{detail}");
+    assert!(detail.contains("No such file or directory"), "{detail}");
+    assert!(
+        broken["fix"]
+            .as_str()
+            .unwrap()
+            .contains("[mcp_servers.NAME]"),
+        "{doc}"
+    );
+    let agents = daemon.dshctl_json(&["agent", "list"]);
+    assert_eq!(agents["agents"], json!([]), "{agents}");
+    let sessions = daemon.dshctl_json(&["session", "list"]);
+    assert_eq!(sessions["sessions"], json!([]), "{sessions}");
 }
