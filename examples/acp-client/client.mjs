@@ -7,12 +7,13 @@
 // allowed, then rejected) -> cancel during `sleep 30` -> close -> load (replays) -> list -> fork
 // -> close, plus a malformed line the bridge must survive; a Zed-style set_mode before the first
 // prompt; a read and an edit, whose permission request, live update and replay carry the diff;
-// the editor's MCP servers (a stdio one used in a prompt). Every check is an assertion: exit 0 means
+// the editor's MCP servers (stdio and HTTP ones used in a prompt). Every check is an assertion: exit 0 means
 // all held. Prints one line per step.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, connect } from "node:net";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
@@ -269,12 +270,32 @@ await app.connectWith(edits.stream(), async (ctx) => {
 });
 edits.child.stdin.end();
 assert.equal(await exited(edits.child), 0);
-// 5. The editor's MCP servers: a stdio one (the reference server, from this example's packages)
-// is the session's, and its tool is used in the prompt; an SSE one is named as not connected.
+// 5. The editor's MCP servers: the reference server (from this example's packages) over stdio
+// and, started here, over streamable HTTP, are the session's, and their tools are used in the
+// prompt; an SSE one is named as not connected.
 const everything = new URL("node_modules/.bin/mcp-server-everything", import.meta.url).pathname;
+const port = await new Promise((resolve) => {
+  const probe = createServer().listen(0, "127.0.0.1", () => {
+    const { port } = probe.address();
+    probe.close(() => resolve(port));
+  });
+});
+const web = spawn(everything, ["streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdio: "ignore" });
+for (let connected = false; !connected; ) {
+  connected = await new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1", () => resolve(true)).on("error", () => resolve(false));
+    socket.unref();
+  });
+  if (!connected) await new Promise((resolve) => setTimeout(resolve, 50));
+}
 const mcp = bridge("mcp", {
   replies: [
-    { tool_calls: [{ id: "m", name: "mcp__everything__echo", arguments: { message: "from the ACP SDK" } }] },
+    {
+      tool_calls: [
+        { id: "m", name: "mcp__everything__echo", arguments: { message: "from the ACP SDK" } },
+        { id: "w", name: "mcp__web__echo", arguments: { message: "over HTTP" } },
+      ],
+    },
     { text: "Echoed." },
   ],
 });
@@ -284,6 +305,7 @@ await app.connectWith(mcp.stream(), async (ctx) => {
     cwd,
     mcpServers: [
       { name: "everything", command: everything, args: ["stdio"], env: [] },
+      { type: "http", name: "web", url: `http://127.0.0.1:${port}/mcp`, headers: [] },
       { type: "sse", name: "legacy", url: "http://127.0.0.1:9/sse", headers: [] },
     ],
   });
@@ -291,11 +313,14 @@ await app.connectWith(mcp.stream(), async (ctx) => {
   const { sessionId } = session;
   const done = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "echo" }] });
   assert.equal(done.stopReason, "end_turn");
-  const shown = JSON.stringify(seen(sessionId).filter((u) => u.toolCallId === "m"));
-  assert.ok(shown.includes("Echo: from the ACP SDK"), shown);
-  assert.ok(shown.includes('"status":"completed"'), shown);
-  console.log("mcpServers: the stdio server's echo reached the prompt; the SSE one is named not connected");
+  for (const [id, text] of [["m", "Echo: from the ACP SDK"], ["w", "Echo: over HTTP"]]) {
+    const shown = JSON.stringify(seen(sessionId).filter((u) => u.toolCallId === id));
+    assert.ok(shown.includes(text), shown);
+    assert.ok(shown.includes('"status":"completed"'), shown);
+  }
+  console.log("mcpServers: the stdio and HTTP servers' echoes reached the prompt; the SSE one is named not connected");
 });
 mcp.child.stdin.end();
 assert.equal(await exited(mcp.child), 0);
+web.kill();
 console.log("acp-client: all checks passed");

@@ -139,6 +139,12 @@ fn a_servers_tools_run_with_the_sessions_identity_inside_its_sandbox_and_stop_wi
     // `dshctl mcp list` says where each stands and why the bad ones offer nothing.
     let listed = servers(&daemon, &agent);
     assert_eq!(listed["probe"]["state"], "running", "{listed}");
+    // A tool whose name a provider would refuse is left out, and said.
+    let left_out = listed["probe"]["last_error"].as_str().unwrap();
+    assert!(
+        left_out.contains("not offered: tool \"files.list\"") && left_out.contains("ASCII letters"),
+        "{left_out}"
+    );
     assert_eq!(
         listed["probe"]["tools"],
         json!([
