@@ -18,14 +18,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsh_proto::v1;
 use dsh_testkit::bench::Target;
-use dsh_tests::bench::{ReleaseDaemon, latency_ratio};
+use dsh_tests::bench::{ReleaseDaemon, latency_ratio, scripted_agent, timed_turn};
 use serde_json::{Value, json};
-use tokio_stream::StreamExt;
 
 const ROUNDS: usize = 40;
 const WARMUP: usize = 3;
@@ -75,15 +73,15 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let client = dsh_client::Client::connect(daemon.socket()).await.unwrap();
-        let edit = agent(&client, &cwd, edits).await;
-        turn(&client, &edit).await; // the read before the edits
-        let floor = agent(&client, &cwd, floor_edits).await;
-        let read = agent(&client, &cwd, reads).await;
-        let cat = agent(&client, &cwd, cats).await;
+        let edit = scripted_agent(&client, &cwd, edits, Some(workspace_write())).await;
+        timed_turn(&client, &edit).await; // the read before the edits
+        let floor = scripted_agent(&client, &cwd, floor_edits, Some(workspace_write())).await;
+        let read = scripted_agent(&client, &cwd, reads, Some(workspace_write())).await;
+        let cat = scripted_agent(&client, &cwd, cats, Some(workspace_write())).await;
         let mut times: [Vec<Duration>; 4] = Default::default();
         for round in 0..turns {
             for (i, id) in [&edit, &floor, &read, &cat].into_iter().enumerate() {
-                let took = turn(&client, id).await;
+                let took = timed_turn(&client, id).await;
                 if round >= WARMUP {
                     times[i].push(took);
                 }
@@ -122,48 +120,9 @@ fn content() -> String {
     text
 }
 
-/// A `workspace-write` agent in `cwd` whose scripted model answers `replies` in order.
-async fn agent(client: &dsh_client::Client, cwd: &Path, replies: Vec<Value>) -> String {
-    client
-        .agents()
-        .create(v1::CreateAgentRequest {
-            cwd: cwd.to_str().unwrap().to_owned(),
-            model: Some(v1::ModelSpec {
-                provider: "scripted".into(),
-                model: String::new(),
-                script_json: json!({ "replies": replies }).to_string(),
-                reasoning_effort: String::new(),
-            }),
-            sandbox: Some(v1::SandboxPolicy {
-                mode: "workspace-write".into(),
-                network: "on".into(),
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .agent_id
-}
-
-/// One turn of `agent`, from the prompt to the stream's end; panics if a call failed.
-async fn turn(client: &dsh_client::Client, agent: &str) -> Duration {
-    let started = Instant::now();
-    let mut stream = client
-        .agents()
-        .prompt(v1::PromptRequest {
-            agent_id: agent.to_owned(),
-            text: "go".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(event) = stream.next().await {
-        let event = event.unwrap();
-        if event.r#type == "tool/result" {
-            let data: Value = serde_json::from_str(&event.data_json).unwrap();
-            assert_eq!(data["isError"], false, "{data}");
-        }
+fn workspace_write() -> v1::SandboxPolicy {
+    v1::SandboxPolicy {
+        mode: "workspace-write".into(),
+        network: "on".into(),
     }
-    started.elapsed()
 }

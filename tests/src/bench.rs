@@ -193,3 +193,53 @@ pub fn compare(
         target,
     );
 }
+
+/// A scripted agent in `cwd` whose model answers `replies` in order, confined by `sandbox` when
+/// one is given (else the daemon's default).
+pub async fn scripted_agent(
+    client: &dsh_client::Client,
+    cwd: &Path,
+    replies: Vec<serde_json::Value>,
+    sandbox: Option<dsh_proto::v1::SandboxPolicy>,
+) -> String {
+    client
+        .agents()
+        .create(dsh_proto::v1::CreateAgentRequest {
+            cwd: cwd.display().to_string(),
+            model: Some(dsh_proto::v1::ModelSpec {
+                provider: "scripted".into(),
+                script_json: serde_json::json!({ "replies": replies }).to_string(),
+                ..Default::default()
+            }),
+            sandbox,
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create a scripted agent: {e}"))
+        .into_inner()
+        .agent_id
+}
+
+/// One turn of `agent`, from the prompt to the stream's end; panics if a call failed.
+pub async fn timed_turn(client: &dsh_client::Client, agent: &str) -> Duration {
+    use tokio_stream::StreamExt;
+    let started = Instant::now();
+    let mut stream = client
+        .agents()
+        .prompt(dsh_proto::v1::PromptRequest {
+            agent_id: agent.to_owned(),
+            text: "go".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("prompt: {e}"))
+        .into_inner();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap_or_else(|e| panic!("stream: {e}"));
+        if event.r#type == "tool/result" {
+            let data: serde_json::Value =
+                serde_json::from_str(&event.data_json).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(data["isError"], false, "a call failed: {data}");
+        }
+    }
+    started.elapsed()
+}
