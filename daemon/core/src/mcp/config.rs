@@ -49,6 +49,10 @@ pub enum McpTransport {
     },
 }
 
+/// What every MCP tool's name starts with (Claude Code's and Codex's convention, so a hook
+/// matcher `mcp__.*` or `mcp__github__.*` written for them matches dsh's).
+pub const MCP_PREFIX: &str = "mcp__";
+
 /// The header an HTTP server finds the calling agent's session id in.
 pub const SESSION_HEADER: &str = "X-DSH-Session-Id";
 

@@ -18,10 +18,9 @@ mod server;
 mod tool;
 
 pub use config::{
-    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServerConfig, McpTransport, SESSION_HEADER,
-    check_server_name, check_server_url,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpTransport,
+    SESSION_HEADER, check_server_name, check_server_url,
 };
-pub use tool::MCP_PREFIX;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +31,7 @@ use crate::locks::lock;
 use crate::shell::Shell;
 use dsh_session::SessionId;
 use server::{Server, start};
+use tool::McpTool;
 
 /// Longest wait between two starts of a server that keeps failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -225,7 +225,8 @@ impl McpServers {
                 continue;
             };
             match started {
-                Ok((server, tools, skipped)) => {
+                Ok((server, remote)) => {
+                    let (tools, skipped) = offered(&server, &remote);
                     slot.server = Some(server);
                     slot.tools = tools;
                     slot.failures = 0;
@@ -288,4 +289,20 @@ impl McpServers {
     pub fn stop(&self, agent: &SessionId) {
         lock(&self.agents).remove(agent);
     }
+}
+
+/// The agent's tools for the server tools `remote` of `server`, and those not offered, with why.
+fn offered(
+    server: &Arc<Server>,
+    remote: &[client::RemoteTool],
+) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut skipped = Vec::new();
+    for remote in remote.iter().filter(|t| server.config.offers(&t.name)) {
+        match McpTool::new(server.clone(), remote) {
+            Ok(tool) => tools.push(Arc::new(tool)),
+            Err(why) => skipped.push(format!("not offered: {why}")),
+        }
+    }
+    (tools, skipped)
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::client::RemoteTool;
 use super::client::{Connection, McpError};
-use super::config::{McpServerConfig, McpTransport, SESSION_HEADER, command_line};
-use super::tool::{MCP_PREFIX, McpTool};
-use crate::call::{AgentContext, Tool, ToolExecution};
+use super::config::{MCP_PREFIX, McpServerConfig, McpTransport, SESSION_HEADER, command_line};
+use crate::call::{AgentContext, ToolExecution};
 use crate::exec::ServedHandle;
 use crate::shell::{Command, Shell};
 
@@ -74,13 +74,12 @@ fn last_words(process: Option<&ServedHandle>) -> String {
         .unwrap_or_default()
 }
 
-/// Starts one server for `agent` and lists its tools: the server, the tools offered, and the
-/// server tools not offered with why.
+/// Starts one server for `agent`: the server and the tools it lists.
 pub(super) async fn start(
     shell: &Shell,
     agent: &AgentContext,
     config: McpServerConfig,
-) -> Result<(Arc<Server>, Vec<Arc<dyn Tool>>, Vec<String>), String> {
+) -> Result<(Arc<Server>, Vec<RemoteTool>), String> {
     let (connection, remote, process) = match &config.transport {
         McpTransport::Stdio {
             command,
@@ -149,13 +148,5 @@ pub(super) async fn start(
         connection,
         process,
     });
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    let mut skipped = Vec::new();
-    for remote in remote.iter().filter(|t| server.config.offers(&t.name)) {
-        match McpTool::new(server.clone(), remote) {
-            Ok(tool) => tools.push(Arc::new(tool)),
-            Err(why) => skipped.push(format!("not offered: {why}")),
-        }
-    }
-    Ok((server, tools, skipped))
+    Ok((server, remote))
 }

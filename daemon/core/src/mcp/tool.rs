@@ -6,12 +6,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::client::RemoteTool;
+use super::config::MCP_PREFIX;
 use super::server::Server;
 use crate::call::{BoxFuture, Tool, ToolExecution, ToolOutput, ToolSchema};
-
-/// What every MCP tool's name starts with (Claude Code's and Codex's convention, so a hook
-/// matcher `mcp__.*` or `mcp__github__.*` written for them matches dsh's).
-pub const MCP_PREFIX: &str = "mcp__";
 
 /// Longest tool name the providers dsh speaks to accept (OpenAI's function names: 64).
 const MAX_NAME: usize = 64;
