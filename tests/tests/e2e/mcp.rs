@@ -502,3 +502,52 @@ fn a_child_gets_its_own_instance_only_of_servers_configured_for_children() {
         child_results[1]
     );
 }
+
+/// A turn cancelled while its servers start (one never answers, and may take ten minutes) ends
+/// at once, aborted, and the starting server's process is killed.
+#[test]
+fn a_turn_cancelled_while_its_servers_start_ends_and_kills_them() {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        config: Some(
+            "[mcp_servers.slow]\ncommand = \"sleep\"\nargs = [\"3141\"]\nstartup_timeout_ms = 600000\n"
+                .into(),
+        ),
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "w");
+    let agent = daemon.new_agent(&cwd, &json!({"replies": [{"text": "never"}]}));
+    let mut turn = std::process::Command::new(dsh_tests::dshctl_bin())
+        .args([
+            "--socket",
+            daemon.socket.to_str().unwrap(),
+            "prompt",
+            "--agent",
+            &agent,
+            "go",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x003141\x00")
+            })
+    };
+    eventually_holds("the server is starting", sleeping);
+    assert!(daemon.dshctl(&["agent", "cancel", &agent]).status.success());
+    eventually_holds("the cancelled turn ended", || {
+        turn.try_wait().unwrap().is_some()
+    });
+    eventually_holds("the starting server was killed", || !sleeping());
+    let ends: Vec<Value> = daemon
+        .events(&agent)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "aborted", "{ends:?}");
+}

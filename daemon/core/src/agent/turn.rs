@@ -388,14 +388,15 @@ impl TurnRun {
     }
 
     /// The tools of this turn: dshd's own and its MCP servers' (started now if they are not
-    /// running; a child gets only the servers configured with `children`).
+    /// running; a child gets only the servers configured with `children`). A cancel while they
+    /// start stops the starts (their processes are killed) and the turn ends at its first check.
     async fn tools(&self) -> ToolSet {
         let context = self.agent.context().clone();
-        self.services
-            .mcp
-            .tools(&context)
-            .await
-            .into_iter()
+        let mcp = tokio::select! {
+            tools = self.services.mcp.tools(&context) => tools,
+            () = self.cancel.cancelled() => Vec::new(),
+        };
+        mcp.into_iter()
             .fold(self.services.tools.clone(), ToolSet::with)
     }
 

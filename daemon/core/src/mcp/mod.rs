@@ -124,11 +124,6 @@ impl McpServers {
         }
     }
 
-    /// The configured servers.
-    pub fn configs(&self) -> &[McpServerConfig] {
-        &self.configs
-    }
-
     /// The configured servers an agent `depth` levels down gets: all for a top-level agent,
     /// those with `children` for a `spawn_agent` child.
     fn configs_for(&self, depth: u32) -> Vec<McpServerConfig> {
