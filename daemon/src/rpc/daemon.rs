@@ -75,6 +75,12 @@ impl daemon_server::Daemon for DaemonService {
             default_script: d.config.default_script.is_some(),
             openai_model: d.config.openai.model.clone(),
             context_window: d.config.context_window.unwrap_or(0),
+            mcp_servers: d
+                .config
+                .mcp_servers
+                .iter()
+                .map(|s| s.name.clone())
+                .collect(),
             usage_input_tokens: usage.input_tokens,
             usage_output_tokens: usage.output_tokens,
             usage_cache_read_tokens: usage.cache_read_tokens.unwrap_or(0),

@@ -201,7 +201,7 @@ async fn checks(socket: &Path, looked: &str) -> Vec<Check> {
     checks.push(config(&status));
     checks.push(launcher(&status));
     checks.extend(hooks(&client).await);
-    checks.extend(mcp(&client, Path::new(&status.dsh_home)).await);
+    checks.extend(mcp(&client, &status).await);
     checks
 }
 
@@ -557,8 +557,23 @@ async fn hooks(client: &Client) -> Vec<Check> {
 
 /// The configured MCP servers start: a throwaway scripted agent in the harness home takes one
 /// turn (which starts them, as any agent's first turn does), says where each stands, and is
-/// closed and its session deleted.
-async fn mcp(client: &Client, home: &Path) -> Vec<Check> {
+/// closed and its session deleted. Nothing is made when none is configured, or when the store
+/// cannot be reached (the throwaway session could not be deleted then).
+async fn mcp(client: &Client, status: &v1::StatusResponse) -> Vec<Check> {
+    if status.mcp_servers.is_empty() {
+        return vec![Check::ok("mcp", "none configured")];
+    }
+    if !status.persistence_unavailable.is_empty() {
+        return vec![Check::warn(
+            "mcp",
+            format!(
+                "not checked while the store is unavailable: {}",
+                status.mcp_servers.join(", ")
+            ),
+            "check again once the persistence check passes",
+        )];
+    }
+    let home = Path::new(&status.dsh_home);
     // The probe itself failing (a read-only home, say) says nothing about the servers.
     let failed = |what: &str, e: tonic::Status| {
         vec![Check::warn(
@@ -580,11 +595,6 @@ async fn mcp(client: &Client, home: &Path) -> Vec<Check> {
         })
         .await;
     let agent_id = match created {
-        Ok(info) if info.get_ref().mcp_servers.is_empty() => {
-            let id = info.into_inner().agent_id;
-            forget(client, &id).await;
-            return vec![Check::ok("mcp", "none configured")];
-        }
         Ok(info) => info.into_inner().agent_id,
         Err(e) => return failed("Agents.Create", e),
     };
