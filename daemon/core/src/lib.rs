@@ -113,7 +113,8 @@ pub use mcp::{
     DEFAULT_STARTUP_TIMEOUT as MCP_DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TOOL_TIMEOUT as MCP_DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpServerState,
     McpServerStatus, McpServers, McpTransport, SESSION_HEADER as MCP_SESSION_HEADER,
-    check_server_name as check_mcp_server_name, check_server_url as check_mcp_server_url,
+    check_server_env as check_mcp_server_env, check_server_name as check_mcp_server_name,
+    check_server_url as check_mcp_server_url,
 };
 
 // Hooks.

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{Builder, ConfigError};
 use dsh_core::{
     MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig, McpTransport,
-    check_mcp_server_name, check_mcp_server_url,
+    check_mcp_server_env, check_mcp_server_name, check_mcp_server_url,
 };
 
 /// One `[mcp_servers.<name>]` table as written.
@@ -113,18 +113,7 @@ impl Builder<'_> {
                 if let Some(error) = misplaced(&http_only, "streamable HTTP") {
                     return Err(error);
                 }
-                if let Some(bad) = section
-                    .env
-                    .keys()
-                    .find(|k| k.to_ascii_uppercase().starts_with("DSH_"))
-                {
-                    return Err(self.invalid(
-                        &key("env"),
-                        format!(
-                            "{bad:?}: DSH_* values come only from the session's managed snapshot"
-                        ),
-                    ));
-                }
+                check_mcp_server_env(&section.env).map_err(|why| self.invalid(&key("env"), why))?;
                 Ok(McpTransport::Stdio {
                     command: command.clone(),
                     args: section.args.clone(),

@@ -14,7 +14,7 @@ use dsh_core::{
     Event, ExecError, MCP_DEFAULT_STARTUP_TIMEOUT, MCP_DEFAULT_TOOL_TIMEOUT, McpServerConfig,
     McpServerState, McpServerStatus, McpTransport, ModelChoice, PersistenceError, ReasoningEffort,
     SandboxError, SandboxPolicy, SessionHeader, SessionId, SessionLocation, StreamEvent,
-    UnknownName, check_mcp_server_name, check_mcp_server_url,
+    UnknownName, check_mcp_server_env, check_mcp_server_name, check_mcp_server_url,
 };
 
 /// Parses a session or agent id from the wire, naming the field on failure.
@@ -173,18 +173,8 @@ pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>
                 }
             }
             (false, true) => {
-                if let Some(key) = spec
-                    .env
-                    .keys()
-                    .find(|k| k.to_ascii_uppercase().starts_with("DSH_"))
-                {
-                    return Err(bad(
-                        "env",
-                        &format!(
-                            "{key:?}: DSH_* values come only from the session's managed snapshot"
-                        ),
-                    ));
-                }
+                let env = spec.env.into_iter().collect();
+                check_mcp_server_env(&env).map_err(|why| bad("env", &why))?;
                 if !spec.headers.is_empty() {
                     return Err(bad("headers", "are for streamable HTTP servers (`url`)"));
                 }
@@ -196,7 +186,7 @@ pub fn mcp_servers(specs: Vec<v1::McpServerSpec>) -> Result<Vec<McpServerConfig>
                 McpTransport::Stdio {
                     command: spec.command,
                     args: spec.args,
-                    env: spec.env.into_iter().collect(),
+                    env,
                     cwd,
                 }
             }

@@ -8,10 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
+use dsh_tests::agents::PATIENCE;
 use dsh_tests::shell::{locate, prompt, prompt_results, workdir};
-use dsh_tests::{DaemonSpec, TestDaemon, mcp};
+use dsh_tests::{DaemonSpec, TestDaemon, eventually, mcp};
 use serde_json::{Value, json};
 
 /// A daemon whose agents get the probe server, and two bad ones: `silent` never answers
@@ -377,18 +377,7 @@ fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
             {"text": "never"},
         ]}),
     );
-    let mut turn = std::process::Command::new(dsh_tests::dshctl_bin())
-        .args([
-            "--socket",
-            daemon.socket.to_str().unwrap(),
-            "prompt",
-            "--agent",
-            &waiting,
-            "go",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut turn = daemon.prompt_in_background(&waiting, "go");
     eventually_holds("the wait was called", || {
         daemon
             .events(&waiting)
@@ -407,13 +396,9 @@ fn a_slow_call_times_out_and_a_cancelled_turn_cancels_the_servers_call() {
     });
 }
 
-/// Polls `cond` until it holds; fails the test after a generous bound.
-fn eventually_holds(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Polls `cond` until it holds; fails the test, saying `what`, after the shared bound.
+fn eventually_holds(what: &str, cond: impl FnMut() -> bool) {
+    assert!(eventually(PATIENCE, cond), "never: {what}");
 }
 
 /// The reference server over streamable HTTP, configured by `url` with a header: its tools reach
@@ -516,19 +501,7 @@ fn a_turn_cancelled_while_its_servers_start_ends_and_kills_them() {
     });
     let cwd = workdir(&daemon, "w");
     let agent = daemon.new_agent(&cwd, &json!({"replies": [{"text": "never"}]}));
-    let mut turn = std::process::Command::new(dsh_tests::dshctl_bin())
-        .args([
-            "--socket",
-            daemon.socket.to_str().unwrap(),
-            "prompt",
-            "--agent",
-            &agent,
-            "go",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut turn = daemon.prompt_in_background(&agent, "go");
     let sleeping = || {
         std::fs::read_dir("/proc")
             .unwrap()

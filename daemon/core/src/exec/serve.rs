@@ -25,45 +25,26 @@ const STDERR_CAP: usize = 16 * 1024;
 /// The last [`STDERR_CAP`] bytes of a stderr.
 type Tail = Arc<Mutex<VecDeque<u8>>>;
 
-/// A started served process. Dropping it kills the process group.
+/// A started served process: the caller's pipes, and the handle that watches and kills it.
 #[derive(Debug)]
 pub struct Served {
     /// Where the caller writes to it.
     pub stdin: ChildStdin,
     /// What it answers.
     pub stdout: ChildStdout,
-    /// Its stderr, bounded, for diagnostics.
+    /// Its end and stderr; dropping it kills the process group.
+    pub handle: ServedHandle,
+}
+
+/// What stays with a served process's owner once the pipes went to a client.
+#[derive(Debug)]
+pub struct ServedHandle {
+    /// Its stderr's tail.
     stderr: Tail,
     /// `Some` once it ended: its exit code or signal, said in words.
     end: watch::Receiver<Option<String>>,
     /// Kills it when the handle goes.
     _kill: DropGuard,
-}
-
-/// The live part of a [`Served`] that stays with its owner once the pipes went to a client.
-#[derive(Debug)]
-pub struct ServedHandle {
-    /// Its stderr's tail.
-    stderr: Tail,
-    /// How it ended, once it did.
-    end: watch::Receiver<Option<String>>,
-    /// Kills it when the handle goes.
-    _kill: DropGuard,
-}
-
-impl Served {
-    /// Splits off the pipes, keeping what watches and kills the process.
-    pub fn into_parts(self) -> (ChildStdin, ChildStdout, ServedHandle) {
-        (
-            self.stdin,
-            self.stdout,
-            ServedHandle {
-                stderr: self.stderr,
-                end: self.end,
-                _kill: self._kill,
-            },
-        )
-    }
 }
 
 impl ServedHandle {
@@ -131,9 +112,11 @@ impl Executor {
         Ok(Served {
             stdin,
             stdout,
-            stderr,
-            end,
-            _kill: kill.drop_guard(),
+            handle: ServedHandle {
+                stderr,
+                end,
+                _kill: kill.drop_guard(),
+            },
         })
     }
 }

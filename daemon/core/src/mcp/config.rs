@@ -75,6 +75,13 @@ pub fn check_server_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Why `env` cannot be a stdio server's added environment: the executor's rule for a caller's
+/// variables (no `DSH_*`, no shell startup variables, no reserved names), checked when the server
+/// is configured or given rather than only when it starts.
+pub fn check_server_env(env: &BTreeMap<String, String>) -> Result<(), String> {
+    crate::exec::check_caller_env(env).map_err(|e| e.to_string())
+}
+
 /// Why `url` cannot be an HTTP server's endpoint.
 pub fn check_server_url(url: &str) -> Result<(), &'static str> {
     let rest = url

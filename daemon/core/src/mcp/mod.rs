@@ -19,7 +19,7 @@ mod tool;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MCP_PREFIX, McpServerConfig, McpTransport,
-    SESSION_HEADER, check_server_name, check_server_url,
+    SESSION_HEADER, check_server_env, check_server_name, check_server_url,
 };
 
 use std::collections::HashMap;

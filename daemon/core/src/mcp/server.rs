@@ -9,7 +9,7 @@ use super::client::RemoteTool;
 use super::client::{Connection, McpError};
 use super::config::{MCP_PREFIX, McpServerConfig, McpTransport, SESSION_HEADER, command_line};
 use crate::call::{AgentContext, ToolExecution};
-use crate::exec::ServedHandle;
+use crate::exec::{Served, ServedHandle};
 use crate::shell::{Command, Shell};
 
 /// One started server.
@@ -109,7 +109,11 @@ pub(super) async fn start(
                 .serve(&exec, command_spec)
                 .await
                 .map_err(|e| format!("cannot start {command}: {e}"))?;
-            let (stdin, stdout, process) = served.into_parts();
+            let Served {
+                stdin,
+                stdout,
+                handle: process,
+            } = served;
             match Connection::open(stdin, stdout, config.startup_timeout).await {
                 Ok((connection, remote)) => (connection, remote, Some(process)),
                 Err(error) => {
