@@ -134,14 +134,20 @@ impl McpServers {
             .collect()
     }
 
-    fn servers_of(&self, agent: &AgentContext) -> Arc<tokio::sync::Mutex<AgentServers>> {
-        lock(&self.agents)
-            .entry(agent.header.id.clone())
-            .or_insert_with(|| {
-                let configs = self.configs_for(agent.header.delegation_depth);
-                Arc::new(tokio::sync::Mutex::new(AgentServers::new(configs)))
-            })
-            .clone()
+    /// `agent`'s servers; `None` when it has none (nothing is kept for it then: most agents,
+    /// and every child of a fan-out, have none).
+    fn servers_of(&self, agent: &AgentContext) -> Option<Arc<tokio::sync::Mutex<AgentServers>>> {
+        let mut agents = lock(&self.agents);
+        if let Some(servers) = agents.get(&agent.header.id) {
+            return Some(servers.clone());
+        }
+        let configs = self.configs_for(agent.header.delegation_depth);
+        if configs.is_empty() {
+            return None;
+        }
+        let servers = Arc::new(tokio::sync::Mutex::new(AgentServers::new(configs)));
+        agents.insert(agent.header.id.clone(), servers.clone());
+        Some(servers)
     }
 
     /// Why `extra` cannot be given to an agent: a name a configured server has.
@@ -175,14 +181,9 @@ impl McpServers {
     /// turn, or a server that died and whose backoff has passed). A server that cannot start
     /// offers no tools and says why in [`Self::status`].
     pub async fn tools(&self, agent: &AgentContext) -> Vec<Arc<dyn Tool>> {
-        let Some(shell) = &self.shell else {
+        let (Some(shell), Some(servers)) = (&self.shell, self.servers_of(agent)) else {
             return Vec::new();
         };
-        // A child without servers costs nothing: no entry, no lock (a fan-out has thousands).
-        if agent.header.delegation_depth > 0 && !self.configs.iter().any(|c| c.children) {
-            return Vec::new();
-        }
-        let servers = self.servers_of(agent);
         let mut servers = servers.lock().await;
         let AgentServers { configs, slots } = &mut *servers;
         let mut starting = tokio::task::JoinSet::new();
