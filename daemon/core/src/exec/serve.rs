@@ -48,6 +48,13 @@ pub struct ServedHandle {
 }
 
 impl ServedHandle {
+    /// Waits, at most `bound`, for it to end, its stderr read to the end: then
+    /// [`Self::last_stderr_line`] has its last words.
+    pub async fn wait_ended(&self, bound: std::time::Duration) {
+        let mut end = self.end.clone();
+        let _ = tokio::time::timeout(bound, end.wait_for(Option::is_some)).await;
+    }
+
     /// How it ended (`exited with code 1`, `killed by SIGSEGV`), or `None` while it runs.
     pub fn ended(&self) -> Option<String> {
         self.end.borrow().clone()
@@ -95,11 +102,14 @@ impl Executor {
         let (ended_tx, end) = watch::channel(None);
         let limits = self.limits(None);
         let cancel = kill.clone();
-        runtime.spawn(keep_tail(stderr_pipe, stderr.clone()));
+        let tail = runtime.spawn(keep_tail(stderr_pipe, stderr.clone()));
         runtime.spawn(async move {
             let _tracked = tracked;
             let never = CancellationToken::new();
             let ended = process::supervise(spawned, out, err, limits, &cancel, &never).await;
+            // Its last words are in the tail before its end is announced (a grandchild that
+            // keeps stderr open is not waited for long).
+            let _ = tokio::time::timeout(limits.drain, tail).await;
             let _ = tokio::task::spawn_blocking(move || leftover.finish()).await;
             let said = match (ended.exit_code, ended.signal) {
                 _ if ended.aborted => "was stopped".to_owned(),

@@ -12,6 +12,9 @@ use crate::call::{AgentContext, ToolExecution};
 use crate::exec::{Served, ServedHandle};
 use crate::shell::{Command, Shell};
 
+/// How long a server that failed to start is given to exit, so its stderr can be read.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One started server.
 #[derive(Debug)]
 pub(crate) struct Server {
@@ -117,6 +120,8 @@ pub(super) async fn start(
             match Connection::open(stdin, stdout, config.startup_timeout).await {
                 Ok((connection, remote)) => (connection, remote, Some(process)),
                 Err(error) => {
+                    // A server that could not start has usually exited: its stderr says why.
+                    process.wait_ended(EXIT_WAIT).await;
                     return Err(format!(
                         "{} did not start: {error}{}",
                         config.name,
