@@ -149,11 +149,15 @@ impl Pty {
     }
 
     /// The complete lines shown so far, each with the moment it arrived.
+    ///
+    /// A line that was erased (`\r\x1b[2K`, a spinner giving way to output) shows only what was
+    /// written after its last erasure, as on a real terminal.
     pub fn lines(&self) -> Vec<(Instant, &str)> {
         self.line_times
             .iter()
             .copied()
             .zip(self.screen.split('\n'))
+            .map(|(at, line)| (at, line.rsplit("\x1b[2K").next().unwrap_or(line)))
             .collect()
     }
 
