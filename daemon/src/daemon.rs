@@ -156,6 +156,7 @@ impl Daemon {
                 ..config.instructions.clone()
             },
             mcp: Arc::new(McpServers::new(shell.clone(), config.mcp_servers.clone())),
+            compaction: config.compaction,
             ..AgentServices::new(
                 persistence.clone(),
                 executor.clone(),

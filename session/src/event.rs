@@ -433,6 +433,36 @@ event_vocabulary! {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         problems: Vec<String>,
     },
+    /// A compaction began: what started it, and a person's instructions for the summary.
+    CompactionStart = "compaction/start" {
+        trigger: crate::CompactionTrigger,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instructions: Option<String>,
+    },
+    /// A compaction ended. Nothing before it is rewritten: the history sent to the model from
+    /// here on is derived from this event (docs/CONTRACTS.md §7.1). `pruned` names the tool
+    /// results (by call id) sent from now on as their first and last `keep_bytes / 2` bytes;
+    /// `summary` replaces every event up to `replaces_through` (a seq), except the project
+    /// instructions and the user message at `keeps` (the newest prompt, kept verbatim). `tokens_*`
+    /// are dshd's estimates of the request before and after. A failed compaction has `error`
+    /// and changes nothing.
+    CompactionEnd = "compaction/end" {
+        trigger: crate::CompactionTrigger,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces_through: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keeps: Option<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pruned: Vec<String>,
+        #[serde(default)]
+        keep_bytes: u64,
+        tokens_before: u64,
+        tokens_after: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The agent runs with other settings than the header (or the last such event) records:
     /// resumed or forked with another model or approval policy, or changed while live
     /// (`Agents.Configure`), or closed before its first turn (so that the session is stored).

@@ -9,6 +9,7 @@
 //! server, so the thin client links it without them.
 
 mod approval;
+pub mod compaction;
 mod event;
 mod event_de;
 mod file;
@@ -29,6 +30,7 @@ pub mod strategies;
 pub use approval::{
     ApprovalClient, ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict,
 };
+pub use compaction::CompactionTrigger;
 pub use event::{
     AbortCause, AssistantMessage, Event, EventData, HookConfinement, MessageSource,
     ToolCallRequest, TurnEndReason, Usage, UserMessage,

@@ -127,7 +127,7 @@ pub use agent::{
 };
 pub use dsh_session::ReasoningEffort;
 // Project instructions (AGENTS.md).
-pub use agent::InstructionSettings;
+pub use agent::{CompactionSettings, InstructionSettings};
 
 // Watching agents.
 pub use agent::{

@@ -46,6 +46,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub instructions: InstructionsSection,
     #[serde(default)]
+    pub compaction: CompactionSection,
+    #[serde(default)]
     pub mcp_servers: std::collections::BTreeMap<String, super::mcp::McpServerSection>,
 }
 
@@ -62,6 +64,13 @@ pub(super) struct ApprovalsSection {
 pub(super) struct WatchSection {
     pub max_pending: Option<std::num::NonZeroUsize>,
     pub tool_output: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CompactionSection {
+    pub auto: Option<bool>,
+    pub threshold_percent: Option<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +168,8 @@ pub(super) struct ModelSection {
     pub retries: Option<u32>,
     pub max_backoff_ms: Option<u64>,
     pub context_window: Option<u64>,
+    // NonZero: a 0 is refused while parsing, so the error names its line and key.
+    pub context_windows: Option<std::collections::BTreeMap<String, std::num::NonZeroU64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

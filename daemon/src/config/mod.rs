@@ -21,10 +21,10 @@ use file::FileConfig;
 use crate::connection;
 use crate::socket;
 use dsh_core::{
-    AgentLimits, ApprovalSettings, BackendKind, CheckpointPolicy, ExecConfig, HookSettings,
-    InstructionSettings, McpServerConfig, OPENAI_PROVIDER, OpenAiConfig, SCRIPTED_PROVIDER,
-    SandboxPolicy, Script, compile_secret_pattern, home, home::Ambient, home::Explicit,
-    home::HomeError, home::ResolvedHome,
+    AgentLimits, ApprovalSettings, BackendKind, CheckpointPolicy, CompactionSettings, ExecConfig,
+    HookSettings, InstructionSettings, McpServerConfig, OPENAI_PROVIDER, OpenAiConfig,
+    SCRIPTED_PROVIDER, SandboxPolicy, Script, compile_secret_pattern, home, home::Ambient,
+    home::Explicit, home::HomeError, home::ResolvedHome,
 };
 
 /// The systemd credential holding the model key when `model.api_key_credential` is not set.
@@ -178,6 +178,8 @@ pub struct Config {
     pub instructions: InstructionSettings,
     /// The enabled stdio MCP servers of top-level agents (`[mcp_servers.<name>]`).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// When agents compact their context on their own (`[compaction]`).
+    pub compaction: CompactionSettings,
 }
 
 /// Why the configuration could not be built.
@@ -537,6 +539,7 @@ impl Builder<'_> {
             watch_tool_output: parsed.watch.tool_output.unwrap_or(true),
             instructions: self.instructions(&parsed.instructions)?,
             mcp_servers: self.mcp_servers(&parsed.mcp_servers)?,
+            compaction: self.compaction(&parsed.compaction)?,
             home,
             file,
             sandbox,
@@ -564,6 +567,28 @@ impl Builder<'_> {
             home: None,
             files,
             max_bytes: section.max_bytes.unwrap_or(defaults.max_bytes),
+        })
+    }
+
+    fn compaction(
+        &self,
+        section: &file::CompactionSection,
+    ) -> Result<CompactionSettings, ConfigError> {
+        let defaults = CompactionSettings::default();
+        let threshold_percent = section
+            .threshold_percent
+            .unwrap_or(defaults.threshold_percent);
+        if !(10..=95).contains(&threshold_percent) {
+            return Err(self.invalid(
+                "compaction.threshold_percent",
+                format!(
+                    "{threshold_percent} is not a share of the context window between 10 and 95 (percent)"
+                ),
+            ));
+        }
+        Ok(CompactionSettings {
+            auto: section.auto.unwrap_or(defaults.auto),
+            threshold_percent,
         })
     }
 
@@ -608,6 +633,13 @@ impl Builder<'_> {
                 "model.max_backoff_ms",
                 defaults.max_backoff,
             )?,
+            context_window: model.context_window.filter(|n| *n > 0),
+            context_windows: model
+                .context_windows
+                .iter()
+                .flatten()
+                .map(|(name, tokens)| (name.clone(), tokens.get()))
+                .collect(),
         };
         config
             .validate()

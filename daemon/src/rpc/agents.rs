@@ -268,6 +268,20 @@ impl agents_server::Agents for AgentsService {
         Ok(Response::new(event_stream(handle.updates, true)))
     }
 
+    type CompactStream = EventStream;
+
+    async fn compact(&self, request: Request<v1::CompactRequest>) -> Reply<Self::CompactStream> {
+        let by = crate::connection::peer_of(&request).watched_by();
+        let req = request.into_inner();
+        let id = session_id("agent_id", req.agent_id)?;
+        let handle = self
+            .agents
+            .compact(&id, req.instructions, by)
+            .map_err(agent_status)?;
+        drop(handle.outcome);
+        Ok(Response::new(event_stream(handle.updates, true)))
+    }
+
     async fn watch(&self, request: Request<v1::WatchRequest>) -> Reply<Self::WatchStream> {
         let by = crate::connection::peer_of(&request).watched_by();
         let req = request.into_inner();

@@ -90,6 +90,7 @@ pub fn agent_info(agent: &Agent, registry: &AgentRegistry) -> v1::AgentInfo {
         AgentStatus::Running { turn } => (v1::AgentState::Running, turn),
     };
     let settings = agent.settings();
+    let (context_tokens, context_window) = agent.context_use();
     v1::AgentInfo {
         agent_id: agent.id().to_string(),
         session_id: agent.id().to_string(),
@@ -111,6 +112,8 @@ pub fn agent_info(agent: &Agent, registry: &AgentRegistry) -> v1::AgentInfo {
             .into_iter()
             .map(mcp_server_wire)
             .collect(),
+        context_tokens,
+        context_window: context_window.unwrap_or(0),
     }
 }
 

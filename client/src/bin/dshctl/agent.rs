@@ -439,6 +439,19 @@ fn describe(w: &mut dyn Write, a: &v1::AgentInfo) -> std::io::Result<()> {
         writeln!(w, "sandbox  {}, network {}", s.mode, s.network)?;
     }
     writeln!(w, "approval {}", wire::approval_name(a.approval))?;
+    match a.context_window {
+        0 => writeln!(
+            w,
+            "context  {} tokens used (window not known)",
+            a.context_tokens
+        )?,
+        window => writeln!(
+            w,
+            "context  {} of {window} tokens used ({}%)",
+            a.context_tokens,
+            a.context_tokens * 100 / window
+        )?,
+    }
     for file in &a.instruction_files {
         writeln!(w, "instructions {file}")?;
     }

@@ -108,6 +108,15 @@ enum Command {
         /// The prompt; `-` reads it from stdin.
         text: String,
     },
+    /// Compact an agent's context: its model summarises the older messages (exit 1 unless it
+    /// succeeds).
+    #[command(after_help = prompt::COMPACT_AFTER_HELP)]
+    Compact {
+        /// The agent (a unique id prefix will do).
+        agent: String,
+        /// What the summary should keep or stress.
+        instructions: Option<String>,
+    },
     /// Send a message into an agent's running turn; the model gets it at the next step
     /// boundary (after the commands running now finish). Without a running turn, use prompt.
     Steer {
@@ -337,7 +346,14 @@ async fn run(cli: Cli, out: Output) -> anyhow::Result<ExitCode> {
         Command::Prompt { agent, .. } => {
             let agent = client.resolve(IdKind::Agent, &agent).await?;
             let text = prompt_text.unwrap_or_default();
-            return prompt::run(&client, out, agent, text).await;
+            return prompt::run(&client, out, agent, prompt::Ask::Prompt(text)).await;
+        }
+        Command::Compact {
+            agent,
+            instructions,
+        } => {
+            let agent = client.resolve(IdKind::Agent, &agent).await?;
+            return prompt::run(&client, out, agent, prompt::Ask::Compact(instructions)).await;
         }
         Command::Steer { agent, text } => prompt::steer(&client, out, &agent, text).await?,
         Command::Watch(args) => watch::watch(&client, out, args).await?,

@@ -64,24 +64,58 @@ pub fn text(arg: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// What a turn is asked for.
+pub enum Ask {
+    /// A prompt (`dshctl prompt`).
+    Prompt(String),
+    /// A compaction, with instructions for the summary (`dshctl compact`).
+    Compact(Option<String>),
+}
+
+pub const COMPACT_AFTER_HELP: &str = "\
+Examples:
+  dshctl compact 0199a2b3
+  dshctl compact \"$AGENT\" \"keep the failing test names and the plan\"
+
+The agent's older messages are summarised by its model and old long outputs are shortened, so
+later requests fit its context window; the session log keeps everything (`dshctl session events`
+shows the originals and the `compaction/end` event). It runs as a turn of its own, shown as
+`prompt` shows one, and is refused while a turn runs.
+
+Exit status:
+  0    compacted
+  1    it failed (nothing to compact, the summary request failed or did not shrink the history),
+       or it was refused
+  2    bad usage
+  130  interrupted by Ctrl-C: the compaction was cancelled";
+
 /// Runs the turn and follows it: exit 0 when it completed, 1 when it ended otherwise, 130 when
 /// Ctrl-C cancelled it.
 pub async fn run(
     client: &Client,
     out: Output,
     agent: String,
-    text: String,
+    ask: Ask,
 ) -> anyhow::Result<ExitCode> {
     // Installed before the turn starts, so a Ctrl-C at any moment is ours to handle: the default
     // action would kill dshctl and leave the turn running.
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let mut agents = client.agents();
     let mut interrupted = false;
-    let call = agents.prompt(v1::PromptRequest {
-        agent_id: agent.clone(),
-        text,
+    let agent_id = agent.clone();
+    let mut call = Box::pin(async move {
+        match ask {
+            Ask::Prompt(text) => agents.prompt(v1::PromptRequest { agent_id, text }).await,
+            Ask::Compact(instructions) => {
+                agents
+                    .compact(v1::CompactRequest {
+                        agent_id,
+                        instructions,
+                    })
+                    .await
+            }
+        }
     });
-    tokio::pin!(call);
     // The turn is started by the time the call answers, so a Ctrl-C before that waits for the
     // answer and then cancels: dropping the call could leave a turn that nobody cancels.
     let answer = loop {

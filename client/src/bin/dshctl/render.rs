@@ -121,6 +121,7 @@ impl Screen {
                 EventData::ToolCall { name, .. } => Some(format!("running {name}")),
                 EventData::AssistantThought { .. } => Some("waiting for the model".to_owned()),
                 EventData::ApprovalDecision { .. } => Some("running the call".to_owned()),
+                EventData::CompactionStart { .. } => Some("compacting the context".to_owned()),
                 EventData::TurnStart { .. }
                 | EventData::TurnEnd { .. }
                 | EventData::StepEnd { .. }
@@ -137,6 +138,7 @@ impl Screen {
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
                 | EventData::ApprovalRequest { .. }
+                | EventData::CompactionEnd { .. }
                 | EventData::Unknown(_) => None,
             },
         };
@@ -334,6 +336,31 @@ impl Screen {
                     .collect();
                 self.line(w, e, format!("instructions: {}", names.join(", ")))
             }
+            EventData::CompactionStart { trigger, .. } => self.line(
+                w,
+                e,
+                format!("⋯ compacting the context ({})", trigger.as_str()),
+            ),
+            EventData::CompactionEnd {
+                summary,
+                pruned,
+                tokens_before,
+                tokens_after,
+                error,
+                ..
+            } => self.line(
+                w,
+                e,
+                match error {
+                    Some(error) => format!("✗ compaction failed: {}", indent(&error)),
+                    None => compacted_text(
+                        summary.as_deref(),
+                        pruned.len(),
+                        tokens_before,
+                        tokens_after,
+                    ),
+                },
+            ),
             EventData::Instructions { .. }
             | EventData::StepStart { .. }
             | EventData::StepEnd { .. }
@@ -598,4 +625,23 @@ fn plan_lines(name: &str, arguments: &serde_json::Value) -> Option<String> {
         lines.push_str(&format!("\n  {mark} {}", indent(&step.step)));
     }
     Some(lines)
+}
+
+/// The line of a compaction that succeeded: what it did and the estimated sizes before and after.
+pub(crate) fn compacted_text(
+    summary: Option<&str>,
+    pruned: usize,
+    before: u64,
+    after: u64,
+) -> String {
+    let what = match (summary.is_some(), pruned) {
+        (true, 0) => "summarised".to_owned(),
+        (true, n) => format!("summarised, {n} old outputs shortened"),
+        (false, n) => format!("{n} old outputs shortened"),
+    };
+    let mut line = format!("⋯ context compacted ({what}): about {before} → {after} tokens");
+    if let Some(summary) = summary {
+        line.push_str(&format!("\n  summary: {}", indent(summary)));
+    }
+    line
 }

@@ -327,6 +327,8 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::ApprovalRuleRemoved { .. }
             | EventData::ApprovalRequest { .. }
             | EventData::ApprovalDecision { .. }
+            | EventData::CompactionStart { .. }
+            | EventData::CompactionEnd { .. }
             | EventData::Unknown(_) => false,
         },
         // A stored session's stream carries no unlogged event but a lag marker.

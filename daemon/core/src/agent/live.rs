@@ -118,6 +118,8 @@ pub struct Agent {
     session_start: Mutex<Option<SessionSource>>,
     /// The model history, extended with each request instead of derived anew.
     history: Mutex<HistoryCache>,
+    /// How full its model's context is, and how many tokens a byte of request is.
+    gauge: Mutex<super::gauge::Gauge>,
     /// For a spawned child: its parent's session, whose subagent its hooks fire as.
     subagent_of: Option<Arc<SessionHeader>>,
     /// Itself, so what it publishes can hold it (a watcher reads the event from its log).
@@ -173,6 +175,7 @@ impl Agent {
             busy: watch::Sender::new(false),
             session_start: Mutex::new(Some(source)),
             history: Mutex::new(HistoryCache::default()),
+            gauge: Mutex::new(super::gauge::Gauge::default()),
             subagent_of: parent.map(|p| p.header().clone()),
             me: me.clone(),
             lineage,
@@ -189,6 +192,18 @@ impl Agent {
     pub fn history(&self) -> Arc<Vec<HistoryMessage>> {
         let log = read_lock(&self.log);
         lock(&self.history).update(log.events())
+    }
+
+    /// Runs `f` on its context gauge.
+    pub(crate) fn gauge<T>(&self, f: impl FnOnce(&mut super::gauge::Gauge) -> T) -> T {
+        f(&mut lock(&self.gauge))
+    }
+
+    /// Tokens of its model's context in use at its last request (the provider's count when it
+    /// reported one, else dshd's estimate; 0 before the first), and the window's size when
+    /// known.
+    pub fn context_use(&self) -> (u64, Option<u64>) {
+        (self.gauge(|g| g.used()), self.provider().context_window())
     }
 
     /// Its id, then its live ancestors' when it went live, nearest first.

@@ -4,9 +4,11 @@
 mod answers;
 mod approval;
 mod children;
+pub(crate) mod compaction;
 mod configure;
 mod error;
 mod fork;
+pub(crate) mod gauge;
 mod guard;
 mod hook_run;
 pub(crate) mod instructions;
@@ -29,9 +31,9 @@ pub use configure::SettingsChange;
 pub use live::{Agent, AgentStatus};
 pub use model::{ModelChoice, ModelList, ModelSource, ProviderFactory};
 pub use registry::{AgentError, AgentRegistry, Unsaved};
-pub use services::InstructionSettings;
 pub use services::{
     AgentLimits, AgentServices, ApprovalSettings, CheckpointPolicy, DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_WATCH_MAX_PENDING,
 };
+pub use services::{CompactionSettings, InstructionSettings};
 pub use watch::{EventFilter, PENDING_TEXT_BUDGET, StreamEvent, WatchScope, WatchedBy, Watcher};

@@ -101,6 +101,12 @@ pub enum ModelError {
         /// The API's message.
         message: String,
     },
+    /// The request is longer than the model's context window (the API said so).
+    #[error("the conversation no longer fits the model's context window: {message}")]
+    ContextOverflow {
+        /// The API's message.
+        message: String,
+    },
     /// Any other HTTP error status.
     #[error("the model API answered HTTP {status}: {message}")]
     Http {
@@ -173,6 +179,12 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
 
     /// The reasoning effort it asks of the model; `None`: the provider's default.
     fn reasoning_effort(&self) -> Option<dsh_session::ReasoningEffort> {
+        None
+    }
+
+    /// How many tokens the model's context holds, when known (config, or the shipped table of
+    /// the provider's models); `None`: only the provider's refusal says when it is full.
+    fn context_window(&self) -> Option<u64> {
         None
     }
 

@@ -15,7 +15,7 @@ use super::model::{
 };
 use super::provider::ModelProvider;
 use super::services::AgentServices;
-use super::turn::{self, TurnOutcome};
+use super::turn::{self, TurnInput, TurnOutcome};
 use super::watch::hub::WatchHub;
 use super::watch::{WatchScope, WatchedBy, Watcher};
 use crate::hooks::SessionSource;
@@ -304,6 +304,27 @@ impl AgentRegistry {
         parent_cancel: Option<&CancellationToken>,
         by: WatchedBy,
     ) -> Result<TurnHandle, AgentError> {
+        self.start_turn(id, TurnInput::Prompt(prompt), parent_cancel, by)
+    }
+
+    /// Starts a turn of agent `id` that compacts its context (CONTRACTS §7.1), with
+    /// `instructions` for the summary. Refused while a turn runs, as a prompt is.
+    pub fn compact(
+        &self,
+        id: &SessionId,
+        instructions: Option<String>,
+        by: WatchedBy,
+    ) -> Result<TurnHandle, AgentError> {
+        self.start_turn(id, TurnInput::Compact { instructions }, None, by)
+    }
+
+    fn start_turn(
+        &self,
+        id: &SessionId,
+        input: TurnInput,
+        parent_cancel: Option<&CancellationToken>,
+        by: WatchedBy,
+    ) -> Result<TurnHandle, AgentError> {
         self.check_open()?;
         let agent = self.get(id)?;
         let Some((turn, first_seq, cancel)) = agent.begin_turn(parent_cancel) else {
@@ -322,7 +343,7 @@ impl AgentRegistry {
         let services = self.services.clone();
         let totals = self.usage.clone();
         let outcome = tokio::spawn(async move {
-            let outcome = turn::run(agent.clone(), services, turn, prompt, cancel).await;
+            let outcome = turn::run(agent.clone(), services, turn, input, cancel).await;
             if let Some(usage) = &outcome.usage {
                 lock(&totals).add(usage);
             }

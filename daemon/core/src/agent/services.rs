@@ -115,6 +115,8 @@ pub struct AgentServices {
     /// The configured MCP servers, started per agent (children: those configured for them);
     /// [`Self::new`]: none.
     pub mcp: Arc<crate::mcp::McpServers>,
+    /// When agents compact their context on their own; [`Self::new`]: the defaults.
+    pub compaction: CompactionSettings,
 }
 
 impl AgentServices {
@@ -142,6 +144,7 @@ impl AgentServices {
             tool_output: true,
             instructions: InstructionSettings::default(),
             mcp: Arc::new(crate::mcp::McpServers::none()),
+            compaction: CompactionSettings::default(),
         }
     }
 
@@ -173,6 +176,26 @@ impl Default for InstructionSettings {
             home: None,
             files: vec!["AGENTS.md".to_owned(), "CLAUDE.md".to_owned()],
             max_bytes: DEFAULT_INSTRUCTIONS_MAX_BYTES,
+        }
+    }
+}
+
+/// When an agent compacts on its own (`[compaction]` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionSettings {
+    /// Whether a request that would pass the threshold, or that the provider refuses as too
+    /// long, compacts first (`compaction.auto`). Off, such a turn ends in an error naming this.
+    pub auto: bool,
+    /// The share of the model's context window (percent) a request may fill before it is
+    /// compacted (`compaction.threshold_percent`).
+    pub threshold_percent: u8,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        Self {
+            auto: true,
+            threshold_percent: 80,
         }
     }
 }

@@ -22,6 +22,8 @@ use super::instructions;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::compaction::{Compaction, CompactionError};
+use super::gauge;
 use super::guard::{CallEnd, guarded_call};
 use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
@@ -31,7 +33,10 @@ use crate::call::{SPAWN_AGENT, ToolDetail, ToolExecution, ToolOutput, ToolSchema
 use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
 use crate::tools::ToolSet;
 use dsh_session::ToolCallRequest;
-use dsh_session::{AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage};
+use dsh_session::{
+    AssistantMessage, CompactionTrigger, EventData, MessageSource, TurnEndReason, Usage,
+    UserMessage,
+};
 
 /// Plugin name of steering messages from blocking Stop hooks.
 const STOP_HOOK_PLUGIN: &str = "hooks";
@@ -52,13 +57,27 @@ pub struct TurnOutcome {
     pub usage: Option<Usage>,
 }
 
-/// Runs turn `turn` of `agent` for `prompt`. The caller has claimed the agent
+/// What a turn is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnInput {
+    /// A person's prompt.
+    Prompt(String),
+    /// A person asked for the context to be compacted (`Agents.Compact`), with instructions for
+    /// the summary: the turn holds the compaction alone (as Codex runs its compact task as a
+    /// turn), so it is cancelled, watched and stored like any other.
+    Compact {
+        /// What the summary should keep or stress.
+        instructions: Option<String>,
+    },
+}
+
+/// Runs turn `turn` of `agent` for `input`. The caller has claimed the agent
 /// ([`Agent::begin_turn`]) and releases it afterwards.
 pub(crate) async fn run(
     agent: Arc<Agent>,
     services: Arc<AgentServices>,
     turn: u32,
-    prompt: String,
+    input: TurnInput,
     cancel: CancellationToken,
 ) -> TurnOutcome {
     let span = tracing::info_span!("turn", session = %agent.id(), turn);
@@ -72,7 +91,10 @@ pub(crate) async fn run(
     async move {
         tracing::info!("turn started");
         let started = std::time::Instant::now();
-        let reason = run.steps(prompt).await;
+        let reason = match input {
+            TurnInput::Prompt(prompt) => run.steps(prompt).await,
+            TurnInput::Compact { instructions } => run.compact_only(instructions).await,
+        };
         // StopFailure runs for a turn that failed, the step limit included (it did before the
         // limit had a reason of its own).
         if matches!(
@@ -133,12 +155,21 @@ fn failure_kind(error: &ModelError) -> StopFailureKind {
             StopFailureKind::AuthenticationFailed
         }
         ModelError::Http { status, .. } if *status >= 500 => StopFailureKind::ServerError,
-        ModelError::Http { .. } => StopFailureKind::InvalidRequest,
+        ModelError::Http { .. } | ModelError::ContextOverflow { .. } => {
+            StopFailureKind::InvalidRequest
+        }
         ModelError::Transport(_) | ModelError::IdleTimeout { .. } | ModelError::Malformed(_) => {
             StopFailureKind::ServerError
         }
         ModelError::ScriptExhausted { .. } | ModelError::Cancelled => StopFailureKind::Unknown,
     }
+}
+
+/// Why a step got no reply: the model request failed, or what it led to (a compaction that
+/// failed, automatic compaction off) ended the turn.
+enum StepFailure {
+    Model(ModelError),
+    Ended(TurnEndReason),
 }
 
 /// How a turn ends when a hook of `event` said `continue: false`.
@@ -280,11 +311,18 @@ impl TurnRun {
             }
             // A step boundary: what was steered meanwhile reaches this request.
             self.deliver_steers(false);
+            if let Some(end) = self.compact_if_full(&tools).await {
+                return end;
+            }
             step += 1;
             self.log(EventData::StepStart { turn, step });
-            let reply = match self.ask_model(step, &tools).await {
+            let reply = match self.ask_model_or_compact(step, &tools).await {
                 Ok(reply) => reply,
-                Err(error) => {
+                Err(StepFailure::Ended(reason)) => {
+                    self.log(EventData::StepEnd { turn, step });
+                    return reason;
+                }
+                Err(StepFailure::Model(error)) => {
                     self.log(EventData::StepEnd { turn, step });
                     self.failure = failure_kind(&error);
                     return match error {
@@ -411,22 +449,125 @@ impl TurnRun {
             .collect()
     }
 
-    async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
-        let request = ModelRequest {
+    /// The request the next step sends, from the history as the log says it is now.
+    fn request(&self, tools: &ToolSet) -> ModelRequest {
+        ModelRequest {
             session_id: self.agent.id().clone(),
             system: self.services.system_prompt(),
             messages: self.agent.history(),
             tools: self.offered(tools),
-        };
+        }
+    }
+
+    async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
+        let request = self.request(tools);
+        let bytes = gauge::request_bytes(&request);
+        self.agent.gauge(|g| g.sending(bytes));
         let progress = StepProgress {
             agent: &self.agent,
             turn: self.turn,
             step,
         };
         let provider = self.agent.provider();
-        tokio::select! {
+        let reply = tokio::select! {
             reply = provider.complete(&request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),
+        };
+        if let Ok(ModelReply {
+            usage: Some(usage), ..
+        }) = &reply
+        {
+            self.agent.gauge(|g| g.observe(bytes, usage));
+        }
+        reply
+    }
+
+    /// [`ask_model`](Self::ask_model), and when the provider refuses the request as longer than
+    /// the model's context: compact and ask once more (automatic compaction on), or end the turn
+    /// naming the setting that would have (off).
+    async fn ask_model_or_compact(
+        &self,
+        step: u32,
+        tools: &ToolSet,
+    ) -> Result<ModelReply, StepFailure> {
+        match self.ask_model(step, tools).await {
+            Err(ModelError::ContextOverflow { message }) => {
+                if !self.services.compaction.auto {
+                    return Err(StepFailure::Ended(TurnEndReason::Error {
+                        message: format!(
+                            "the conversation no longer fits the model's context window ({message}); \
+                             automatic compaction is off (compaction.auto = false in dshd's \
+                             config): compact it with `dshctl compact`, or start a new session"
+                        ),
+                    }));
+                }
+                self.compact(CompactionTrigger::Auto, None, tools)
+                    .await
+                    .map_err(StepFailure::Ended)?;
+                self.ask_model(step, tools)
+                    .await
+                    .map_err(StepFailure::Model)
+            }
+            other => other.map_err(StepFailure::Model),
+        }
+    }
+
+    /// Compacts first when the next request would fill more of the model's window than the
+    /// threshold allows (automatic compaction on, and the window known). The turn's end reason
+    /// when the compaction failed.
+    async fn compact_if_full(&self, tools: &ToolSet) -> Option<TurnEndReason> {
+        let settings = self.services.compaction;
+        if !settings.auto {
+            return None;
+        }
+        let window = self.agent.provider().context_window()?;
+        let tokens = self
+            .agent
+            .gauge(|g| g.tokens(gauge::request_bytes(&self.request(tools))));
+        if tokens * 100 <= window * u64::from(settings.threshold_percent) {
+            return None;
+        }
+        self.compact(CompactionTrigger::Auto, None, tools)
+            .await
+            .err()
+    }
+
+    /// Runs a compaction; the turn's end reason when it failed.
+    async fn compact(
+        &self,
+        trigger: CompactionTrigger,
+        instructions: Option<String>,
+        tools: &ToolSet,
+    ) -> Result<(), TurnEndReason> {
+        let compaction = Compaction {
+            agent: &self.agent,
+            services: &self.services,
+            turn: Some(self.turn),
+            cancel: &self.cancel,
+            trigger,
+            instructions,
+        };
+        match compaction.run(&self.request(tools)).await {
+            Ok(()) => Ok(()),
+            Err(CompactionError::Cancelled | CompactionError::Model(ModelError::Cancelled)) => {
+                Err(self.aborted())
+            }
+            Err(error) => Err(TurnEndReason::Error {
+                message: format!("cannot compact the context: {error}"),
+            }),
+        }
+    }
+
+    /// A turn that compacts the context and does nothing else.
+    async fn compact_only(&mut self, instructions: Option<String>) -> TurnEndReason {
+        self.log(EventData::TurnStart { turn: self.turn });
+        let tools = self.tools().await;
+        match self
+            .compact(CompactionTrigger::Manual, instructions, &tools)
+            .await
+        {
+            Ok(()) => TurnEndReason::Completed,
+            Err(reason) => reason,
         }
     }
 

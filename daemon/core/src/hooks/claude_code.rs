@@ -100,6 +100,18 @@ pub(super) fn payload(
             .str("file_path", file_path)
             .str("memory_type", memory_type)
             .str("load_reason", load_reason),
+        HookEvent::PreCompact {
+            trigger,
+            custom_instructions,
+        } => p
+            .str("trigger", trigger.as_str())
+            .str("custom_instructions", custom_instructions),
+        HookEvent::PostCompact {
+            trigger,
+            compact_summary,
+        } => p
+            .str("trigger", trigger.as_str())
+            .str("compact_summary", compact_summary),
         HookEvent::Notification {
             kind,
             message,

@@ -125,7 +125,9 @@ pub(super) fn payload(
         // this total.
         HookEvent::PostToolUseFailure { .. }
         | HookEvent::Notification { .. }
-        | HookEvent::InstructionsLoaded { .. } => p,
+        | HookEvent::InstructionsLoaded { .. }
+        | HookEvent::PreCompact { .. }
+        | HookEvent::PostCompact { .. } => p,
     };
     p.finish(false)
 }

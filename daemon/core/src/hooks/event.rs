@@ -67,11 +67,15 @@ pub enum EventName {
     SessionEnd,
     /// A project instructions file was loaded into the session's context (Claude Code only).
     InstructionsLoaded,
+    /// The context is about to be compacted (Claude Code only).
+    PreCompact,
+    /// The context was compacted (Claude Code only).
+    PostCompact,
 }
 
 impl EventName {
     /// Every event, in the order config files are read.
-    pub const ALL: [EventName; 13] = [
+    pub const ALL: [EventName; 15] = [
         EventName::SessionStart,
         EventName::UserPromptSubmit,
         EventName::PreToolUse,
@@ -85,6 +89,8 @@ impl EventName {
         EventName::SubagentStop,
         EventName::SessionEnd,
         EventName::InstructionsLoaded,
+        EventName::PreCompact,
+        EventName::PostCompact,
     ];
 
     /// The upstream name, e.g. `PreToolUse`.
@@ -103,17 +109,23 @@ impl EventName {
             Self::SubagentStop => "SubagentStop",
             Self::SessionEnd => "SessionEnd",
             Self::InstructionsLoaded => "InstructionsLoaded",
+            Self::PreCompact => "PreCompact",
+            Self::PostCompact => "PostCompact",
         }
     }
 
     /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
-    /// failed calls too), no Notification and no InstructionsLoaded.
+    /// failed calls too), no Notification, no InstructionsLoaded and no compaction events.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
             Dialect::Codex => !matches!(
                 self,
-                Self::PostToolUseFailure | Self::Notification | Self::InstructionsLoaded
+                Self::PostToolUseFailure
+                    | Self::Notification
+                    | Self::InstructionsLoaded
+                    | Self::PreCompact
+                    | Self::PostCompact
             ),
         }
     }
@@ -133,6 +145,8 @@ impl EventName {
                 | Self::Notification
                 | Self::StopFailure
                 | Self::InstructionsLoaded
+                | Self::PreCompact
+                | Self::PostCompact
         )
     }
 
@@ -150,14 +164,17 @@ pub enum SessionSource {
     Startup,
     /// A session loaded from persistence.
     Resume,
+    /// The session's context was just compacted.
+    Compact,
 }
 
 impl SessionSource {
-    /// `startup` or `resume`.
+    /// `startup`, `resume` or `compact`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Startup => "startup",
             Self::Resume => "resume",
+            Self::Compact => "compact",
         }
     }
 }
@@ -380,6 +397,21 @@ pub enum HookEvent {
         /// Why it was loaded (matcher subject): dsh loads at the session's start only.
         load_reason: &'static str,
     },
+    /// The context is about to be compacted. Claude Code only; it observes.
+    PreCompact {
+        /// `manual` or `auto` (matcher subject).
+        trigger: dsh_session::CompactionTrigger,
+        /// A person's instructions for the summary (empty for `auto`).
+        custom_instructions: String,
+    },
+    /// The context was compacted. Claude Code only; it observes.
+    PostCompact {
+        /// `manual` or `auto` (matcher subject).
+        trigger: dsh_session::CompactionTrigger,
+        /// The summary that replaced the older messages (empty when only outputs were
+        /// shortened).
+        compact_summary: String,
+    },
 }
 
 impl HookEvent {
@@ -399,6 +431,8 @@ impl HookEvent {
             Self::SubagentStop { .. } => EventName::SubagentStop,
             Self::SessionEnd { .. } => EventName::SessionEnd,
             Self::InstructionsLoaded { .. } => EventName::InstructionsLoaded,
+            Self::PreCompact { .. } => EventName::PreCompact,
+            Self::PostCompact { .. } => EventName::PostCompact,
         }
     }
 
@@ -420,6 +454,9 @@ impl HookEvent {
                 vec![agent_type.as_str()]
             }
             Self::InstructionsLoaded { load_reason, .. } => vec![load_reason],
+            Self::PreCompact { trigger, .. } | Self::PostCompact { trigger, .. } => {
+                vec![trigger.as_str()]
+            }
             Self::UserPromptSubmit { .. } | Self::Stop { .. } => Vec::new(),
         }
     }

@@ -47,7 +47,9 @@ fn stops_turn(event: EventName, dialect: Dialect) -> bool {
         | EventName::SessionEnd
         | EventName::Notification
         | EventName::StopFailure
-        | EventName::InstructionsLoaded => false,
+        | EventName::InstructionsLoaded
+        | EventName::PreCompact
+        | EventName::PostCompact => false,
     }
 }
 
@@ -269,6 +271,8 @@ mod tests {
             EventName::Notification,
             EventName::StopFailure,
             EventName::InstructionsLoaded,
+            EventName::PreCompact,
+            EventName::PostCompact,
         ] {
             let m = merge(event, &[cc(out(Verdict::Block, Some("no")))]);
             assert_eq!((m.decision, m.reason), (Decision::None, None), "{event:?}");

@@ -91,6 +91,7 @@ pub async fn run(
         known: Mutex::default(),
         context_window: Mutex::default(),
         terminal_output: AtomicBool::new(false),
+        compaction: AtomicBool::new(false),
         models: tokio::sync::OnceCell::new(),
     });
     let mut messages = lines::Reader::new(BufReader::new(input));
@@ -176,6 +177,8 @@ struct Bridge {
     /// The client shows commands in display-only terminals (`initialize`'s
     /// `clientCapabilities._meta.terminal_output`).
     terminal_output: AtomicBool,
+    /// The client takes `compaction_update` (`clientCapabilities.session.compaction`).
+    compaction: AtomicBool,
 }
 
 impl Bridge {
@@ -266,6 +269,8 @@ impl Bridge {
             asked.client_capabilities.terminal_output(),
             Ordering::Relaxed,
         );
+        self.compaction
+            .store(asked.client_capabilities.compaction(), Ordering::Relaxed);
         // Auth methods only when this bridge's agents need a key dshd does not have.
         let auth_methods = if self.provider.as_deref() == Some("openai")
             && !status.model_key_configured

@@ -115,6 +115,20 @@ pub enum SessionUpdate {
         /// Every option, as it now is.
         config_options: Vec<ConfigOption>,
     },
+    /// A context compaction, by its id: started, then finished (ACP's session compaction, to
+    /// clients that opted in).
+    CompactionUpdate {
+        /// dsh's id of it: `compaction-<seq of its compaction/start>`.
+        compaction_id: String,
+        /// `in_progress`, `completed` or `failed`.
+        status: &'static str,
+        /// The summary that replaced the older messages (with `completed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        summary: Option<Vec<Content>>,
+        /// Why it failed (with `failed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The slash commands the editor may offer: dsh's skills.
     AvailableCommandsUpdate {
         /// The commands.

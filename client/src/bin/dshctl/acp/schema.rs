@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 pub struct InitializeRequest {
     /// The version the client speaks.
     pub protocol_version: u64,
-    /// What the client can do; only its `_meta.terminal_output` is read.
+    /// What the client can do; its `_meta.terminal_output` and `session.compaction` are read.
     #[serde(default)]
     pub client_capabilities: ClientCapabilities,
 }
@@ -26,9 +26,20 @@ pub struct ClientCapabilities {
     /// Extensions; `terminal_output: true` (Zed's) shows commands in display-only terminals.
     #[serde(default, rename = "_meta")]
     pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Session capabilities; `compaction: {}` opts in to `compaction_update`.
+    #[serde(default)]
+    pub session: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ClientCapabilities {
+    /// Whether the client takes `compaction_update` (`session.compaction`, an object).
+    pub fn compaction(&self) -> bool {
+        self.session
+            .as_ref()
+            .and_then(|s| s.get("compaction"))
+            .is_some_and(serde_json::Value::is_object)
+    }
+
     /// Whether the client shows a command's output in a display-only terminal.
     pub fn terminal_output(&self) -> bool {
         self.meta

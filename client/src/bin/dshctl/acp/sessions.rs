@@ -175,7 +175,8 @@ impl Bridge {
             .await?
             .into_inner();
         let mut translator = Translator::new(session_id, true)
-            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed));
+            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed))
+            .with_compaction(self.compaction.load(Ordering::Relaxed));
         while let Some(event) = events.next().await {
             let event = event?;
             for out in translator.translate(&event) {

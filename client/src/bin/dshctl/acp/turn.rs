@@ -81,7 +81,8 @@ impl Bridge {
     ) -> Result<PromptResponse, RpcError> {
         let mut translator = Translator::new(session_id, false)
             .with_context_window(*super::lock(&self.context_window))
-            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed));
+            .with_terminal_output(self.terminal_output.load(Ordering::Relaxed))
+            .with_compaction(self.compaction.load(Ordering::Relaxed));
         // The permission requests still open, by (agent, call): a decision made elsewhere
         // withdraws them.
         let mut open: HashMap<(String, String), oneshot::Sender<()>> = HashMap::new();

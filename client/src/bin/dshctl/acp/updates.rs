@@ -88,6 +88,11 @@ pub struct Translator {
     /// The client shows a command's output in a display-only terminal (its
     /// `clientCapabilities._meta.terminal_output`).
     terminal_output: bool,
+    /// The client takes `compaction_update` (`clientCapabilities.session.compaction`); others
+    /// get a line of agent text when a compaction ends.
+    compaction: bool,
+    /// The id of the compaction that started last (its `compaction/start`'s seq).
+    compaction_id: String,
     /// The calls shown as terminals, by ACP tool call id, and whether output reached each.
     terminals: HashMap<String, bool>,
     /// The plans of `update_plan` calls of the prompted agent, by call id, shown once the call
@@ -135,6 +140,8 @@ impl Translator {
             outputs: HashMap::new(),
             context_window: None,
             terminal_output: false,
+            compaction: false,
+            compaction_id: String::new(),
             terminals: HashMap::new(),
             plans: HashMap::new(),
         }
@@ -144,6 +151,13 @@ impl Translator {
     /// instead of as text content, for clients that said they show one.
     pub fn with_terminal_output(mut self, terminal_output: bool) -> Self {
         self.terminal_output = terminal_output;
+        self
+    }
+
+    /// Reports compactions as `compaction_update` (the client opted in) rather than as a line of
+    /// agent text.
+    pub fn with_compaction(mut self, compaction: bool) -> Self {
+        self.compaction = compaction;
         self
     }
 
@@ -371,6 +385,61 @@ impl Translator {
                         new_text,
                     }],
                 })],
+                EventData::CompactionStart { .. } if own => {
+                    self.compaction_id = format!("compaction-{}", event.seq.unwrap_or_default());
+                    if !self.compaction {
+                        return Vec::new();
+                    }
+                    vec![Output::Update(SessionUpdate::CompactionUpdate {
+                        compaction_id: self.compaction_id.clone(),
+                        status: "in_progress",
+                        summary: None,
+                        error: None,
+                    })]
+                }
+                EventData::CompactionEnd {
+                    summary,
+                    pruned,
+                    tokens_before,
+                    tokens_after,
+                    error,
+                    ..
+                } if own => {
+                    if self.compaction {
+                        let (status, summary) = match &error {
+                            Some(_) => ("failed", None),
+                            None => (
+                                "completed",
+                                summary.map(|text| vec![Content::Text { text }]),
+                            ),
+                        };
+                        return vec![Output::Update(SessionUpdate::CompactionUpdate {
+                            compaction_id: self.compaction_id.clone(),
+                            status,
+                            summary,
+                            error,
+                        })];
+                    }
+                    let line = match error {
+                        Some(error) => format!("\n\n*Context compaction failed: {error}*\n\n"),
+                        None => {
+                            let what = if summary.is_some() {
+                                "older messages summarised"
+                            } else {
+                                "old outputs shortened"
+                            };
+                            let shortened = if pruned.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", {} outputs shortened", pruned.len())
+                            };
+                            format!(
+                                "\n\n*Context compacted ({what}{shortened}): about {tokens_before} → {tokens_after} tokens.*\n\n"
+                            )
+                        }
+                    };
+                    agent_text(&line)
+                }
                 // Nothing to show: a child's text and turns (its calls show), the prompt the
                 // client sent itself, history on a replay, and the log's bookkeeping.
                 EventData::AssistantMessage { .. }
@@ -392,6 +461,8 @@ impl Translator {
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
+                | EventData::CompactionStart { .. }
+                | EventData::CompactionEnd { .. }
                 | EventData::Unknown(_) => Vec::new(),
             },
         }

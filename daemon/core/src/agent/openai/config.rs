@@ -10,7 +10,8 @@ use super::{DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL};
 /// `provider` key that selects it.
 ///
 /// TOML keys: `base_url`, `model`, `models`, `api_key_env`, `request_timeout_ms`,
-/// `idle_timeout_ms`, `retries`, `max_backoff_ms`. Every key is optional; unknown keys are refused.
+/// `idle_timeout_ms`, `retries`, `max_backoff_ms`, `context_window`, `context_windows`. Every key is
+/// optional; unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OpenAiConfig {
@@ -36,6 +37,34 @@ pub struct OpenAiConfig {
     /// Longest single wait between attempts, including waits asked for by `retry-after`.
     #[serde(rename = "max_backoff_ms", deserialize_with = "millis")]
     pub max_backoff: Duration,
+    /// Tokens the context of every model holds (`model.context_window`), over the shipped
+    /// table; `None`: the table, else unknown.
+    pub context_window: Option<u64>,
+    /// Tokens the context of each named model holds (`[model.context_windows]`), over
+    /// `context_window` and the table.
+    pub context_windows: std::collections::BTreeMap<String, u64>,
+}
+
+/// The context windows of the default provider's models, as DeepSeek's API documentation gives
+/// them (docs/CONFIG.md says where; the config overrides them).
+const SHIPPED_WINDOWS: &[(&str, u64)] =
+    &[("deepseek-chat", 131_072), ("deepseek-reasoner", 131_072)];
+
+impl OpenAiConfig {
+    /// How many tokens `model`'s context holds: `[model.context_windows]`, else
+    /// `model.context_window`, else the shipped table; `None` when none of them knows.
+    pub fn context_window_of(&self, model: &str) -> Option<u64> {
+        self.context_windows
+            .get(model)
+            .copied()
+            .or(self.context_window)
+            .or_else(|| {
+                SHIPPED_WINDOWS
+                    .iter()
+                    .find(|(name, _)| *name == model)
+                    .map(|(_, tokens)| *tokens)
+            })
+    }
 }
 
 impl Default for OpenAiConfig {
@@ -49,6 +78,8 @@ impl Default for OpenAiConfig {
             idle_timeout: Duration::from_secs(120),
             retries: 3,
             max_backoff: Duration::from_secs(30),
+            context_window: None,
+            context_windows: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -242,7 +242,7 @@ impl OpenAiProvider {
                 .then(|| response.headers().get(header::LOCATION)?.to_str().ok())
                 .flatten()
                 .map(wire::shorten);
-            let mut message = self.error_message(response, cancel).await?;
+            let (mut message, overflow) = self.error_message(response, cancel).await?;
             if let Some(location) = location {
                 message = format!("redirected to {location}; set model.base_url accordingly");
             }
@@ -274,6 +274,7 @@ impl OpenAiProvider {
                     attempts: attempt,
                     message,
                 },
+                400 | 413 if overflow => ModelError::ContextOverflow { message },
                 _ if retryable && attempt > 1 => ModelError::Http {
                     status: code,
                     message: format!("{message} (gave up after {attempt} attempts)"),
@@ -286,19 +287,23 @@ impl OpenAiProvider {
         }
     }
 
-    /// Reads (a bounded prefix of) an error response and extracts the API's message.
+    /// Reads (a bounded prefix of) an error response and extracts the API's message, and
+    /// whether it says the request did not fit the model's context.
     async fn error_message(
         &self,
         response: reqwest::Response,
         cancel: &CancellationToken,
-    ) -> Result<String, ModelError> {
+    ) -> Result<(String, bool), ModelError> {
         let status = response.status();
         // A broken error body is not worth failing over: the status alone is still actionable.
         let body = self
             .read_body(response, MAX_ERROR_BODY, cancel)
             .await?
             .unwrap_or_default();
-        Ok(wire::error_message(&body, status.canonical_reason()))
+        Ok((
+            wire::error_message(&body, status.canonical_reason()),
+            wire::context_overflow(&body),
+        ))
     }
 
     /// Reads a whole body, at most `limit` bytes of it, under the idle timeout. The outer
@@ -398,6 +403,10 @@ impl ModelProvider for OpenAiProvider {
 
     fn reasoning_effort(&self) -> Option<ReasoningEffort> {
         self.reasoning_effort
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.config.context_window_of(&self.config.model)
     }
 
     fn complete<'a>(

@@ -244,6 +244,43 @@ pub(super) struct CompletionDetails {
 pub(super) struct ApiError<'a> {
     #[serde(default, borrow)]
     pub(super) message: Option<Text<'a>>,
+    /// OpenAI's machine-readable code, e.g. `context_length_exceeded` (a string; some servers
+    /// send a number, which says nothing here).
+    #[serde(default, borrow, deserialize_with = "text_or_none")]
+    pub(super) code: Option<Text<'a>>,
+}
+
+fn text_or_none<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Text<'a>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Code<'a> {
+        Text(#[serde(borrow)] Text<'a>),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Option::<Code<'a>>::deserialize(deserializer)? {
+        Some(Code::Text(text)) => Some(text),
+        _ => None,
+    })
+}
+
+/// Whether an error body says the request was longer than the model's context: OpenAI's code
+/// `context_length_exceeded`, or the message OpenAI-compatible servers (DeepSeek, vLLM) share,
+/// "…maximum context length…".
+pub(super) fn context_overflow(body: &[u8]) -> bool {
+    let Ok(parsed) = serde_json::from_slice::<ErrorBody<'_>>(body) else {
+        return false;
+    };
+    let ErrorField::Object(error) = parsed.error else {
+        return false;
+    };
+    error
+        .code
+        .is_some_and(|code| code.0 == "context_length_exceeded")
+        || error
+            .message
+            .is_some_and(|m| m.0.to_ascii_lowercase().contains("maximum context length"))
 }
 
 #[derive(Deserialize)]
@@ -269,7 +306,7 @@ const MAX_MESSAGE_CHARS: usize = 300;
 pub(super) fn error_message(body: &[u8], reason: Option<&str>) -> String {
     if let Ok(parsed) = serde_json::from_slice::<ErrorBody<'_>>(body) {
         let message = match parsed.error {
-            ErrorField::Object(ApiError { message }) => message.map(|m| m.0),
+            ErrorField::Object(ApiError { message, .. }) => message.map(|m| m.0),
             ErrorField::Text(text) => Some(text.0),
         };
         if let Some(message) = message.filter(|m| !m.trim().is_empty()) {

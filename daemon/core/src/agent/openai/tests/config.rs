@@ -40,9 +40,19 @@ fn config_defaults_and_toml_keys() {
             idle_timeout: Duration::from_millis(250),
             retries: 0,
             max_backoff: Duration::from_millis(10),
+            context_window: None,
+            context_windows: Default::default(),
         }
     );
     assert!(toml::from_str::<OpenAiConfig>("idle_timeout = 5").is_err());
+    // The context window: per model, then for every model, then the shipped table.
+    let windows: OpenAiConfig =
+        toml::from_str("context_window = 1000\n[context_windows]\nsmall = 10\n").unwrap();
+    assert_eq!(windows.context_window_of("small"), Some(10));
+    assert_eq!(windows.context_window_of("deepseek-chat"), Some(1000));
+    let shipped = OpenAiConfig::default();
+    assert_eq!(shipped.context_window_of("deepseek-chat"), Some(131_072));
+    assert_eq!(shipped.context_window_of("someone-elses-model"), None);
     assert!(toml::from_str::<OpenAiConfig>("request_timeout_ms = \"soon\"").is_err());
 }
 

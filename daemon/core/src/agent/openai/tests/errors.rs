@@ -216,7 +216,7 @@ async fn client_error_reports_the_api_message_without_retrying() {
     let mock = Mock::start(vec![status(
         400,
         vec![],
-        r#"{"error":{"message":"This model's maximum context length is 65536 tokens","type":"invalid_request_error"}}"#,
+        r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
     )])
     .await;
     let (reply, _) = complete_once(&mock).await;
@@ -224,10 +224,28 @@ async fn client_error_reports_the_api_message_without_retrying() {
         reply.unwrap_err(),
         ModelError::Http {
             status: 400,
-            message: "This model's maximum context length is 65536 tokens".into()
+            message: "Invalid value for 'temperature'".into()
         }
     );
     assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_longer_than_the_context_is_an_overflow_by_code_or_by_message() {
+    // OpenAI's code, and the message DeepSeek and other compatible servers send without one.
+    for body in [
+        r#"{"error":{"message":"Your input is too long.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+        r#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#,
+    ] {
+        let mock = Mock::start(vec![status(400, vec![], body)]).await;
+        let (reply, _) = complete_once(&mock).await;
+        let err = reply.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::ContextOverflow { .. }),
+            "{err:?} for {body}"
+        );
+        assert_eq!(mock.requests().len(), 1, "not retried");
+    }
 }
 
 #[tokio::test]
