@@ -2,7 +2,10 @@
 //!
 //! The mock is an in-process HTTP/1.1 server on 127.0.0.1 that records each request and answers
 //! with a scripted sequence of replies (plain responses, SSE streams that end cleanly, are cut, or
-//! stall). A `GET …/models` is answered apart, as DeepSeek's API lists its models (or with what
+//! stall), or with what a function of the request says ([`Mock::start_with`], a model that reads
+//! what it is sent). It may have a context window ([`Mock::set_context_window`]): a chat request
+//! longer than it is refused as the real API refuses one ([`count_tokens`] is its counting rule).
+//! A `GET …/models` is answered apart, as DeepSeek's API lists its models (or with what
 //! [`Mock::set_models`] gave), so listing models never takes a scripted reply. No test reaches
 //! the internet.
 
@@ -73,6 +76,46 @@ pub struct Recorded {
     pub headers: HashMap<String, String>,
     /// The JSON body (`null` when it was not JSON).
     pub body: Value,
+    /// The body's length in bytes.
+    pub body_bytes: usize,
+}
+
+impl Recorded {
+    /// The request's size in tokens by the mock's rule ([`count_tokens`]).
+    pub fn tokens(&self) -> u64 {
+        count_tokens(self.body_bytes)
+    }
+}
+
+/// The mock's token count of a request body of `bytes` bytes: one token per four bytes, rounded
+/// up (about what BPE tokenizers give for English and code; a rule, so tests can reason about
+/// it exactly).
+pub fn count_tokens(bytes: usize) -> u64 {
+    bytes.div_ceil(4) as u64
+}
+
+/// The refusal of a request of `tokens` tokens by a model whose context holds `window`: HTTP 400
+/// with the body OpenAI-compatible APIs send (DeepSeek's, which carries no specific `code`).
+pub fn context_exceeded(window: u64, tokens: u64) -> Reply {
+    let message = format!(
+        "This model's maximum context length is {window} tokens. However, you requested {tokens} \
+         tokens ({tokens} in the messages, 0 in the completion). Please reduce the length of the \
+         messages or completion."
+    );
+    let body = json!({"error": {"message": message, "type": "invalid_request_error",
+        "param": null, "code": "invalid_request_error"}});
+    status(400, vec![], &body.to_string())
+}
+
+/// Answers one request.
+type Respond = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
+/// Where the mock's answers come from.
+enum Replies {
+    /// In order, then 500s.
+    Queue(VecDeque<Reply>),
+    /// What the function says of each request.
+    Function(Arc<Respond>),
 }
 
 pub struct Mock {
@@ -84,6 +127,8 @@ pub struct Mock {
     pub last_byte: Arc<Mutex<Option<Instant>>>,
     /// The answer to `GET …/models`.
     models: Arc<Mutex<Reply>>,
+    /// Tokens a chat request may have (0: no limit).
+    window: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// DeepSeek's answer to `GET /models`.
@@ -92,22 +137,40 @@ pub const DEEPSEEK_MODELS: &str = r#"{"object":"list","data":[{"id":"deepseek-ch
 impl Mock {
     /// Starts a mock answering requests with `replies`, in order (then 500s).
     pub async fn start(replies: Vec<Reply>) -> Self {
+        Self::serving(Replies::Queue(VecDeque::from(replies))).await
+    }
+
+    /// Starts a mock answering each request with what `respond` says of it.
+    pub async fn start_with(respond: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serving(Replies::Function(Arc::new(respond))).await
+    }
+
+    /// From now on a chat request of more than `tokens` tokens ([`count_tokens`]) is refused
+    /// with [`context_exceeded`] (and recorded, as the real API sees it).
+    pub fn set_context_window(&self, tokens: u64) {
+        self.window
+            .store(tokens, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    async fn serving(replies: Replies) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
         let last_byte = Arc::new(Mutex::new(None));
-        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let replies = Arc::new(Mutex::new(replies));
         let models = Arc::new(Mutex::new(status(200, vec![], DEEPSEEK_MODELS)));
+        let window = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (log, stamp, listing) = (requests.clone(), last_byte.clone(), models.clone());
+        let limit = window.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
                 let (log, stamp, replies) = (log.clone(), stamp.clone(), replies.clone());
-                let listing = listing.clone();
+                let (listing, limit) = (listing.clone(), limit.clone());
                 tokio::spawn(async move {
-                    serve(socket, log, stamp, replies, listing).await;
+                    serve(socket, log, stamp, replies, listing, limit).await;
                 });
             }
         });
@@ -116,6 +179,7 @@ impl Mock {
             requests,
             last_byte,
             models,
+            window,
         }
     }
 
@@ -134,8 +198,9 @@ async fn serve(
     mut socket: TcpStream,
     log: Arc<Mutex<Vec<Recorded>>>,
     stamp: Arc<Mutex<Option<Instant>>>,
-    replies: Arc<Mutex<VecDeque<Reply>>>,
+    replies: Arc<Mutex<Replies>>,
     models: Arc<Mutex<Reply>>,
+    window: Arc<std::sync::atomic::AtomicU64>,
 ) {
     // Without it, Nagle's algorithm delays the small SSE writes and the overhead measurement
     // would time TCP instead of the provider.
@@ -144,12 +209,19 @@ async fn serve(
         return;
     };
     let listing = request.method == "GET" && request.path.ends_with("/models");
-    log.lock().unwrap().push(request);
+    let window = window.load(std::sync::atomic::Ordering::Relaxed);
     let next = if listing {
         Some(models.lock().unwrap().clone())
+    } else if window > 0 && request.tokens() > window {
+        Some(context_exceeded(window, request.tokens()))
     } else {
-        replies.lock().unwrap().pop_front()
+        let mut replies = replies.lock().unwrap();
+        match &mut *replies {
+            Replies::Queue(queue) => queue.pop_front(),
+            Replies::Function(respond) => Some(respond(&request)),
+        }
     };
+    log.lock().unwrap().push(request);
     let reply = next.unwrap_or(Reply::Plain {
         status: 500,
         headers: vec![],
@@ -340,6 +412,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
         method,
         path,
         headers,
+        body_bytes: body.len(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     })
 }

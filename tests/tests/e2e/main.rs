@@ -6,6 +6,7 @@ mod acp;
 mod agents;
 mod cli;
 mod client_env;
+mod compaction;
 mod contributors;
 mod daemon;
 mod escapes;

@@ -31,6 +31,8 @@ pub fn agent(a: &v1::AgentInfo) -> Value {
         "approval": approval_name(a.approval),
         "approval_rules": a.approval_rules.iter().map(|r| json!({"tool": r.tool, "command": r.command, "cwd": r.cwd})).collect::<Vec<_>>(),
         "instruction_files": a.instruction_files,
+        "context_tokens": a.context_tokens,
+        "context_window": (a.context_window > 0).then_some(a.context_window),
         "mcp_servers": a.mcp_servers.iter().map(mcp_server).collect::<Vec<_>>(),
         "header": a.header.as_ref().map(header),
         "sandbox": a.sandbox.as_ref().map(|s| json!({"mode": s.mode, "network": s.network})),

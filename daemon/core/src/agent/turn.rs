@@ -501,7 +501,8 @@ impl TurnRun {
                         ),
                     }));
                 }
-                self.compact(CompactionTrigger::Auto, None, tools)
+                let refused = self.agent.gauge(|g| g.used());
+                self.compact(CompactionTrigger::Auto, None, Some(refused), tools)
                     .await
                     .map_err(StepFailure::Ended)?;
                 self.ask_model(step, tools)
@@ -527,7 +528,7 @@ impl TurnRun {
         if tokens * 100 <= window * u64::from(settings.threshold_percent) {
             return None;
         }
-        self.compact(CompactionTrigger::Auto, None, tools)
+        self.compact(CompactionTrigger::Auto, None, None, tools)
             .await
             .err()
     }
@@ -537,6 +538,7 @@ impl TurnRun {
         &self,
         trigger: CompactionTrigger,
         instructions: Option<String>,
+        refused_at: Option<u64>,
         tools: &ToolSet,
     ) -> Result<(), TurnEndReason> {
         let compaction = Compaction {
@@ -546,6 +548,7 @@ impl TurnRun {
             cancel: &self.cancel,
             trigger,
             instructions,
+            refused_at,
         };
         match compaction.run(&self.request(tools)).await {
             Ok(()) => Ok(()),
@@ -563,7 +566,7 @@ impl TurnRun {
         self.log(EventData::TurnStart { turn: self.turn });
         let tools = self.tools().await;
         match self
-            .compact(CompactionTrigger::Manual, instructions, &tools)
+            .compact(CompactionTrigger::Manual, instructions, None, &tools)
             .await
         {
             Ok(()) => TurnEndReason::Completed,

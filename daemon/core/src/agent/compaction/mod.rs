@@ -74,6 +74,9 @@ pub(crate) struct Compaction<'a> {
     pub cancel: &'a CancellationToken,
     pub trigger: CompactionTrigger,
     pub instructions: Option<String>,
+    /// The provider refused a request of this many tokens as too long: the window is smaller
+    /// than that, whatever dshd was told (a wrong table entry, a proxy's own limit).
+    pub refused_at: Option<u64>,
 }
 
 /// What a planned compaction needs from the log, read under one lock.
@@ -145,12 +148,17 @@ impl Compaction<'_> {
     /// The `compaction/end` this compaction appends, or why there is none.
     async fn decide(&self, base: &ModelRequest, before: u64) -> Result<EventData, CompactionError> {
         let agent = self.agent;
-        let window = agent.provider().context_window();
+        let window = match (agent.provider().context_window(), self.refused_at) {
+            (Some(known), Some(refused)) => Some(known.min(refused)),
+            (known, refused) => known.or(refused),
+        };
         let overhead = overhead_bytes(&base.system, &base.tools);
         let (tail_bytes, window_bytes) = agent.gauge(|g| {
-            let tail = match window {
-                Some(w) => g.bytes(w * TAIL_PERCENT / 100),
-                None => request_bytes(base) * TAIL_PERCENT / 100,
+            // A person who asks wants the conversation summarised: only the newest step stays.
+            let tail = match (self.trigger, window) {
+                (CompactionTrigger::Manual, _) => 0,
+                (CompactionTrigger::Auto, Some(w)) => g.bytes(w * TAIL_PERCENT / 100),
+                (CompactionTrigger::Auto, None) => request_bytes(base) * TAIL_PERCENT / 100,
             };
             (tail, window.map(|w| g.bytes(w)))
         });
