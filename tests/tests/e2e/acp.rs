@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
+#[path = "acp/compaction.rs"]
+mod compaction;
 #[path = "acp/files.rs"]
 mod files;
 #[path = "acp/framing.rs"]

@@ -21,7 +21,7 @@ pub(super) fn install(rel: &str, to: &Path) {
 }
 
 /// The command running fixture `rel` where it lies, with `args`, quoted for bash.
-fn run_fixture(rel: &str, args: &str) -> String {
+pub(super) fn run_fixture(rel: &str, args: &str) -> String {
     format!("'{}' {args}", fixture(rel).display())
 }
 

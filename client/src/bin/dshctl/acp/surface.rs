@@ -1,5 +1,6 @@
-//! What an editor shows besides the thread: the slash commands it may offer (dsh's skills, sent
-//! with `available_commands_update` once a session is made or made live), and deleting a
+//! What an editor shows besides the thread: the slash commands it may offer (dsh's skills and
+//! `/compact`, sent with `available_commands_update` once a session is made or made live), and
+//! deleting a
 //! session from its list (`session/delete`).
 
 use dsh_proto::v1;
@@ -8,11 +9,26 @@ use super::Bridge;
 use super::jsonrpc::RpcError;
 use super::schema::{AvailableCommand, CommandInput, Empty, SessionRequest, SessionUpdate};
 
+/// The bridge's own slash command: compact the session's context.
+pub(super) const COMPACT: &str = "compact";
+
+/// The instructions of a `/compact` prompt (`Some(None)`: none given); `None` when `text` is not
+/// one.
+pub(super) fn compact_command(text: &str) -> Option<Option<String>> {
+    let rest = text.trim_start().strip_prefix('/')?.strip_prefix(COMPACT)?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim();
+    Some((!rest.is_empty()).then(|| rest.to_owned()))
+}
+
 impl Bridge {
     /// Sends session `session_id` the slash commands: one per skill of dshd's (`Skills.List`),
-    /// whose text after the name goes to the agent with the prompt. Sent after the answer that
-    /// gave the editor the session, when there is a skill; a failure only costs the editor its
-    /// command list.
+    /// whose text after the name goes to the agent with the prompt, and `compact` (the bridge's
+    /// own: `Agents.Compact`, the text after it the summary's instructions). Sent after the
+    /// answer that gave the editor the session; a failure to list the skills leaves `compact`
+    /// alone.
     pub(super) async fn announce_commands(&self, session_id: &str) {
         let Ok(client) = self.client().await else {
             return;
@@ -24,15 +40,13 @@ impl Bridge {
                     "dshctl acp: listing skills for the editor's commands: {}",
                     status.message()
                 ));
-                return;
+                Vec::new()
             }
         };
-        if skills.is_empty() {
-            // Nothing to offer: no update (an editor starts with no commands).
-            return;
-        }
-        let available_commands = skills
+        let mut available_commands: Vec<AvailableCommand> = skills
             .into_iter()
+            // The bridge's own command is the one `/compact` runs.
+            .filter(|skill| skill.name != COMPACT)
             .map(|skill| AvailableCommand {
                 name: skill.name,
                 description: skill.description,
@@ -41,6 +55,14 @@ impl Bridge {
                 },
             })
             .collect();
+        available_commands.push(AvailableCommand {
+            name: COMPACT.to_owned(),
+            description: "Summarise the older conversation so that it fits the model's context"
+                .to_owned(),
+            input: CommandInput {
+                hint: "what the summary should keep (optional)".to_owned(),
+            },
+        });
         let update = SessionUpdate::AvailableCommandsUpdate { available_commands };
         self.update(session_id, &update).await;
     }
@@ -73,5 +95,23 @@ impl Bridge {
             })
             .await?;
         Ok(Empty {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact_command;
+
+    #[test]
+    fn compact_is_recognised_with_or_without_instructions_and_nothing_else_is() {
+        assert_eq!(compact_command("/compact"), Some(None));
+        assert_eq!(compact_command("  /compact  "), Some(None));
+        assert_eq!(
+            compact_command("/compact keep the plan\nand the paths"),
+            Some(Some("keep the plan\nand the paths".into()))
+        );
+        assert_eq!(compact_command("/compaction"), None);
+        assert_eq!(compact_command("please /compact"), None);
+        assert_eq!(compact_command("compact"), None);
     }
 }

@@ -51,11 +51,30 @@ impl Bridge {
     ) -> Result<PromptResponse, RpcError> {
         let text = prompt_text(&p.prompt)?;
         let client = self.client().await?;
+        let compact = super::surface::compact_command(&text);
         let request = v1::PromptRequest {
             agent_id: p.session_id.clone(),
             text,
         };
-        let first = client.agents().prompt(request.clone()).await;
+        // `/compact [instructions]` runs a compaction turn instead of a prompt.
+        let start = |request: v1::PromptRequest| {
+            let mut agents = client.agents();
+            let compact = compact.clone();
+            async move {
+                match compact {
+                    Some(instructions) => {
+                        agents
+                            .compact(v1::CompactRequest {
+                                agent_id: request.agent_id,
+                                instructions,
+                            })
+                            .await
+                    }
+                    None => agents.prompt(request).await,
+                }
+            }
+        };
+        let first = start(request.clone()).await;
         let mut events = match first {
             Ok(events) => events.into_inner(),
             // Not live (dshd restarted, or another bridge closed it): made live again, and the
@@ -63,7 +82,7 @@ impl Bridge {
             Err(s) if matches!(Refusal::of(&s), Some(Refusal::AgentNotLive { .. })) => {
                 let how = self.revive(&p.session_id).await?;
                 self.revived_notice(&p.session_id, how).await;
-                client.agents().prompt(request).await?.into_inner()
+                start(request).await?.into_inner()
             }
             Err(s) => return Err(s.into()),
         };

@@ -387,7 +387,8 @@ impl Translator {
                 })],
                 EventData::CompactionStart { .. } if own => {
                     self.compaction_id = format!("compaction-{}", event.seq.unwrap_or_default());
-                    if !self.compaction {
+                    // A replay shows a compaction as the one update of its end.
+                    if !self.compaction || self.replay {
                         return Vec::new();
                     }
                     vec![Output::Update(SessionUpdate::CompactionUpdate {
