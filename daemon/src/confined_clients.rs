@@ -159,6 +159,8 @@ mod tests {
         "/dsh.v1.Persistence/SetArchived",
         "/dsh.v1.Persistence/Delete",
         "/dsh.v1.Agents/Steer",
+        // Runs a turn: a model request on the user's key.
+        "/dsh.v1.Agents/Compact",
         // Could loosen the agent's own sandbox or approval policy.
         "/dsh.v1.Agents/Configure",
         // Would make its own commands ask again, or not.

@@ -143,9 +143,6 @@ pub struct Config {
     pub default_script: Option<Script>,
     /// Settings of the `openai` provider (`[model]` keys other than `provider` and `script`).
     pub openai: OpenAiConfig,
-    /// `model.context_window`: the tokens the model's context holds, for clients' usage
-    /// figures (an editor's context ring); `None`: not known.
-    pub context_window: Option<u64>,
     /// `model.api_key_file`: a private file holding the API key (first in precedence).
     pub api_key_file: Option<PathBuf>,
     /// `model.api_key_credential`: the systemd credential holding the key, read from
@@ -511,7 +508,6 @@ impl Builder<'_> {
             checkpoint: parsed.checkpoint.unwrap_or_default(),
             default_provider,
             default_script,
-            context_window: parsed.model.context_window.filter(|n| *n > 0),
             max_steps_per_turn,
             agent_limits,
             exec: ExecConfig {

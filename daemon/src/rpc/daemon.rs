@@ -74,7 +74,11 @@ impl daemon_server::Daemon for DaemonService {
             default_provider: d.config.default_provider.clone(),
             default_script: d.config.default_script.is_some(),
             openai_model: d.config.openai.model.clone(),
-            context_window: d.config.context_window.unwrap_or(0),
+            context_window: d
+                .config
+                .openai
+                .context_window_of(&d.config.openai.model)
+                .unwrap_or(0),
             mcp_servers: d
                 .config
                 .mcp_servers

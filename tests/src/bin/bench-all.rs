@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// Every bench, as `(package, bench)`: the in-process ones first, then those of the release dshd.
-const BENCHES: [(&str, &str); 21] = [
+const BENCHES: [(&str, &str); 22] = [
     ("dsh-core", "collect"),
     ("dsh-core", "persistence"),
     ("dsh-core", "agent_loop"),
@@ -35,6 +35,7 @@ const BENCHES: [(&str, &str); 21] = [
     ("dsh-tests", "store"),
     ("dsh-tests", "files"),
     ("dsh-tests", "mcp"),
+    ("dsh-tests", "compaction"),
 ];
 
 /// One figure of the table.

@@ -22,7 +22,6 @@ use super::instructions;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::compaction::{Compaction, CompactionError};
 use super::gauge;
 use super::guard::{CallEnd, guarded_call};
 use super::hook_run::{run_hooks, stop_text};
@@ -33,10 +32,11 @@ use crate::call::{SPAWN_AGENT, ToolDetail, ToolExecution, ToolOutput, ToolSchema
 use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
 use crate::tools::ToolSet;
 use dsh_session::ToolCallRequest;
-use dsh_session::{
-    AssistantMessage, CompactionTrigger, EventData, MessageSource, TurnEndReason, Usage,
-    UserMessage,
-};
+use dsh_session::{AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage};
+
+mod compact;
+
+use compact::StepFailure;
 
 /// Plugin name of steering messages from blocking Stop hooks.
 const STOP_HOOK_PLUGIN: &str = "hooks";
@@ -163,13 +163,6 @@ fn failure_kind(error: &ModelError) -> StopFailureKind {
         }
         ModelError::ScriptExhausted { .. } | ModelError::Cancelled => StopFailureKind::Unknown,
     }
-}
-
-/// Why a step got no reply: the model request failed, or what it led to (a compaction that
-/// failed, automatic compaction off) ended the turn.
-enum StepFailure {
-    Model(ModelError),
-    Ended(TurnEndReason),
 }
 
 /// How a turn ends when a hook of `event` said `continue: false`.
@@ -480,98 +473,6 @@ impl TurnRun {
             self.agent.gauge(|g| g.observe(bytes, usage));
         }
         reply
-    }
-
-    /// [`ask_model`](Self::ask_model), and when the provider refuses the request as longer than
-    /// the model's context: compact and ask once more (automatic compaction on), or end the turn
-    /// naming the setting that would have (off).
-    async fn ask_model_or_compact(
-        &self,
-        step: u32,
-        tools: &ToolSet,
-    ) -> Result<ModelReply, StepFailure> {
-        match self.ask_model(step, tools).await {
-            Err(ModelError::ContextOverflow { message }) => {
-                if !self.services.compaction.auto {
-                    return Err(StepFailure::Ended(TurnEndReason::Error {
-                        message: format!(
-                            "the conversation no longer fits the model's context window ({message}); \
-                             automatic compaction is off (compaction.auto = false in dshd's \
-                             config): compact it with `dshctl compact`, or start a new session"
-                        ),
-                    }));
-                }
-                let refused = self.agent.gauge(|g| g.used());
-                self.compact(CompactionTrigger::Auto, None, Some(refused), tools)
-                    .await
-                    .map_err(StepFailure::Ended)?;
-                self.ask_model(step, tools)
-                    .await
-                    .map_err(StepFailure::Model)
-            }
-            other => other.map_err(StepFailure::Model),
-        }
-    }
-
-    /// Compacts first when the next request would fill more of the model's window than the
-    /// threshold allows (automatic compaction on, and the window known). The turn's end reason
-    /// when the compaction failed.
-    async fn compact_if_full(&self, tools: &ToolSet) -> Option<TurnEndReason> {
-        let settings = self.services.compaction;
-        if !settings.auto {
-            return None;
-        }
-        let window = self.agent.provider().context_window()?;
-        let tokens = self
-            .agent
-            .gauge(|g| g.tokens(gauge::request_bytes(&self.request(tools))));
-        if tokens * 100 <= window * u64::from(settings.threshold_percent) {
-            return None;
-        }
-        self.compact(CompactionTrigger::Auto, None, None, tools)
-            .await
-            .err()
-    }
-
-    /// Runs a compaction; the turn's end reason when it failed.
-    async fn compact(
-        &self,
-        trigger: CompactionTrigger,
-        instructions: Option<String>,
-        refused_at: Option<u64>,
-        tools: &ToolSet,
-    ) -> Result<(), TurnEndReason> {
-        let compaction = Compaction {
-            agent: &self.agent,
-            services: &self.services,
-            turn: Some(self.turn),
-            cancel: &self.cancel,
-            trigger,
-            instructions,
-            refused_at,
-        };
-        match compaction.run(&self.request(tools)).await {
-            Ok(()) => Ok(()),
-            Err(CompactionError::Cancelled | CompactionError::Model(ModelError::Cancelled)) => {
-                Err(self.aborted())
-            }
-            Err(error) => Err(TurnEndReason::Error {
-                message: format!("cannot compact the context: {error}"),
-            }),
-        }
-    }
-
-    /// A turn that compacts the context and does nothing else.
-    async fn compact_only(&mut self, instructions: Option<String>) -> TurnEndReason {
-        self.log(EventData::TurnStart { turn: self.turn });
-        let tools = self.tools().await;
-        match self
-            .compact(CompactionTrigger::Manual, instructions, None, &tools)
-            .await
-        {
-            Ok(()) => TurnEndReason::Completed,
-            Err(reason) => reason,
-        }
     }
 
     /// Logs every call, dispatches them concurrently, and commits the results in the model's

@@ -125,9 +125,10 @@ pub(super) fn payload(
         // this total.
         HookEvent::PostToolUseFailure { .. }
         | HookEvent::Notification { .. }
-        | HookEvent::InstructionsLoaded { .. }
-        | HookEvent::PreCompact { .. }
-        | HookEvent::PostCompact { .. } => p,
+        | HookEvent::InstructionsLoaded { .. } => p,
+        HookEvent::PreCompact { trigger, .. } | HookEvent::PostCompact { trigger, .. } => {
+            p.str("trigger", trigger.as_str())
+        }
     };
     p.finish(false)
 }

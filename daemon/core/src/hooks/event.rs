@@ -67,9 +67,9 @@ pub enum EventName {
     SessionEnd,
     /// A project instructions file was loaded into the session's context (Claude Code only).
     InstructionsLoaded,
-    /// The context is about to be compacted (Claude Code only).
+    /// The context is about to be compacted.
     PreCompact,
-    /// The context was compacted (Claude Code only).
+    /// The context was compacted.
     PostCompact,
 }
 
@@ -115,17 +115,13 @@ impl EventName {
     }
 
     /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
-    /// failed calls too), no Notification, no InstructionsLoaded and no compaction events.
+    /// failed calls too), no Notification and no InstructionsLoaded.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
             Dialect::Codex => !matches!(
                 self,
-                Self::PostToolUseFailure
-                    | Self::Notification
-                    | Self::InstructionsLoaded
-                    | Self::PreCompact
-                    | Self::PostCompact
+                Self::PostToolUseFailure | Self::Notification | Self::InstructionsLoaded
             ),
         }
     }
@@ -397,14 +393,14 @@ pub enum HookEvent {
         /// Why it was loaded (matcher subject): dsh loads at the session's start only.
         load_reason: &'static str,
     },
-    /// The context is about to be compacted. Claude Code only; it observes.
+    /// The context is about to be compacted. It observes.
     PreCompact {
         /// `manual` or `auto` (matcher subject).
         trigger: dsh_session::CompactionTrigger,
         /// A person's instructions for the summary (empty for `auto`).
         custom_instructions: String,
     },
-    /// The context was compacted. Claude Code only; it observes.
+    /// The context was compacted. It observes.
     PostCompact {
         /// `manual` or `auto` (matcher subject).
         trigger: dsh_session::CompactionTrigger,

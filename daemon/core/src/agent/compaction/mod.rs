@@ -79,6 +79,15 @@ pub(crate) struct Compaction<'a> {
     pub refused_at: Option<u64>,
 }
 
+/// A compaction's budgets, in request bytes.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// The newest messages that fit in this stay verbatim.
+    tail_bytes: u64,
+    /// The model's window, when known.
+    window_bytes: Option<u64>,
+}
+
 /// What a planned compaction needs from the log, read under one lock.
 struct Planned {
     plan: plan::Plan,
@@ -92,8 +101,15 @@ impl Compaction<'_> {
     /// Runs it: `compaction/start`, PreCompact hooks, the plan, the summary, `compaction/end`,
     /// then PostCompact and SessionStart (`compact`) hooks. On failure `compaction/end` carries
     /// the error and nothing changes.
+    /// Nothing is logged when there is nothing to compact (the newest step alone, no long
+    /// output): an automatic compaction then lets the request go as it is.
     pub(crate) async fn run(self, base: &ModelRequest) -> Result<(), CompactionError> {
         let agent = self.agent;
+        let sizes = self.sizes(base);
+        let planned = agent.read_log(|log| plan_from(log.events(), sizes.tail_bytes));
+        if planned.plan.pruned.is_empty() && planned.plan.through.is_none() {
+            return Err(CompactionError::NothingToCompact);
+        }
         agent.append(EventData::CompactionStart {
             trigger: self.trigger,
             instructions: self.instructions.clone(),
@@ -104,7 +120,7 @@ impl Compaction<'_> {
         })
         .await;
         let before = agent.gauge(|g| g.tokens(request_bytes(base)));
-        match self.decide(base, before).await {
+        match self.decide(base, before, sizes, planned).await {
             Ok(end) => {
                 let summary = match &end {
                     EventData::CompactionEnd { summary, .. } => summary.clone(),
@@ -146,27 +162,36 @@ impl Compaction<'_> {
     }
 
     /// The `compaction/end` this compaction appends, or why there is none.
-    async fn decide(&self, base: &ModelRequest, before: u64) -> Result<EventData, CompactionError> {
+    /// The budgets of this compaction, in request bytes.
+    fn sizes(&self, base: &ModelRequest) -> Sizes {
         let agent = self.agent;
         let window = match (agent.provider().context_window(), self.refused_at) {
             (Some(known), Some(refused)) => Some(known.min(refused)),
             (known, refused) => known.or(refused),
         };
-        let overhead = overhead_bytes(&base.system, &base.tools);
-        let (tail_bytes, window_bytes) = agent.gauge(|g| {
+        agent.gauge(|g| Sizes {
             // A person who asks wants the conversation summarised: only the newest step stays.
-            let tail = match (self.trigger, window) {
+            tail_bytes: match (self.trigger, window) {
                 (CompactionTrigger::Manual, _) => 0,
                 (CompactionTrigger::Auto, Some(w)) => g.bytes(w * TAIL_PERCENT / 100),
                 (CompactionTrigger::Auto, None) => request_bytes(base) * TAIL_PERCENT / 100,
-            };
-            (tail, window.map(|w| g.bytes(w)))
-        });
-        let planned = agent.read_log(|log| plan_from(log.events(), tail_bytes));
+            },
+            window_bytes: window.map(|w| g.bytes(w)),
+        })
+    }
+
+    /// The `compaction/end` of `planned`, or why there is none.
+    async fn decide(
+        &self,
+        base: &ModelRequest,
+        before: u64,
+        sizes: Sizes,
+        planned: Planned,
+    ) -> Result<EventData, CompactionError> {
+        let agent = self.agent;
+        let window_bytes = sizes.window_bytes;
+        let overhead = overhead_bytes(&base.system, &base.tools);
         let plan = planned.plan;
-        if plan.pruned.is_empty() && plan.through.is_none() {
-            return Err(CompactionError::NothingToCompact);
-        }
         let pruned_bytes = overhead + history_bytes(&planned.pruned);
         let enough = window_bytes.is_some_and(|w| pruned_bytes <= w * PRUNED_ENOUGH_PERCENT / 100);
         let summary =
