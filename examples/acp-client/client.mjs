@@ -53,9 +53,11 @@ const seen = (sessionId) => updates.get(sessionId) ?? [];
 // A running command's output arrives as `tool_call_update`s with content and no status (the output
 // so far); how a short command's output is cut into them varies, so traces leave them out.
 const isLiveOutput = (u) => u.sessionUpdate === "tool_call_update" && u.status === undefined;
-// The session's time of last activity (session_info_update) is not part of a turn's trace.
+// The session's time of last activity (session_info_update) and its slash commands
+// (available_commands_update) are not part of a turn's trace.
+const aside = new Set(["session_info_update", "available_commands_update"]);
 const trace = (list) =>
-  list.filter((u) => !isLiveOutput(u) && u.sessionUpdate !== "session_info_update").map((u) =>
+  list.filter((u) => !isLiveOutput(u) && !aside.has(u.sessionUpdate)).map((u) =>
     u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update"
       ? `${u.sessionUpdate} ${u.toolCallId} ${u.status ?? "-"}`
       : `${u.sessionUpdate} ${u.content?.text ?? ""}`,

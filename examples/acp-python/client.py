@@ -59,11 +59,12 @@ async def main(dshctl, socket, cwd):
         assert done.stop_reason == "end_turn", done
         # A running command's output arrives as tool_call_updates with content and no status
         # (the output so far); how a short command's output is cut into them varies. The
-        # session's time of last activity (session_info_update) is not part of the turn.
+        # session's time of last activity (session_info_update) and its slash commands
+        # (available_commands_update) are not part of the turn.
         updates = [
             u for u in editor.of(sid)
             if not (u.session_update == "tool_call_update" and u.status is None)
-            and u.session_update != "session_info_update"
+            and u.session_update not in ("session_info_update", "available_commands_update")
         ]
         kinds = [u.session_update for u in updates]
         assert kinds == ["agent_message_chunk", "tool_call", "tool_call_update", "tool_call_update", "agent_message_chunk"], kinds

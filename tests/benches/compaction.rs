@@ -86,21 +86,13 @@ fn dshctl(daemon: &ReleaseDaemon, args: &[&str]) -> std::process::Output {
     out
 }
 
-/// dshd's CPU time (user + system) in microseconds.
-fn cpu_us(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 * 10_000.0
-}
-
 /// dshd's CPU per step of one turn of `STEPS` steps.
 fn long_turn(daemon: &ReleaseDaemon, agent: &str, long: &AtomicBool) -> f64 {
     long.store(true, Ordering::SeqCst);
-    let before = cpu_us(daemon.pid());
+    let before = dsh_tests::bench::cpu_us(daemon.pid());
     dshctl(daemon, &["prompt", "--agent", agent, "a long one"]);
     long.store(false, Ordering::SeqCst);
-    (cpu_us(daemon.pid()) - before) / STEPS as f64
+    (dsh_tests::bench::cpu_us(daemon.pid()) - before) / STEPS as f64
 }
 
 /// The time one request with `body` takes the mock at `base_url`, over a fresh connection.

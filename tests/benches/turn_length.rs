@@ -71,15 +71,6 @@ fn main() {
     }
 }
 
-/// dshd's CPU time (user + system) in microseconds.
-fn cpu_us(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second here).
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 * 10_000.0
-}
-
 /// (CPU, wall) microseconds per step over `turns` turns of `steps` steps.
 fn per_step(
     socket: &std::path::Path,
@@ -112,14 +103,14 @@ fn per_step(
             doc["agent_id"].as_str().unwrap().to_owned()
         })
         .collect();
-    let (cpu, wall) = (cpu_us(pid), Instant::now());
+    let (cpu, wall) = (dsh_tests::bench::cpu_us(pid), Instant::now());
     for agent in &agents {
         let out = dsh_tests::dshctl_at(socket, &["prompt", "--agent", agent, "go"]);
         assert!(out.status.success(), "{out:?}");
     }
     let total = (steps * turns) as f64;
     let figures = (
-        (cpu_us(pid) - cpu) / total,
+        (dsh_tests::bench::cpu_us(pid) - cpu) / total,
         wall.elapsed().as_secs_f64() * 1e6 / total,
     );
     // Closed, so every round starts with the same daemon: no agents but those it measures.

@@ -89,6 +89,16 @@ impl Drop for ReleaseDaemon {
 /// than the allocator's decay of freed pages (jemalloc returns dirty pages over 10 s).
 pub const SETTLE: Duration = Duration::from_secs(12);
 
+/// The CPU time (user + system) of `pid` so far, in microseconds (`/proc/<pid>/stat`, so exited
+/// threads count), in 10 ms clock ticks.
+pub fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second here).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 * 10_000.0
+}
+
 /// `VmRSS` of `pid`, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS")

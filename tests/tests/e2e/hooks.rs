@@ -11,6 +11,8 @@
 
 #[path = "hooks/approvals.rs"]
 mod approvals;
+#[path = "hooks/background.rs"]
+mod background;
 #[path = "hooks/compaction.rs"]
 mod compaction;
 #[path = "hooks/config.rs"]

@@ -46,6 +46,7 @@ impl ChildAgents for AgentRegistry {
                 model: provider.model().to_owned(),
                 sandbox: parent.sandbox(),
                 cancel: exec.cancel.clone(),
+                background: Some(parent.background_token()),
                 events: Some(parent.clone()),
             };
             let start = hooks
@@ -60,6 +61,7 @@ impl ChildAgents for AgentRegistry {
             for record in start.records {
                 parent.append(record);
             }
+            parent.start_background(start.background);
             child.log_hook_context(&start.outcome.additional_context);
             // The parent's call waits for the outcome; nobody reads the turn's events through
             // it, so it is no person watching the child (those watch the parent's tree).
@@ -91,6 +93,7 @@ impl ChildAgents for AgentRegistry {
             for record in stop.records {
                 parent.append(record);
             }
+            parent.start_background(stop.background);
             // The child is one-shot: its session stays stored (resumable by id), the agent goes. If
             // it cannot be saved now it stays in memory and is saved by a later close or spawn, or
             // at shutdown.

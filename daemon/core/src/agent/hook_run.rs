@@ -29,12 +29,14 @@ pub(super) async fn run_hooks(
         model: agent.provider().model().to_owned(),
         sandbox: agent.sandbox(),
         cancel: cancel.clone(),
+        background: Some(agent.background_token()),
         events: Some(agent.clone()),
     };
-    let run = services.hooks.run(&ctx, event).await;
+    let mut run = services.hooks.run(&ctx, event).await;
     for record in &run.records {
         agent.append(record.clone());
     }
+    agent.start_background(std::mem::take(&mut run.background));
     run
 }
 

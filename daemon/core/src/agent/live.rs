@@ -118,6 +118,8 @@ pub struct Agent {
     session_start: Mutex<Option<SessionSource>>,
     /// The model history, extended with each request instead of derived anew.
     history: Mutex<HistoryCache>,
+    /// Its background (`async`) hooks.
+    background: super::background::BackgroundHooks,
     /// How full its model's context is, and how many tokens a byte of request is.
     gauge: Mutex<super::gauge::Gauge>,
     /// For a spawned child: its parent's session, whose subagent its hooks fire as.
@@ -176,6 +178,7 @@ impl Agent {
             session_start: Mutex::new(Some(source)),
             history: Mutex::new(HistoryCache::default()),
             gauge: Mutex::new(super::gauge::Gauge::default()),
+            background: super::background::BackgroundHooks::default(),
             subagent_of: parent.map(|p| p.header().clone()),
             me: me.clone(),
             lineage,
@@ -192,6 +195,39 @@ impl Agent {
     pub fn history(&self) -> Arc<Vec<HistoryMessage>> {
         let log = read_lock(&self.log);
         lock(&self.history).update(log.events())
+    }
+
+    /// Starts its background hooks of a call (they log their records when they end).
+    pub(crate) fn start_background(&self, hooks: Vec<crate::hooks::Background>) {
+        for hook in hooks {
+            let me = self.me.clone();
+            self.background.start(hook, move |end| {
+                if let Some(agent) = me.upgrade() {
+                    for record in end.records {
+                        agent.append(record);
+                    }
+                }
+            });
+        }
+    }
+
+    /// The token its background hooks run under.
+    pub(crate) fn background_token(&self) -> tokio_util::sync::CancellationToken {
+        self.background.token()
+    }
+
+    /// Kills its running background hooks (it is being closed).
+    pub(crate) fn stop_background(&self) {
+        self.background.stop();
+    }
+
+    /// What its background hooks said for the model since the last turn: logged as their
+    /// context once this turn's prompt is.
+    pub(crate) fn log_background_context(&self) {
+        let context = self.background.take_context();
+        if !context.is_empty() {
+            self.log_hook_context(&context);
+        }
     }
 
     /// Runs `f` on its context gauge.

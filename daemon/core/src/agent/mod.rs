@@ -3,6 +3,7 @@
 
 mod answers;
 mod approval;
+mod background;
 mod children;
 pub(crate) mod compaction;
 mod configure;

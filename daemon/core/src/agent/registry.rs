@@ -389,6 +389,7 @@ impl AgentRegistry {
         agent.cancel(AbortCause::Closed);
         agent.wait_idle().await;
         self.services.executor.kill_jobs_of(agent.id());
+        agent.stop_background();
         self.services.mcp.stop(agent.id());
         self.services.executor.release_spills_of(agent.id());
         self.services.executor.release_sandbox_of(agent.id());

@@ -288,6 +288,8 @@ impl TurnRun {
             },
         });
         self.agent.log_hook_context(&context);
+        // What background hooks said since the last turn (Claude Code delivers it then).
+        self.agent.log_background_context();
 
         let tools = self.tools().await;
         let mut step = 0;

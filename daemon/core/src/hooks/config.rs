@@ -188,6 +188,9 @@ pub(super) struct Handler {
     pub http: Option<HttpHook>,
     /// The file's timeout, when it gives a valid one.
     pub timeout: Option<Duration>,
+    /// Claude Code's `"async": true` on a command hook: it runs in the background, the call goes
+    /// on, and what it says reaches the model at the next turn.
+    pub background: bool,
 }
 
 /// A Claude Code `type: "http"` hook's request settings.
@@ -489,9 +492,10 @@ fn parse_group(
                 continue;
             }
         }
-        if hook.get("async").and_then(Value::as_bool) == Some(true) {
+        let background = hook.get("async").and_then(Value::as_bool) == Some(true);
+        if background && (dialect != Dialect::ClaudeCode || http.is_some()) {
             out.warnings.push(format!(
-                "skipping async hook on {name} (only sync command hooks run) at {at}"
+                "skipping async hook on {name} (only Claude Code's command hooks run in the background) at {at}"
             ));
             continue;
         }
@@ -513,6 +517,7 @@ fn parse_group(
             command: command.to_owned(),
             http,
             timeout: timeout(dialect, hook, &at, &mut out.warnings),
+            background,
         });
     }
     Ok(())

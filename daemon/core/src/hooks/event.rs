@@ -265,6 +265,9 @@ pub struct HookContext {
     pub sandbox: SandboxPolicy,
     /// Cancelling it kills every running hook of this call (e.g. the turn was cancelled).
     pub cancel: CancellationToken,
+    /// What background (`async`) hooks run under instead of `cancel`, since they outlive the
+    /// call: the agent's, cancelled when it is closed. `None`: `cancel`.
+    pub background: Option<CancellationToken>,
     /// The log of [`Self::header`]'s session, for `hooks.claude_code_transcript = "claude"`
     /// (`None`: no projection is written; hooks get the path as it is).
     pub events: Option<std::sync::Arc<dyn super::SessionEvents>>,

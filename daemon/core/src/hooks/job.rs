@@ -34,6 +34,8 @@ pub(super) struct Job {
     /// The firing agent's confinement, when it has one: decides whether the hook runs in its
     /// sandbox (`sandboxing.rs`).
     pub reach: Option<Arc<Reach>>,
+    /// It runs in the background (Claude Code's `async`).
+    pub background: bool,
 }
 
 /// The sandbox a hook ran in, and why.

@@ -124,13 +124,43 @@ pub struct MergedOutcome {
 }
 
 /// The result of [`Hooks::run`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct HookRun {
     /// The merged decision and context.
     pub outcome: MergedOutcome,
     /// `hook/invoked` and `hook/result` pairs, one pair per handler, in configured order, for the
     /// loop to append to the session log.
     pub records: Vec<EventData>,
+    /// The background (`async`) hooks of the call, not started: the caller runs them without
+    /// waiting, bounded and killed with its agent ([`Background`]).
+    pub background: Vec<Background>,
+}
+
+/// One background hook: awaited, it runs the hook and gives its records and what it says for the
+/// model (its `additionalContext` and `systemMessage`: Claude Code delivers both to the model at
+/// the next turn). Dropped unpolled, nothing runs.
+pub struct Background(std::pin::Pin<Box<dyn Future<Output = BackgroundEnd> + Send>>);
+
+impl Background {
+    /// Runs it.
+    pub async fn run(self) -> BackgroundEnd {
+        self.0.await
+    }
+}
+
+impl std::fmt::Debug for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Background")
+    }
+}
+
+/// What a background hook did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackgroundEnd {
+    /// Its `hook/invoked` and `hook/result`.
+    pub records: Vec<EventData>,
+    /// What it says for the model's next turn, attributed to its dialect's plugin name.
+    pub context: Vec<(&'static str, String)>,
 }
 
 /// How a hook file fared at its last load.
@@ -348,6 +378,11 @@ impl Hooks {
             job.reach = reach.clone();
             jobs.push(job);
         }
+        let (background, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.background);
+        let background = background
+            .into_iter()
+            .map(|job| self.background(job, name, ctx, event))
+            .collect();
         let finished = runner::run_all(&self.executor, jobs.clone()).await;
 
         let mut outputs: Vec<Decoded> = Vec::with_capacity(jobs.len());
@@ -366,29 +401,14 @@ impl Hooks {
                 sandbox_reason = end.sandbox.as_ref().map(|c| c.reason.as_str()),
                 "hook ran"
             );
-            let summary = runner::summarize(
+            records.extend(records_of(
+                job,
                 &end,
-                output.note.as_deref(),
+                &output,
+                ctx.turn,
+                event,
                 self.settings.stderr_summary_chars,
-            );
-            records.push(EventData::HookInvoked {
-                dialect: job.dialect.as_str().to_owned(),
-                event: name.as_str().to_owned(),
-                handler: job.handler_id.clone(),
-                turn: ctx.turn,
-                tool_call_id: event.tool_use_id().map(str::to_owned),
-            });
-            records.push(EventData::HookResult {
-                dialect: job.dialect.as_str().to_owned(),
-                event: name.as_str().to_owned(),
-                handler: job.handler_id.clone(),
-                decision: output.record_decision().to_owned(),
-                exit_code: end.exit_code,
-                stderr_summary: summary,
-                duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
-                system_message: output.system_message.clone(),
-                sandbox: end.sandbox.as_ref().map(job::Confined::record),
-            });
+            ));
             outputs.push(Decoded {
                 dialect: job.dialect,
                 handler: job.handler_id.clone(),
@@ -405,7 +425,48 @@ impl Hooks {
                 "hooks decided"
             );
         }
-        HookRun { outcome, records }
+        HookRun {
+            outcome,
+            records,
+            background,
+        }
+    }
+
+    /// `job` as a background hook: run under the agent's background token, its decision
+    /// ignored (the call did not wait for it), what it says kept for the next turn.
+    fn background(
+        &self,
+        mut job: Job,
+        name: EventName,
+        ctx: &HookContext,
+        event: &HookEvent,
+    ) -> Background {
+        if let Some(token) = &ctx.background {
+            job.cancel = token.clone();
+        }
+        let (executor, chars) = (self.executor.clone(), self.settings.stderr_summary_chars);
+        let (turn, event) = (ctx.turn, event.clone());
+        Background(Box::pin(async move {
+            let end = runner::run_one(&executor, job.clone()).await;
+            let output = decode::decode(&end, name, job.dialect);
+            log_output(&job, &output);
+            tracing::info!(
+                handler = %job.handler_id,
+                exit_code = end.exit_code,
+                duration_ms = end.duration.as_millis(),
+                "background hook ran"
+            );
+            let plugin = job.dialect.plugin_name();
+            let context = [&output.additional_context, &output.system_message]
+                .into_iter()
+                .flatten()
+                .map(|text| (plugin, text.clone()))
+                .collect();
+            BackgroundEnd {
+                records: records_of(&job, &end, &output, turn, &event, chars).to_vec(),
+                context,
+            }
+        }))
     }
 
     /// Whether a loaded handler of `name` exists for a session in `cwd`, matchers aside: lets a
@@ -542,6 +603,7 @@ impl Hooks {
             file: file.path.clone(),
             // Set by the caller, once for every job of a run.
             reach: None,
+            background: handler.background,
         }
     }
 }
@@ -613,4 +675,37 @@ fn log_output(job: &Job, output: &HookOutput) {
     if let (Some(note), false) = (&output.note, output.verdict == Verdict::Error) {
         tracing::warn!(handler = %job.handler_id, "{plugin}: {note}");
     }
+}
+
+/// The `hook/invoked` and `hook/result` of `job`, which ended with `end` and said `output`.
+fn records_of(
+    job: &Job,
+    end: &job::RunEnd,
+    output: &decode::HookOutput,
+    turn: Option<u32>,
+    event: &HookEvent,
+    stderr_chars: usize,
+) -> [EventData; 2] {
+    let summary = runner::summarize(end, output.note.as_deref(), stderr_chars);
+    let name = event.name();
+    [
+        EventData::HookInvoked {
+            dialect: job.dialect.as_str().to_owned(),
+            event: name.as_str().to_owned(),
+            handler: job.handler_id.clone(),
+            turn,
+            tool_call_id: event.tool_use_id().map(str::to_owned),
+        },
+        EventData::HookResult {
+            dialect: job.dialect.as_str().to_owned(),
+            event: name.as_str().to_owned(),
+            handler: job.handler_id.clone(),
+            decision: output.record_decision().to_owned(),
+            exit_code: end.exit_code,
+            stderr_summary: summary,
+            duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
+            system_message: output.system_message.clone(),
+            sandbox: end.sandbox.as_ref().map(job::Confined::record),
+        },
+    ]
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::gauge::request_bytes;
+use super::gauge::{history_bytes, overhead_bytes, request_bytes};
 use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::provider::{ModelError, ModelRequest};
@@ -19,8 +19,6 @@ use super::services::AgentServices;
 use crate::hooks::{HookEvent, SessionSource};
 use dsh_session::history::{HistoryMessage, derive_with};
 use dsh_session::{CompactionTrigger, Event, EventData};
-
-use super::gauge::{history_bytes, overhead_bytes};
 
 /// Bytes kept of each pruned tool result (its first and last half).
 const KEEP_BYTES: u64 = 2048;
@@ -65,14 +63,19 @@ pub(crate) enum CompactionError {
     Cancelled,
 }
 
-/// One compaction of `agent`: `base` is the request it would send next (its system prompt and
-/// tools are the summary request's prefix), `turn` the turn it runs in.
+/// One compaction of an agent, run by [`Compaction::run`].
 pub(crate) struct Compaction<'a> {
+    /// Whose history is compacted; its log gets the events, its model the summary request.
     pub agent: &'a Arc<Agent>,
+    /// Its hooks and the rest the loop shares.
     pub services: &'a AgentServices,
+    /// The turn it runs in, for the hooks' records.
     pub turn: Option<u32>,
+    /// The turn's cancellation: a cancel stops the summary request.
     pub cancel: &'a CancellationToken,
+    /// Manual or automatic (PreCompact's `trigger`; a manual one keeps only the newest step).
     pub trigger: CompactionTrigger,
+    /// A person's instructions for the summary.
     pub instructions: Option<String>,
     /// The provider refused a request of this many tokens as too long: the window is smaller
     /// than that, whatever dshd was told (a wrong table entry, a proxy's own limit).
@@ -99,8 +102,10 @@ struct Planned {
 
 impl Compaction<'_> {
     /// Runs it: `compaction/start`, PreCompact hooks, the plan, the summary, `compaction/end`,
-    /// then PostCompact and SessionStart (`compact`) hooks. On failure `compaction/end` carries
-    /// the error and nothing changes.
+    /// then PostCompact and SessionStart (`compact`) hooks; `base` is the request the agent
+    /// would send next (its system prompt and tools are the summary request's prefix). On
+    /// failure `compaction/end` carries the error and nothing changes.
+    ///
     /// Nothing is logged when there is nothing to compact (the newest step alone, no long
     /// output): an automatic compaction then lets the request go as it is.
     pub(crate) async fn run(self, base: &ModelRequest) -> Result<(), CompactionError> {
@@ -161,8 +166,8 @@ impl Compaction<'_> {
         run_hooks(self.agent, self.services, self.turn, self.cancel, event).await
     }
 
-    /// The `compaction/end` this compaction appends, or why there is none.
-    /// The budgets of this compaction, in request bytes.
+    /// The budgets of this compaction, in request bytes: the window is the smaller of what dshd
+    /// knows and what the provider refused.
     fn sizes(&self, base: &ModelRequest) -> Sizes {
         let agent = self.agent;
         let window = match (agent.provider().context_window(), self.refused_at) {

@@ -81,7 +81,7 @@ fn a_settings_wrapper_and_a_bare_map_parse_identically() {
 }
 
 #[test]
-fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
+fn unsupported_types_codex_async_and_malformed_hooks_are_skipped_with_warnings() {
     let root = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
         {"type": "prompt", "prompt": "is this ok?"},
         {"type": "http", "url": "ftp://x"},
@@ -94,11 +94,30 @@ fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
     ]}]}});
     for dialect in Dialect::ALL {
         let p = parsed(dialect, &root);
-        let commands: Vec<&str> = p.handlers.iter().map(|h| h.command.as_str()).collect();
-        assert_eq!(commands, ["kept", "also kept"]);
+        let commands: Vec<(&str, bool)> = p
+            .handlers
+            .iter()
+            .map(|h| (h.command.as_str(), h.background))
+            .collect();
+        // Claude Code runs an async command hook in the background; Codex has none.
+        let (kept, async_hooks) = match dialect {
+            Dialect::ClaudeCode => (&commands[1..], &commands[..1]),
+            Dialect::Codex => (&commands[..], &[][..]),
+        };
+        assert_eq!(kept, [("kept", false), ("also kept", false)]);
+        assert_eq!(
+            async_hooks.len(),
+            usize::from(dialect == Dialect::ClaudeCode)
+        );
+        assert!(
+            async_hooks
+                .iter()
+                .all(|(c, background)| *c == "bg" && *background)
+        );
         // Ids keep the file's indices, so they do not shift when a sibling is skipped.
-        assert_eq!(p.handlers[0].id, "/c/f.json#PreToolUse[0][6]");
-        assert_eq!(p.handlers[0].matcher_text, None, "`*` matches everything");
+        let first_kept = &p.handlers[p.handlers.len() - 2];
+        assert_eq!(first_kept.id, "/c/f.json#PreToolUse[0][6]");
+        assert_eq!(first_kept.matcher_text, None, "`*` matches everything");
         let all = p.warnings.join("\n");
         let only = match dialect {
             Dialect::ClaudeCode => "only command and http hooks run",
@@ -118,7 +137,11 @@ fn unsupported_types_async_and_malformed_hooks_are_skipped_with_warnings() {
             ),
             Dialect::Codex => assert!(all.contains("skipping unsupported \"http\" hook"), "{all}"),
         }
-        assert!(all.contains("skipping async hook on PreToolUse"), "{all}");
+        assert_eq!(
+            all.contains("skipping async hook on PreToolUse"),
+            dialect == Dialect::Codex,
+            "{all}"
+        );
         assert!(all.contains("PreToolUse[0][3]: not an object"), "{all}");
         assert!(
             all.contains("PreToolUse[0][4]: no string \"command\""),

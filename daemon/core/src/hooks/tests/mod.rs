@@ -180,6 +180,7 @@ impl Fx {
             model: "test-model".into(),
             sandbox: crate::sandbox::SandboxPolicy::UNCONFINED,
             cancel: CancellationToken::new(),
+            background: None,
             events: None,
         }
     }
