@@ -115,6 +115,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
         model: "bench".into(),
         sandbox: SandboxPolicy::UNCONFINED,
         cancel: CancellationToken::new(),
+        background: None,
         events: None,
     };
 

@@ -92,11 +92,19 @@ pub const SETTLE: Duration = Duration::from_secs(12);
 /// The CPU time (user + system) of `pid` so far, in microseconds (`/proc/<pid>/stat`, so exited
 /// threads count), in 10 ms clock ticks.
 pub fn cpu_us(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/stat: {e}"));
+    // After the command name, which may hold spaces, in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second here).
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 * 10_000.0
+    let tick = |i: usize| -> u64 {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("no field {} in /proc/{pid}/stat", i + 3))
+    };
+    (tick(11) + tick(12)) as f64 * 10_000.0
 }
 
 /// `VmRSS` of `pid`, in KiB.
