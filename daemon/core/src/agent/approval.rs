@@ -269,10 +269,9 @@ async fn ask_hooks(
         &exec.cancel,
         HookEvent::Notification {
             kind: NotificationKind::PermissionPrompt,
-            message: format!(
-                "dsh needs your permission to use {}",
-                hook_tool_name(&rule.tool)
-            ),
+            message: services
+                .hooks
+                .permission_message(hook_tool_name(&rule.tool)),
             title: "Permission needed".to_owned(),
         },
     )

@@ -114,7 +114,9 @@ pub(super) async fn guarded_call(
         }
         approved = change;
     }
+    let started = std::time::Instant::now();
     let mut output = dispatch(tools, exec, &arguments, approved.as_ref()).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !output.ran {
         return CallEnd {
             output,
@@ -122,7 +124,7 @@ pub(super) async fn guarded_call(
             stop: None,
         };
     }
-    let post = after_call(agent, services, exec, arguments, &output).await;
+    let post = after_call(agent, services, exec, arguments, &output, duration_ms).await;
     if let Some(replacement) = post.replacement {
         output.content = replacement;
     }
@@ -156,6 +158,7 @@ async fn after_call(
     exec: &ToolExecution,
     arguments: Value,
     output: &ToolOutput,
+    duration_ms: u64,
 ) -> MergedOutcome {
     let failure = output.is_error.then(|| HookEvent::PostToolUseFailure {
         tool_name: exec.tool_name.clone(),
@@ -163,6 +166,7 @@ async fn after_call(
         tool_use_id: exec.call_id.clone(),
         error: output.content.clone(),
         is_interrupt: exec.cancel.is_cancelled(),
+        duration_ms,
     });
     let mut post = run_hooks(
         agent,
@@ -174,6 +178,7 @@ async fn after_call(
             tool_input: arguments,
             tool_use_id: exec.call_id.clone(),
             tool_response: output.clone(),
+            duration_ms,
         },
     )
     .await

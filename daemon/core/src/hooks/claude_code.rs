@@ -87,11 +87,13 @@ pub(super) fn payload(
             tool_use_id,
             error,
             is_interrupt,
+            duration_ms,
         } => p
             .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id)
             .str("error", error)
-            .bool("is_interrupt", *is_interrupt),
+            .bool("is_interrupt", *is_interrupt)
+            .num("duration_ms", *duration_ms),
         HookEvent::InstructionsLoaded {
             file_path,
             memory_type,
@@ -136,13 +138,15 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
             tool_response,
+            duration_ms,
         } => p
             .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .value(
                 "tool_response",
                 &tools::response(DIALECT, tool_name, tool_response),
             )
-            .str("tool_use_id", tool_use_id),
+            .str("tool_use_id", tool_use_id)
+            .num("duration_ms", *duration_ms),
         HookEvent::Stop {
             stop_hook_active,
             last_assistant_message,

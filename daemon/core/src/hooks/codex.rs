@@ -78,6 +78,7 @@ pub(super) fn payload(
             tool_input,
             tool_use_id,
             tool_response,
+            ..
         } => p
             .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .value(

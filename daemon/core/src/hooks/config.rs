@@ -51,6 +51,9 @@ pub struct HookSettings {
     /// Which command hooks of a confined agent run in its sandbox: those that name, or come
     /// from a file, the agent can write (`auto`), or all (`always`).
     pub sandbox: super::HookSandbox,
+    /// The harness named in Notification messages (`{name} needs your permission to use Bash`):
+    /// Claude Code's own wording by default, which scripts written for it match.
+    pub notification_name: String,
     /// Where the projections are written (not a config key: dshd sets it under its home's run
     /// directory). `None`: a directory under the system's temporary directory.
     #[serde(skip)]
@@ -61,6 +64,8 @@ pub struct HookSettings {
 pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default for [`HookSettings::stop_continuation_cap`].
 pub(super) const DEFAULT_STOP_CONTINUATION_CAP: u32 = 8;
+/// Default for [`HookSettings::notification_name`]: Claude Code's message names Claude.
+pub(super) const DEFAULT_NOTIFICATION_NAME: &str = "Claude";
 /// Default for [`HookSettings::stderr_summary_chars`].
 pub(super) const DEFAULT_STDERR_SUMMARY_CHARS: usize = 500;
 
@@ -72,6 +77,7 @@ impl Default for HookSettings {
             project_hooks: false,
             claude_code_transcript: super::TranscriptMode::Session,
             sandbox: super::HookSandbox::Auto,
+            notification_name: DEFAULT_NOTIFICATION_NAME.to_owned(),
             transcript_dir: None,
             default_timeout: DEFAULT_TIMEOUT,
             stop_continuation_cap: DEFAULT_STOP_CONTINUATION_CAP,

@@ -326,6 +326,8 @@ pub enum HookEvent {
         tool_use_id: String,
         /// What the tool returned.
         tool_response: ToolOutput,
+        /// How long the call ran (Claude Code's `duration_ms`).
+        duration_ms: u64,
     },
     /// A tool call failed. Claude Code only.
     PostToolUseFailure {
@@ -339,6 +341,8 @@ pub enum HookEvent {
         error: String,
         /// True when the call failed because the turn was interrupted.
         is_interrupt: bool,
+        /// How long the call ran (Claude Code's `duration_ms`).
+        duration_ms: u64,
     },
     /// A person is notified. Claude Code only.
     Notification {

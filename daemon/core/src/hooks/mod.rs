@@ -285,6 +285,15 @@ impl Hooks {
         self.settings.stop_continuation_cap
     }
 
+    /// The Notification message of a call of `tool` (its name as hooks know it) waiting for a
+    /// person: Claude Code's wording, with `hooks.notification_name`.
+    pub fn permission_message(&self, tool: &str) -> String {
+        format!(
+            "{} needs your permission to use {tool}",
+            self.settings.notification_name
+        )
+    }
+
     /// The settings in force (after sanitizing).
     pub fn settings(&self) -> &HookSettings {
         &self.settings

@@ -48,6 +48,11 @@ impl Payload {
         self.value(key, &value.map_or(Value::Null, Value::from))
     }
 
+    /// Appends a number.
+    pub(super) fn num(self, key: &str, value: u64) -> Self {
+        self.value(key, &Value::from(value))
+    }
+
     /// Appends a boolean value.
     pub(super) fn bool(self, key: &str, value: bool) -> Self {
         self.value(key, &Value::Bool(value))

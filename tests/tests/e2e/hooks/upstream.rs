@@ -186,7 +186,8 @@ fn post_tool_use_failure_carries_the_error_and_its_context_reaches_the_model() {
                 "tool_input".into(),
                 "tool_use_id".into(),
                 "error".into(),
-                "is_interrupt".into()
+                "is_interrupt".into(),
+                "duration_ms".into()
             ]),
             "{keys:?}"
         );
@@ -333,7 +334,7 @@ fn a_permission_request_hook_answers_for_git_status_and_leaves_rm_rf_to_people()
     let log = std::fs::read_to_string(w.path("ikigai/logs/current.log")).unwrap();
     assert_eq!(log.matches("Type: permission_prompt").count(), 1, "{log}");
     assert!(
-        log.contains("dsh needs your permission to use Bash"),
+        log.contains("Claude needs your permission to use Bash"),
         "{log}"
     );
 

@@ -256,6 +256,7 @@ pub(super) fn post_tool(tool: &str, input: Value, response: ToolOutput) -> HookE
         tool_input: input,
         tool_use_id: "call-1".into(),
         tool_response: response,
+        duration_ms: 7,
     }
 }
 

@@ -74,7 +74,13 @@ async fn claude_code_payload_keys_in_order_with_a_trailing_newline() {
         &["source", "model"],
         &["prompt"],
         &["tool_name", "tool_input", "tool_use_id"],
-        &["tool_name", "tool_input", "tool_response", "tool_use_id"],
+        &[
+            "tool_name",
+            "tool_input",
+            "tool_response",
+            "tool_use_id",
+            "duration_ms",
+        ],
         &["stop_hook_active", "last_assistant_message"],
         &["agent_id", "agent_type"],
         &[
@@ -521,6 +527,7 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
         tool_use_id: "c1".into(),
         error: "exit code 1".into(),
         is_interrupt: false,
+        duration_ms: 7,
     };
     let asked = HookEvent::PermissionRequest {
         tool_name: "bash".into(),
@@ -529,7 +536,7 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
     };
     let notified = HookEvent::Notification {
         kind: crate::hooks::NotificationKind::PermissionPrompt,
-        message: "dsh needs your permission to use Bash".into(),
+        message: "Claude needs your permission to use Bash".into(),
         title: "Permission needed".into(),
     };
     let broke = HookEvent::StopFailure {
@@ -546,6 +553,7 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
                 "tool_use_id",
                 "error",
                 "is_interrupt",
+                "duration_ms",
             ],
         ),
         (asked.clone(), &["tool_name", "tool_input"]),

@@ -197,7 +197,7 @@ fn record(
             json!({"role": "user", "content": message.text}),
             !matches!(message.source, MessageSource::User),
         ),
-        EventData::AssistantMessage { message, .. } => {
+        EventData::AssistantMessage { message, usage, .. } => {
             let mut content = Vec::new();
             if !message.text.is_empty() {
                 content.push(json!({"type": "text", "text": message.text}));
@@ -215,19 +215,26 @@ fn record(
             } else {
                 "tool_use"
             };
-            (
-                "assistant",
-                json!({
-                    "id": format!("msg_{}_{}", header.id.as_str(), event.seq),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": content,
-                    "stop_reason": stop,
-                    "stop_sequence": null,
-                }),
-                false,
-            )
+            let mut message = json!({
+                "id": format!("msg_{}_{}", header.id.as_str(), event.seq),
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": null,
+            });
+            // The provider's counts in the Messages API's shape, which token loggers read;
+            // absent when the provider reported none (never a zero it did not report).
+            if let Some(usage) = usage {
+                message["usage"] = json!({
+                    "input_tokens": usage.input_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": usage.cache_read_tokens.unwrap_or(0),
+                    "output_tokens": usage.output_tokens,
+                });
+            }
+            ("assistant", message, false)
         }
         EventData::ToolResult {
             call_id,
@@ -350,7 +357,12 @@ mod tests {
                             arguments: json!({"command": "ls", "timeout_ms": 5}),
                         }],
                     },
-                    usage: None,
+                    usage: Some(dsh_session::Usage {
+                        input_tokens: 120,
+                        output_tokens: 30,
+                        cache_read_tokens: Some(20),
+                        reasoning_tokens: None,
+                    }),
                 },
             ),
         ]);
@@ -397,6 +409,13 @@ mod tests {
                     "input": {"command": "ls", "timeout": 5}}])
         );
         assert_eq!(lines[2]["message"]["content"][0]["tool_use_id"], "c1");
+        // The provider's usage, in the shape token loggers read.
+        assert_eq!(
+            lines[1]["message"]["usage"],
+            json!({"input_tokens": 120, "cache_creation_input_tokens": 0,
+                   "cache_read_input_tokens": 20, "output_tokens": 30})
+        );
+        assert!(lines[2]["message"].get("usage").is_none());
         assert_eq!(lines[0]["timestamp"], "2025-12-02T13:00:00.123Z");
         transcripts.forget(&header.id);
         assert!(!path.exists());
