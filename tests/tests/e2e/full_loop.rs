@@ -111,9 +111,11 @@ fn first_turn_bash_sees_current_facts_only_and_the_transcript_appears_at_the_che
         seen["sourced"], "no",
         "the agent's bash sourced the startup file"
     );
+    // A UserPromptSubmit hook is configured: the session was stored just before it ran, so that
+    // no hook is handed a path that does not exist (the next test has no hook).
     assert_eq!(
-        seen["exists"], "no",
-        "the transcript existed during the first step of the first turn"
+        seen["exists"], "yes",
+        "the session was not stored before its first hook"
     );
 
     let text = std::fs::read_to_string(&path).expect("the turn's checkpoints wrote the transcript");
@@ -154,4 +156,29 @@ fn first_turn_bash_sees_current_facts_only_and_the_transcript_appears_at_the_che
         assert!(!hook_seen.contains_key(name), "{name} reached the hook");
     }
     assert!(!marker.exists(), "some child sourced the startup file");
+}
+
+/// Without hooks nothing stores a session early: the transcript appears at the first turn's
+/// checkpoint, after its first step (the path the bash call is given is honest, and empty).
+#[test]
+fn without_hooks_the_transcript_appears_at_the_first_turns_checkpoint() {
+    let daemon = TestDaemon::start_with(DaemonSpec {
+        args: vec!["--persistence".into(), "jsonl".into()],
+        ..DaemonSpec::default()
+    });
+    let cwd = workdir(&daemon, "project");
+    let check = r#"if [ -e "$DSH_SESSION_JSONL" ]; then echo exists=yes; else echo exists=no; fi"#;
+    let agent = new_agent(
+        &daemon,
+        &cwd,
+        &json!({"replies": [{"tool_calls": [bash_call(check)]}, {"text": "Done."}]}),
+    );
+    let path = locate(&daemon, &agent).expect("the JSONL backend names a transcript");
+    let events = prompt(&daemon, &agent, "is it there?");
+    let results = prompt_results(&events);
+    assert_eq!(key_values(&results[0].content)["exists"], "no");
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "the checkpoint wrote it"
+    );
 }

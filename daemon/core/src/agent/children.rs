@@ -49,6 +49,12 @@ impl ChildAgents for AgentRegistry {
                 background: Some(parent.background_token()),
                 events: Some(parent.clone()),
             };
+            super::hook_run::store_for_hooks(
+                &parent,
+                self.services(),
+                crate::hooks::EventName::SubagentStart,
+            )
+            .await;
             let start = hooks
                 .run(
                     &ctx,

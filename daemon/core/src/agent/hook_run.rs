@@ -11,6 +11,18 @@ use super::services::AgentServices;
 use crate::call::AGENT_TYPE;
 use crate::hooks::{EventName, HookContext, HookEvent, HookRun, SubagentOf};
 
+/// Stores `agent`'s session first when nothing of it is stored yet and a hook of `name` is about
+/// to run: a hook is never handed a `transcript_path` that does not exist (a new session's file
+/// is made by its first checkpoint, which this is). A failure is logged; the hook runs anyway.
+pub(super) async fn store_for_hooks(agent: &Arc<Agent>, services: &AgentServices, name: EventName) {
+    if !agent.nothing_stored().await || !services.hooks.handles(name, &agent.header().cwd).await {
+        return;
+    }
+    if let Err(error) = agent.checkpoint(services).await {
+        tracing::warn!(session = %agent.id(), %error, "cannot store the session before its first hook");
+    }
+}
+
 /// Runs `event`'s hooks for `agent` and appends their records to its log.
 pub(super) async fn run_hooks(
     agent: &Arc<Agent>,
@@ -19,6 +31,7 @@ pub(super) async fn run_hooks(
     cancel: &CancellationToken,
     event: HookEvent,
 ) -> HookRun {
+    store_for_hooks(agent, services, event.name()).await;
     let ctx = HookContext {
         header: agent.header().clone(),
         subagent: agent.parent_session().map(|parent| SubagentOf {

@@ -564,6 +564,11 @@ impl Agent {
         })
     }
 
+    /// Whether nothing of its session is stored yet (a new session before its first checkpoint).
+    pub(crate) async fn nothing_stored(&self) -> bool {
+        self.cursor.lock().await.nothing_stored()
+    }
+
     /// Makes the log durable in the active backend. A backend that writes in place (the file
     /// backends on dshd's runtime) writes the log's tail borrowed, the log read-locked meanwhile;
     /// for any other the log is locked only while the tail is copied.

@@ -118,6 +118,12 @@ pub struct DurableCursor {
 }
 
 impl DurableCursor {
+    /// Whether nothing of the session was ever stored by this dshd (a new session before its
+    /// first checkpoint).
+    pub fn nothing_stored(&self) -> bool {
+        self.generation.is_none()
+    }
+
     /// A cursor for a log whose first `stored` events are already durable in the active backend
     /// generation `generation` (e.g. a session just loaded from it).
     pub fn at(generation: u64, stored: u64) -> Self {

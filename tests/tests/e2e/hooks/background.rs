@@ -86,7 +86,8 @@ fn closing_the_agent_kills_its_async_hooks() {
     let agent = w.agent(&json!({"replies": [bash_reply("", "echo hi"), {"text": "done"}]}));
     assert_eq!(w.prompt(&agent, "go").kind(), "completed");
     let pid = w.pid("forever.sh.pid");
-    assert!(alive(pid, "4242"));
+    // The pid is written just before the script becomes `sleep 4242`.
+    assert!(eventually(PATIENCE, || alive(pid, "4242")));
     assert!(
         w.daemon
             .dshctl(&["agent", "close", &agent])

@@ -66,7 +66,7 @@ fn probe_call(w: &World, n: u32) -> Value {
 }
 
 #[test]
-fn a_first_turns_transcript_path_is_the_located_jsonl_file_which_no_hook_creates() {
+fn a_first_turns_transcript_path_is_the_located_jsonl_file_and_exists_for_its_hooks() {
     let w = world();
     let agent = w.agent(&json!({"replies": [probe_call(&w, 1), {"text": "done"}]}));
     let located = w
@@ -84,11 +84,11 @@ fn a_first_turns_transcript_path_is_the_located_jsonl_file_which_no_hook_creates
     let codex = parse(&w.read("codex.json"));
     assert_eq!(cc["transcript_path"], located.as_str());
     assert_eq!(codex["transcript_path"], located.as_str());
-    // While the hooks ran, and when the tool ran after them, the file did not exist yet: the hooks
-    // got a location without anything being created or flushed for them.
-    assert_eq!(w.read("cc.exists"), "absent\n");
-    assert_eq!(w.read("codex.exists"), "absent\n");
-    assert_eq!(w.read("tool.exists"), "absent\n");
+    // The session was stored before its first hook ran: every hook, and the tool after them,
+    // found the file at the path they were given.
+    assert_eq!(w.read("cc.exists"), "present\n");
+    assert_eq!(w.read("codex.exists"), "present\n");
+    assert_eq!(w.read("tool.exists"), "present\n");
     // The turn's checkpoints wrote the session exactly there.
     assert!(Path::new(&located).is_file(), "no transcript at {located}");
     assert_eq!(w.locate(&agent).as_deref(), Some(located.as_str()));
