@@ -456,14 +456,20 @@ impl TurnRun {
 
     async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
         let request = self.request(tools);
-        let bytes = gauge::request_bytes(&request);
-        self.agent.gauge(|g| g.sending(bytes));
+        let provider = self.agent.provider();
+        // Measured only where a figure comes of it (a known window, or the provider's usage):
+        // the scripted model's long turns pay nothing per step for it.
+        let bytes = provider
+            .context_window()
+            .map(|_| gauge::request_bytes(&request));
+        if let Some(bytes) = bytes {
+            self.agent.gauge(|g| g.sending(bytes));
+        }
         let progress = StepProgress {
             agent: &self.agent,
             turn: self.turn,
             step,
         };
-        let provider = self.agent.provider();
         let reply = tokio::select! {
             reply = provider.complete(&request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),
@@ -472,6 +478,7 @@ impl TurnRun {
             usage: Some(usage), ..
         }) = &reply
         {
+            let bytes = bytes.unwrap_or_else(|| gauge::request_bytes(&request));
             self.agent.gauge(|g| g.observe(bytes, usage));
         }
         reply

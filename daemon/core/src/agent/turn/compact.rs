@@ -35,7 +35,9 @@ impl TurnRun {
                         ),
                     }));
                 }
-                let refused = self.agent.gauge(|g| g.used());
+                // The refused request's size (estimated as every request is).
+                let bytes = gauge::request_bytes(&self.request(tools));
+                let refused = self.agent.gauge(|g| g.tokens(bytes));
                 self.compact(CompactionTrigger::Auto, None, Some(refused), tools)
                     .await
                     .map_err(StepFailure::Ended)?;
