@@ -1,30 +1,53 @@
 //! How full an agent's context is: the bytes of a request, and how many tokens they are, learnt
 //! from the provider's usage. Every estimate of the compaction and the turn is in these units.
 
-use dsh_session::Usage;
 use dsh_session::history::HistoryMessage;
+use dsh_session::{ToolCallRequest, Usage};
 
 use super::provider::ModelRequest;
 use crate::call::ToolSchema;
 
+/// Bytes for the JSON around one message or call.
+const FRAME: usize = 32;
+
 /// Bytes a message adds to a request: its text, its calls' names and arguments, and a little for
 /// the JSON around them.
 pub(crate) fn message_bytes(message: &HistoryMessage) -> u64 {
-    const FRAME: usize = 32;
-    let bytes = match message {
-        HistoryMessage::User { text, .. } => text.len(),
-        HistoryMessage::Assistant { text, tool_calls } => {
-            text.len()
-                + tool_calls
-                    .iter()
-                    .map(|c| c.id.len() + c.name.len() + c.arguments.to_string().len() + FRAME)
-                    .sum::<usize>()
-        }
+    match message {
+        HistoryMessage::User { text, .. } => (text.len() + FRAME) as u64,
+        HistoryMessage::Assistant { text, tool_calls } => assistant_bytes(text, tool_calls),
         HistoryMessage::ToolResult {
             call_id, content, ..
-        } => call_id.len() + content.len(),
-    };
-    (bytes + FRAME) as u64
+        } => (call_id.len() + content.len() + FRAME) as u64,
+    }
+}
+
+/// [`message_bytes`] of an assistant message, from its parts (the log's event has them too).
+pub(crate) fn assistant_bytes(text: &str, tool_calls: &[ToolCallRequest]) -> u64 {
+    let calls: usize = tool_calls
+        .iter()
+        .map(|c| c.id.len() + c.name.len() + json_len(&c.arguments) + FRAME)
+        .sum();
+    (text.len() + calls + FRAME) as u64
+}
+
+/// The length of `value` as compact JSON, counted without building the text (every step
+/// measures every call of the history).
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Bytes `messages` add to a request.
@@ -92,4 +115,15 @@ pub(crate) fn overhead_bytes(system: &str, tools: &[ToolSchema]) -> u64 {
         .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len() + 64)
         .sum();
     (system.len() + tools) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_calls_arguments_count_as_their_compact_json() {
+        let value = serde_json::json!({"command": "echo \"é\"", "n": [1, 2.5, null], "ok": true});
+        assert_eq!(json_len(&value), value.to_string().len());
+    }
 }

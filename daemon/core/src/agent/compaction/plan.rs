@@ -1,7 +1,6 @@
 //! What a compaction prunes and which span it summarises, decided from the log alone (pure, so
 //! it is tested without a model).
 
-use dsh_session::history::HistoryMessage;
 use dsh_session::{Event, EventData, MessageSource};
 
 /// What a compaction will do to the history.
@@ -21,10 +20,7 @@ fn event_bytes(event: &Event) -> u64 {
     match &event.data {
         EventData::UserMessage { message } => message.text.len() as u64 + 32,
         EventData::AssistantMessage { message, .. } => {
-            super::super::gauge::message_bytes(&HistoryMessage::Assistant {
-                text: message.text.clone(),
-                tool_calls: message.tool_calls.clone(),
-            })
+            super::super::gauge::assistant_bytes(&message.text, &message.tool_calls)
         }
         EventData::ToolResult {
             call_id, content, ..
