@@ -184,8 +184,9 @@ fn file_name(id: &SessionId) -> String {
     format!("{}.jsonl", id.as_str())
 }
 
-/// The Claude Code record of `event`, when it has one.
-fn record(
+/// The Claude Code record of `event`, when it has one: the hooks' projection, and the
+/// `claude-jsonl` export (`transfer/claude.rs`), which writes the same records.
+pub(crate) fn record(
     header: &SessionHeader,
     model: &str,
     event: &Event,
@@ -272,7 +273,7 @@ fn record(
 }
 
 /// Unix milliseconds as RFC 3339 UTC with milliseconds, as Claude Code writes them.
-fn timestamp(ms: i64) -> String {
+pub(crate) fn timestamp(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);
