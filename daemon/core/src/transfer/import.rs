@@ -69,6 +69,9 @@ impl Context<'_> {
     /// Zstandard stream).
     pub(super) fn line_error(&self, container: &str, error: LineError) -> TransferError {
         match error {
+            LineError::Io(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.bad(format!("{container} is cut short ({error})"))
+            }
             LineError::Io(error) => self.bad(format!("{container} cannot be read: {error}")),
             LineError::TooLong { line } => self.bad(format!(
                 "line {line} of {container} is longer than {} MiB",

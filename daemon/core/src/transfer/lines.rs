@@ -37,8 +37,9 @@ impl<R: BufRead> Lines<R> {
     /// batching); `None` at the end.
     pub(super) fn next_line(&mut self) -> Result<Option<(u64, &[u8], usize)>, LineError> {
         self.buf.clear();
+        // At most MAX_LINE bytes, so the buffer never grows past it (a growing buffer doubles).
         let read = (&mut self.reader)
-            .take(MAX_LINE + 1)
+            .take(MAX_LINE)
             .read_until(b'\n', &mut self.buf)
             .map_err(LineError::Io)?;
         if read == 0 {
@@ -46,8 +47,11 @@ impl<R: BufRead> Lines<R> {
         }
         self.number += 1;
         let whole = self.buf.last() == Some(&b'\n');
-        if !whole && self.buf.len() as u64 > MAX_LINE {
-            return Err(LineError::TooLong { line: self.number });
+        if !whole && self.buf.len() as u64 >= MAX_LINE {
+            let more = self.reader.fill_buf().map_err(LineError::Io)?;
+            if !more.is_empty() {
+                return Err(LineError::TooLong { line: self.number });
+            }
         }
         let mut line: &[u8] = &self.buf;
         if whole {

@@ -106,7 +106,10 @@ fn event_md(out: &mut String, event: &Event) {
             );
         }
         EventData::StepStart { turn, step } => note(out, format!("Step {turn}.{step}")),
-        EventData::StepEnd { .. } => {}
+        // Invisible when the Markdown is shown, there for a reader of its text.
+        EventData::StepEnd { turn, step } => {
+            let _ = writeln!(out, "<!-- end of step {turn}.{step} -->\n");
+        }
         EventData::UserMessage { message } => match &message.source {
             MessageSource::User => {
                 let _ = writeln!(out, "**User:**\n\n{}\n", quote(&message.text));
