@@ -354,7 +354,7 @@ impl persistence_server::Persistence for PersistenceService {
     async fn import(&self, request: Request<v1::ImportRequest>) -> Reply<v1::ImportResponse> {
         let backend = self.describe();
         let handle = self.backends.handle();
-        let imported = super::transfer::import(&handle, request.into_inner()).await?;
+        let imported = super::transfer::import(handle, request.into_inner()).await?;
         Ok(Response::new(v1::ImportResponse {
             session_id: imported.id.as_str().to_owned(),
             format: imported.format.to_owned(),

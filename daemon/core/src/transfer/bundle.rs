@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
-use super::export::Copy;
-use super::import::{Context, Found, log_or_transcript};
+use super::context::{Context, Found};
+use super::copy::Copy;
+use super::jsonl::log_or_transcript;
 use super::{BUNDLE_VERSION, TransferError};
 use crate::persistence::PersistenceError;
 use crate::persistence::jsonl::{header_line, session_dir_name, write_event_lines};

@@ -17,8 +17,8 @@ use std::io::BufRead;
 use serde_json::{Value, json};
 
 use super::TransferError;
-use super::export::Copy;
-use super::import::{Context, Found};
+use super::context::{Context, Found};
+use super::copy::Copy;
 use super::lines::Lines;
 use crate::hooks::{claude_record, from_claude_code};
 use dsh_session::{
@@ -98,13 +98,11 @@ pub(super) fn import<R: BufRead>(
     container: &str,
     cx: &mut Context<'_>,
 ) -> Result<Found, TransferError> {
-    let original_id = first
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let mut original_id = None;
     let mut answer: Option<Answer> = None;
     let mut started = false;
     record(cx, first, &mut answer, &mut started)?;
+    remember_id(&mut original_id, first);
     while let Some((n, line, bytes)) = lines.next_line().map_err(|e| cx.line_error(container, e))? {
         cx.builder.consumed(bytes);
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -116,6 +114,7 @@ pub(super) fn import<R: BufRead>(
             ))
         })?;
         record(cx, &value, &mut answer, &mut started)?;
+        remember_id(&mut original_id, &value);
     }
     if let Some(answer) = answer.take() {
         emit(cx, answer)?;
@@ -126,6 +125,16 @@ pub(super) fn import<R: BufRead>(
         format: "claude-jsonl",
         original_id,
     })
+}
+
+/// The transcript's session id: the first record's that names one (a `summary` names none).
+fn remember_id(id: &mut Option<String>, value: &Value) {
+    if id.is_none() {
+        *id = value
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
 }
 
 fn record(
@@ -159,10 +168,10 @@ fn record(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            if answer.as_ref().is_some_and(|a| a.id != id || id.is_empty()) {
-                if let Some(done) = answer.take() {
-                    emit(cx, done)?;
-                }
+            if answer.as_ref().is_some_and(|a| a.id != id || id.is_empty())
+                && let Some(done) = answer.take()
+            {
+                emit(cx, done)?;
             }
             let current = answer.get_or_insert_with(|| Answer {
                 id,

@@ -4,10 +4,11 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::copy::Copy;
 use super::{TransferError, bundle, claude, markdown};
 use crate::agent::{Agent, AgentRegistry};
 use crate::persistence::{BackendKind, Persistence, PersistenceError};
-use dsh_session::{Event, Origin, SessionHeader, SessionId};
+use dsh_session::{Origin, SessionHeader, SessionId};
 
 /// What an export is written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,16 +49,6 @@ pub struct Exported {
     pub file_name: String,
     /// The session and the descendants exported with it.
     pub sessions: Vec<SessionId>,
-}
-
-/// One session as exported: its header and events and, from a JSONL store, its log's bytes as
-/// stored (the bundle copies them unchanged).
-#[derive(Debug)]
-pub(super) struct Copy {
-    pub(super) header: SessionHeader,
-    pub(super) events: Vec<Event>,
-    pub(super) raw: Option<Vec<u8>>,
-    pub(super) backend: BackendKind,
 }
 
 /// Exports session `id` (live or stored in the active backend) as `format`; with `descendants`,

@@ -16,6 +16,10 @@ pub(super) enum LineError {
     TooLong { line: u64 },
 }
 
+/// A line: its number (from 1), its bytes without the newline, and how many bytes of the
+/// source it took.
+pub(super) type Line<'a> = (u64, &'a [u8], usize);
+
 /// The lines of a reader, numbered from 1, each without its `\n`; a last line without one is
 /// returned as it is (its parser decides whether it is whole).
 pub(super) struct Lines<R> {
@@ -35,7 +39,7 @@ impl<R: BufRead> Lines<R> {
 
     /// The next line: its number and bytes, and the bytes it took from the source (for
     /// batching); `None` at the end.
-    pub(super) fn next_line(&mut self) -> Result<Option<(u64, &[u8], usize)>, LineError> {
+    pub(super) fn next_line(&mut self) -> Result<Option<Line<'_>>, LineError> {
         self.buf.clear();
         // At most MAX_LINE bytes, so the buffer never grows past it (a growing buffer doubles).
         let read = (&mut self.reader)

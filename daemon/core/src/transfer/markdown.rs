@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::export::Copy;
+use super::copy::Copy;
 use dsh_session::{Event, EventData, MessageSource, TurnEndReason};
 
 /// Outputs longer than this many bytes are cut to their head and tail.

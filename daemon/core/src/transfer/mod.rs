@@ -12,8 +12,11 @@
 mod builder;
 mod bundle;
 mod claude;
+mod context;
+mod copy;
 mod export;
 mod import;
+mod jsonl;
 mod lines;
 mod markdown;
 mod upstream;

@@ -11,7 +11,7 @@ use std::io::BufRead;
 use serde_json::Value;
 
 use super::TransferError;
-use super::import::Context;
+use super::context::Context;
 use super::lines::Lines;
 use dsh_session::{
     AbortCause, AssistantMessage, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage,

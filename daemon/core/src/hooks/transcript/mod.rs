@@ -260,7 +260,10 @@ pub(crate) fn record(
         "userType": "external",
         "cwd": header.cwd.to_string_lossy(),
         "sessionId": header.id.as_str(),
-        "version": concat!("dsh-", env!("CARGO_PKG_VERSION")),
+        // A semver string, as Claude Code writes its own: readers check it (ccusage drops a
+        // record whose `version` is not one); `entrypoint` says which program wrote it.
+        "version": env!("CARGO_PKG_VERSION"),
+        "entrypoint": "dsh",
         "type": kind,
         "message": message,
         "uuid": format!("{}-{}", header.id.as_str(), event.seq),
