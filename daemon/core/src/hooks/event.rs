@@ -129,7 +129,8 @@ impl EventName {
     /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart,
     /// Notification, StopFailure and SessionEnd only observe, and PostToolUse(Failure) comes after
     /// the tool ran: the references list them as unable to block (a PostToolUse block is
-    /// feedback, see `merge.rs`). PermissionRequest decides allow or deny.
+    /// feedback, see `merge.rs`). PermissionRequest decides allow or deny; PreCompact blocks
+    /// for Claude Code's hooks only (`merge.rs`).
     pub fn can_block(self) -> bool {
         !matches!(
             self,
@@ -141,7 +142,6 @@ impl EventName {
                 | Self::Notification
                 | Self::StopFailure
                 | Self::InstructionsLoaded
-                | Self::PreCompact
                 | Self::PostCompact
         )
     }
