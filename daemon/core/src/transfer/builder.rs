@@ -84,6 +84,11 @@ impl Builder {
         self.last_step
     }
 
+    /// The time of the last event (for a record that has none).
+    pub(super) fn last_time(&self) -> i64 {
+        self.last_time
+    }
+
     /// The number the next turn a source does not number gets.
     pub(super) fn next_turn(&self) -> u32 {
         self.last_turn.saturating_add(1)
@@ -96,8 +101,6 @@ impl Builder {
 
     /// Appends `data` logged at `time`, keeping track of open turns, steps and calls.
     pub(super) fn push(&mut self, time: i64, data: EventData) -> Result<(), TransferError> {
-        // A source whose clock went backwards still gives a log whose times never do.
-        let time = time.max(self.last_time);
         self.last_time = time;
         match &data {
             EventData::TurnStart { turn } => {

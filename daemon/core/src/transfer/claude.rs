@@ -159,7 +159,7 @@ fn record(
         .get("timestamp")
         .and_then(Value::as_str)
         .and_then(parse_time)
-        .unwrap_or(0);
+        .unwrap_or_else(|| cx.builder.last_time());
     let message = value.get("message").unwrap_or(&Value::Null);
     match value.get("type").and_then(Value::as_str) {
         Some("assistant") => {

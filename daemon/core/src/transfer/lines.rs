@@ -1,7 +1,7 @@
 //! Reading a source a line at a time with a bound on each line, so that a file of any size (a
 //! 2 GiB log, or 2 GiB without a newline) is read in bounded memory.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 
 /// The longest line read. An event holds at most one model reply or tool output, which dshd
 /// caps far below this; a longer line is not a log line.
@@ -41,22 +41,34 @@ impl<R: BufRead> Lines<R> {
     /// batching); `None` at the end.
     pub(super) fn next_line(&mut self) -> Result<Option<Line<'_>>, LineError> {
         self.buf.clear();
-        // At most MAX_LINE bytes, so the buffer never grows past it (a growing buffer doubles).
-        let read = (&mut self.reader)
-            .take(MAX_LINE)
-            .read_until(b'\n', &mut self.buf)
-            .map_err(LineError::Io)?;
+        let mut read = 0usize;
+        let mut whole = false;
+        while !whole {
+            let available = self.reader.fill_buf().map_err(LineError::Io)?;
+            if available.is_empty() {
+                break;
+            }
+            let take = match available.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    whole = true;
+                    end + 1
+                }
+                None => available.len(),
+            };
+            if (self.buf.len() + take) as u64 > MAX_LINE {
+                return Err(LineError::TooLong {
+                    line: self.number + 1,
+                });
+            }
+            grow(&mut self.buf, take);
+            self.buf.extend_from_slice(&available[..take]);
+            self.reader.consume(take);
+            read += take;
+        }
         if read == 0 {
             return Ok(None);
         }
         self.number += 1;
-        let whole = self.buf.last() == Some(&b'\n');
-        if !whole && self.buf.len() as u64 >= MAX_LINE {
-            let more = self.reader.fill_buf().map_err(LineError::Io)?;
-            if !more.is_empty() {
-                return Err(LineError::TooLong { line: self.number });
-            }
-        }
         let mut line: &[u8] = &self.buf;
         if whole {
             line = &line[..line.len() - 1];
@@ -66,6 +78,19 @@ impl<R: BufRead> Lines<R> {
         }
         Ok(Some((self.number, line, read)))
     }
+}
+
+/// Makes room for `more` bytes in `buf`, doubling as a `Vec` would but never past
+/// [`MAX_LINE`]: a doubling past it would hold twice the bound (and, while it copies, three
+/// times).
+fn grow(buf: &mut Vec<u8>, more: usize) {
+    let needed = buf.len() + more;
+    if needed <= buf.capacity() {
+        return;
+    }
+    let bound = usize::try_from(MAX_LINE).unwrap_or(usize::MAX);
+    let target = (buf.capacity() * 2).max(needed).min(bound).max(needed);
+    buf.reserve_exact(target - buf.len());
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ mod import;
 mod jsonl;
 mod lines;
 mod markdown;
+#[cfg(test)]
+mod tests;
 mod upstream;
 
 use std::path::PathBuf;

@@ -180,6 +180,9 @@ fn a_2_gib_file_is_read_in_bounded_memory() {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
-    // The line bound and a read buffer, far from the file's 2 GiB.
-    assert!(peak_kib < 700 * 1024, "dshd peaked at {peak_kib} KiB");
+    // About twice the line bound (256 MiB): the line's buffer while it last doubles, and the
+    // smaller ones before it, freed but not yet returned by the allocator. Far from the file's
+    // 2 GiB, and the same for any larger file.
+    eprintln!("dshd peaked at {peak_kib} KiB importing a 2 GiB file");
+    assert!(peak_kib < 640 * 1024, "dshd peaked at {peak_kib} KiB");
 }
