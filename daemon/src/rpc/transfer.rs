@@ -45,20 +45,21 @@ pub async fn export(
             .map(|s| s.as_str().to_owned())
             .collect::<Vec<_>>(),
     ));
-    let bytes = exported.bytes;
+    // Slices of one buffer: the export is not copied again to be sent.
+    let bytes = tonic::codegen::Bytes::from(exported.bytes);
     let mut chunks = Vec::with_capacity(bytes.len() / CHUNK + 1);
-    let mut rest = &bytes[..];
+    let mut at = 0;
     loop {
-        let (data, after) = rest.split_at(rest.len().min(CHUNK));
+        let end = bytes.len().min(at + CHUNK);
         let (file_name, session_ids) = first.take().unwrap_or_default();
         chunks.push(Ok(v1::ExportChunk {
-            data: data.to_vec(),
+            data: bytes.slice(at..end),
             file_name,
             size: if session_ids.is_empty() { 0 } else { size },
             session_ids,
         }));
-        rest = after;
-        if rest.is_empty() {
+        at = end;
+        if at >= bytes.len() {
             break;
         }
     }

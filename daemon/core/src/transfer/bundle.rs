@@ -28,16 +28,16 @@ pub(super) const ROOT_LOG: &str = "session.jsonl";
 /// The manifest's name.
 pub(super) const MANIFEST: &str = "manifest.json";
 
-/// The bundle of `copies` (the root session first).
-pub(super) fn write(copies: &[Copy]) -> Result<Vec<u8>, TransferError> {
+/// The bundle of `copies` (the root session first). The logs are stored, not compressed: an
+/// export then costs what copying the bytes costs (DECISIONS.md, "Export and import").
+pub(super) fn write(copies: Vec<Copy>) -> Result<Vec<u8>, TransferError> {
     let failed = |e: &dyn std::fmt::Display| PersistenceError::Task {
         what: "export",
         message: format!("writing the bundle: {e}"),
     };
-    let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
     let mut sessions = Vec::new();
     let mut logs = Vec::new();
-    for (i, copy) in copies.iter().enumerate() {
+    for (i, copy) in copies.into_iter().enumerate() {
         let path = if i == 0 {
             ROOT_LOG.to_owned()
         } else {
@@ -47,8 +47,8 @@ pub(super) fn write(copies: &[Copy]) -> Result<Vec<u8>, TransferError> {
             )
         };
         let verbatim = copy.raw.is_some();
-        let bytes = match &copy.raw {
-            Some(raw) => raw.clone(),
+        let bytes = match copy.raw {
+            Some(raw) => raw,
             None => {
                 let mut bytes = header_line(&copy.header);
                 write_event_lines(&mut bytes, &copy.events).map_err(|e| failed(&e))?;
@@ -59,7 +59,7 @@ pub(super) fn write(copies: &[Copy]) -> Result<Vec<u8>, TransferError> {
             "id": copy.header.id.as_str(),
             "path": path,
             "parentSession": copy.header.parent_session.as_ref().map(|p| p.as_str()),
-            "events": copy.events.len(),
+            "events": copy.len,
             "backend": copy.backend.as_str(),
             "verbatim": verbatim,
         }));
@@ -74,12 +74,16 @@ pub(super) fn write(copies: &[Copy]) -> Result<Vec<u8>, TransferError> {
         "sessions": sessions,
     });
     let options = SimpleFileOptions::default()
-        .compression_method(CompressionMethod::Deflated)
+        .compression_method(CompressionMethod::Stored)
         .unix_permissions(0o600);
     let manifest = serde_json::to_vec_pretty(&manifest).map_err(|e| failed(&e))?;
+    // The whole archive in one buffer of about its final size: no doubling copies of a long log.
+    let total: usize = logs.iter().map(|(_, b)| b.len() + 512).sum::<usize>() + manifest.len();
+    let mut zip = ZipWriter::new(Cursor::new(Vec::with_capacity(total + 4096)));
     zip.start_file(MANIFEST, options).map_err(|e| failed(&e))?;
     zip.write_all(&manifest).map_err(|e| failed(&e))?;
     for (path, bytes) in logs {
+        let bytes: Vec<u8> = bytes;
         // ZIP64 only where an entry needs it, so every reader opens the usual bundle.
         let options = options.large_file(bytes.len() as u64 >= u64::from(u32::MAX));
         zip.start_file(path, options).map_err(|e| failed(&e))?;

@@ -73,7 +73,7 @@ pub async fn export(
     let file_name = format!("{}.{}", id.as_str(), format.extension());
     // Encoding a long log is CPU work of its own: not on a runtime worker.
     let bytes = tokio::task::spawn_blocking(move || match format {
-        ExportFormat::Bundle => bundle::write(&copies),
+        ExportFormat::Bundle => bundle::write(copies),
         ExportFormat::Markdown => Ok(markdown::render(&copies).into_bytes()),
         ExportFormat::ClaudeJsonl => Ok(claude::export(&copies)),
     })
@@ -137,25 +137,37 @@ async fn read(
         agent.checkpoint(registry.services()).await?;
     }
     let kind = backend.kind();
+    // A bundle from a JSONL store copies the file: only its header is read (parsing a long log
+    // would cost what a resume costs, for nothing).
+    if raw
+        && kind == BackendKind::Jsonl
+        && let Some(header) = backend.header(id).await?
+        && let Some(raw) = stored_bytes(backend.as_ref(), &header).await
+    {
+        let lines = raw.iter().filter(|&&b| b == b'\n').count();
+        return Ok(Copy {
+            header,
+            events: Vec::new(),
+            len: lines.saturating_sub(1),
+            raw: Some(raw),
+            backend: kind,
+        });
+    }
     match backend.inspect(id).await {
-        Ok(stored) => {
-            let raw = match (raw, kind) {
-                (true, BackendKind::Jsonl) => stored_bytes(backend.as_ref(), &stored.header).await,
-                _ => None,
-            };
-            Ok(Copy {
-                header: stored.header,
-                events: stored.events,
-                raw,
-                backend: kind,
-            })
-        }
+        Ok(stored) => Ok(Copy {
+            header: stored.header,
+            len: stored.events.len(),
+            events: stored.events,
+            raw: None,
+            backend: kind,
+        }),
         Err(PersistenceError::NotFound(_)) => match live {
             Some(agent) => {
                 let (header, events) =
                     agent.read_log(|log| (log.header().as_ref().clone(), log.events().to_vec()));
                 Ok(Copy {
                     header,
+                    len: events.len(),
                     events,
                     raw: None,
                     backend: kind,
@@ -169,7 +181,7 @@ async fn read(
 
 /// The bytes of a JSONL log up to its last complete line (a line being appended right now, by the
 /// session's agent, is left out). `None` when the file cannot be read: the bundle then writes the
-/// events it just read, in the same format.
+/// stored events, in the same format.
 async fn stored_bytes(backend: &dyn Persistence, header: &SessionHeader) -> Option<Vec<u8>> {
     let location = backend.locate(header)?;
     let mut bytes = match tokio::fs::read(&location.path).await {

@@ -11,8 +11,10 @@ use super::{TransferError, claude, upstream};
 use crate::persistence::jsonl::parse_header_line;
 use dsh_session::{Event, FORMAT_VERSION, SessionHeader};
 
-/// How many lines after a log's header are looked at to tell dsh's events from upstream's.
+/// How many lines after a log's header (and, so that memory stays bounded, at most how many of
+/// their bytes) are looked at to tell dsh's events from upstream's.
 const SNIFF_LINES: usize = 256;
+const SNIFF_BYTES: usize = 16 * 1024 * 1024;
 
 /// A session log (dsh's or upstream's) or a Claude Code transcript, as JSON lines.
 pub(super) fn log_or_transcript<R: BufRead>(
@@ -47,10 +49,12 @@ fn log<R: BufRead>(
 ) -> Result<Found, TransferError> {
     let mut ahead: Vec<(u64, Vec<u8>, usize)> = Vec::new();
     let mut flavour = None;
-    while ahead.len() < SNIFF_LINES && flavour.is_none() {
+    let mut held = 0usize;
+    while ahead.len() < SNIFF_LINES && held < SNIFF_BYTES && flavour.is_none() {
         match lines.next_line().map_err(|e| cx.line_error(container, e))? {
             Some((n, line, bytes)) => {
                 flavour = sniff(line);
+                held += line.len();
                 ahead.push((n, line.to_vec(), bytes));
             }
             None => break,
@@ -132,19 +136,22 @@ fn dsh_line(
     cx.builder.push(event.time, event.data)
 }
 
-/// Whether an event line is dsh's (`Some(true)`) or upstream's (`Some(false)`), when its type
-/// tells: the two vocabularies share names, and differ in the shape of messages.
+/// Whether an event line is dsh's (`Some(true)`) or upstream's (`Some(false)`), when it tells:
+/// the two vocabularies share names. A message (`user/message`, `assistant/message`,
+/// `tool/result`) is dsh's when it reads as dsh's event, whose members are checked strictly;
+/// a type only one of them has tells by itself; the shared ones whose data has the same shape
+/// (turns, steps, `tool/call`, `session/end-seed`) tell nothing.
 fn sniff(line: &[u8]) -> Option<bool> {
     let value: Value = serde_json::from_slice(line).ok()?;
-    let data = value.get("data")?;
-    match value.get("type")?.as_str()? {
-        "user/message" | "assistant/message" => Some(
-            data.get("message")
-                .is_some_and(|m| m.get("text").is_some() && m.get("content").is_none())
-                && data.get("role").is_none(),
-        ),
-        "tool/result" => Some(data.get("callId").is_some()),
-        "tool/call" => Some(!data.get("arguments").is_some_and(Value::is_string)),
+    let kind = value.get("type")?.as_str()?;
+    match kind {
+        "user/message" | "assistant/message" | "tool/result" => {
+            Some(Event::from_line(line).is_ok_and(|e| e.data.known_type_name().is_some()))
+        }
+        "turn/start" | "turn/end" | "step/start" | "step/end" | "tool/call"
+        | "session/end-seed" => None,
+        _ if upstream::LEFT_OUT.contains(&kind) => Some(false),
+        _ if dsh_session::EventData::is_known_type(kind) => Some(true),
         _ => None,
     }
 }

@@ -23,7 +23,7 @@ pub(super) const VERSION: u64 = 0;
 
 /// Upstream records that carry nothing dsh keeps: raw stream chunks (dsh logs the assembled
 /// message), their packed storage rows, the todo list (UI state), and request snapshots.
-const LEFT_OUT: &[&str] = &[
+pub(super) const LEFT_OUT: &[&str] = &[
     "assistant/chunk",
     "text-chunks",
     "reasoning-chunks",

@@ -147,3 +147,44 @@ fn exporting_an_unknown_session_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no-such-session"), "{stderr}");
 }
+
+/// A session in the middle of a turn exports what it logged so far: the export checkpoints it and
+/// returns while its command still runs, and the turn then ends as it would have.
+#[test]
+fn a_live_session_exports_mid_turn_without_waiting_for_it() {
+    let daemon = TestDaemon::start();
+    let cwd = daemon.workdir("mid-turn");
+    let flag = daemon.dir.path().join("go");
+    let command = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo released",
+        flag.display()
+    );
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+            {"text": "done waiting"}
+        ]}),
+    );
+    let running = daemon.prompt_in_background(&agent, "wait for the flag");
+    daemon.wait_for_events(&agent, "the waiting call", |events| {
+        events.iter().any(|e| e["type"] == "tool/call")
+    });
+    // The command waits for the flag, so the turn cannot end before this export returns.
+    let bundle = unzip(&export(&daemon, &[&agent]));
+    let (_, events) = log_lines(&bundle["session.jsonl"]);
+    assert!(
+        events.iter().any(|e| e["type"] == "tool/call"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["type"] == "turn/end"),
+        "{events:?}"
+    );
+    std::fs::write(&flag, "").unwrap();
+    let finished = dsh_tests::agents::finish_prompt(running);
+    finished.assert_completed();
+    let (_, after) = log_lines(&unzip(&export(&daemon, &[&agent]))["session.jsonl"]);
+    assert_eq!(after, daemon.events(&agent));
+    assert!(after.iter().any(|e| e["type"] == "turn/end"));
+}

@@ -157,3 +157,21 @@ async fn exports_come_back_as_new_sessions() {
         }
     }
 }
+
+/// An import lands in whichever backend is active: SQLite and PostgreSQL hold it as JSONL does.
+#[test]
+fn imports_land_in_every_backend() {
+    for backend in ["sqlite", "postgres"] {
+        let daemon = daemon_on(backend);
+        let source = fixture("upstream/session.jsonl.zstd");
+        let imported = import(&daemon, &source);
+        assert_eq!(imported["format"], "upstream-zstd", "{backend}: {imported}");
+        let id = imported["sessionId"].as_str().unwrap();
+        let events = daemon.events(id);
+        assert_eq!(events.len() as u64, imported["events"].as_u64().unwrap());
+        assert_recorded(&events, "upstream-zstd", &source);
+        let listed = daemon.dshctl_json(&["session", "list", "--all"]);
+        assert_eq!(listed["backend"]["name"], backend, "{listed}");
+        assert!(listed.to_string().contains(id), "{listed}");
+    }
+}
