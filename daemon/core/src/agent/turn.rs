@@ -239,7 +239,9 @@ impl TurnRun {
         self.log(EventData::TurnStart { turn });
         let mut context = Vec::new();
         if let Some(source) = self.agent.take_session_start() {
-            let start = self.hooks(HookEvent::SessionStart { source }).await.outcome;
+            let run = self.hooks(HookEvent::SessionStart { source }).await;
+            self.agent.add_env(&self.services.executor, &run.env);
+            let start = run.outcome;
             context.extend(start.additional_context);
             if start.stop {
                 // The session started: its context stays for later turns; this prompt is not

@@ -40,6 +40,7 @@ mod claude_code;
 mod codex;
 mod config;
 mod decode;
+mod env_file;
 mod event;
 mod http;
 mod job;
@@ -62,6 +63,7 @@ use std::time::{Duration, SystemTime};
 
 pub(crate) use background::{Background, BackgroundEnd};
 pub use config::HookSettings;
+pub(crate) use env_file::Assignment;
 pub(crate) use event::{
     Dialect, EventName, NotificationKind, SessionEndReason, SessionSource, StopFailureKind,
     SubagentOf,
@@ -136,6 +138,9 @@ pub struct HookRun {
     /// The background (`async`) hooks of the call, not started: the caller runs them without
     /// waiting, bounded and killed with its agent ([`Background`]).
     pub background: Vec<Background>,
+    /// What Claude Code SessionStart hooks wrote to `CLAUDE_ENV_FILE`, in configured order,
+    /// names already checked: the agent's later commands get them (`Agent::add_env`).
+    pub(crate) env: Vec<Assignment>,
 }
 
 /// How a hook file fared at its last load.
@@ -389,6 +394,11 @@ impl Hooks {
             jobs.push(job);
         }
         let (background, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.background);
+        let mut jobs = jobs;
+        let mut env_files: Vec<Option<env_file::EnvFile>> = jobs
+            .iter_mut()
+            .map(|job| self.env_file(name, job))
+            .collect();
         let background = background
             .into_iter()
             .map(|job| self.background(job, name, ctx, event))
@@ -397,8 +407,12 @@ impl Hooks {
 
         let mut outputs: Vec<Decoded> = Vec::with_capacity(jobs.len());
         let mut records = Vec::with_capacity(jobs.len() * 2);
-        for (job, end) in jobs.iter().zip(finished) {
+        let mut env = Vec::new();
+        for ((job, end), file) in jobs.iter().zip(finished).zip(env_files.iter_mut()) {
             let mut output = decode::decode(&end, name, job.dialect);
+            if let Some(file) = file.take() {
+                self.read_env_file(file, &mut output, &mut env);
+            }
             let arguments = rewritten_arguments(job.dialect, event, &mut output);
             log_output(job, &output);
             tracing::info!(
@@ -439,6 +453,65 @@ impl Hooks {
             outcome,
             records,
             background,
+            env,
+        }
+    }
+
+    /// A `CLAUDE_ENV_FILE` for `job` when it is a Claude Code SessionStart command hook that
+    /// waits (its variable is set on the job); `None` otherwise, or when the file cannot be made
+    /// (the hook runs without it, and dshd's log says why).
+    fn env_file(&self, event: EventName, job: &mut Job) -> Option<env_file::EnvFile> {
+        if event != EventName::SessionStart
+            || job.dialect != Dialect::ClaudeCode
+            || job.http.is_some()
+        {
+            return None;
+        }
+        let dir = self.executor.config().spill_dir.join("hook-env");
+        match env_file::EnvFile::create(&dir) {
+            Ok(file) => {
+                job.env.insert(
+                    env_file::CLAUDE_ENV_FILE.to_owned(),
+                    payload::path_text(file.path()),
+                );
+                Some(file)
+            }
+            Err(error) => {
+                tracing::warn!(handler = %job.handler_id, %error, "cannot make a CLAUDE_ENV_FILE; the hook runs without one");
+                None
+            }
+        }
+    }
+
+    /// Reads what a hook wrote to its `CLAUDE_ENV_FILE` into `env`; what is refused is said in
+    /// the hook's record (`output.note`).
+    fn read_env_file(
+        &self,
+        file: env_file::EnvFile,
+        output: &mut HookOutput,
+        env: &mut Vec<Assignment>,
+    ) {
+        let mut refused = Vec::new();
+        match file.take() {
+            Ok(text) => {
+                let (assignments, lines) = env_file::parse(&text);
+                refused.extend(lines);
+                for assignment in assignments {
+                    // The value is checked again once expanded (`Agent::add_env`).
+                    match self.executor.refusal(&assignment.name, "") {
+                        Some(why) => refused.push(format!("{}: {why}", assignment.name)),
+                        None => env.push(assignment),
+                    }
+                }
+            }
+            Err(error) => refused.push(format!("cannot read it: {error}")),
+        }
+        if !refused.is_empty() {
+            let note = format!("CLAUDE_ENV_FILE: refused {}", refused.join("; "));
+            output.note = Some(match output.note.take() {
+                Some(earlier) => format!("{earlier}; {note}"),
+                None => note,
+            });
         }
     }
 

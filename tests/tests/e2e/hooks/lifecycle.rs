@@ -201,3 +201,58 @@ fn hooks_inside_a_child_carry_agent_id_and_the_parents_session() {
         assert_eq!(child[0]["agent_type"], "general-purpose");
     }
 }
+
+/// `CLAUDE_ENV_FILE` (issue 45): what a Claude Code SessionStart hook exports reaches the
+/// agent's later bash calls (`$PATH` expanded against the agent's own), and an export of a
+/// managed `DSH_*` key is refused in the hook's record while the managed value stands.
+#[test]
+fn claude_env_file_exports_reach_later_commands_and_dsh_keys_are_refused() {
+    let w = World::new(|_| {
+        Setup::claude_code(hook_file(&[(
+            "SessionStart",
+            None,
+            &super::upstream::run_fixture("own/session-start-env.sh", ""),
+        )]))
+    });
+    std::fs::create_dir(w.cwd.join("bin")).unwrap();
+    let tool = w.cwd.join("bin/projtool");
+    std::fs::write(&tool, "#!/bin/sh\necho projtool ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = w.agent(&json!({"replies": [
+        bash_reply("", "echo \"env=$NODE_ENV id=$DSH_SESSION_ID\"; projtool; echo \"path=$PATH\""),
+        {"text": "done"},
+    ]}));
+    assert_eq!(
+        w.prompt(&agent, "check the environment").kind(),
+        "completed"
+    );
+    let events = w.events(&agent);
+    let results = of_type(&events, "tool/result");
+    let out = results[0]["data"]["content"].as_str().unwrap();
+    assert!(out.contains("env=development"), "{out}");
+    assert!(out.contains(&format!("id={agent}")), "{out}");
+    assert!(out.contains("projtool ran"), "{out}");
+    let path = out.lines().find_map(|l| l.strip_prefix("path=")).unwrap();
+    assert!(
+        path.ends_with(&format!(":{}/bin", w.cwd.display())),
+        "{path}"
+    );
+    assert!(
+        path.contains("/usr/bin"),
+        "the agent's own PATH comes first: {path}"
+    );
+    let start = super::upstream::results_of(&events, "SessionStart");
+    assert_eq!(start.len(), 1, "{start:?}");
+    assert!(
+        start[0].2.contains(
+            "CLAUDE_ENV_FILE: refused DSH_SESSION_ID: managed values come only from the snapshot"
+        ),
+        "{start:?}"
+    );
+    // The file was the hook's alone, and is gone.
+    let left: Vec<_> = std::fs::read_dir(w.daemon.home.join("run/spill/hook-env"))
+        .map(|d| d.collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
