@@ -62,6 +62,7 @@ use std::time::{Duration, SystemTime};
 
 pub(crate) use background::{Background, BackgroundEnd};
 pub use config::HookSettings;
+pub(crate) use decode::SessionRule;
 pub(crate) use event::{
     Dialect, EventName, NotificationKind, SessionEndReason, SessionSource, StopFailureKind,
     SubagentOf,
@@ -111,9 +112,14 @@ pub struct MergedOutcome {
     pub stop_reason: Option<String>,
     /// `systemMessage`s, for the user (never the model).
     pub system_messages: Vec<String>,
-    /// PreToolUse: the arguments the call runs with instead of the model's (a hook's
-    /// `updatedInput`, translated to dsh's arguments and checked).
+    /// PreToolUse, and PermissionRequest allowed: the arguments the call runs with instead of
+    /// the model's (a hook's `updatedInput`, translated to dsh's arguments and checked).
     pub updated_input: Option<serde_json::Value>,
+    /// PermissionRequest allowed: the session "allow always" rules the hooks added
+    /// (`updatedPermissions`), each once.
+    pub rules: Vec<SessionRule>,
+    /// PermissionDenied: a hook said the model may retry the call.
+    pub retry: bool,
     /// PostToolUse: feedback for the model next to the tool's output (Claude Code's block and
     /// exit 2), each attributed to its dialect's plugin name.
     pub feedback: Vec<(&'static str, String)>,
@@ -572,9 +578,9 @@ fn timeout(
     configured.unwrap_or(default)
 }
 
-/// The dsh arguments of a PreToolUse `updatedInput` that `output` carries, checked. One that cannot
-/// become arguments the dialect's tool would accept turns the hook's answer into a deny: the
-/// call is refused, never run with its original input.
+/// The dsh arguments of a PreToolUse or PermissionRequest `updatedInput` that `output` carries,
+/// checked. One that cannot become arguments the dialect's tool would accept turns the hook's
+/// answer into a deny: the call is refused, never run with its original input.
 fn rewritten_arguments(
     dialect: Dialect,
     event: &HookEvent,
@@ -587,7 +593,8 @@ fn rewritten_arguments(
         Err(error) => {
             output.verdict = Verdict::Deny;
             output.reason = Some(format!(
-                "a PreToolUse hook rewrote the call with an input {} cannot run, so it was not run: {error}",
+                "a {} hook rewrote the call with an input {} cannot run, so it was not run: {error}",
+                event.name().as_str(),
                 tools::payload_name(dialect, tool)
             ));
             output.note = Some(error.to_string());
