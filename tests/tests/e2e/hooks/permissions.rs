@@ -248,6 +248,35 @@ fn a_permission_request_hooks_deny_and_a_persons_deny_each_fire_it() {
             ("d2", "the user denied this call: not today"),
         ]
     );
+    // Claude Code's documented input: the common fields, then the event's four.
+    for payload in &denied {
+        let mut keys: Vec<&str> = payload
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "cwd",
+                "hook_event_name",
+                "permission_mode",
+                "prompt_id",
+                "reason",
+                "session_id",
+                "tool_input",
+                "tool_name",
+                "tool_use_id",
+                "transcript_path"
+            ],
+            "{payload}"
+        );
+        assert_eq!(payload["hook_event_name"], "PermissionDenied");
+        assert_eq!(payload["tool_name"], "Bash");
+        assert!(payload["tool_input"]["command"].is_string(), "{payload}");
+    }
     assert_eq!(
         decisions(&w.events(&agent)),
         [triple("d1", "deny", "hook"), triple("d2", "deny", "client")]
