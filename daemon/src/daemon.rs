@@ -123,10 +123,10 @@ impl Daemon {
         }
         let shell_env = ShellEnvRegistry::new(home.clone(), config.resolve_timeout);
         let builtin = register_builtins(&shell_env, persistence.clone(), socket.clone())?;
-        // Claude Code transcript projections are derived files like spills: private, and gone
-        // with their agent (and whatever an earlier dshd left is removed when hooks load).
+        // Claude Code transcript projections live as long as their sessions, as Claude Code's
+        // transcripts do: under the home, which confined commands cannot write.
         let hook_settings = dsh_core::HookSettings {
-            transcript_dir: Some(config.exec.spill_dir.join("claude-transcripts")),
+            transcript_dir: Some(config.home.path.join("transcripts/claude")),
             ..config.hooks.clone()
         };
         let hooks = Arc::new(Hooks::new(

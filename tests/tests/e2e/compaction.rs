@@ -233,6 +233,72 @@ async fn with_automatic_compaction_off_an_overflow_ends_the_turn_naming_the_sett
     assert!(of_type(&lines, "compaction/start").is_empty());
 }
 
+/// A Claude Code PreCompact hook that blocks (exit 2, as its reference allows): the automatic
+/// compactions the threshold asks for are skipped and the requests go uncompacted, until the
+/// provider refuses one as too long; that compaction is blocked too, and the turn ends with the
+/// hook's reason. No summary is ever asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_compact_hook_that_blocks_skips_compaction_until_the_window_is_full() {
+    let window = 10_000;
+    let mock = Mock::start_with(model(300, 4_000, |_| {
+        unreachable!("no summary is asked for")
+    }))
+    .await;
+    let hooks = dsh_tests::private_dir();
+    let script = hooks.path().join("hold.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > /dev/null\necho 'a release build is reading the transcript' >&2\nexit 2\n",
+    )
+    .unwrap();
+    let mut mode = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&script, mode).unwrap();
+    let file = hooks.path().join("hooks.json");
+    let hook = json!({"hooks": {"PreCompact": [{"matcher": "auto", "hooks": [
+        {"type": "command", "command": script.to_str().unwrap()}
+    ]}]}});
+    std::fs::write(&file, hook.to_string()).unwrap();
+    let (daemon, agent) = setup(
+        &mock,
+        window,
+        &format!("[hooks]\nclaude_code = [{:?}]\n", file.to_str().unwrap()),
+    );
+    let (ok, lines) = dshctl(&daemon, &["prompt", "--agent", &agent, "print 300 blocks"]).await;
+    assert!(!ok);
+    let end = turn_end(&lines);
+    assert_eq!(end["reason"]["kind"], "error", "{end}");
+    let message = end["reason"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("a PreCompact hook blocked it: a release build is reading the transcript"),
+        "{message}"
+    );
+
+    let requests = chat_requests(&mock);
+    assert!(!requests.iter().any(is_summary_request));
+    // Past the threshold (80%), requests still went, uncompacted, while they fitted.
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.tokens() * 100 > window * 80 && r.tokens() <= window),
+        "no request past the threshold went out"
+    );
+    let (_, events) = dshctl(&daemon, &["session", "events", &agent]).await;
+    let ends = of_type(&events, "compaction/end");
+    assert!(ends.len() >= 2, "{} compactions", ends.len());
+    for end in &ends {
+        assert!(end["data"]["summary"].is_null(), "{end}");
+        let error = end["data"]["error"].as_str().unwrap();
+        assert!(error.contains("a release build"), "{error}");
+    }
+    // Nothing was shortened: every output is sent whole.
+    assert!(
+        ends.iter()
+            .all(|e| e["data"]["pruned"].as_array().is_none_or(Vec::is_empty)),
+        "{ends:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_is_compacted_and_asked_once_more() {
     // dshd is told nothing of the window (an unknown model): only the refusal says it is full.

@@ -112,7 +112,7 @@ pub struct ModelArgs {
     /// --script again: its script is not stored).
     #[arg(long = "model", value_name = "PROVIDER")]
     provider: Option<String>,
-    /// Model name for providers that have one (e.g. deepseek-chat; `dshctl models` lists them).
+    /// Model name for providers that have one (e.g. deepseek-v4-pro; `dshctl models` lists them).
     #[arg(long, value_name = "NAME")]
     model_name: Option<String>,
     /// How hard a reasoning model thinks (`openai` provider): sent as the request's

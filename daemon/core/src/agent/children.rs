@@ -86,6 +86,7 @@ impl ChildAgents for AgentRegistry {
             };
             // Read before the child is closed: the parent's tool result is the child's answer.
             let answer = outcome.as_ref().ok().map(|o| child.turn_answer(o.turn));
+            hooks.project_child(child.header(), child.provider().model(), child.as_ref());
             let stop = hooks
                 .run(
                     &ctx,

@@ -65,6 +65,7 @@ impl AgentRegistry {
         let handle = &self.services().persistence;
         handle.backend().delete(id).await.map_err(stored_error)?;
         handle.forget_header(id);
+        self.services().hooks.delete_transcript(id);
         tracing::info!(session = %id, "session deleted");
         Ok(())
     }

@@ -174,7 +174,7 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     /// Provider name, e.g. `scripted` or `openai`.
     fn provider(&self) -> &str;
 
-    /// Model name, e.g. `deepseek-chat` (`script` for the scripted provider).
+    /// Model name, e.g. `deepseek-v4-flash` (`script` for the scripted provider).
     fn model(&self) -> &str;
 
     /// The reasoning effort it asks of the model; `None`: the provider's default.

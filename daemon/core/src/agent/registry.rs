@@ -396,9 +396,12 @@ impl AgentRegistry {
         self.services.tools.release(agent.id());
         turn::session_end(&agent, &self.services).await;
         agent.keep_if_unprompted();
-        // The Claude Code transcript projection is derived from the live log: it goes with the
-        // agent, like its spill files (the session itself stays stored).
-        self.services.hooks.forget_transcript(agent.id());
+        // The Claude Code transcript projection stays while the session is stored, whole.
+        self.services.hooks.close_transcript(
+            agent.header(),
+            agent.provider().model(),
+            agent.as_ref(),
+        );
         if let Err(error) = agent.checkpoint(&self.services).await {
             agent.reopen();
             return Err(error.into());

@@ -36,7 +36,7 @@ use dsh_session::{AssistantMessage, EventData, MessageSource, TurnEndReason, Usa
 
 mod compact;
 
-use compact::StepFailure;
+use compact::{MeasuredRequest, StepFailure};
 
 /// Plugin name of steering messages from blocking Stop hooks.
 const STOP_HOOK_PLUGIN: &str = "hooks";
@@ -306,12 +306,13 @@ impl TurnRun {
             }
             // A step boundary: what was steered meanwhile reaches this request.
             self.deliver_steers(false);
-            if let Some(end) = self.compact_if_full(&tools).await {
-                return end;
-            }
+            let request = match self.compact_if_full(&tools).await {
+                Ok(request) => request,
+                Err(end) => return end,
+            };
             step += 1;
             self.log(EventData::StepStart { turn, step });
-            let reply = match self.ask_model_or_compact(step, &tools).await {
+            let reply = match self.ask_model_or_compact(step, &tools, request).await {
                 Ok(reply) => reply,
                 Err(StepFailure::Ended(reason)) => {
                     self.log(EventData::StepEnd { turn, step });
@@ -454,15 +455,25 @@ impl TurnRun {
         }
     }
 
-    async fn ask_model(&self, step: u32, tools: &ToolSet) -> Result<ModelReply, ModelError> {
+    /// [`request`](Self::request), measured when a figure comes of it (a known window, or the
+    /// provider's usage): the scripted model's long turns pay nothing per step for it.
+    fn measured_request(&self, tools: &ToolSet) -> MeasuredRequest {
         let request = self.request(tools);
-        let provider = self.agent.provider();
-        // Measured only where a figure comes of it (a known window, or the provider's usage):
-        // the scripted model's long turns pay nothing per step for it.
-        let bytes = provider
+        let bytes = self
+            .agent
+            .provider()
             .context_window()
             .map(|_| gauge::request_bytes(&request));
-        if let Some(bytes) = bytes {
+        MeasuredRequest { request, bytes }
+    }
+
+    async fn ask_model(
+        &self,
+        step: u32,
+        MeasuredRequest { request, bytes }: &MeasuredRequest,
+    ) -> Result<ModelReply, ModelError> {
+        let provider = self.agent.provider();
+        if let Some(bytes) = *bytes {
             self.agent.gauge(|g| g.sending(bytes));
         }
         let progress = StepProgress {
@@ -471,14 +482,14 @@ impl TurnRun {
             step,
         };
         let reply = tokio::select! {
-            reply = provider.complete(&request, &self.cancel, &progress) => reply,
+            reply = provider.complete(request, &self.cancel, &progress) => reply,
             () = self.cancel.cancelled() => Err(ModelError::Cancelled),
         };
         if let Ok(ModelReply {
             usage: Some(usage), ..
         }) = &reply
         {
-            let bytes = bytes.unwrap_or_else(|| gauge::request_bytes(&request));
+            let bytes = bytes.unwrap_or_else(|| gauge::request_bytes(request));
             self.agent.gauge(|g| g.observe(bytes, usage));
         }
         reply

@@ -21,8 +21,10 @@ use std::path::Path;
 
 use super::payload::{Payload, path_text, transcript};
 use super::tools;
+use super::transcript::Transcripts;
 use super::{Dialect, HookContext, HookEvent};
 use crate::persistence::PersistenceHandle;
+use dsh_session::SessionHeader;
 
 /// The environment variable naming the project (the session cwd).
 pub(super) const PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
@@ -32,18 +34,21 @@ pub(super) const PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
 const DIALECT: Dialect = Dialect::ClaudeCode;
 
 /// The stdin bytes for `event`.
-/// `projection`: the Claude-Code-format transcript to name instead of the session's own file
+/// `projections`: the Claude-Code-format transcripts to name instead of the sessions' own files
 /// (`hooks.claude_code_transcript = "claude"`).
 pub(super) fn payload(
     persistence: &PersistenceHandle,
     ctx: &HookContext,
     event: &HookEvent,
-    projection: Option<String>,
+    projections: Option<&Transcripts>,
 ) -> Vec<u8> {
     let header = &ctx.header;
     let session = ctx.subagent.as_ref().map_or(header, |s| &s.parent);
-    let transcript_path =
-        projection.unwrap_or_else(|| transcript(persistence, session).unwrap_or_default());
+    let transcript_of = |header: &SessionHeader| match projections {
+        Some(projections) => path_text(&projections.path(&header.id)),
+        None => transcript(persistence, header).unwrap_or_default(),
+    };
+    let transcript_path = transcript_of(session);
     let mut p = Payload::new().str("session_id", session.id.as_str());
     // Claude Code sends the prompt's id after `session_id`, absent before the first prompt
     // (SessionStart) and, here, inside a child agent (whose turn is not the parent's prompt).
@@ -184,10 +189,7 @@ pub(super) fn payload(
             .bool("stop_hook_active", false)
             .str("agent_id", child.id.as_str())
             .str("agent_type", agent_type)
-            .str(
-                "agent_transcript_path",
-                &transcript(persistence, child).unwrap_or_default(),
-            )
+            .str("agent_transcript_path", &transcript_of(child))
             .str(
                 "last_assistant_message",
                 last_assistant_message.as_deref().unwrap_or_default(),

@@ -7,7 +7,9 @@
 //! inside a subagent; dsh also fires SessionStart and Stop there and marks them the same way),
 //! then `transcript_path` (a string, or `null` when the backend has no
 //! per-session file), `cwd`, `hook_event_name`, `model`, `permission_mode` (`default`; not on
-//! SessionEnd), then the event's fields. Tools appear as Codex's (`tools.rs`): the bash tool is
+//! SessionEnd, PreCompact or PostCompact), then the event's fields. PreCompact and PostCompact
+//! are turn-scoped too (`turn_id`; a manual compaction has its own turn) and carry `trigger`
+//! only. Tools appear as Codex's (`tools.rs`): the bash tool is
 //! `Bash` with `{command}` and responds with its output as a string. Inside a child agent
 //! `session_id` is the parent's ("Subagent hooks use the parent session id") and
 //! `transcript_path` the child's own. No trailing newline (upstream writes none; scripts use
@@ -44,6 +46,8 @@ pub(super) fn payload(
             | EventName::StopFailure
             | EventName::SubagentStart
             | EventName::SubagentStop
+            | EventName::PreCompact
+            | EventName::PostCompact
     ) {
         p = p.str("turn_id", &ctx.turn.unwrap_or(0).to_string());
     }
@@ -60,7 +64,11 @@ pub(super) fn payload(
         .str("cwd", &path_text(&header.cwd))
         .str("hook_event_name", name.as_str())
         .str("model", &ctx.model);
-    if name != EventName::SessionEnd {
+    // Upstream's SessionEnd and compaction inputs have no permission mode.
+    if !matches!(
+        name,
+        EventName::SessionEnd | EventName::PreCompact | EventName::PostCompact
+    ) {
         p = p.str("permission_mode", "default");
     }
     let p = match event {

@@ -137,7 +137,8 @@ impl EventName {
     /// Notification, StopFailure and SessionEnd only observe, and PostToolUse(Failure) comes after
     /// the tool ran: the references list them as unable to block (a PostToolUse block is
     /// feedback, see `merge.rs`). PermissionDenied comes after the denial, which stands (its
-    /// `retry` only adds a message). PermissionRequest decides allow or deny.
+    /// `retry` only adds a message). PermissionRequest decides allow or deny; PreCompact blocks
+    /// for Claude Code's hooks only (`merge.rs`).
     pub fn can_block(self) -> bool {
         !matches!(
             self,
@@ -149,7 +150,6 @@ impl EventName {
                 | Self::Notification
                 | Self::StopFailure
                 | Self::InstructionsLoaded
-                | Self::PreCompact
                 | Self::PostCompact
                 | Self::PermissionDenied
         )

@@ -22,11 +22,21 @@
 //!   (`updatedPermissions`) are all added, each once. A deny or a stop applies neither.
 //! - **PermissionDenied** cannot undo the denial; any hook's `retry: true` tells the model it may
 //!   retry (Claude Code adds its message when any hook asks for it).
+//! - **PreCompact**: a Claude Code block (exit 2 or `decision: "block"`) stops the compaction;
+//!   Codex's PreCompact only observes (its output schema has no decision).
 
 use serde_json::Value;
 
 use super::decode::{HookOutput, Verdict};
 use super::{Decision, Dialect, EventName, MergedOutcome};
+
+/// What one hook's output decides on `event`.
+fn decides(event: EventName, decoded: &Decoded) -> Decision {
+    if event == EventName::PreCompact && decoded.dialect == Dialect::Codex {
+        return Decision::None;
+    }
+    rank(decoded.output.verdict)
+}
 
 fn rank(verdict: Verdict) -> Decision {
     match verdict {
@@ -77,14 +87,14 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
     if event.can_block() {
         merged.decision = outputs
             .iter()
-            .map(|d| rank(d.output.verdict))
+            .map(|d| decides(event, d))
             .max()
             .unwrap_or_default();
     }
     if matches!(merged.decision, Decision::Deny | Decision::Ask) {
         let reasons: Vec<&str> = outputs
             .iter()
-            .filter(|d| rank(d.output.verdict) == merged.decision)
+            .filter(|d| decides(event, d) == merged.decision)
             .filter_map(|d| d.output.reason.as_deref())
             .collect();
         merged.reason = Some(if reasons.is_empty() {
@@ -96,7 +106,7 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
     if merged.decision != Decision::None {
         merged.decided_by = outputs
             .iter()
-            .filter(|d| rank(d.output.verdict) == merged.decision)
+            .filter(|d| decides(event, d) == merged.decision)
             .map(|d| d.handler.clone())
             .collect();
     }
@@ -293,12 +303,28 @@ mod tests {
             EventName::Notification,
             EventName::StopFailure,
             EventName::InstructionsLoaded,
-            EventName::PreCompact,
             EventName::PostCompact,
         ] {
             let m = merge(event, &[cc(out(Verdict::Block, Some("no")))]);
             assert_eq!((m.decision, m.reason), (Decision::None, None), "{event:?}");
         }
+    }
+
+    #[test]
+    fn a_claude_code_pre_compact_block_stops_the_compaction_and_a_codex_one_does_not() {
+        let m = merge(
+            EventName::PreCompact,
+            &[cc(out(Verdict::Block, Some("a build is running")))],
+        );
+        assert_eq!(
+            (m.decision, m.reason.as_deref()),
+            (Decision::Deny, Some("a build is running"))
+        );
+        let m = merge(
+            EventName::PreCompact,
+            &[codex(out(Verdict::Block, Some("no")))],
+        );
+        assert_eq!((m.decision, m.reason), (Decision::None, None));
     }
 
     #[test]

@@ -313,10 +313,36 @@ impl Hooks {
             .await
     }
 
-    /// Removes `session`'s Claude Code transcript projection (its agent was closed).
-    pub fn forget_transcript(&self, session: &dsh_session::SessionId) {
+    /// Brings `header`'s Claude Code transcript projection up to date one last time (its agent
+    /// is closing); the file stays while the session is stored.
+    pub fn close_transcript(
+        &self,
+        header: &dsh_session::SessionHeader,
+        model: &str,
+        events: &dyn SessionEvents,
+    ) {
         if let Some(transcripts) = &self.transcripts {
-            transcripts.forget(session);
+            transcripts.close(header, model, events);
+        }
+    }
+
+    /// Brings a child agent's Claude Code transcript projection up to date before its parent's
+    /// SubagentStop hooks name it (`agent_transcript_path`).
+    pub fn project_child(
+        &self,
+        child: &dsh_session::SessionHeader,
+        model: &str,
+        events: &dyn SessionEvents,
+    ) {
+        if let Some(transcripts) = &self.transcripts {
+            transcripts.sync(child, model, events);
+        }
+    }
+
+    /// Removes `session`'s Claude Code transcript projection (the session was deleted).
+    pub fn delete_transcript(&self, session: &dsh_session::SessionId) {
+        if let Some(transcripts) = &self.transcripts {
+            transcripts.delete(session);
         }
     }
 
@@ -508,11 +534,7 @@ impl Hooks {
     fn payload(&self, dialect: Dialect, ctx: &HookContext, event: &HookEvent) -> Vec<u8> {
         match dialect {
             Dialect::ClaudeCode => {
-                let projection = self.transcripts.as_ref().map(|t| {
-                    let session = ctx.subagent.as_ref().map_or(&ctx.header, |s| &s.parent);
-                    payload::path_text(&t.path(&session.id))
-                });
-                claude_code::payload(&self.persistence, ctx, event, projection)
+                claude_code::payload(&self.persistence, ctx, event, self.transcripts.as_ref())
             }
             Dialect::Codex => codex::payload(&self.persistence, ctx, event),
         }

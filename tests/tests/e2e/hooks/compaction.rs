@@ -117,3 +117,84 @@ fn a_transcript_backup_pre_compact_hook_copies_the_transcript() {
     );
     assert!(copy.contains("listing"), "{copy}");
 }
+
+/// Claude Code's PreCompact can block (exit 2, or `decision: "block"` with a reason): a manual
+/// compaction then ends its turn with the reason, the history is as it was and PostCompact does
+/// not fire. Codex's PreCompact observes (upstream's compact output has no decision): its exit
+/// 2 is a failed hook, and it gets upstream's compact fields (`turn_id`, no `permission_mode`).
+#[test]
+fn a_claude_code_pre_compact_block_stops_a_manual_compaction_and_codex_only_observes() {
+    let w = World::new(|dir| {
+        let block = dir.script(
+            "block.sh",
+            "#!/bin/sh\ncat > /dev/null\necho '{\"decision\":\"block\",\"reason\":\"not while the release is cut\"}'\n",
+        );
+        let codex = dir.script(
+            "codex.sh",
+            &format!(
+                "#!/bin/sh\ncat >> {f}\necho >> {f}\necho 'codex says no' >&2\nexit 2\n",
+                f = dir.q("codex.jsonl")
+            ),
+        );
+        let post = dir.script(
+            "post.sh",
+            &format!("#!/bin/sh\ncat >> {f}\n", f = dir.q("post.jsonl")),
+        );
+        Setup {
+            claude_code: vec![hook_file(&[
+                ("PreCompact", None, &block),
+                ("PostCompact", None, &post),
+            ])],
+            codex: vec![hook_file(&[("PreCompact", None, &codex)])],
+            ..Setup::default()
+        }
+    });
+    let agent = agent(&w);
+    assert_eq!(w.prompt(&agent, "list the files").kind(), "completed");
+    let out = w.daemon.dshctl(&["--json", "compact", &agent]);
+    assert!(!out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("a PreCompact hook blocked it: not while the release is cut"),
+        "{printed}"
+    );
+    let events = w.events(&agent);
+    let end = events
+        .iter()
+        .rfind(|e| e["type"] == "compaction/end")
+        .expect("the compaction's end is logged");
+    assert!(end["data"]["summary"].is_null(), "{end}");
+    assert!(
+        end["data"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not while the release is cut")
+    );
+    assert!(!w.path("post.jsonl").exists(), "PostCompact fired");
+
+    let codex = parse_lines(&w.read("codex.jsonl"));
+    assert_eq!(codex.len(), 1, "{codex:?}");
+    let p = &codex[0];
+    let mut keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "cwd",
+            "hook_event_name",
+            "model",
+            "session_id",
+            "transcript_path",
+            "trigger",
+            "turn_id"
+        ],
+        "{p}"
+    );
+    assert_eq!(p["turn_id"], "2");
+    assert_eq!(p["trigger"], "manual");
+    let results = super::upstream::results_of(&events, "PreCompact");
+    assert!(
+        results.iter().any(|r| r.0 == "codex" && r.1 == "error"),
+        "{results:?}"
+    );
+}

@@ -5,7 +5,7 @@ use super::*;
 
 impl World {
     /// Shuts the daemon down and starts it again on the same home, socket and config.
-    fn restart(&mut self) {
+    pub(super) fn restart(&mut self) {
         let out = self.daemon.dshctl(&["shutdown"]);
         assert!(
             out.status.success(),

@@ -83,12 +83,9 @@ fn ralph_wiggum_loops_until_its_completion_promise_with_a_claude_code_transcript
         messages[0].starts_with("🔄 Ralph iteration 2 | To stop: output <promise>DONE</promise>"),
         "{messages:?}"
     );
-    // The projection the hook read is private, in Claude Code's records, and goes when the
-    // agent is closed; the session itself stays dsh's.
-    let projection = w
-        .daemon
-        .home
-        .join(format!("run/spill/claude-transcripts/{agent}.jsonl"));
+    // The projection the hook read is private, in Claude Code's records, and stays as long as
+    // the session does (issue 45); the session itself stays dsh's.
+    let projection = projections(&w).join(format!("{agent}.jsonl"));
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&projection).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
@@ -104,7 +101,11 @@ fn ralph_wiggum_loops_until_its_completion_promise_with_a_claude_code_transcript
     );
     assert_ne!(w.locate(&agent).as_deref(), projection.to_str());
     w.daemon.dshctl_json(&["agent", "close", &agent]);
-    assert!(!projection.exists(), "the projection outlived its agent");
+    let kept = parse_lines(&std::fs::read_to_string(&projection).unwrap());
+    assert_eq!(kept, records, "the projection stays whole after the close");
+    w.daemon
+        .dshctl_json(&["session", "delete", &agent, "--yes"]);
+    assert!(!projection.exists(), "the projection outlived its session");
 }
 
 /// The default (`session`) keeps the design: `transcript_path` is dsh's own log, in which the
@@ -130,7 +131,7 @@ fn with_the_session_transcript_ralph_wiggum_stops_at_once() {
 
 /// The projection directory of a world with `claude_code_transcript = "claude"`.
 fn projections(w: &World) -> PathBuf {
-    w.daemon.home.join("run/spill/claude-transcripts")
+    w.daemon.home.join("transcripts/claude")
 }
 
 /// A link planted where a session's projection goes (issue 39, item 11) is not written through:
@@ -170,42 +171,141 @@ fn a_link_planted_at_a_projection_is_not_written_through() {
     assert_eq!(texts, ["hello there"], "{seen:?}");
 }
 
-/// Whatever is in the projection directory when dshd starts is removed, links (not followed),
-/// directories and files alike; what links led to is untouched.
+/// Projections outlive their dshd (issue 45): after a restart the file is still there, whole;
+/// the resumed session's first hook writes it anew from the first event (nothing twice), in
+/// the place of a link planted meanwhile, which is not followed; the directory is made private
+/// again at start. A dshd started with `session` removes them all.
 #[test]
-fn the_projection_directory_is_emptied_when_dshd_starts() {
+fn a_projection_outlives_dshd_and_is_written_anew_once_after_a_resume() {
     use std::os::unix::fs::{PermissionsExt as _, symlink};
-    let mut w = World::new(|_| Setup {
+    dsh_core::test_support::require_jq();
+    let mut w = World::new(|dir| Setup {
+        claude_code: vec![hook_file(&[(
+            "Stop",
+            None,
+            &format!("cp \"$(jq -r .transcript_path)\" {}", dir.q("seen.jsonl")),
+        )])],
         hooks_toml: "claude_code_transcript = \"claude\"".into(),
         ..Setup::default()
     });
+    let agent = w.agent(&json!({"replies": [{"text": "one"}]}));
+    assert_eq!(w.prompt(&agent, "first").kind(), "completed");
     let dir = projections(&w);
-    std::fs::create_dir_all(dir.join("sub")).unwrap();
-    std::fs::write(dir.join("sub/s-2.jsonl"), "{}\n").unwrap();
-    std::fs::write(dir.join("s-1.jsonl"), "{}\n").unwrap();
+    let projection = dir.join(format!("{agent}.jsonl"));
+    let before = std::fs::read_to_string(&projection).unwrap();
+
+    w.restart();
+    assert_eq!(std::fs::read_to_string(&projection).unwrap(), before);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
     let victim = w.path("bashrc");
     std::fs::write(&victim, "# mine\n").unwrap();
-    symlink(&victim, dir.join("s-3.jsonl")).unwrap();
-    let elsewhere = w.path("elsewhere");
-    std::fs::create_dir(&elsewhere).unwrap();
-    std::fs::write(elsewhere.join("kept"), "kept\n").unwrap();
-    symlink(&elsewhere, dir.join("s-4.jsonl")).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(&projection).unwrap();
+    symlink(&victim, &projection).unwrap();
+    let script = w.script(&json!({"replies": [{"text": "two"}]}));
+    w.daemon.dshctl_json(&[
+        "agent",
+        "resume",
+        &agent,
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(w.prompt(&agent, "second").kind(), "completed");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+    let records = parse_lines(&std::fs::read_to_string(&projection).unwrap());
+    let said: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["isMeta"].is_null())
+        .map(|r| &r["message"]["content"])
+        .collect();
+    assert_eq!(
+        said,
+        [
+            &json!("first"),
+            &json!([{"type": "text", "text": "one"}]),
+            &json!("second"),
+            &json!([{"type": "text", "text": "two"}]),
+        ],
+        "{records:?}"
+    );
+    let uuids: std::collections::HashSet<&str> = records
+        .iter()
+        .map(|r| r["uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(uuids.len(), records.len(), "a record written twice");
+    assert_eq!(parse_lines(&w.read("seen.jsonl")), records);
 
+    // Started with `session`, dshd keeps no projection it does not keep up to date.
     w.daemon
         .signal_and_wait(rustix::process::Signal::TERM, PATIENCE);
+    std::fs::write(
+        w.path("config.toml"),
+        "[hooks]\nclaude_code_transcript = \"session\"\n",
+    )
+    .unwrap();
     w.daemon.restart_with(spec(&w.path("config.toml")));
-
-    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-    assert!(left.is_empty(), "{left:?}");
-    let mode = std::fs::symlink_metadata(&dir)
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o700);
+    assert!(!dir.exists());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "# mine\n");
+}
+
+/// Transcript readers written for Claude Code (issue 45; our own fixtures in the shape of
+/// published ones, see SOURCES.md): a SubagentStop summariser finds the child's task and answer
+/// in `agent_transcript_path`, a Claude Code sidechain; a SessionEnd archiver copies the whole
+/// conversation, and the projection is still there, whole, after the close.
+#[test]
+fn a_subagent_summariser_and_a_session_end_archiver_read_claude_code_transcripts() {
+    dsh_core::test_support::require_jq();
+    let w = World::new(|_| Setup {
+        claude_code: vec![hook_file(&[
+            (
+                "SubagentStop",
+                None,
+                &super::upstream::run_fixture("own/subagent-summary.sh", ""),
+            ),
+            (
+                "SessionEnd",
+                None,
+                &super::upstream::run_fixture("own/session-end-archive.sh", ""),
+            ),
+        ])],
+        hooks_toml: "claude_code_transcript = \"claude\"".into(),
+        ..Setup::default()
+    });
+    std::fs::create_dir(w.cwd.join(".git")).unwrap();
+    let agent = w.agent(&json!({"replies": [
+        {"text": "delegating", "tool_calls": [
+            {"id": "kid", "name": "spawn_agent", "arguments": {"prompt": "count to three"},
+             "child_script": {"replies": [{"text": "one two three"}]}},
+        ]},
+        {"text": "done"},
+    ]}));
     assert_eq!(
-        std::fs::read_to_string(elsewhere.join("kept")).unwrap(),
-        "kept\n"
+        w.prompt(&agent, "delegate the counting").kind(),
+        "completed"
     );
+    let summaries = std::fs::read_to_string(w.cwd.join(".claude/subagent-summaries.md")).unwrap();
+    let lines: Vec<&str> = summaries.lines().collect();
+    assert_eq!(lines.len(), 1, "{summaries}");
+    assert!(lines[0].starts_with("- "), "{summaries}");
+    assert!(
+        lines[0].ends_with(": count to three => one two three"),
+        "{summaries}"
+    );
+    assert!(
+        !lines[0].contains(&format!("- {agent}:")),
+        "the child's id, not the parent's"
+    );
+
+    w.daemon.dshctl_json(&["agent", "close", &agent]);
+    let archive = w.cwd.join(format!(".claude/archive/{agent}.jsonl"));
+    let archived = std::fs::read_to_string(&archive).unwrap();
+    let records = parse_lines(&archived);
+    let said: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "assistant")
+        .map(|r| &r["message"]["content"][0]["text"])
+        .collect();
+    assert_eq!(said, ["delegating", "done"], "{archived}");
+    let projection = projections(&w).join(format!("{agent}.jsonl"));
+    assert_eq!(std::fs::read_to_string(&projection).unwrap(), archived);
 }

@@ -16,7 +16,7 @@ use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::provider::{ModelError, ModelRequest};
 use super::services::AgentServices;
-use crate::hooks::{HookEvent, SessionSource};
+use crate::hooks::{Decision, HookEvent, SessionSource};
 use dsh_session::history::{HistoryMessage, derive_with};
 use dsh_session::{CompactionTrigger, Event, EventData};
 
@@ -57,6 +57,12 @@ pub(crate) enum CompactionError {
         before: u64,
         /// Estimated tokens with the summary.
         after: u64,
+    },
+    /// A Claude Code PreCompact hook blocked it (exit 2 or `decision: "block"`).
+    #[error("a PreCompact hook blocked it: {reason}")]
+    Blocked {
+        /// The hooks' reason, or one naming the event.
+        reason: String,
     },
     /// The turn (or the compaction) was cancelled.
     #[error("cancelled")]
@@ -119,13 +125,20 @@ impl Compaction<'_> {
             trigger: self.trigger,
             instructions: self.instructions.clone(),
         });
-        self.hooks(HookEvent::PreCompact {
-            trigger: self.trigger,
-            custom_instructions: self.instructions.clone().unwrap_or_default(),
-        })
-        .await;
+        let pre = self
+            .hooks(HookEvent::PreCompact {
+                trigger: self.trigger,
+                custom_instructions: self.instructions.clone().unwrap_or_default(),
+            })
+            .await;
         let before = agent.gauge(|g| g.tokens(request_bytes(base)));
-        match self.decide(base, before, sizes, planned).await {
+        let decided = match pre.outcome.decision {
+            Decision::Deny => Err(CompactionError::Blocked {
+                reason: pre.outcome.reason.unwrap_or_default(),
+            }),
+            _ => self.decide(base, before, sizes, planned).await,
+        };
+        match decided {
             Ok(end) => {
                 let summary = match &end {
                     EventData::CompactionEnd { summary, .. } => summary.clone(),

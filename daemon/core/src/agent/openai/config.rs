@@ -46,9 +46,13 @@ pub struct OpenAiConfig {
 }
 
 /// The context windows of the default provider's models, as DeepSeek's API documentation gives
-/// them (docs/CONFIG.md says where; the config overrides them).
-const SHIPPED_WINDOWS: &[(&str, u64)] =
-    &[("deepseek-chat", 131_072), ("deepseek-reasoner", 131_072)];
+/// them ("1M"; DECISIONS.md says why 1,000,000; the config overrides them). The retired
+/// `deepseek-chat`/`deepseek-reasoner` names are left out: their size is whatever a proxy that
+/// still serves them says.
+const SHIPPED_WINDOWS: &[(&str, u64)] = &[
+    ("deepseek-v4-flash", 1_000_000),
+    ("deepseek-v4-pro", 1_000_000),
+];
 
 impl OpenAiConfig {
     /// How many tokens `model`'s context holds: `[model.context_windows]`, else

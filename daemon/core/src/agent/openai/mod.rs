@@ -1,5 +1,5 @@
 //! The `openai` model provider: OpenAI-compatible chat completions with tool calling, always
-//! streamed (SSE). DeepSeek's endpoint and `deepseek-chat` are the defaults.
+//! streamed (SSE). DeepSeek's endpoint and `deepseek-v4-flash` are the defaults.
 //!
 //! One request is: build the JSON body from the session's derived history, `POST` it to
 //! `{base_url}/chat/completions`, retry 429 and 5xx answers (bounded, before any byte of the reply
@@ -45,7 +45,9 @@ pub const PROVIDER_NAME: &str = "openai";
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 
 /// Default model.
-pub(crate) const DEFAULT_MODEL: &str = "deepseek-chat";
+/// DeepSeek retired `deepseek-chat` and `deepseek-reasoner` on 2026-07-24; `deepseek-v4-flash` is
+/// what `deepseek-chat` had routed to since V4.
+pub(crate) const DEFAULT_MODEL: &str = "deepseek-v4-flash";
 
 /// Default name of the environment variable holding the API key.
 pub(crate) const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";

@@ -5,7 +5,7 @@
 use super::{ToolSet, TurnRun};
 use crate::agent::compaction::{Compaction, CompactionError};
 use crate::agent::gauge;
-use crate::agent::provider::{ModelError, ModelReply};
+use crate::agent::provider::{ModelError, ModelReply, ModelRequest};
 use dsh_session::{CompactionTrigger, EventData, TurnEndReason};
 
 /// Why a step got no reply: the model request failed, or what it led to (a compaction that
@@ -13,6 +13,13 @@ use dsh_session::{CompactionTrigger, EventData, TurnEndReason};
 pub(super) enum StepFailure {
     Model(ModelError),
     Ended(TurnEndReason),
+}
+
+/// A step's request and its size in bytes, measured once when a figure comes of it (a known
+/// window, or the provider's usage).
+pub(super) struct MeasuredRequest {
+    pub request: ModelRequest,
+    pub bytes: Option<u64>,
 }
 
 impl TurnRun {
@@ -23,8 +30,9 @@ impl TurnRun {
         &self,
         step: u32,
         tools: &ToolSet,
+        request: MeasuredRequest,
     ) -> Result<ModelReply, StepFailure> {
-        match self.ask_model(step, tools).await {
+        match self.ask_model(step, &request).await {
             Err(ModelError::ContextOverflow { message }) => {
                 if !self.services.compaction.auto {
                     return Err(StepFailure::Ended(TurnEndReason::Error {
@@ -36,12 +44,19 @@ impl TurnRun {
                     }));
                 }
                 // The refused request's size (estimated as every request is).
-                let bytes = gauge::request_bytes(&self.request(tools));
+                let bytes = request
+                    .bytes
+                    .unwrap_or_else(|| gauge::request_bytes(&request.request));
                 let refused = self.agent.gauge(|g| g.tokens(bytes));
-                self.compact(CompactionTrigger::Auto, None, Some(refused), tools)
-                    .await
-                    .map_err(StepFailure::Ended)?;
-                self.ask_model(step, tools)
+                self.compact(
+                    CompactionTrigger::Auto,
+                    None,
+                    Some(refused),
+                    &request.request,
+                )
+                .await
+                .map_err(StepFailure::Ended)?;
+                self.ask_model(step, &self.measured_request(tools))
                     .await
                     .map_err(StepFailure::Model)
             }
@@ -49,24 +64,26 @@ impl TurnRun {
         }
     }
 
-    /// Compacts first when the next request would fill more of the model's window than the
-    /// threshold allows (automatic compaction on, and the window known). The turn's end reason
-    /// when the compaction failed.
-    pub(super) async fn compact_if_full(&self, tools: &ToolSet) -> Option<TurnEndReason> {
+    /// The next step's request, compacted first when it would fill more of the model's window
+    /// than the threshold allows (automatic compaction on, and the window known). The turn's end
+    /// reason when the compaction failed.
+    pub(super) async fn compact_if_full(
+        &self,
+        tools: &ToolSet,
+    ) -> Result<MeasuredRequest, TurnEndReason> {
+        let request = self.measured_request(tools);
         let settings = self.services.compaction;
-        if !settings.auto {
-            return None;
+        let (Some(window), Some(bytes)) = (self.agent.provider().context_window(), request.bytes)
+        else {
+            return Ok(request);
+        };
+        let tokens = self.agent.gauge(|g| g.tokens(bytes));
+        if !settings.auto || tokens * 100 <= window * u64::from(settings.threshold_percent) {
+            return Ok(request);
         }
-        let window = self.agent.provider().context_window()?;
-        let tokens = self
-            .agent
-            .gauge(|g| g.tokens(gauge::request_bytes(&self.request(tools))));
-        if tokens * 100 <= window * u64::from(settings.threshold_percent) {
-            return None;
-        }
-        self.compact(CompactionTrigger::Auto, None, None, tools)
-            .await
-            .err()
+        self.compact(CompactionTrigger::Auto, None, None, &request.request)
+            .await?;
+        Ok(self.measured_request(tools))
     }
 
     /// Runs a compaction; the turn's end reason when it failed.
@@ -75,7 +92,7 @@ impl TurnRun {
         trigger: CompactionTrigger,
         instructions: Option<String>,
         refused_at: Option<u64>,
-        tools: &ToolSet,
+        base: &ModelRequest,
     ) -> Result<(), TurnEndReason> {
         let compaction = Compaction {
             agent: &self.agent,
@@ -86,11 +103,18 @@ impl TurnRun {
             instructions,
             refused_at,
         };
-        match compaction.run(&self.request(tools)).await {
+        match compaction.run(base).await {
             Ok(()) => Ok(()),
             // Nothing to compact on its own (a window smaller than the newest step): the request
             // goes as it is, and the provider says whether it fits.
             Err(CompactionError::NothingToCompact) if trigger == CompactionTrigger::Auto => Ok(()),
+            // A PreCompact hook skipped a compaction the threshold asked for (as Claude Code does):
+            // the request goes uncompacted. One the provider's refusal asked for fails the turn.
+            Err(CompactionError::Blocked { .. })
+                if trigger == CompactionTrigger::Auto && refused_at.is_none() =>
+            {
+                Ok(())
+            }
             Err(CompactionError::Cancelled | CompactionError::Model(ModelError::Cancelled)) => {
                 Err(self.aborted())
             }
@@ -105,7 +129,12 @@ impl TurnRun {
         self.log(EventData::TurnStart { turn: self.turn });
         let tools = self.tools().await;
         match self
-            .compact(CompactionTrigger::Manual, instructions, None, &tools)
+            .compact(
+                CompactionTrigger::Manual,
+                instructions,
+                None,
+                &self.request(&tools),
+            )
             .await
         {
             Ok(()) => TurnEndReason::Completed,

@@ -18,7 +18,9 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 /// Makes `dir` a private directory of this user's (a link or file in its place is removed, not
-/// followed) and removes everything in it: projections are only ever written by this dshd.
+/// followed). What is in it stays: a projection is kept while its session is stored, and its
+/// first write by a dshd replaces whatever has its name (`create`), so nothing planted there is
+/// ever written through.
 pub(super) fn prepare(dir: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if !meta.is_dir() => std::fs::remove_file(dir)?,
@@ -26,17 +28,7 @@ pub(super) fn prepare(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    crate::exec::ensure_private_dir(dir)?;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        // `file_type` does not follow links: a link to a directory is removed as a link.
-        if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
-        } else {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(())
+    crate::exec::ensure_private_dir(dir)
 }
 
 /// Removes `dir` and everything in it, links not followed (projections are not kept: a dshd
@@ -221,7 +213,7 @@ mod tests {
     }
 
     #[test]
-    fn the_directory_is_made_private_and_emptied_and_a_link_to_it_is_not_followed() {
+    fn the_directory_is_made_private_keeps_its_projections_and_a_link_to_it_is_not_followed() {
         use std::os::unix::fs::{PermissionsExt as _, symlink};
         let tmp = tempfile::tempdir().unwrap();
         let elsewhere = tmp.path().join("elsewhere");
@@ -241,14 +233,13 @@ mod tests {
         );
         drop(transcripts);
 
-        // Whatever is in it goes: files, links (not followed), directories.
+        // What is in it stays (projections outlive their dshd); a link at a session's name is
+        // replaced at its first write, never followed (the test above).
         std::fs::write(dir.join("s-1.jsonl"), "{}").unwrap();
-        std::fs::create_dir(dir.join("sub")).unwrap();
-        std::fs::write(dir.join("sub/x"), "x").unwrap();
         symlink(&elsewhere, dir.join("s-2.jsonl")).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let transcripts = Transcripts::new(dir.clone());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         let meta = std::fs::symlink_metadata(&dir).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o700);
         assert_eq!(
@@ -260,7 +251,10 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let header = SessionHeader::new(SessionId::parse("s-1").unwrap(), PathBuf::from("/p"), 2);
         transcripts.sync(&header, "m", &Log(vec![said("one", 0)]));
-        assert!(!transcripts.path(&header.id).exists());
+        assert_eq!(
+            std::fs::read_to_string(transcripts.path(&header.id)).unwrap(),
+            "{}"
+        );
 
         // With projections off, an earlier dshd's are removed all the same.
         clear(&dir);

@@ -10,12 +10,16 @@
 //! continuations (plugin messages) are user records marked `isMeta`, as Claude Code marks the
 //! messages it injects.
 //!
-//! The file is appended to, never rewritten: the session log only grows, so before each Claude
-//! Code hook runs the events appended since the last sync are projected and written (the cost is
-//! one small append per hook run that has new events; none when the setting is `session`, the
-//! default). Files are private (0600, in a 0700 directory) and removed when the agent is closed,
-//! with its other derived files; the directory is emptied when dshd starts.
-//! Where and how the files are written is `file.rs`: never through a link.
+//! The file is appended to while its agent is live: the session log only grows, so before each
+//! Claude Code hook runs the events appended since the last sync are projected and written (the
+//! cost is one small append per hook run that has new events; none when the setting is
+//! `session`, the default). A dshd that projects a session for the first time (after a restart,
+//! a resume) writes the file anew from the first event. Files are private (0600, in a 0700
+//! directory under the harness home) and live as long as the session is stored, as Claude Code
+//! keeps its transcripts: brought up to date when the agent closes, so a SessionEnd archiver or a
+//! later reader finds the whole conversation, and removed with `session delete`. A child agent's
+//! projection (SubagentStop's `agent_transcript_path`) is a sidechain, as Claude Code writes its
+//! subagents' transcripts. Where and how the files are written is `file.rs`: never through a link.
 
 mod file;
 
@@ -85,8 +89,8 @@ impl Transcripts {
         }
     }
 
-    /// Projections under `dir`, made dshd's own and emptied of anything an earlier dshd (or
-    /// anyone else) left there.
+    /// Projections under `dir`, made dshd's own (what an earlier dshd wrote there stays: it is
+    /// written anew at its session's first sync).
     pub(super) fn new(dir: PathBuf) -> Self {
         if let Err(error) = prepare(&dir) {
             tracing::warn!(
@@ -166,8 +170,17 @@ impl Transcripts {
         }
     }
 
-    /// Removes `id`'s projection (its agent was closed).
-    pub(super) fn forget(&self, id: &SessionId) {
+    /// Brings `header`'s projection up to date one last time and stops following it (its agent
+    /// was closed); the file stays. Nothing when it was never projected by this dshd.
+    pub(super) fn close(&self, header: &SessionHeader, model: &str, events: &dyn SessionEvents) {
+        if lock(&self.sessions).contains_key(&header.id) {
+            self.sync(header, model, events);
+        }
+        lock(&self.sessions).remove(&header.id);
+    }
+
+    /// Removes `id`'s projection (its session was deleted).
+    pub(super) fn delete(&self, id: &SessionId) {
         let removed = lock(&self.sessions).remove(id);
         let path = removed.map_or_else(|| self.path(id), |p| p.path);
         match std::fs::remove_file(&path) {
@@ -253,18 +266,24 @@ fn record(
         ),
         _ => return None,
     };
+    // A child agent's records are a sidechain of its parent's session, as Claude Code writes a
+    // subagent's transcript: the parent's session id, the child's as `agentId`.
+    let session = header.parent_session.as_ref().unwrap_or(&header.id);
     let mut record = json!({
         "parentUuid": parent,
         "isSidechain": header.parent_session.is_some(),
         "userType": "external",
         "cwd": header.cwd.to_string_lossy(),
-        "sessionId": header.id.as_str(),
+        "sessionId": session.as_str(),
         "version": concat!("dsh-", env!("CARGO_PKG_VERSION")),
         "type": kind,
         "message": message,
         "uuid": format!("{}-{}", header.id.as_str(), event.seq),
         "timestamp": timestamp(event.time),
     });
+    if header.parent_session.is_some() {
+        record["agentId"] = json!(header.id.as_str());
+    }
     if meta {
         record["isMeta"] = Value::Bool(true);
     }
@@ -417,7 +436,51 @@ mod tests {
         );
         assert!(lines[2]["message"].get("usage").is_none());
         assert_eq!(lines[0]["timestamp"], "2025-12-02T13:00:00.123Z");
-        transcripts.forget(&header.id);
+        // Closing keeps the file, brought up to date; deleting the session removes it.
+        log.0.push(event(
+            4,
+            EventData::AssistantMessage {
+                turn: 1,
+                step: 2,
+                message: AssistantMessage {
+                    text: "done".into(),
+                    tool_calls: Vec::new(),
+                },
+                usage: None,
+            },
+        ));
+        transcripts.close(&header, "m", &log);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+        // A later dshd (or a resume) writes it anew from the first event, never twice.
+        let again = Transcripts::new(dir.path().join("t"));
+        assert!(path.exists(), "a new dshd keeps what the last one wrote");
+        again.sync(&header, "m", &log);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+        again.delete(&header.id);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_child_agents_projection_is_a_sidechain_of_its_parents_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut header =
+            SessionHeader::new(SessionId::parse("kid").unwrap(), PathBuf::from("/p"), 2);
+        header.parent_session = Some(SessionId::parse("mom").unwrap());
+        let transcripts = Transcripts::new(dir.path().join("t"));
+        let log = Log(vec![event(
+            0,
+            EventData::UserMessage {
+                message: UserMessage {
+                    text: "count the files".into(),
+                    source: MessageSource::User,
+                },
+            },
+        )]);
+        transcripts.sync(&header, "m", &log);
+        let text = std::fs::read_to_string(transcripts.path(&header.id)).unwrap();
+        let line: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(line["isSidechain"], true);
+        assert_eq!(line["sessionId"], "mom");
+        assert_eq!(line["agentId"], "kid");
     }
 }

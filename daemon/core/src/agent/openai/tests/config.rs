@@ -8,7 +8,7 @@ use super::*;
 fn config_defaults_and_toml_keys() {
     let defaults = OpenAiConfig::default();
     assert_eq!(defaults.base_url, "https://api.deepseek.com");
-    assert_eq!(defaults.model, "deepseek-chat");
+    assert_eq!(defaults.model, "deepseek-v4-flash");
     assert_eq!(defaults.api_key_env, "DEEPSEEK_API_KEY");
     assert_eq!(defaults.request_timeout, Duration::from_secs(300));
     assert_eq!(defaults.idle_timeout, Duration::from_secs(120));
@@ -51,7 +51,15 @@ fn config_defaults_and_toml_keys() {
     assert_eq!(windows.context_window_of("small"), Some(10));
     assert_eq!(windows.context_window_of("deepseek-chat"), Some(1000));
     let shipped = OpenAiConfig::default();
-    assert_eq!(shipped.context_window_of("deepseek-chat"), Some(131_072));
+    assert_eq!(
+        shipped.context_window_of("deepseek-v4-flash"),
+        Some(1_000_000)
+    );
+    assert_eq!(
+        shipped.context_window_of("deepseek-v4-pro"),
+        Some(1_000_000)
+    );
+    assert_eq!(shipped.context_window_of("deepseek-chat"), None);
     assert_eq!(shipped.context_window_of("someone-elses-model"), None);
     assert!(toml::from_str::<OpenAiConfig>("request_timeout_ms = \"soon\"").is_err());
 }

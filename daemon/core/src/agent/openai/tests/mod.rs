@@ -230,7 +230,7 @@ async fn request_body_and_headers_have_the_chat_completions_shape() {
     assert_eq!(
         seen.body,
         json!({
-            "model": "deepseek-chat",
+            "model": "deepseek-v4-flash",
             "messages": [
                 {"role": "system", "content": "You are dsh."},
                 {"role": "user", "content": "list files"},
@@ -281,7 +281,7 @@ async fn base_url_variants_and_model_override() {
         "no tools, no array"
     );
     assert_eq!(requests[1].path, "/chat/completions");
-    assert_eq!(requests[1].body["model"], "deepseek-chat");
+    assert_eq!(requests[1].body["model"], "deepseek-v4-flash");
 }
 
 mod config;
