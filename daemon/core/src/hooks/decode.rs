@@ -267,7 +267,7 @@ mod permission;
 mod updates;
 
 pub(crate) use updates::SessionRule;
-pub(crate) use updates::suggestions;
+pub(crate) use updates::{rewritten_arguments, suggestions};
 
 #[cfg(test)]
 mod tests;

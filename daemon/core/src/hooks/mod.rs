@@ -405,7 +405,7 @@ impl Hooks {
         let mut records = Vec::with_capacity(jobs.len() * 2);
         for (job, end) in jobs.iter().zip(finished) {
             let mut output = decode::decode(&end, name, job.dialect);
-            let arguments = rewritten_arguments(job.dialect, event, &mut output);
+            let arguments = decode::rewritten_arguments(job.dialect, event, &mut output);
             log_output(job, &output);
             tracing::info!(
                 handler = %job.handler_id,
@@ -598,31 +598,6 @@ fn timeout(
             .min(Duration::from_secs(3));
     }
     configured.unwrap_or(default)
-}
-
-/// The dsh arguments of a PreToolUse or PermissionRequest `updatedInput` that `output` carries,
-/// checked. One that cannot become arguments the dialect's tool would accept turns the hook's
-/// answer into a deny: the call is refused, never run with its original input.
-fn rewritten_arguments(
-    dialect: Dialect,
-    event: &HookEvent,
-    output: &mut HookOutput,
-) -> Option<serde_json::Value> {
-    let updated = output.updated_input.as_ref()?;
-    let (tool, arguments) = event.tool_call()?;
-    match tools::apply_update(dialect, tool, arguments, updated) {
-        Ok(arguments) => Some(arguments),
-        Err(error) => {
-            output.verdict = Verdict::Deny;
-            output.reason = Some(format!(
-                "a {} hook rewrote the call with an input {} cannot run, so it was not run: {error}",
-                event.name().as_str(),
-                tools::payload_name(dialect, tool)
-            ));
-            output.note = Some(error.to_string());
-            None
-        }
-    }
 }
 
 fn load_configured(settings: &HookSettings) -> Vec<Arc<HookFile>> {

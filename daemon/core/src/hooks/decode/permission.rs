@@ -6,7 +6,7 @@
 //! (with `message`), and `interrupt: true` beside a deny also stops the turn; `continue: false`
 //! stops it too. Anything else (no output, plain text, no `decision`) decides nothing: the request
 //! goes to people. Beside an allow ("for `allow` only"), `updatedInput` replaces the call's whole
-//! input, translated to dsh's arguments as PreToolUse's is (`rewritten_arguments` in `mod.rs`),
+//! input, translated to dsh's arguments as PreToolUse's is (`rewritten_arguments` in `updates.rs`),
 //! and `updatedPermissions` may add session rules (`updates.rs`: what dsh cannot honour is
 //! left out and noted in the record). Beside a deny both are ignored, as upstream ignores them.
 //!

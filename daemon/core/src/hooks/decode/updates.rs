@@ -13,10 +13,40 @@
 //!
 //! The same shape is what dsh offers as `permission_suggestions` ([`suggestions`]): the one entry
 //! it can honour, so a hook that echoes a suggestion back gets exactly that rule.
+//!
+//! `updatedInput` (PreToolUse's, and PermissionRequest's beside an allow) becomes dsh arguments in
+//! one place, [`rewritten_arguments`], whichever event carried it.
 
 use serde_json::{Value, json};
 
+use super::super::{Dialect, HookEvent, tools};
+use super::{HookOutput, Verdict};
 use crate::call::BASH;
+
+/// The dsh arguments of a PreToolUse or PermissionRequest `updatedInput` that `output` carries,
+/// checked. One that cannot become arguments the dialect's tool would accept turns the hook's
+/// answer into a deny: the call is refused, never run with its original input.
+pub(crate) fn rewritten_arguments(
+    dialect: Dialect,
+    event: &HookEvent,
+    output: &mut HookOutput,
+) -> Option<serde_json::Value> {
+    let updated = output.updated_input.as_ref()?;
+    let (tool, arguments) = event.tool_call()?;
+    match tools::apply_update(dialect, tool, arguments, updated) {
+        Ok(arguments) => Some(arguments),
+        Err(error) => {
+            output.verdict = Verdict::Deny;
+            output.reason = Some(format!(
+                "a {} hook rewrote the call with an input {} cannot run, so it was not run: {error}",
+                event.name().as_str(),
+                tools::payload_name(dialect, tool)
+            ));
+            output.note = Some(error.to_string());
+            None
+        }
+    }
+}
 
 /// A session "allow always" rule a PermissionRequest hook asked for: a dsh tool and one exact
 /// command (the directory is the request's).
