@@ -282,3 +282,35 @@ fn a_permission_request_hooks_deny_and_a_persons_deny_each_fire_it() {
         [triple("d1", "deny", "hook"), triple("d2", "deny", "client")]
     );
 }
+
+#[test]
+fn a_denial_by_the_never_policy_fires_it_with_the_policys_reason() {
+    let ask = r#"cat > /dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "check this"}}'"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("denied.jsonl");
+    let w = World::new(|_| Setup {
+        hooks_toml: "[approvals]\npolicy = \"never\"\n".into(),
+        ..Setup::claude_code(hook_file(&[
+            ("PreToolUse", Some("Bash"), ask),
+            (
+                "PermissionDenied",
+                Some("Bash"),
+                &format!("cat >> '{}'", log.display()),
+            ),
+        ]))
+    });
+    let agent = w.agent(&json!({"replies": [call("n1", "touch never"), {"text": "ok"}]}));
+    let turn = w.prompt(&agent, "try");
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert!(!w.cwd.join("never").exists());
+    let denied = parse_lines(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["tool_use_id"], "n1");
+    let reason = denied[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("check this") && reason.contains("the approval policy is `never`"),
+        "{reason}"
+    );
+    // Nobody was asked, so no approval was requested or decided.
+    assert!(decisions(&w.events(&agent)).is_empty());
+}
