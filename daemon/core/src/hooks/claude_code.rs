@@ -81,11 +81,30 @@ pub(super) fn payload(
         } => p
             .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id),
+        // "An optional `permission_suggestions` array": dsh offers what it can honour when a
+        // hook echoes it back as `updatedPermissions` (`decode/updates.rs`).
         HookEvent::PermissionRequest {
             tool_name,
             tool_input,
             ..
-        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd),
+        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd).value(
+            "permission_suggestions",
+            &super::decode::suggestions(
+                tool_name,
+                tool_input
+                    .get("command")
+                    .and_then(serde_json::Value::as_str),
+            ),
+        ),
+        HookEvent::PermissionDenied {
+            tool_name,
+            tool_input,
+            tool_use_id,
+            reason,
+        } => p
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
+            .str("tool_use_id", tool_use_id)
+            .str("reason", reason),
         HookEvent::PostToolUseFailure {
             tool_name,
             tool_input,

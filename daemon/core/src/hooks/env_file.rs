@@ -19,11 +19,17 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 
+use super::decode::HookOutput;
+use super::job::Job;
+use super::payload::path_text;
+use super::{Dialect, EventName};
+use crate::exec::Executor;
+
 /// What a file may hold; more is refused whole (a hook that writes megabytes into it is broken).
 const MAX_BYTES: u64 = 64 * 1024;
 
 /// The variable a Claude Code SessionStart hook finds its file in.
-pub(super) const CLAUDE_ENV_FILE: &str = "CLAUDE_ENV_FILE";
+const CLAUDE_ENV_FILE: &str = "CLAUDE_ENV_FILE";
 
 /// One piece of a value: text as written, or a variable to expand.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +124,60 @@ fn read(path: &Path) -> io::Result<String> {
     let mut bytes = Vec::new();
     file.take(MAX_BYTES).read_to_end(&mut bytes)?;
     String::from_utf8(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+/// A `CLAUDE_ENV_FILE` for `job` when it is a Claude Code SessionStart command hook that waits
+/// (its variable is set on the job); `None` otherwise, or when the file cannot be made (the hook
+/// runs without it, and dshd's log says why).
+pub(super) fn for_job(executor: &Executor, event: EventName, job: &mut Job) -> Option<EnvFile> {
+    if event != EventName::SessionStart || job.dialect != Dialect::ClaudeCode || job.http.is_some()
+    {
+        return None;
+    }
+    let dir = executor.config().spill_dir.join("hook-env");
+    match EnvFile::create(&dir) {
+        Ok(file) => {
+            job.env
+                .insert(CLAUDE_ENV_FILE.to_owned(), path_text(file.path()));
+            Some(file)
+        }
+        Err(error) => {
+            tracing::warn!(handler = %job.handler_id, %error, "cannot make a CLAUDE_ENV_FILE; the hook runs without one");
+            None
+        }
+    }
+}
+
+/// Reads what a hook wrote to its `CLAUDE_ENV_FILE` into `env`; what is refused is said in the
+/// hook's record (`output.note`).
+pub(super) fn read_into(
+    file: EnvFile,
+    executor: &Executor,
+    output: &mut HookOutput,
+    env: &mut Vec<Assignment>,
+) {
+    let mut refused = Vec::new();
+    match file.take() {
+        Ok(text) => {
+            let (assignments, lines) = parse(&text);
+            refused.extend(lines);
+            for assignment in assignments {
+                // The value is checked again once expanded (`Agent::add_env`).
+                match executor.refusal(&assignment.name, "") {
+                    Some(why) => refused.push(format!("{}: {why}", assignment.name)),
+                    None => env.push(assignment),
+                }
+            }
+        }
+        Err(error) => refused.push(format!("cannot read it: {error}")),
+    }
+    if !refused.is_empty() {
+        let note = format!("CLAUDE_ENV_FILE: refused {}", refused.join("; "));
+        output.note = Some(match output.note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note,
+        });
+    }
 }
 
 /// The assignments of `text`, and a note for each line that is not one.

@@ -63,6 +63,7 @@ use std::time::{Duration, SystemTime};
 
 pub(crate) use background::{Background, BackgroundEnd};
 pub use config::HookSettings;
+pub(crate) use decode::SessionRule;
 pub(crate) use env_file::Assignment;
 pub(crate) use event::{
     Dialect, EventName, NotificationKind, SessionEndReason, SessionSource, StopFailureKind,
@@ -113,9 +114,14 @@ pub struct MergedOutcome {
     pub stop_reason: Option<String>,
     /// `systemMessage`s, for the user (never the model).
     pub system_messages: Vec<String>,
-    /// PreToolUse: the arguments the call runs with instead of the model's (a hook's
-    /// `updatedInput`, translated to dsh's arguments and checked).
+    /// PreToolUse, and PermissionRequest allowed: the arguments the call runs with instead of
+    /// the model's (a hook's `updatedInput`, translated to dsh's arguments and checked).
     pub updated_input: Option<serde_json::Value>,
+    /// PermissionRequest allowed: the session "allow always" rules the hooks added
+    /// (`updatedPermissions`), each once.
+    pub rules: Vec<SessionRule>,
+    /// PermissionDenied: a hook said the model may retry the call.
+    pub retry: bool,
     /// PostToolUse: feedback for the model next to the tool's output (Claude Code's block and
     /// exit 2), each attributed to its dialect's plugin name.
     pub feedback: Vec<(&'static str, String)>,
@@ -397,7 +403,7 @@ impl Hooks {
         let mut jobs = jobs;
         let mut env_files: Vec<Option<env_file::EnvFile>> = jobs
             .iter_mut()
-            .map(|job| self.env_file(name, job))
+            .map(|job| env_file::for_job(&self.executor, name, job))
             .collect();
         let background = background
             .into_iter()
@@ -411,9 +417,9 @@ impl Hooks {
         for ((job, end), file) in jobs.iter().zip(finished).zip(env_files.iter_mut()) {
             let mut output = decode::decode(&end, name, job.dialect);
             if let Some(file) = file.take() {
-                self.read_env_file(file, &mut output, &mut env);
+                env_file::read_into(file, &self.executor, &mut output, &mut env);
             }
-            let arguments = rewritten_arguments(job.dialect, event, &mut output);
+            let arguments = decode::rewritten_arguments(job.dialect, event, &mut output);
             log_output(job, &output);
             tracing::info!(
                 handler = %job.handler_id,
@@ -454,64 +460,6 @@ impl Hooks {
             records,
             background,
             env,
-        }
-    }
-
-    /// A `CLAUDE_ENV_FILE` for `job` when it is a Claude Code SessionStart command hook that
-    /// waits (its variable is set on the job); `None` otherwise, or when the file cannot be made
-    /// (the hook runs without it, and dshd's log says why).
-    fn env_file(&self, event: EventName, job: &mut Job) -> Option<env_file::EnvFile> {
-        if event != EventName::SessionStart
-            || job.dialect != Dialect::ClaudeCode
-            || job.http.is_some()
-        {
-            return None;
-        }
-        let dir = self.executor.config().spill_dir.join("hook-env");
-        match env_file::EnvFile::create(&dir) {
-            Ok(file) => {
-                job.env.insert(
-                    env_file::CLAUDE_ENV_FILE.to_owned(),
-                    payload::path_text(file.path()),
-                );
-                Some(file)
-            }
-            Err(error) => {
-                tracing::warn!(handler = %job.handler_id, %error, "cannot make a CLAUDE_ENV_FILE; the hook runs without one");
-                None
-            }
-        }
-    }
-
-    /// Reads what a hook wrote to its `CLAUDE_ENV_FILE` into `env`; what is refused is said in
-    /// the hook's record (`output.note`).
-    fn read_env_file(
-        &self,
-        file: env_file::EnvFile,
-        output: &mut HookOutput,
-        env: &mut Vec<Assignment>,
-    ) {
-        let mut refused = Vec::new();
-        match file.take() {
-            Ok(text) => {
-                let (assignments, lines) = env_file::parse(&text);
-                refused.extend(lines);
-                for assignment in assignments {
-                    // The value is checked again once expanded (`Agent::add_env`).
-                    match self.executor.refusal(&assignment.name, "") {
-                        Some(why) => refused.push(format!("{}: {why}", assignment.name)),
-                        None => env.push(assignment),
-                    }
-                }
-            }
-            Err(error) => refused.push(format!("cannot read it: {error}")),
-        }
-        if !refused.is_empty() {
-            let note = format!("CLAUDE_ENV_FILE: refused {}", refused.join("; "));
-            output.note = Some(match output.note.take() {
-                Some(earlier) => format!("{earlier}; {note}"),
-                None => note,
-            });
         }
     }
 
@@ -665,30 +613,6 @@ fn timeout(
             .min(Duration::from_secs(3));
     }
     configured.unwrap_or(default)
-}
-
-/// The dsh arguments of a PreToolUse `updatedInput` that `output` carries, checked. One that cannot
-/// become arguments the dialect's tool would accept turns the hook's answer into a deny: the
-/// call is refused, never run with its original input.
-fn rewritten_arguments(
-    dialect: Dialect,
-    event: &HookEvent,
-    output: &mut HookOutput,
-) -> Option<serde_json::Value> {
-    let updated = output.updated_input.as_ref()?;
-    let (tool, arguments) = event.tool_call()?;
-    match tools::apply_update(dialect, tool, arguments, updated) {
-        Ok(arguments) => Some(arguments),
-        Err(error) => {
-            output.verdict = Verdict::Deny;
-            output.reason = Some(format!(
-                "a PreToolUse hook rewrote the call with an input {} cannot run, so it was not run: {error}",
-                tools::payload_name(dialect, tool)
-            ));
-            output.note = Some(error.to_string());
-            None
-        }
-    }
 }
 
 fn load_configured(settings: &HookSettings) -> Vec<Arc<HookFile>> {

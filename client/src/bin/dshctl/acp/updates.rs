@@ -462,6 +462,7 @@ impl Translator {
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
+                | EventData::ApprovalRuleAdded { .. }
                 | EventData::CompactionStart { .. }
                 | EventData::CompactionEnd { .. }
                 | EventData::Unknown(_) => Vec::new(),

@@ -11,6 +11,7 @@ mod config;
 mod decisions;
 mod examples;
 mod payload;
+mod permissions;
 mod process;
 mod sandboxing;
 
