@@ -654,6 +654,11 @@ impl Agent {
         Some((turn, next_seq, cancel))
     }
 
+    /// Whether a turn runs now.
+    pub(crate) fn is_busy(&self) -> bool {
+        *self.busy.borrow()
+    }
+
     /// Marks the running turn finished: the agent takes the next prompt.
     pub(crate) fn end_turn(&self) {
         let turn = {

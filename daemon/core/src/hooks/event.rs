@@ -206,13 +206,16 @@ impl SessionEndReason {
 pub enum NotificationKind {
     /// A tool call waits for a person's approval.
     PermissionPrompt,
+    /// A top-level agent has waited for its next prompt for `hooks.idle_prompt_ms`.
+    IdlePrompt,
 }
 
 impl NotificationKind {
-    /// `permission_prompt`.
+    /// `permission_prompt` or `idle_prompt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PermissionPrompt => "permission_prompt",
+            Self::IdlePrompt => "idle_prompt",
         }
     }
 }

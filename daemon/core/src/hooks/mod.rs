@@ -280,6 +280,15 @@ impl Hooks {
         )
     }
 
+    /// The Notification message of a top-level agent waiting for its next prompt: Claude Code's
+    /// wording, with `hooks.notification_name`.
+    pub fn idle_message(&self) -> String {
+        format!(
+            "{} is waiting for your input",
+            self.settings.notification_name
+        )
+    }
+
     /// The settings in force (after sanitizing).
     pub fn settings(&self) -> &HookSettings {
         &self.settings

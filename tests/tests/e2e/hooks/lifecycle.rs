@@ -256,3 +256,46 @@ fn claude_env_file_exports_reach_later_commands_and_dsh_keys_are_refused() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Notification `idle_prompt` (issue 45): a top-level agent that waits for its next prompt for
+/// `hooks.idle_prompt_ms` fires it once per wait, in Claude Code's words; a close ends the wait.
+#[test]
+fn an_agent_waiting_for_its_next_prompt_notifies_once_per_wait() {
+    let w = World::new(|dir| Setup {
+        claude_code: vec![hook_file(&[(
+            "Notification",
+            Some("idle_prompt"),
+            &dir.script(
+                "idle.sh",
+                &format!(
+                    "#!/bin/sh\ncat >> {f}\necho >> {f}\n",
+                    f = dir.q("idle.jsonl")
+                ),
+            ),
+        )])],
+        hooks_toml: "idle_prompt_ms = 300".into(),
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [{"text": "one"}, {"text": "two"}]}));
+    let count = || {
+        std::fs::read_to_string(w.path("idle.jsonl"))
+            .map(|t| parse_lines(&t).len())
+            .unwrap_or(0)
+    };
+    for (turn, prompt) in [(1, "first"), (2, "second")] {
+        assert_eq!(w.prompt(&agent, prompt).kind(), "completed");
+        assert!(
+            eventually(PATIENCE, || count() == turn),
+            "no idle notification after turn {turn}"
+        );
+    }
+    w.daemon.dshctl_json(&["agent", "close", &agent]);
+    let lines = parse_lines(&w.read("idle.jsonl"));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["hook_event_name"], "Notification");
+        assert_eq!(line["notification_type"], "idle_prompt");
+        assert_eq!(line["message"], "Claude is waiting for your input");
+        assert_eq!(line["session_id"], agent.as_str());
+    }
+}
