@@ -618,3 +618,51 @@ async fn the_key_comes_from_a_private_file_or_a_systemd_credential() {
         "{log}"
     );
 }
+
+/// A token logger written for Claude Code (our own fixture in the shape of published ones, see
+/// SOURCES.md) reads `message.usage` from the Claude-format transcript and logs the counts the
+/// provider reported (issue 45).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_token_logger_logs_the_providers_counts() {
+    dsh_core::test_support::require_jq();
+    let mut call = tool_call_stream("call_1", "bash", &["{\"command\": \"true\"}"]);
+    call.push(usage_event(120, 30, 20));
+    call.push(DONE.into());
+    let mut answer = vec![text_delta("Done."), finish("stop")];
+    answer.push(usage_event(200, 5, 100));
+    answer.push(DONE.into());
+    let mock = Mock::start(vec![stream(call), stream(answer)]).await;
+    let dir = dsh_tests::private_dir();
+    let logger =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hooks/own/token-usage-log.sh");
+    let hooks = dir.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": logger.to_str().unwrap()}
+        ]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let daemon = daemon(
+        &mock,
+        true,
+        &format!(
+            "[hooks]\nclaude_code = [{:?}]\nclaude_code_transcript = \"claude\"\n",
+            hooks.to_str().unwrap()
+        ),
+    );
+    let project = dir.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let agent = new_agent(&daemon, &project);
+    let (out, _) = prompt(&daemon, &agent, "look around").await;
+    assert!(out.status.success());
+    let log = std::fs::read_to_string(project.join(".claude/token-usage.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(log.trim()).unwrap();
+    // Prompt tokens are split into the uncached input and the cache reads, as the Messages API
+    // reports them.
+    assert_eq!(
+        line,
+        json!({"session": agent, "usage": {"input": 200, "output": 35, "cache_read": 120}})
+    );
+}
