@@ -244,6 +244,7 @@ impl TurnRun {
             let run = self.hooks(HookEvent::SessionStart { source }).await;
             self.agent.add_env(&self.services.executor, &run.env);
             let start = run.outcome;
+            self.retitle(start.session_title.as_deref());
             context.extend(start.additional_context);
             if start.stop {
                 // The session started: its context stays for later turns; this prompt is not
@@ -646,6 +647,21 @@ impl TurnRun {
 }
 
 impl TurnRun {
+    /// Claude Code's SessionStart `sessionTitle`: the session's title, checked as a person's is
+    /// (one line, at most 200 characters); one that is not is left out, and dshd's log says why.
+    fn retitle(&self, title: Option<&str>) {
+        let Some(title) = title else {
+            return;
+        };
+        match dsh_session::check_title(title) {
+            Ok(title) => self.log(EventData::SessionTitle { title }),
+            Err(error) => tracing::warn!(
+                session = %self.agent.id(),
+                "a SessionStart hook's sessionTitle was not used: {error}"
+            ),
+        }
+    }
+
     /// Claude Code's Notification `idle_prompt`: when this top-level agent is still waiting for
     /// its next prompt `hooks.idle_prompt_ms` after this turn, once. A prompt, a close or a
     /// dshd shutdown in the meantime ends the wait; a child agent (one turn, its parent's call)

@@ -71,6 +71,8 @@ pub(super) struct HookOutput {
     pub rules: Vec<SessionRule>,
     /// PermissionDenied `retry: true`: the model is told it may retry the call.
     pub retry: bool,
+    /// Claude Code SessionStart `sessionTitle`: the session's new title.
+    pub session_title: Option<String>,
     /// For an error: why. Otherwise: what upstream would have said where dsh was stricter.
     pub note: Option<String>,
 }
@@ -255,6 +257,9 @@ fn claude_code_object(map: &Map<String, Value>, event: EventName) -> HookOutput 
     }
     if event == EventName::PermissionDenied {
         out.retry = specific.get("retry").and_then(Value::as_bool) == Some(true);
+    }
+    if event == EventName::SessionStart {
+        out.session_title = text(specific, "sessionTitle");
     }
     if claude_code_takes_context(event) {
         out.additional_context = text(specific, "additionalContext");

@@ -272,6 +272,9 @@ pub struct HookContext {
     pub turn: Option<u32>,
     /// The model name (Codex payloads carry it).
     pub model: String,
+    /// The reasoning effort the agent's requests ask for (Claude Code's `effort.level`, and
+    /// `CLAUDE_EFFORT`); `None` when they ask for none (the provider's default).
+    pub effort: Option<dsh_session::ReasoningEffort>,
     /// The sandbox of the agent [`Self::header`] belongs to: a command hook that names, or comes
     /// from a file, it can write runs under it (`sandboxing.rs`). Unconfined when no agent fires.
     pub sandbox: SandboxPolicy,

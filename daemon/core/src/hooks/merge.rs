@@ -149,6 +149,10 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
             merged.system_messages.push(message.clone());
         }
         merged.retry |= event == EventName::PermissionDenied && output.retry;
+        // The last hook in configured order that names a title sets it.
+        if let Some(title) = &output.session_title {
+            merged.session_title = Some(title.clone());
+        }
     }
     if !replacement.is_empty() {
         merged.replacement = Some(replacement.join("\n\n"));
@@ -224,6 +228,7 @@ mod tests {
             updated_input: None,
             rules: Vec::new(),
             retry: false,
+            session_title: None,
             note: None,
         }
     }

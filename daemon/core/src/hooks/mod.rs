@@ -122,6 +122,8 @@ pub struct MergedOutcome {
     pub rules: Vec<SessionRule>,
     /// PermissionDenied: a hook said the model may retry the call.
     pub retry: bool,
+    /// SessionStart: the title a Claude Code hook gave the session (`sessionTitle`).
+    pub session_title: Option<String>,
     /// PostToolUse: feedback for the model next to the tool's output (Claude Code's block and
     /// exit 2), each attributed to its dialect's plugin name.
     pub feedback: Vec<(&'static str, String)>,
@@ -579,7 +581,7 @@ impl Hooks {
                     &ctx.header.cwd,
                     file.plugin_root.as_deref(),
                 ),
-                claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref()),
+                claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref(), ctx.effort),
             ),
             // A Codex command, and an HTTP hook's URL, are used as written, with no environment.
             _ => (handler.command.clone(), Default::default()),

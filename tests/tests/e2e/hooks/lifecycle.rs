@@ -299,3 +299,26 @@ fn an_agent_waiting_for_its_next_prompt_notifies_once_per_wait() {
         assert_eq!(line["session_id"], agent.as_str());
     }
 }
+
+/// Claude Code's SessionStart `sessionTitle` names the session, as a person's title would
+/// (issue 45): `dshctl session show` and the log have it.
+#[test]
+fn a_session_start_hook_titles_the_session() {
+    let w = World::new(|dir| {
+        Setup::claude_code(hook_file(&[(
+            "SessionStart",
+            None,
+            &dir.script(
+                "title.sh",
+                "#!/bin/sh\ncat > /dev/null\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"SessionStart\",\"sessionTitle\":\"fix the login bug\"}}'\n",
+            ),
+        )]))
+    });
+    let agent = w.agent(&json!({"replies": [{"text": "on it"}]}));
+    assert_eq!(w.prompt(&agent, "the login fails").kind(), "completed");
+    let titles: Vec<Value> = of_type(&w.events(&agent), "session/title")
+        .into_iter()
+        .map(|e| e["data"]["title"].clone())
+        .collect();
+    assert_eq!(titles, [json!("fix the login bug")]);
+}
