@@ -496,6 +496,15 @@ event_vocabulary! {
     /// A client removed an "allow always" rule of the session (`Agents.RemoveRules`): the same
     /// request asks again.
     ApprovalRuleRemoved = "approval/rule-removed" { tool: String, command: String, cwd: String },
+    /// A PermissionRequest hook added an "allow always" rule for the session (Claude Code's
+    /// `updatedPermissions`, an `addRules` entry with `destination: "session"`): the same tool
+    /// with this exact command in this directory is allowed without asking, as a rule a client
+    /// made is. `handlers` are the hooks that asked for it, by id.
+    ApprovalRuleAdded = "approval/rule-added" {
+        tool: String, command: String, cwd: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        handlers: Vec<String>,
+    },
     /// A tool call waits for a person's approval (the agent's policy, or a PreToolUse hook's
     /// "ask"): its `tool`, the `command` (a bash command, or another tool's arguments as JSON),
     /// where it would run, why approval is needed, and how long it waits before it is denied;

@@ -1,6 +1,7 @@
 //! "Allow always" rules as facts of the session: a client's allow for the session (an
 //! `approval/decision` with `scope: session`) makes one from its `approval/request` (tool,
-//! command, cwd); an `approval/rule-removed` ends it. Derived from the log, so an agent made live
+//! command, cwd), and so does a PermissionRequest hook's `approval/rule-added`; an
+//! `approval/rule-removed` ends it. Derived from the log, so an agent made live
 //! again (resumed, forked, after a restart) keeps the rules its session made.
 
 use std::collections::HashMap;
@@ -49,6 +50,18 @@ pub fn approval_rules(events: &[Event]) -> Vec<ApprovalRule> {
                 if let Some(rule) = asked.remove(call_id.as_str())
                     && !rules.contains(&rule)
                 {
+                    rules.push(rule);
+                }
+            }
+            EventData::ApprovalRuleAdded {
+                tool, command, cwd, ..
+            } => {
+                let rule = ApprovalRule {
+                    tool: tool.clone(),
+                    command: command.clone(),
+                    cwd: cwd.clone(),
+                };
+                if !rules.contains(&rule) {
                     rules.push(rule);
                 }
             }
@@ -134,5 +147,31 @@ mod tests {
             },
         ));
         assert_eq!(approval_rules(&log), vec![rule("make test")]);
+    }
+
+    #[test]
+    fn a_hook_added_rule_is_kept_once_until_removed() {
+        let added = |command: &str| EventData::ApprovalRuleAdded {
+            tool: "bash".into(),
+            command: command.into(),
+            cwd: "/w".into(),
+            handlers: vec!["h#PermissionRequest[0][0]".into()],
+        };
+        let rule = ApprovalRule {
+            tool: "bash".into(),
+            command: "npm test".into(),
+            cwd: "/w".into(),
+        };
+        let mut log = vec![event(0, added("npm test")), event(1, added("npm test"))];
+        assert_eq!(approval_rules(&log), vec![rule.clone()]);
+        log.push(event(
+            2,
+            EventData::ApprovalRuleRemoved {
+                tool: rule.tool.clone(),
+                command: rule.command.clone(),
+                cwd: rule.cwd.clone(),
+            },
+        ));
+        assert_eq!(approval_rules(&log), Vec::<ApprovalRule>::new());
     }
 }

@@ -113,6 +113,7 @@ async fn bench(dir: &Path, cwd: &Path, runs: usize) {
         subagent: None,
         turn: Some(1),
         model: "bench".into(),
+        effort: None,
         sandbox: SandboxPolicy::UNCONFINED,
         cancel: CancellationToken::new(),
         background: None,

@@ -31,6 +31,8 @@ mod lifecycle;
 mod patterns;
 #[path = "hooks/payload.rs"]
 mod payload;
+#[path = "hooks/permissions.rs"]
+mod permissions;
 #[path = "hooks/process.rs"]
 mod process;
 #[path = "hooks/sandboxed.rs"]

@@ -618,3 +618,116 @@ async fn the_key_comes_from_a_private_file_or_a_systemd_credential() {
         "{log}"
     );
 }
+
+/// A token logger written for Claude Code (our own fixture in the shape of published ones, see
+/// SOURCES.md) reads `message.usage` from the Claude-format transcript and logs the counts the
+/// provider reported (issue 45).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_token_logger_logs_the_providers_counts() {
+    dsh_core::test_support::require_jq();
+    let mut call = tool_call_stream("call_1", "bash", &["{\"command\": \"true\"}"]);
+    call.push(usage_event(120, 30, 20));
+    call.push(DONE.into());
+    let mut answer = vec![text_delta("Done."), finish("stop")];
+    answer.push(usage_event(200, 5, 100));
+    answer.push(DONE.into());
+    let mock = Mock::start(vec![stream(call), stream(answer)]).await;
+    let dir = dsh_tests::private_dir();
+    let logger =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hooks/own/token-usage-log.sh");
+    let hooks = dir.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": logger.to_str().unwrap()}
+        ]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let daemon = daemon(
+        &mock,
+        true,
+        &format!(
+            "[hooks]\nclaude_code = [{:?}]\nclaude_code_transcript = \"claude\"\n",
+            hooks.to_str().unwrap()
+        ),
+    );
+    let project = dir.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let agent = new_agent(&daemon, &project);
+    let (out, _) = prompt(&daemon, &agent, "look around").await;
+    assert!(out.status.success());
+    let log = std::fs::read_to_string(project.join(".claude/token-usage.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(log.trim()).unwrap();
+    // Prompt tokens are split into the uncached input and the cache reads, as the Messages API
+    // reports them.
+    assert_eq!(
+        line,
+        json!({"session": agent, "usage": {"input": 200, "output": 35, "cache_read": 120}})
+    );
+}
+
+/// Claude Code hooks see the agent's reasoning effort (issue 45): `effort.level` on the events of
+/// a tool-use context (not on UserPromptSubmit), and `CLAUDE_EFFORT` in their environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_hooks_see_the_agents_reasoning_effort() {
+    let mut call = tool_call_stream("call_1", "bash", &["{\"command\": \"true\"}"]);
+    call.push(DONE.into());
+    let mock = Mock::start(vec![stream(call), ok_stream("Done.")]).await;
+    let dir = dsh_tests::private_dir();
+    let dump = dir.path().join("dump.sh");
+    let log = dir.path().join("payloads.jsonl");
+    std::fs::write(
+        &dump,
+        format!(
+            "#!/bin/sh\ncat >> '{l}'\necho >> '{l}'\necho \"env=$CLAUDE_EFFORT\" >> '{l}.env'\n",
+            l = log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&dump, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook = || json!([{"hooks": [{"type": "command", "command": dump.to_str().unwrap()}]}]);
+    let hooks = dir.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"UserPromptSubmit": hook(), "PreToolUse": hook()}}).to_string(),
+    )
+    .unwrap();
+    let daemon = daemon(
+        &mock,
+        true,
+        &format!("[hooks]\nclaude_code = [{:?}]\n", hooks.to_str().unwrap()),
+    );
+    let agent = daemon.dshctl_json(&[
+        "agent",
+        "new",
+        "--model",
+        "openai",
+        "--reasoning-effort",
+        "high",
+        "--cwd",
+        dir.path().to_str().unwrap(),
+    ])["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (out, _) = prompt(&daemon, &agent, "look").await;
+    assert!(out.status.success());
+    let payloads: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |name: &str| {
+        payloads
+            .iter()
+            .find(|p| p["hook_event_name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {payloads:?}"))
+    };
+    assert_eq!(of("PreToolUse")["effort"], json!({"level": "high"}));
+    assert!(of("UserPromptSubmit").get("effort").is_none());
+    let env = std::fs::read_to_string(format!("{}.env", log.display())).unwrap();
+    assert_eq!(env, "env=high\nenv=high\n");
+}

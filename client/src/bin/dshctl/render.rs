@@ -138,6 +138,7 @@ impl Screen {
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
+                | EventData::ApprovalRuleAdded { .. }
                 | EventData::ApprovalRequest { .. }
                 | EventData::CompactionEnd { .. }
                 | EventData::Unknown(_) => None,
@@ -299,6 +300,20 @@ impl Screen {
                 let by = answered_by(by, client.as_ref(), &handlers);
                 self.line(w, e, format!("{verdict} call {call_id} ({by}{until}){why}"))
             }
+            EventData::ApprovalRuleAdded {
+                tool,
+                command,
+                cwd,
+                handlers,
+            } => self.line(
+                w,
+                e,
+                format!(
+                    "+ rule added by hook {}: {tool} {} in {cwd} is allowed without asking",
+                    handlers.join(", "),
+                    indent(&command)
+                ),
+            ),
             EventData::ApprovalRuleRemoved { tool, command, cwd } => self.line(
                 w,
                 e,

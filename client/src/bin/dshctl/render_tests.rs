@@ -248,3 +248,19 @@ fn a_plan_shows_as_a_checklist() {
         "▶ plan\n  ✓ read\n  ▸ fix \\x1b[2J\n  ○ test\n▶ update_plan {\"todos\":[]}\n"
     );
 }
+
+#[test]
+fn a_rule_a_hook_added_names_the_hook_and_what_it_allows() {
+    let mut screen = Screen::new(Some("a".into()));
+    let added = event(
+        "approval/rule-added",
+        "a",
+        serde_json::json!({"tool": "bash", "command": "npm test", "cwd": "/w",
+                           "handlers": ["/h/settings.json#PermissionRequest[0][0]"]}),
+    );
+    let out = render(&mut screen, &[added]);
+    assert_eq!(
+        out,
+        "+ rule added by hook /h/settings.json#PermissionRequest[0][0]: bash npm test in /w is allowed without asking\n"
+    );
+}

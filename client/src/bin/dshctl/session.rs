@@ -366,6 +366,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::Settings { .. }
             | EventData::Instructions { .. }
             | EventData::ApprovalRuleRemoved { .. }
+            | EventData::ApprovalRuleAdded { .. }
             | EventData::ApprovalRequest { .. }
             | EventData::ApprovalDecision { .. }
             | EventData::CompactionStart { .. }

@@ -3,7 +3,9 @@
 //! `Agents.Approve`. It fails closed: no answer within the configured time, nobody watching the
 //! agent, or a cancelled turn all deny the call, and the model is told why. A client may allow
 //! "for this session": the agent then keeps a rule and allows the same request (tool, command,
-//! directory) again without asking, logging each such decision as made `by` the rule.
+//! directory) again without asking, logging each such decision as made `by` the rule. A
+//! PermissionRequest hook that allows may rewrite the call (`updatedInput`) and add such rules
+//! (`updatedPermissions`), logged as `approval/rule-added`.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use super::hook_run::run_hooks;
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{BASH, EDIT, Preview, ToolExecution, WRITE};
-use crate::hooks::{Decision, HookEvent, NotificationKind};
+use crate::hooks::{Decision, HookEvent, NotificationKind, SessionRule};
 use dsh_session::{ApprovalPolicy, ApprovalScope, ApprovalSource, ApprovalVerdict, EventData};
 use dsh_session::{ApprovalRule, ProposedChange};
 
@@ -71,8 +73,9 @@ fn proposed(preview: &Preview) -> ProposedChange {
 }
 
 /// Asks for approval of `exec` with `arguments` (and the file `change` it would make, shown with
-/// the request), because of `reason`, and waits for the answer. `Ok` when allowed; otherwise the
-/// text the model is given instead of the call's result.
+/// the request), because of `reason`, and waits for the answer. `Ok` when allowed, with the
+/// arguments a PermissionRequest hook rewrote the call to, if it did; otherwise the text the
+/// model is given instead of the call's result.
 pub(crate) async fn ask(
     agent: &Arc<Agent>,
     services: &AgentServices,
@@ -80,7 +83,7 @@ pub(crate) async fn ask(
     arguments: &Value,
     change: Option<&Preview>,
     reason: String,
-) -> Result<(), String> {
+) -> Result<Option<Value>, String> {
     let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
     let timeout = services.approval.timeout;
     let (command, cwd) = describe(exec, arguments);
@@ -102,7 +105,7 @@ pub(crate) async fn ask(
             handlers: Vec::new(),
         });
         tracing::info!("allowed by a rule of this session");
-        return Ok(());
+        return Ok(None);
     }
     if let Some(answered) = ask_hooks(agent, services, exec, arguments, &rule).await {
         return answered;
@@ -188,7 +191,7 @@ pub(crate) async fn ask(
         "approval decided"
     );
     match (verdict, by) {
-        (ApprovalVerdict::Allow, _) => Ok(()),
+        (ApprovalVerdict::Allow, _) => Ok(None),
         (ApprovalVerdict::Deny, ApprovalSource::Client) => Err(match client_reason {
             Some(why) if !why.trim().is_empty() => {
                 format!("Error: the user denied this call: {why}")
@@ -213,14 +216,16 @@ pub(crate) async fn ask(
 /// both dialects, whose allow or deny answers it as a person would (logged `by: hook` with the
 /// handlers), then, when they leave it to people, Claude Code's Notification
 /// (`permission_prompt`). Both are bounded by their hook timeouts and run before the request is
-/// logged, so watchers are shown only requests that wait for them. `Some` is the hooks' answer.
+/// logged, so watchers are shown only requests that wait for them. `Some` is the hooks' answer;
+/// an allow carries the rewritten arguments, if a hook rewrote the call, and adds the session
+/// rules the hooks asked for, in the directory the call runs in.
 async fn ask_hooks(
     agent: &Arc<Agent>,
     services: &AgentServices,
     exec: &ToolExecution,
     arguments: &Value,
     rule: &ApprovalRule,
-) -> Option<Result<(), String>> {
+) -> Option<Result<Option<Value>, String>> {
     let (turn, step) = (exec.turn.unwrap_or(0), exec.step.unwrap_or(0));
     let asked = run_hooks(
         agent,
@@ -253,8 +258,17 @@ async fn ask_hooks(
             handlers: asked.decided_by.clone(),
         });
         tracing::info!(call_id = %exec.call_id, decision = verdict.as_str(), handlers = ?asked.decided_by, "a PermissionRequest hook answered");
+        if verdict == ApprovalVerdict::Allow {
+            let runs = asked.updated_input.as_ref().unwrap_or(arguments);
+            add_rules(
+                agent,
+                &asked.rules,
+                describe(exec, runs).1,
+                &asked.decided_by,
+            );
+        }
         return Some(match verdict {
-            ApprovalVerdict::Allow => Ok(()),
+            ApprovalVerdict::Allow => Ok(asked.updated_input),
             ApprovalVerdict::Deny => Err(format!(
                 "Error: a PermissionRequest hook denied this call: {}",
                 asked.reason.as_deref().unwrap_or("denied")
@@ -277,6 +291,31 @@ async fn ask_hooks(
     )
     .await;
     None
+}
+
+/// Adds the session rules PermissionRequest hooks (`handlers`) asked for, for calls in `cwd`: kept
+/// by the live agent and logged, so the session keeps them when it goes live again and
+/// `Agents.RemoveRules` ends them as it ends a person's. A rule already in force is not logged
+/// again.
+fn add_rules(agent: &Arc<Agent>, rules: &[SessionRule], cwd: String, handlers: &[String]) {
+    for rule in rules {
+        let rule = ApprovalRule {
+            tool: rule.tool.clone(),
+            command: rule.command.clone(),
+            cwd: cwd.clone(),
+        };
+        if agent.approvals().allows(&rule) {
+            continue;
+        }
+        agent.approvals().remember(rule.clone());
+        tracing::info!(tool = %rule.tool, command = %rule.command, cwd = %rule.cwd, ?handlers, "a PermissionRequest hook added a rule for this session");
+        agent.append(EventData::ApprovalRuleAdded {
+            tool: rule.tool,
+            command: rule.command,
+            cwd: rule.cwd,
+            handlers: handlers.to_vec(),
+        });
+    }
 }
 
 /// The tool as a Claude Code user knows it (`Bash` for dsh's `bash`).

@@ -44,6 +44,7 @@ impl ChildAgents for AgentRegistry {
                 subagent: None,
                 turn: exec.turn,
                 model: provider.model().to_owned(),
+                effort: provider.reasoning_effort(),
                 sandbox: parent.sandbox(),
                 cancel: exec.cancel.clone(),
                 background: Some(parent.background_token()),

@@ -87,7 +87,9 @@ impl AgentRegistry {
         let agent = self.top_level(
             log,
             DurableCursor::default(),
-            SessionSource::Startup,
+            // A fork starts with the source's history, as Claude Code's `--resume
+            // --fork-session` does, whose SessionStart says `resume`.
+            SessionSource::Resume,
             provider,
             approval,
             sandbox,

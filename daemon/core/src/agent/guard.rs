@@ -1,5 +1,6 @@
 //! One tool call of a turn, between its PreToolUse and PostToolUse hooks and, when the agent's
-//! approval policy or a hook's `ask` wants it, after a person's approval.
+//! approval policy or a hook's `ask` wants it, after a person's approval. A call denied before it
+//! ran (by a hook, the policy or a person) fires Claude Code's PermissionDenied.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use super::hook_run::{run_hooks, stop_text};
 use super::live::Agent;
 use super::services::AgentServices;
 use crate::call::{Preview, ToolExecution, ToolOutput};
-use crate::hooks::{Decision, EventName, HookEvent, MergedOutcome};
+use crate::hooks::{Decision, Dialect, EventName, HookEvent, MergedOutcome};
 use crate::tools::ToolSet;
 use dsh_session::{ApprovalPolicy, EventData};
 
@@ -48,11 +49,6 @@ pub(super) async fn guarded_call(
     // PreToolUse context is for the model whether or not the call runs (Codex keeps it beside a
     // deny; Claude Code adds it "before the tool executes").
     let mut messages = pre.additional_context;
-    let refused = |output| CallEnd {
-        output,
-        messages: messages.clone(),
-        stop: None,
-    };
     if pre.stop {
         let reason = stop_text(pre.stop_reason, EventName::PreToolUse);
         return CallEnd {
@@ -65,11 +61,10 @@ pub(super) async fn guarded_call(
     }
     match pre.decision {
         Decision::Deny => {
-            return refused(ToolOutput::refused(format!(
-                "Error: {}",
-                pre.reason
-                    .unwrap_or_else(|| "blocked by PreToolUse hook".into())
-            )));
+            let why = pre
+                .reason
+                .unwrap_or_else(|| "blocked by PreToolUse hook".into());
+            return denied(agent, services, exec, arguments, why, messages).await;
         }
         Decision::Ask | Decision::None | Decision::Allow => {}
     }
@@ -81,21 +76,13 @@ pub(super) async fn guarded_call(
     let policy = agent.approval();
     if let (Some(reason), ApprovalPolicy::Never) = (&hook_asks, policy) {
         // Nobody may be asked, so a request for approval fails closed.
-        return refused(ToolOutput::refused(format!(
-            "Error: {reason} (approval was required and the approval policy is `never`, so nobody was asked and the call was denied)"
-        )));
+        let why = format!(
+            "{reason} (approval was required and the approval policy is `never`, so nobody was asked and the call was denied)"
+        );
+        return denied(agent, services, exec, arguments, why, messages).await;
     }
-    let arguments = match pre.updated_input {
-        // The log keeps both: the model's arguments in `tool/call`, what ran here.
-        Some(updated) => {
-            agent.append(EventData::ToolRewritten {
-                turn: exec.turn.unwrap_or(0),
-                step: exec.step.unwrap_or(0),
-                call_id: exec.call_id.clone(),
-                arguments: updated.clone(),
-            });
-            updated
-        }
+    let mut arguments = match pre.updated_input {
+        Some(updated) => rewritten(agent, exec, updated),
         None => arguments.clone(),
     };
     // What runs is what is approved (a hook's rewrite included); a file change is shown as the
@@ -103,16 +90,19 @@ pub(super) async fn guarded_call(
     let mut approved = None;
     if let Some(reason) = approval::needed(policy, &exec.tool_name, hook_asks.as_deref()) {
         let change = tools.preview(exec, &arguments).await;
-        if let Err(denied) =
-            approval::ask(agent, services, exec, &arguments, change.as_ref(), reason).await
-        {
-            return CallEnd {
-                output: ToolOutput::refused(denied),
-                messages,
-                stop: None,
-            };
+        match approval::ask(agent, services, exec, &arguments, change.as_ref(), reason).await {
+            Err(text) => {
+                let why = text.strip_prefix("Error: ").unwrap_or(&text).to_owned();
+                return denied(agent, services, exec, &arguments, why, messages).await;
+            }
+            // A PermissionRequest hook allowed it with another input: that is what runs, and
+            // the change a file call makes is the rewritten one's.
+            Ok(Some(updated)) => {
+                arguments = rewritten(agent, exec, updated);
+                approved = tools.preview(exec, &arguments).await;
+            }
+            Ok(None) => approved = change,
         }
-        approved = change;
     }
     let started = std::time::Instant::now();
     let mut output = dispatch(tools, exec, &arguments, approved.as_ref()).await;
@@ -145,6 +135,64 @@ pub(super) async fn guarded_call(
         output,
         messages,
         stop,
+    }
+}
+
+/// Logs that a hook rewrote `exec`'s input to `updated` and returns it. The log keeps both: the
+/// model's arguments in `tool/call`, what ran in `tool/rewritten` (the last one, when PreToolUse
+/// and PermissionRequest both rewrote it).
+fn rewritten(agent: &Agent, exec: &ToolExecution, updated: Value) -> Value {
+    agent.append(EventData::ToolRewritten {
+        turn: exec.turn.unwrap_or(0),
+        step: exec.step.unwrap_or(0),
+        call_id: exec.call_id.clone(),
+        arguments: updated.clone(),
+    });
+    updated
+}
+
+/// A call denied before it ran, because of `why`: its result, after Claude Code's
+/// PermissionDenied hooks heard of it (once per denial). A hook's `retry: true` adds a message
+/// telling the model it may retry, as Claude Code does; the denial stands. Not fired when the
+/// turn was cancelled: its hooks would be cancelled with it.
+async fn denied(
+    agent: &Arc<Agent>,
+    services: &AgentServices,
+    exec: &ToolExecution,
+    arguments: &Value,
+    why: String,
+    mut messages: Vec<(&'static str, String)>,
+) -> CallEnd {
+    if !exec.cancel.is_cancelled() {
+        let heard = run_hooks(
+            agent,
+            services,
+            exec.turn,
+            &exec.cancel,
+            HookEvent::PermissionDenied {
+                tool_name: exec.tool_name.clone(),
+                tool_input: arguments.clone(),
+                tool_use_id: exec.call_id.clone(),
+                reason: why.clone(),
+            },
+        )
+        .await
+        .outcome;
+        if heard.retry {
+            messages.push((
+                Dialect::ClaudeCode.plugin_name(),
+                format!(
+                    "A PermissionDenied hook says you may try tool call {} again. The denial \
+                     stands: a retry is a new call, checked like any other.",
+                    exec.call_id
+                ),
+            ));
+        }
+    }
+    CallEnd {
+        output: ToolOutput::refused(format!("Error: {why}")),
+        messages,
+        stop: None,
     }
 }
 

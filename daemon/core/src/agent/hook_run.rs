@@ -40,6 +40,7 @@ pub(super) async fn run_hooks(
         }),
         turn,
         model: agent.provider().model().to_owned(),
+        effort: agent.provider().reasoning_effort(),
         sandbox: agent.sandbox(),
         cancel: cancel.clone(),
         background: Some(agent.background_token()),

@@ -405,6 +405,39 @@ impl Agent {
         *lock(&self.client_env) = env;
     }
 
+    /// Adds what SessionStart hooks wrote to `CLAUDE_ENV_FILE` to the environment its commands
+    /// start from, from the next command on: each value expanded against what came before it
+    /// (the file's earlier lines, then this environment), and checked as a client's variable is
+    /// (a value the executor would not pass on is left out, and dshd's log says so).
+    pub(crate) fn add_env(
+        &self,
+        executor: &crate::exec::Executor,
+        assignments: &[crate::hooks::Assignment],
+    ) {
+        if assignments.is_empty() {
+            return;
+        }
+        let mut env = lock(&self.client_env);
+        let mut set: Vec<(String, String)> = Vec::with_capacity(assignments.len());
+        for assignment in assignments {
+            let value = assignment.expand(|name| {
+                set.iter()
+                    .rev()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| executor.base_var(env.as_ref(), name))
+            });
+            match executor.refusal(&assignment.name, &value) {
+                Some(why) => tracing::warn!(
+                    session = %self.id(), name = %assignment.name,
+                    "CLAUDE_ENV_FILE: a variable was left out: {why}"
+                ),
+                None => set.push((assignment.name.clone(), value)),
+            }
+        }
+        *env = Some(executor.env_with(env.as_ref(), set));
+    }
+
     /// The live parent agent, for children.
     pub fn parent(&self) -> Option<&SessionId> {
         self.parent.as_ref()
@@ -619,6 +652,11 @@ impl Agent {
         });
         self.busy.send_replace(true);
         Some((turn, next_seq, cancel))
+    }
+
+    /// Whether a turn runs now.
+    pub(crate) fn is_busy(&self) -> bool {
+        *self.busy.borrow()
     }
 
     /// Marks the running turn finished: the agent takes the next prompt.

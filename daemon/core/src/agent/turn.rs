@@ -29,7 +29,9 @@ use super::live::Agent;
 use super::provider::{ModelError, ModelProgress, ModelReply, ModelRequest, ModelRetry};
 use super::services::{AgentServices, CheckpointPolicy};
 use crate::call::{SPAWN_AGENT, ToolDetail, ToolExecution, ToolOutput, ToolSchema};
-use crate::hooks::{Decision, EventName, HookEvent, HookRun, SessionEndReason, StopFailureKind};
+use crate::hooks::{
+    Decision, EventName, HookEvent, HookRun, NotificationKind, SessionEndReason, StopFailureKind,
+};
 use crate::tools::ToolSet;
 use dsh_session::ToolCallRequest;
 use dsh_session::{AssistantMessage, EventData, MessageSource, TurnEndReason, Usage, UserMessage};
@@ -239,7 +241,10 @@ impl TurnRun {
         self.log(EventData::TurnStart { turn });
         let mut context = Vec::new();
         if let Some(source) = self.agent.take_session_start() {
-            let start = self.hooks(HookEvent::SessionStart { source }).await.outcome;
+            let run = self.hooks(HookEvent::SessionStart { source }).await;
+            self.agent.add_env(&self.services.executor, &run.env);
+            let start = run.outcome;
+            self.retitle(start.session_title.as_deref());
             context.extend(start.additional_context);
             if start.stop {
                 // The session started: its context stays for later turns; this prompt is not
@@ -631,12 +636,70 @@ impl TurnRun {
             // The events stay in memory; the next checkpoint (or shutdown) retries them.
             tracing::error!(session = %self.agent.id(), %error, "cannot persist the session at turn end");
         }
+        self.notify_when_idle();
         TurnOutcome {
             turn: self.turn,
             reason,
             answer_seq,
             usage,
         }
+    }
+}
+
+impl TurnRun {
+    /// Claude Code's SessionStart `sessionTitle`: the session's title, checked as a person's is
+    /// (one line, at most 200 characters); one that is not is left out, and dshd's log says why.
+    fn retitle(&self, title: Option<&str>) {
+        let Some(title) = title else {
+            return;
+        };
+        match dsh_session::check_title(title) {
+            Ok(title) => self.log(EventData::SessionTitle { title }),
+            Err(error) => tracing::warn!(
+                session = %self.agent.id(),
+                "a SessionStart hook's sessionTitle was not used: {error}"
+            ),
+        }
+    }
+
+    /// Claude Code's Notification `idle_prompt`: when this top-level agent is still waiting for
+    /// its next prompt `hooks.idle_prompt_ms` after this turn, once. A prompt, a close or a
+    /// dshd shutdown in the meantime ends the wait; a child agent (one turn, its parent's call)
+    /// never waits for a person.
+    fn notify_when_idle(&self) {
+        if self.agent.parent().is_some() {
+            return;
+        }
+        let (agent, services, turn) = (self.agent.clone(), self.services.clone(), self.turn);
+        let closed = agent.background_token();
+        tokio::spawn(async move {
+            if !services
+                .hooks
+                .handles(EventName::Notification, &agent.header().cwd)
+                .await
+            {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(services.hooks.settings().idle_prompt) => {}
+                () = closed.cancelled() => return,
+            }
+            if agent.last_turn() != turn || agent.is_busy() {
+                return;
+            }
+            run_hooks(
+                &agent,
+                &services,
+                None,
+                &closed,
+                HookEvent::Notification {
+                    kind: NotificationKind::IdlePrompt,
+                    message: services.hooks.idle_message(),
+                    title: "Waiting for input".to_owned(),
+                },
+            )
+            .await;
+        });
     }
 }
 

@@ -263,6 +263,14 @@ impl BaseEnv {
         self.withheld.get(OsStr::new(name)).copied()
     }
 
+    /// Sets `vars` (checked by the caller), over what is there.
+    pub(crate) fn extend(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        for (name, value) in vars {
+            self.withheld.remove(OsStr::new(&name));
+            self.vars.insert(name.into(), value.into());
+        }
+    }
+
     /// Number of variables in layers 1 and 2.
     pub(crate) fn len(&self) -> usize {
         self.vars.len()
@@ -294,7 +302,7 @@ impl BaseEnv {
 }
 
 /// Why an ambient variable is not passed on, or `None` when it is.
-fn scrub_reason(
+pub(crate) fn scrub_reason(
     name: &OsStr,
     value: &OsStr,
     secret_pattern: &Regex,

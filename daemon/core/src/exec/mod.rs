@@ -508,6 +508,37 @@ impl Executor {
         )))
     }
 
+    /// Why `name=value` would not be passed on to a command, as a client's variable would not
+    /// (`DSH_*`, the owner marker, the secret pattern, shell start-up variables, a URL with a
+    /// password); `None`: it would.
+    pub(crate) fn refusal(&self, name: &str, value: &str) -> Option<&'static str> {
+        env::scrub_reason(
+            std::ffi::OsStr::new(name),
+            std::ffi::OsStr::new(value),
+            &self.secret_pattern,
+            &self.config.extra_scrub,
+        )
+    }
+
+    /// `name`'s value in `base` (an agent's client environment, or dshd's own when it has none).
+    pub(crate) fn base_var(&self, base: Option<&ClientEnv>, name: &str) -> Option<String> {
+        base.map_or(&self.base, |c| &*c.0)
+            .get(name)
+            .map(|v| v.to_string_lossy().into_owned())
+    }
+
+    /// `base` (an agent's client environment, or dshd's own when it has none) with `vars` on
+    /// top, each already checked with [`Self::refusal`].
+    pub(crate) fn env_with(
+        &self,
+        base: Option<&ClientEnv>,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> ClientEnv {
+        let mut env = base.map_or_else(|| self.base.clone(), |c| (*c.0).clone());
+        env.extend(vars);
+        ClientEnv(Arc::new(env))
+    }
+
     /// Number of variables in the base environment (scrubbed daemon environment plus terminal
     /// overrides), for benchmarks and diagnostics.
     pub fn child_env_len(&self) -> usize {

@@ -69,6 +69,11 @@ pub(super) fn payload(
             .str("agent_id", header.id.as_str())
             .str("agent_type", &subagent.agent_type);
     }
+    // Claude Code sends the effort on the events of a tool-use context only (not on the
+    // session's own: SessionStart, UserPromptSubmit, ...).
+    if let (Some(effort), true) = (ctx.effort, in_tool_use_context(event.name())) {
+        p = p.value("effort", &serde_json::json!({"level": effort.as_str()}));
+    }
     let p = match event {
         HookEvent::SessionStart { source } => {
             p.str("source", source.as_str()).str("model", &ctx.model)
@@ -81,11 +86,30 @@ pub(super) fn payload(
         } => p
             .tool(DIALECT, tool_name, tool_input, &header.cwd)
             .str("tool_use_id", tool_use_id),
+        // "An optional `permission_suggestions` array": dsh offers what it can honour when a
+        // hook echoes it back as `updatedPermissions` (`decode/updates.rs`).
         HookEvent::PermissionRequest {
             tool_name,
             tool_input,
             ..
-        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd),
+        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd).value(
+            "permission_suggestions",
+            &super::decode::suggestions(
+                tool_name,
+                tool_input
+                    .get("command")
+                    .and_then(serde_json::Value::as_str),
+            ),
+        ),
+        HookEvent::PermissionDenied {
+            tool_name,
+            tool_input,
+            tool_use_id,
+            reason,
+        } => p
+            .tool(DIALECT, tool_name, tool_input, &header.cwd)
+            .str("tool_use_id", tool_use_id)
+            .str("reason", reason),
         HookEvent::PostToolUseFailure {
             tool_name,
             tool_input,
@@ -180,18 +204,39 @@ pub(super) fn payload(
     p.finish(true)
 }
 
+fn in_tool_use_context(event: super::EventName) -> bool {
+    use super::EventName as E;
+    matches!(
+        event,
+        E::PreToolUse
+            | E::PostToolUse
+            | E::PostToolUseFailure
+            | E::PermissionRequest
+            | E::PermissionDenied
+            | E::Stop
+            | E::SubagentStop
+    )
+}
+
 /// Claude Code's `prompt_id`: one per prompt; dsh's prompts are its turns.
 fn prompt_id(session: &dsh_session::SessionHeader, turn: u32) -> String {
     format!("{}-prompt-{turn}", session.id.as_str())
 }
 
 /// The variables a Claude Code hook gets on top of the executor's environment:
-/// `CLAUDE_PROJECT_DIR`, and `CLAUDE_PLUGIN_ROOT` only for a plugin's hooks file (Claude Code
-/// leaves it unset for settings files).
-pub(super) fn env(cwd: &Path, plugin_root: Option<&Path>) -> BTreeMap<String, String> {
+/// `CLAUDE_PROJECT_DIR`, `CLAUDE_PLUGIN_ROOT` only for a plugin's hooks file (Claude Code
+/// leaves it unset for settings files), and `CLAUDE_EFFORT` when the agent asks for an effort.
+pub(super) fn env(
+    cwd: &Path,
+    plugin_root: Option<&Path>,
+    effort: Option<dsh_session::ReasoningEffort>,
+) -> BTreeMap<String, String> {
     let mut env = BTreeMap::from([(PROJECT_DIR.to_owned(), path_text(cwd))]);
     if let Some(root) = plugin_root {
         env.insert(PLUGIN_ROOT.to_owned(), path_text(root));
+    }
+    if let Some(effort) = effort {
+        env.insert("CLAUDE_EFFORT".to_owned(), effort.as_str().to_owned());
     }
     env
 }

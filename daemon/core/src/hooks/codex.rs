@@ -17,7 +17,7 @@
 //! `turn_id`, then `agent_id`, `agent_type` (and on SubagentStop `stop_hook_active`,
 //! `agent_transcript_path`, `last_assistant_message`), as codex-rs's subagent command inputs;
 //! PermissionRequest carries `tool_name` and `tool_input` (its command input has no
-//! `tool_use_id`).
+//! `tool_use_id`; for Bash `{command, description?}`, [`permission_input`]).
 
 use super::payload::{Payload, path_text, transcript};
 use super::tools;
@@ -105,7 +105,12 @@ pub(super) fn payload(
             tool_name,
             tool_input,
             ..
-        } => p.tool(DIALECT, tool_name, tool_input, &header.cwd),
+        } => p
+            .str("tool_name", tools::payload_name(DIALECT, tool_name))
+            .value(
+                "tool_input",
+                &permission_input(tool_name, tool_input, &header.cwd),
+            ),
         HookEvent::SubagentStart { child, agent_type } => p
             .str("agent_id", child.id.as_str())
             .str("agent_type", agent_type),
@@ -134,10 +139,36 @@ pub(super) fn payload(
         // this total.
         HookEvent::PostToolUseFailure { .. }
         | HookEvent::Notification { .. }
-        | HookEvent::InstructionsLoaded { .. } => p,
+        | HookEvent::InstructionsLoaded { .. }
+        | HookEvent::PermissionDenied { .. } => p,
         HookEvent::PreCompact { trigger, .. } | HookEvent::PostCompact { trigger, .. } => {
             p.str("trigger", trigger.as_str())
         }
     };
     p.finish(false)
+}
+
+/// Codex's PermissionRequest `tool_input`: for Bash `{command, description?}`, the description
+/// being what the request says the command is for (codex-rs's `PermissionRequestPayload::bash`
+/// puts the approval's justification there; dsh's is the bash call's `description`, the model's
+/// own words for the person asked). PreToolUse and PostToolUse show `{command}` only, as
+/// upstream does. Other tools as [`tools::input`] shows them.
+fn permission_input(
+    tool: &str,
+    arguments: &serde_json::Value,
+    cwd: &std::path::Path,
+) -> serde_json::Value {
+    let mut input = tools::input(DIALECT, tool, arguments, cwd);
+    if tool == crate::call::BASH
+        && let (Some(map), Some(description)) = (
+            input.as_object_mut(),
+            arguments
+                .get("description")
+                .and_then(serde_json::Value::as_str)
+                .filter(|d| !d.trim().is_empty()),
+        )
+    {
+        map.insert("description".into(), description.into());
+    }
+    input
 }

@@ -54,6 +54,10 @@ pub struct HookSettings {
     /// The harness named in Notification messages (`{name} needs your permission to use Bash`):
     /// Claude Code's own wording by default, which scripts written for it match.
     pub notification_name: String,
+    /// How long a top-level agent waits for its next prompt before Notification `idle_prompt`
+    /// fires (once per wait; Claude Code's is 60 s).
+    #[serde(rename = "idle_prompt_ms", deserialize_with = "positive_ms")]
+    pub idle_prompt: Duration,
     /// Where the projections are written (not a config key: dshd sets it under its home's run
     /// directory). `None`: a directory under the system's temporary directory.
     #[serde(skip)]
@@ -66,6 +70,8 @@ pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub(super) const DEFAULT_STOP_CONTINUATION_CAP: u32 = 8;
 /// Default for [`HookSettings::notification_name`]: Claude Code's message names Claude.
 pub(super) const DEFAULT_NOTIFICATION_NAME: &str = "Claude";
+/// Default for [`HookSettings::idle_prompt`]: Claude Code's.
+pub(super) const DEFAULT_IDLE_PROMPT: Duration = Duration::from_secs(60);
 /// Default for [`HookSettings::stderr_summary_chars`].
 pub(super) const DEFAULT_STDERR_SUMMARY_CHARS: usize = 500;
 
@@ -80,6 +86,7 @@ impl Default for HookSettings {
             notification_name: DEFAULT_NOTIFICATION_NAME.to_owned(),
             transcript_dir: None,
             default_timeout: DEFAULT_TIMEOUT,
+            idle_prompt: DEFAULT_IDLE_PROMPT,
             stop_continuation_cap: DEFAULT_STOP_CONTINUATION_CAP,
             stderr_summary_chars: DEFAULT_STDERR_SUMMARY_CHARS,
         }

@@ -64,8 +64,15 @@ pub(super) struct HookOutput {
     pub stop_reason: Option<String>,
     pub additional_context: Option<String>,
     pub system_message: Option<String>,
-    /// PreToolUse `updatedInput`, in the dialect's shape, when the dialect honours it here.
+    /// PreToolUse or PermissionRequest `updatedInput`, in the dialect's shape, when the dialect
+    /// honours it here.
     pub updated_input: Option<Value>,
+    /// PermissionRequest `updatedPermissions` dsh honours: the session rules to add.
+    pub rules: Vec<SessionRule>,
+    /// PermissionDenied `retry: true`: the model is told it may retry the call.
+    pub retry: bool,
+    /// Claude Code SessionStart `sessionTitle`: the session's new title.
+    pub session_title: Option<String>,
     /// For an error: why. Otherwise: what upstream would have said where dsh was stricter.
     pub note: Option<String>,
 }
@@ -248,6 +255,12 @@ fn claude_code_object(map: &Map<String, Value>, event: EventName) -> HookOutput 
                 .cloned();
         }
     }
+    if event == EventName::PermissionDenied {
+        out.retry = specific.get("retry").and_then(Value::as_bool) == Some(true);
+    }
+    if event == EventName::SessionStart {
+        out.session_title = text(specific, "sessionTitle");
+    }
     if claude_code_takes_context(event) {
         out.additional_context = text(specific, "additionalContext");
     }
@@ -256,6 +269,10 @@ fn claude_code_object(map: &Map<String, Value>, event: EventName) -> HookOutput 
 
 mod codex;
 mod permission;
+mod updates;
+
+pub(crate) use updates::SessionRule;
+pub(crate) use updates::{rewritten_arguments, suggestions};
 
 #[cfg(test)]
 mod tests;

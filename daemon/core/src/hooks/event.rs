@@ -49,6 +49,8 @@ pub enum EventName {
     PreToolUse,
     /// A tool call waits for a person's approval; a hook may answer instead.
     PermissionRequest,
+    /// A tool call was denied before it ran (Claude Code only).
+    PermissionDenied,
     /// A tool call finished (Claude Code: only one that succeeded).
     PostToolUse,
     /// A tool call failed: non-zero exit, timeout, interrupt (Claude Code only).
@@ -75,11 +77,12 @@ pub enum EventName {
 
 impl EventName {
     /// Every event, in the order config files are read.
-    pub const ALL: [EventName; 15] = [
+    pub const ALL: [EventName; 16] = [
         EventName::SessionStart,
         EventName::UserPromptSubmit,
         EventName::PreToolUse,
         EventName::PermissionRequest,
+        EventName::PermissionDenied,
         EventName::PostToolUse,
         EventName::PostToolUseFailure,
         EventName::Notification,
@@ -100,6 +103,7 @@ impl EventName {
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::PreToolUse => "PreToolUse",
             Self::PermissionRequest => "PermissionRequest",
+            Self::PermissionDenied => "PermissionDenied",
             Self::PostToolUse => "PostToolUse",
             Self::PostToolUseFailure => "PostToolUseFailure",
             Self::Notification => "Notification",
@@ -115,13 +119,16 @@ impl EventName {
     }
 
     /// Whether `dialect` has this event. Codex has no PostToolUseFailure (its PostToolUse runs for
-    /// failed calls too), no Notification and no InstructionsLoaded.
+    /// failed calls too), no Notification, no InstructionsLoaded and no PermissionDenied.
     pub fn supported_by(self, dialect: Dialect) -> bool {
         match dialect {
             Dialect::ClaudeCode => true,
             Dialect::Codex => !matches!(
                 self,
-                Self::PostToolUseFailure | Self::Notification | Self::InstructionsLoaded
+                Self::PostToolUseFailure
+                    | Self::Notification
+                    | Self::InstructionsLoaded
+                    | Self::PermissionDenied
             ),
         }
     }
@@ -129,7 +136,8 @@ impl EventName {
     /// Whether a hook's block or deny decides anything on this event. SessionStart, SubagentStart,
     /// Notification, StopFailure and SessionEnd only observe, and PostToolUse(Failure) comes after
     /// the tool ran: the references list them as unable to block (a PostToolUse block is
-    /// feedback, see `merge.rs`). PermissionRequest decides allow or deny; PreCompact blocks
+    /// feedback, see `merge.rs`). PermissionDenied comes after the denial, which stands (its
+    /// `retry` only adds a message). PermissionRequest decides allow or deny; PreCompact blocks
     /// for Claude Code's hooks only (`merge.rs`).
     pub fn can_block(self) -> bool {
         !matches!(
@@ -143,6 +151,7 @@ impl EventName {
                 | Self::StopFailure
                 | Self::InstructionsLoaded
                 | Self::PostCompact
+                | Self::PermissionDenied
         )
     }
 
@@ -197,13 +206,16 @@ impl SessionEndReason {
 pub enum NotificationKind {
     /// A tool call waits for a person's approval.
     PermissionPrompt,
+    /// A top-level agent has waited for its next prompt for `hooks.idle_prompt_ms`.
+    IdlePrompt,
 }
 
 impl NotificationKind {
-    /// `permission_prompt`.
+    /// `permission_prompt` or `idle_prompt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PermissionPrompt => "permission_prompt",
+            Self::IdlePrompt => "idle_prompt",
         }
     }
 }
@@ -260,6 +272,9 @@ pub struct HookContext {
     pub turn: Option<u32>,
     /// The model name (Codex payloads carry it).
     pub model: String,
+    /// The reasoning effort the agent's requests ask for (Claude Code's `effort.level`, and
+    /// `CLAUDE_EFFORT`); `None` when they ask for none (the provider's default).
+    pub effort: Option<dsh_session::ReasoningEffort>,
     /// The sandbox of the agent [`Self::header`] belongs to: a command hook that names, or comes
     /// from a file, it can write runs under it (`sandboxing.rs`). Unconfined when no agent fires.
     pub sandbox: SandboxPolicy,
@@ -315,6 +330,18 @@ pub enum HookEvent {
         tool_input: serde_json::Value,
         /// The call id (recorded; neither harness sends it on this event).
         tool_use_id: String,
+    },
+    /// A tool call was denied before it ran: by the approval policy, a person, or a hook. Claude
+    /// Code only.
+    PermissionDenied {
+        /// The daemon's tool name.
+        tool_name: String,
+        /// The arguments the call would have run with.
+        tool_input: serde_json::Value,
+        /// The call id.
+        tool_use_id: String,
+        /// Why it was denied.
+        reason: String,
     },
     /// A tool call finished (for Claude Code: one that succeeded).
     PostToolUse {
@@ -425,6 +452,7 @@ impl HookEvent {
             Self::UserPromptSubmit { .. } => EventName::UserPromptSubmit,
             Self::PreToolUse { .. } => EventName::PreToolUse,
             Self::PermissionRequest { .. } => EventName::PermissionRequest,
+            Self::PermissionDenied { .. } => EventName::PermissionDenied,
             Self::PostToolUse { .. } => EventName::PostToolUse,
             Self::PostToolUseFailure { .. } => EventName::PostToolUseFailure,
             Self::Notification { .. } => EventName::Notification,
@@ -447,6 +475,7 @@ impl HookEvent {
             Self::SessionEnd { reason } => vec![reason.as_str()],
             Self::PreToolUse { tool_name, .. }
             | Self::PermissionRequest { tool_name, .. }
+            | Self::PermissionDenied { tool_name, .. }
             | Self::PostToolUse { tool_name, .. }
             | Self::PostToolUseFailure { tool_name, .. } => {
                 super::tools::matcher_names(dialect, tool_name)
@@ -489,6 +518,11 @@ impl HookEvent {
                 tool_input,
                 ..
             }
+            | Self::PermissionDenied {
+                tool_name,
+                tool_input,
+                ..
+            }
             | Self::PostToolUse {
                 tool_name,
                 tool_input,
@@ -507,6 +541,7 @@ impl HookEvent {
         match self {
             Self::PreToolUse { tool_use_id, .. }
             | Self::PermissionRequest { tool_use_id, .. }
+            | Self::PermissionDenied { tool_use_id, .. }
             | Self::PostToolUse { tool_use_id, .. }
             | Self::PostToolUseFailure { tool_use_id, .. } => Some(tool_use_id),
             _ => None,

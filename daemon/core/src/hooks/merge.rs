@@ -17,6 +17,11 @@
 //!   context goes too; Codex records the context for later turns even then.
 //! - **SubagentStart**, **SubagentStop** and **SessionEnd** cannot stop anything (Codex: "doesn't
 //!   stop the subagent from starting"; SessionEnd is advisory in both).
+//! - **PermissionRequest** allowed: the allowing hooks' `updatedInput` rewrites the call as
+//!   PreToolUse's does (two different rewrites refuse it), and their session rules
+//!   (`updatedPermissions`) are all added, each once. A deny or a stop applies neither.
+//! - **PermissionDenied** cannot undo the denial; any hook's `retry: true` tells the model it may
+//!   retry (Claude Code adds its message when any hook asks for it).
 //! - **PreCompact**: a Claude Code block (exit 2 or `decision: "block"`) stops the compaction;
 //!   Codex's PreCompact only observes (its output schema has no decision).
 
@@ -59,7 +64,8 @@ fn stops_turn(event: EventName, dialect: Dialect) -> bool {
         | EventName::StopFailure
         | EventName::InstructionsLoaded
         | EventName::PreCompact
-        | EventName::PostCompact => false,
+        | EventName::PostCompact
+        | EventName::PermissionDenied => false,
     }
 }
 
@@ -142,6 +148,11 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
         if let Some(message) = &output.system_message {
             merged.system_messages.push(message.clone());
         }
+        merged.retry |= event == EventName::PermissionDenied && output.retry;
+        // The last hook in configured order that names a title sets it.
+        if let Some(title) = &output.session_title {
+            merged.session_title = Some(title.clone());
+        }
     }
     if !replacement.is_empty() {
         merged.replacement = Some(replacement.join("\n\n"));
@@ -153,6 +164,20 @@ pub(super) fn merge(event: EventName, outputs: &[Decoded]) -> MergedOutcome {
     }
     if event == EventName::PreToolUse && !merged.stop && merged.decision < Decision::Ask {
         rewrite(&mut merged, outputs);
+    }
+    if event == EventName::PermissionRequest && !merged.stop && merged.decision == Decision::Allow {
+        rewrite(&mut merged, outputs);
+        if merged.decision == Decision::Allow {
+            for rule in outputs
+                .iter()
+                .filter(|d| d.output.verdict == Verdict::Allow)
+                .flat_map(|d| &d.output.rules)
+            {
+                if !merged.rules.contains(rule) {
+                    merged.rules.push(rule.clone());
+                }
+            }
+        }
     }
     merged
 }
@@ -173,8 +198,7 @@ fn rewrite(merged: &mut MergedOutcome, outputs: &[Decoded]) {
         _ => {
             merged.decision = Decision::Deny;
             merged.reason = Some(
-                "PreToolUse hooks rewrote the call's input in different ways, so it was not run"
-                    .to_owned(),
+                "hooks rewrote the call's input in different ways, so it was not run".to_owned(),
             );
         }
     }
@@ -202,6 +226,9 @@ mod tests {
             additional_context: None,
             system_message: None,
             updated_input: None,
+            rules: Vec::new(),
+            retry: false,
+            session_title: None,
             note: None,
         }
     }

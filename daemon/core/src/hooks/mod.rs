@@ -40,6 +40,7 @@ mod claude_code;
 mod codex;
 mod config;
 mod decode;
+mod env_file;
 mod event;
 mod http;
 mod job;
@@ -62,6 +63,8 @@ use std::time::{Duration, SystemTime};
 
 pub(crate) use background::{Background, BackgroundEnd};
 pub use config::HookSettings;
+pub(crate) use decode::SessionRule;
+pub(crate) use env_file::Assignment;
 pub(crate) use event::{
     Dialect, EventName, NotificationKind, SessionEndReason, SessionSource, StopFailureKind,
     SubagentOf,
@@ -114,9 +117,16 @@ pub struct MergedOutcome {
     pub stop_reason: Option<String>,
     /// `systemMessage`s, for the user (never the model).
     pub system_messages: Vec<String>,
-    /// PreToolUse: the arguments the call runs with instead of the model's (a hook's
-    /// `updatedInput`, translated to dsh's arguments and checked).
+    /// PreToolUse, and PermissionRequest allowed: the arguments the call runs with instead of
+    /// the model's (a hook's `updatedInput`, translated to dsh's arguments and checked).
     pub updated_input: Option<serde_json::Value>,
+    /// PermissionRequest allowed: the session "allow always" rules the hooks added
+    /// (`updatedPermissions`), each once.
+    pub rules: Vec<SessionRule>,
+    /// PermissionDenied: a hook said the model may retry the call.
+    pub retry: bool,
+    /// SessionStart: the title a Claude Code hook gave the session (`sessionTitle`).
+    pub session_title: Option<String>,
     /// PostToolUse: feedback for the model next to the tool's output (Claude Code's block and
     /// exit 2), each attributed to its dialect's plugin name.
     pub feedback: Vec<(&'static str, String)>,
@@ -139,6 +149,9 @@ pub struct HookRun {
     /// The background (`async`) hooks of the call, not started: the caller runs them without
     /// waiting, bounded and killed with its agent ([`Background`]).
     pub background: Vec<Background>,
+    /// What Claude Code SessionStart hooks wrote to `CLAUDE_ENV_FILE`, in configured order,
+    /// names already checked: the agent's later commands get them (`Agent::add_env`).
+    pub(crate) env: Vec<Assignment>,
 }
 
 /// How a hook file fared at its last load.
@@ -272,6 +285,15 @@ impl Hooks {
         )
     }
 
+    /// The Notification message of a top-level agent waiting for its next prompt: Claude Code's
+    /// wording, with `hooks.notification_name`.
+    pub fn idle_message(&self) -> String {
+        format!(
+            "{} is waiting for your input",
+            self.settings.notification_name
+        )
+    }
+
     /// The settings in force (after sanitizing).
     pub fn settings(&self) -> &HookSettings {
         &self.settings
@@ -392,6 +414,11 @@ impl Hooks {
             jobs.push(job);
         }
         let (background, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.background);
+        let mut jobs = jobs;
+        let mut env_files: Vec<Option<env_file::EnvFile>> = jobs
+            .iter_mut()
+            .map(|job| env_file::for_job(&self.executor, name, job))
+            .collect();
         let background = background
             .into_iter()
             .map(|job| self.background(job, name, ctx, event))
@@ -400,9 +427,13 @@ impl Hooks {
 
         let mut outputs: Vec<Decoded> = Vec::with_capacity(jobs.len());
         let mut records = Vec::with_capacity(jobs.len() * 2);
-        for (job, end) in jobs.iter().zip(finished) {
+        let mut env = Vec::new();
+        for ((job, end), file) in jobs.iter().zip(finished).zip(env_files.iter_mut()) {
             let mut output = decode::decode(&end, name, job.dialect);
-            let arguments = rewritten_arguments(job.dialect, event, &mut output);
+            if let Some(file) = file.take() {
+                env_file::read_into(file, &self.executor, &mut output, &mut env);
+            }
+            let arguments = decode::rewritten_arguments(job.dialect, event, &mut output);
             log_output(job, &output);
             tracing::info!(
                 handler = %job.handler_id,
@@ -442,6 +473,7 @@ impl Hooks {
             outcome,
             records,
             background,
+            env,
         }
     }
 
@@ -552,7 +584,7 @@ impl Hooks {
                     &ctx.header.cwd,
                     file.plugin_root.as_deref(),
                 ),
-                claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref()),
+                claude_code::env(&ctx.header.cwd, file.plugin_root.as_deref(), ctx.effort),
             ),
             // A Codex command, and an HTTP hook's URL, are used as written, with no environment.
             _ => (handler.command.clone(), Default::default()),
@@ -595,30 +627,6 @@ fn timeout(
             .min(Duration::from_secs(3));
     }
     configured.unwrap_or(default)
-}
-
-/// The dsh arguments of a PreToolUse `updatedInput` that `output` carries, checked. One that cannot
-/// become arguments the dialect's tool would accept turns the hook's answer into a deny: the
-/// call is refused, never run with its original input.
-fn rewritten_arguments(
-    dialect: Dialect,
-    event: &HookEvent,
-    output: &mut HookOutput,
-) -> Option<serde_json::Value> {
-    let updated = output.updated_input.as_ref()?;
-    let (tool, arguments) = event.tool_call()?;
-    match tools::apply_update(dialect, tool, arguments, updated) {
-        Ok(arguments) => Some(arguments),
-        Err(error) => {
-            output.verdict = Verdict::Deny;
-            output.reason = Some(format!(
-                "a PreToolUse hook rewrote the call with an input {} cannot run, so it was not run: {error}",
-                tools::payload_name(dialect, tool)
-            ));
-            output.note = Some(error.to_string());
-            None
-        }
-    }
 }
 
 fn load_configured(settings: &HookSettings) -> Vec<Arc<HookFile>> {

@@ -296,6 +296,12 @@ fn event_md(out: &mut String, event: &Event) {
         EventData::ApprovalRuleRemoved { tool, command, .. } => {
             note(out, format!("Approval rule removed: {tool} `{command}`"));
         }
+        EventData::ApprovalRuleAdded { tool, command, .. } => {
+            note(
+                out,
+                format!("Approval rule added by a hook: {tool} `{command}`"),
+            );
+        }
         EventData::ApprovalRequest {
             call_id,
             tool,

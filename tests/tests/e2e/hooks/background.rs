@@ -96,3 +96,59 @@ fn closing_the_agent_kills_its_async_hooks() {
     );
     assert_gone(pid, "4242");
 }
+
+/// A desktop notifier configured `"async": true` on Notification, as users publish them (our own
+/// fixture, see SOURCES.md), tells the person while a call waits for their approval; the call
+/// waits for the answer, not for the hook, and the hook's run is logged (issue 45).
+#[test]
+fn an_async_notifier_tells_the_person_while_a_call_waits_for_approval() {
+    dsh_core::test_support::require_jq();
+    let w = World::new(|_| Setup {
+        claude_code: vec![
+            json!({"hooks": {"Notification": [{"matcher": "permission_prompt",
+            "hooks": [{"type": "command", "async": true,
+                "command": super::upstream::run_fixture("own/notify-desktop.sh", "")}]}]}}),
+        ],
+        hooks_toml: "[approvals]\npolicy = \"always\"\ntimeout_ms = 600000".into(),
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [
+        {"text": "", "tool_calls": [
+            {"id": "c1", "name": "bash", "arguments": {"command": "echo approved-and-ran"}},
+        ]},
+        {"text": "done"},
+    ]}));
+    let turn = w.prompt_in_background(&agent, "go");
+    w.daemon
+        .wait_for_events(&agent, "an approval request", |e| {
+            !of_type(e, "approval/request").is_empty()
+        });
+    let log = w.cwd.join(".claude/notifications.log");
+    assert!(
+        eventually(PATIENCE, || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("[permission_prompt]"))),
+        "the person was not told while the call waited"
+    );
+    let told = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        told.contains("Permission needed: Claude needs your permission to use Bash"),
+        "{told}"
+    );
+    w.daemon.dshctl_json(&["approve", &agent, "c1", "--allow"]);
+    let turn = Turn::wait(turn);
+    assert_eq!(turn.kind(), "completed", "{:?}", turn.lines);
+    assert!(
+        turn.tool_results()[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("approved-and-ran")
+    );
+    assert!(
+        eventually(PATIENCE, || of_type(&w.events(&agent), "hook/result")
+            .iter()
+            .any(
+                |e| e["data"]["event"] == "Notification" && e["data"]["exitCode"] == 0
+            )),
+        "the notifier's run is logged"
+    );
+}

@@ -201,3 +201,124 @@ fn hooks_inside_a_child_carry_agent_id_and_the_parents_session() {
         assert_eq!(child[0]["agent_type"], "general-purpose");
     }
 }
+
+/// `CLAUDE_ENV_FILE` (issue 45): what a Claude Code SessionStart hook exports reaches the
+/// agent's later bash calls (`$PATH` expanded against the agent's own), and an export of a
+/// managed `DSH_*` key is refused in the hook's record while the managed value stands.
+#[test]
+fn claude_env_file_exports_reach_later_commands_and_dsh_keys_are_refused() {
+    let w = World::new(|_| {
+        Setup::claude_code(hook_file(&[(
+            "SessionStart",
+            None,
+            &super::upstream::run_fixture("own/session-start-env.sh", ""),
+        )]))
+    });
+    std::fs::create_dir(w.cwd.join("bin")).unwrap();
+    let tool = w.cwd.join("bin/projtool");
+    std::fs::write(&tool, "#!/bin/sh\necho projtool ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = w.agent(&json!({"replies": [
+        bash_reply("", "echo \"env=$NODE_ENV id=$DSH_SESSION_ID\"; projtool; echo \"path=$PATH\""),
+        {"text": "done"},
+    ]}));
+    assert_eq!(
+        w.prompt(&agent, "check the environment").kind(),
+        "completed"
+    );
+    let events = w.events(&agent);
+    let results = of_type(&events, "tool/result");
+    let out = results[0]["data"]["content"].as_str().unwrap();
+    assert!(out.contains("env=development"), "{out}");
+    assert!(out.contains(&format!("id={agent}")), "{out}");
+    assert!(out.contains("projtool ran"), "{out}");
+    let path = out.lines().find_map(|l| l.strip_prefix("path=")).unwrap();
+    assert!(
+        path.ends_with(&format!(":{}/bin", w.cwd.display())),
+        "{path}"
+    );
+    assert!(
+        path.contains("/usr/bin"),
+        "the agent's own PATH comes first: {path}"
+    );
+    let start = super::upstream::results_of(&events, "SessionStart");
+    assert_eq!(start.len(), 1, "{start:?}");
+    assert!(
+        start[0].2.contains(
+            "CLAUDE_ENV_FILE: refused DSH_SESSION_ID: managed values come only from the snapshot"
+        ),
+        "{start:?}"
+    );
+    // The file was the hook's alone, and is gone.
+    let left: Vec<_> = std::fs::read_dir(w.daemon.home.join("run/spill/hook-env"))
+        .map(|d| d.collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Notification `idle_prompt` (issue 45): a top-level agent that waits for its next prompt for
+/// `hooks.idle_prompt_ms` fires it once per wait, in Claude Code's words; a close ends the wait.
+#[test]
+fn an_agent_waiting_for_its_next_prompt_notifies_once_per_wait() {
+    let w = World::new(|dir| Setup {
+        claude_code: vec![hook_file(&[(
+            "Notification",
+            Some("idle_prompt"),
+            &dir.script(
+                "idle.sh",
+                &format!(
+                    "#!/bin/sh\ncat >> {f}\necho >> {f}\n",
+                    f = dir.q("idle.jsonl")
+                ),
+            ),
+        )])],
+        hooks_toml: "idle_prompt_ms = 300".into(),
+        ..Setup::default()
+    });
+    let agent = w.agent(&json!({"replies": [{"text": "one"}, {"text": "two"}]}));
+    let count = || {
+        std::fs::read_to_string(w.path("idle.jsonl"))
+            .map(|t| parse_lines(&t).len())
+            .unwrap_or(0)
+    };
+    for (turn, prompt) in [(1, "first"), (2, "second")] {
+        assert_eq!(w.prompt(&agent, prompt).kind(), "completed");
+        assert!(
+            eventually(PATIENCE, || count() == turn),
+            "no idle notification after turn {turn}"
+        );
+    }
+    w.daemon.dshctl_json(&["agent", "close", &agent]);
+    let lines = parse_lines(&w.read("idle.jsonl"));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["hook_event_name"], "Notification");
+        assert_eq!(line["notification_type"], "idle_prompt");
+        assert_eq!(line["message"], "Claude is waiting for your input");
+        assert_eq!(line["session_id"], agent.as_str());
+    }
+}
+
+/// Claude Code's SessionStart `sessionTitle` names the session, as a person's title would
+/// (issue 45): `dshctl session show` and the log have it.
+#[test]
+fn a_session_start_hook_titles_the_session() {
+    let w = World::new(|dir| {
+        Setup::claude_code(hook_file(&[(
+            "SessionStart",
+            None,
+            &dir.script(
+                "title.sh",
+                "#!/bin/sh\ncat > /dev/null\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"SessionStart\",\"sessionTitle\":\"fix the login bug\"}}'\n",
+            ),
+        )]))
+    });
+    let agent = w.agent(&json!({"replies": [{"text": "on it"}]}));
+    assert_eq!(w.prompt(&agent, "the login fails").kind(), "completed");
+    let titles: Vec<Value> = of_type(&w.events(&agent), "session/title")
+        .into_iter()
+        .map(|e| e["data"]["title"].clone())
+        .collect();
+    assert_eq!(titles, [json!("fix the login bug")]);
+}

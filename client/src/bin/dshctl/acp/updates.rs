@@ -463,6 +463,7 @@ impl Translator {
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
+                | EventData::ApprovalRuleAdded { .. }
                 | EventData::CompactionStart { .. }
                 | EventData::CompactionEnd { .. }
                 | EventData::Unknown(_) => Vec::new(),

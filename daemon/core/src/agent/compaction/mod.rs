@@ -155,6 +155,7 @@ impl Compaction<'_> {
                         source: SessionSource::Compact,
                     })
                     .await;
+                agent.add_env(&self.services.executor, &start.env);
                 agent.log_hook_context(&start.outcome.additional_context);
                 Ok(())
             }

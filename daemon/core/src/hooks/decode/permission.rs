@@ -5,8 +5,10 @@
 //! stderr as the message; on exit 0 `hookSpecificOutput.decision.behavior` is `allow` or `deny`
 //! (with `message`), and `interrupt: true` beside a deny also stops the turn; `continue: false`
 //! stops it too. Anything else (no output, plain text, no `decision`) decides nothing: the request
-//! goes to people. `updatedInput` and `updatedPermissions` are not applied (dsh runs what the
-//! request showed; it keeps no permission rules in files) and noted in the record.
+//! goes to people. Beside an allow ("for `allow` only"), `updatedInput` replaces the call's whole
+//! input, translated to dsh's arguments as PreToolUse's is (`rewritten_arguments` in `updates.rs`),
+//! and `updatedPermissions` may add session rules (`updates.rs`: what dsh cannot honour is
+//! left out and noted in the record). Beside a deny both are ignored, as upstream ignores them.
 //!
 //! **Codex** (`parse_permission_request` and `permission_request.rs` of codex-rs's hooks crate):
 //! the output must fit the schema exactly; `continue: false`, `stopReason`, `suppressOutput`,
@@ -84,14 +86,16 @@ fn claude_code(map: &Map<String, Value>) -> HookOutput {
     match decision.get("behavior").and_then(Value::as_str) {
         Some("allow") => {
             out.verdict = Verdict::Allow;
-            if decision.get("updatedInput").is_some_and(|v| !v.is_null())
-                || decision
-                    .get("updatedPermissions")
-                    .is_some_and(|v| !v.is_null())
-            {
-                out.note = Some(
-                    "updatedInput and updatedPermissions are not applied: the call runs as the request showed it".to_owned(),
-                );
+            out.updated_input = decision
+                .get("updatedInput")
+                .filter(|v| !v.is_null())
+                .cloned();
+            if let Some(updates) = decision.get("updatedPermissions").filter(|v| !v.is_null()) {
+                let (rules, notes) = super::updates::session_rules(updates);
+                out.rules = rules;
+                if !notes.is_empty() {
+                    out.note = Some(notes.join("; "));
+                }
             }
         }
         Some("deny") => {

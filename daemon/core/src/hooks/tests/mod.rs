@@ -11,6 +11,7 @@ mod config;
 mod decisions;
 mod examples;
 mod payload;
+mod permissions;
 mod process;
 mod sandboxing;
 
@@ -178,6 +179,7 @@ impl Fx {
             subagent: None,
             turn: Some(3),
             model: "test-model".into(),
+            effort: None,
             sandbox: crate::sandbox::SandboxPolicy::UNCONFINED,
             cancel: CancellationToken::new(),
             background: None,

@@ -8,7 +8,7 @@ use super::*;
 use crate::hooks::{Dialect, SessionEndReason, SessionSource, SubagentOf};
 
 /// Runs `event` with one `cat > in` hook of `dialect` (matching everything) and returns the bytes.
-async fn received(fx: &Fx, dialect: Dialect, event: HookEvent) -> Vec<u8> {
+pub(super) async fn received(fx: &Fx, dialect: Dialect, event: HookEvent) -> Vec<u8> {
     let name = event.name().as_str();
     let _ = std::fs::remove_file(fx.path("in"));
     let root = config(name, None, &[&format!("cat > {}", fx.q("in"))]);
@@ -556,7 +556,10 @@ async fn the_events_a_person_or_a_failure_brings_carry_their_harness_fields() {
                 "duration_ms",
             ],
         ),
-        (asked.clone(), &["tool_name", "tool_input"]),
+        (
+            asked.clone(),
+            &["tool_name", "tool_input", "permission_suggestions"],
+        ),
         (notified, &["message", "title", "notification_type"]),
         (broke, &["error", "error_details", "last_assistant_message"]),
     ];
