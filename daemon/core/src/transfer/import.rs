@@ -103,6 +103,13 @@ fn read_source(
         path: path.to_owned(),
         source,
     };
+    // Checked before opening too: opening a FIFO to read would wait for a writer.
+    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
+        return Err(TransferError::BadInput {
+            path: path.to_owned(),
+            what: "not a regular file".to_owned(),
+        });
+    }
     let file = File::open(path).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
     let mut cx = Context {

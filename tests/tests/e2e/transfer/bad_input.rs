@@ -150,6 +150,24 @@ fn damaged_and_foreign_files_are_refused_and_nothing_is_stored() {
     assert!(!std::env::temp_dir().join("escaped-abs").exists());
 }
 
+/// A FIFO or a directory is refused without waiting on it.
+#[test]
+fn only_regular_files_are_imported() {
+    let daemon = TestDaemon::start();
+    let fifo = daemon.dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for path in [fifo.as_path(), daemon.dir.path()] {
+        let stderr = import_refused(&daemon, path);
+        assert!(stderr.contains("not a regular file"), "{stderr}");
+    }
+}
+
 /// A 2 GiB file whose second line never ends: refused at the line bound, having held no more
 /// than that bound in memory, and nothing stored.
 #[test]
