@@ -422,11 +422,12 @@ event_vocabulary! {
     SessionArchived = "session/archived" { archived: bool },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
-    /// The session was brought in from a file (`Persistence.Import`), logged first: the source's
-    /// `format` (`dsh-bundle`, `dsh-jsonl`, `upstream-jsonl`, `upstream-zstd`, `claude-jsonl`),
-    /// the file as the importer named it, the id the session had there, how many of its events
-    /// were read, and how many records were left out because dsh keeps nothing of them (stream
-    /// chunks, UI state). The events after it are the source's, renumbered.
+    /// The session was brought in from a file (`Persistence.Import`), logged after the source's
+    /// events (renumbered; its counts are known only then): the source's `format` (`dsh-bundle`,
+    /// `dsh-jsonl`, `upstream-jsonl`, `upstream-zstd`, `upstream-export`, `claude-jsonl`), the
+    /// file as the importer named it, the id the session had there, how many of its records
+    /// became events, and how many were left out because dsh keeps nothing of them (stream
+    /// chunks, UI state).
     Imported = "session/imported" {
         format: String,
         source: String,
