@@ -362,6 +362,11 @@ impl persistence_server::Persistence for PersistenceService {
             events: imported.events,
             skipped: imported.skipped,
             backend: Some(backend),
+            descendant_ids: imported
+                .descendants
+                .iter()
+                .map(|d| d.as_str().to_owned())
+                .collect(),
         }))
     }
 }

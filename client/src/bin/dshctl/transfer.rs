@@ -144,6 +144,7 @@ pub async fn import(client: &Client, out: Output, path: &Path) -> anyhow::Result
             "originalId": imported.original_id,
             "events": imported.events,
             "skipped": imported.skipped,
+            "descendantIds": imported.descendant_ids,
         }),
         |w| {
             writeln!(

@@ -69,6 +69,11 @@ impl Builder {
         }
     }
 
+    /// A builder of another session of the same import, handing its batches to the same store.
+    pub(super) fn sibling(&self) -> Self {
+        Self::new(self.tx.clone())
+    }
+
     /// The turn being built, if one is open.
     pub(super) fn turn(&self) -> Option<u32> {
         self.turn.as_ref().map(|t| t.turn)

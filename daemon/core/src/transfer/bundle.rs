@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
-use super::context::{Context, Found};
+use super::context::{Context, Found, Lineage};
 use super::copy::Copy;
 use super::jsonl::log_or_transcript;
 use super::{BUNDLE_VERSION, TransferError};
 use crate::persistence::PersistenceError;
 use crate::persistence::jsonl::{header_line, session_dir_name, write_event_lines};
-use dsh_session::FORMAT_VERSION;
+use dsh_session::{EventData, FORMAT_VERSION, SessionId};
 
 /// The root session's log in a bundle.
 pub(super) const ROOT_LOG: &str = "session.jsonl";
@@ -93,10 +93,10 @@ pub(super) fn write(copies: Vec<Copy>) -> Result<Vec<u8>, TransferError> {
     Ok(out.into_inner())
 }
 
-/// Imports the root session of the bundle in `file`: a dsh bundle (its manifest checked), or a
-/// ZIP in upstream's `/export` layout (no manifest). The child agents' logs are checked (names,
-/// and that each decompresses with its checksum) but not imported: the root's history already
-/// holds each child's answer.
+/// Imports the bundle in `file`: a dsh bundle (its manifest checked), or a ZIP in upstream's
+/// `/export` layout (no manifest). The root session is imported through `cx`, each child agent's
+/// log as a new child session of it (or of another child) beside it; every entry is read through
+/// first, so a damaged one (names, checksums) fails the import before anything is stored.
 pub(super) fn import(file: File, cx: &mut Context<'_>) -> Result<Found, TransferError> {
     let mut archive = ZipArchive::new(file).map_err(|e| {
         cx.bad(format!(
@@ -147,7 +147,8 @@ pub(super) fn import(file: File, cx: &mut Context<'_>) -> Result<Found, Transfer
             });
         }
     }
-    // Every other log is read through once, so a damaged child fails the import too.
+    // Every other entry is read through once, so a damaged one fails the import too.
+    let mut children = Vec::new();
     for i in 0..archive.len() {
         let mut entry = archive
             .by_index(i)
@@ -155,6 +156,9 @@ pub(super) fn import(file: File, cx: &mut Context<'_>) -> Result<Found, Transfer
         let name = entry.name().to_owned();
         if name == ROOT_LOG || entry.is_dir() {
             continue;
+        }
+        if is_child_log(&name) {
+            children.push(i);
         }
         std::io::copy(&mut entry, &mut std::io::sink())
             .map_err(|e| cx.bad(format!("ZIP entry {name:?} is damaged: {e}")))?;
@@ -169,7 +173,66 @@ pub(super) fn import(file: File, cx: &mut Context<'_>) -> Result<Found, Transfer
         ("upstream-jsonl", _) => "upstream-export",
         (other, _) => other,
     };
-    Ok(Found { format, ..found })
+    let descendants = import_children(&mut archive, &children, cx, found.original_id.as_deref())?;
+    Ok(Found {
+        format,
+        descendants,
+        ..found
+    })
+}
+
+/// Imports the child agents' logs (`subagents/<id>/session.jsonl`, parents before children, as
+/// an export writes them) as child sessions of the sessions this import made of their parents;
+/// a log whose parent is not among them becomes a top-level session.
+fn import_children(
+    archive: &mut ZipArchive<File>,
+    children: &[usize],
+    root: &mut Context<'_>,
+    root_id: Option<&str>,
+) -> Result<Vec<SessionId>, TransferError> {
+    let mut lineage = Lineage::new();
+    if let Some(old) = root_id {
+        lineage.insert(old.to_owned(), (root.id.clone(), 0));
+    }
+    let mut made = Vec::new();
+    for &i in children {
+        let entry = archive
+            .by_index(i)
+            .map_err(|e| root.bad(format!("ZIP entry {i} cannot be read: {e}")))?;
+        let name = entry.name().to_owned();
+        let id = SessionId::new_v7();
+        let mut cx = Context {
+            path: root.path,
+            cwd: root.cwd,
+            id: &id,
+            builder: root.builder.sibling(),
+            lineage: Some(&lineage),
+        };
+        let container = format!("ZIP entry {name}");
+        let found = log_or_transcript(BufReader::new(entry), &container, &mut cx)?;
+        let depth = cx.builder.header.as_ref().map_or(0, |h| h.delegation_depth);
+        let Context { builder, .. } = cx;
+        let (read, skipped) = (builder.read, builder.skipped);
+        builder.finish(EventData::Imported {
+            format: found.format.to_owned(),
+            source: format!("{}!{name}", root.path.to_string_lossy()),
+            original_id: found.original_id.clone(),
+            events: read,
+            skipped,
+        })?;
+        if let Some(old) = found.original_id {
+            lineage.insert(old, (id.clone(), depth));
+        }
+        made.push(id);
+    }
+    Ok(made)
+}
+
+/// Whether a ZIP entry is a child agent's log: `subagents/<id>/session.jsonl`.
+fn is_child_log(name: &str) -> bool {
+    name.strip_prefix("subagents/")
+        .and_then(|rest| rest.strip_suffix(&format!("/{ROOT_LOG}")))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// Whether a ZIP entry's name stays inside the archive's directory when taken as a path.

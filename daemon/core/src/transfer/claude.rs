@@ -124,6 +124,7 @@ pub(super) fn import<R: BufRead>(
     Ok(Found {
         format: "claude-jsonl",
         original_id,
+        descendants: Vec::new(),
     })
 }
 
@@ -149,10 +150,10 @@ fn record(
             value.get("type").and_then(Value::as_str),
             Some("user" | "assistant")
         ) {
-            cx.set_header(cwd, None);
+            cx.set_header(cwd, None, None);
             *started = true;
         } else if cx.builder.header.is_none() {
-            cx.set_header(None, None);
+            cx.set_header(None, None, None);
         }
     }
     let time = value

@@ -32,6 +32,9 @@ pub struct Imported {
     pub events: u64,
     /// How many source records were left out.
     pub skipped: u64,
+    /// The new sessions of a bundle's child agents (each a child of the new session or of
+    /// another of these), parents first.
+    pub descendants: Vec<SessionId>,
 }
 
 /// Imports the file at `path` into the active backend as a new session working in the source's
@@ -49,7 +52,12 @@ pub async fn import(
         tokio::task::spawn_blocking(move || read_source(&path, &cwd, &id, tx))
     };
     let mut failure = None;
+    // Every session this import wrote to: all of them go again if anything fails.
+    let mut written: Vec<SessionId> = Vec::new();
     while let Some((header, events)) = rx.recv().await {
+        if !written.contains(&header.id) {
+            written.push(header.id.clone());
+        }
         if let Err(error) = backend.append(&header, &events).await {
             failure = Some(error);
             break;
@@ -68,7 +76,9 @@ pub async fn import(
     };
     match outcome {
         Ok((found, events, skipped)) => {
-            backend.release(&id).await;
+            for session in &written {
+                backend.release(session).await;
+            }
             tracing::info!(session = %id, format = found.format, events, "session imported");
             Ok(Imported {
                 id,
@@ -76,16 +86,22 @@ pub async fn import(
                 original_id: found.original_id,
                 events,
                 skipped,
+                descendants: found.descendants,
             })
         }
         Err(error) => {
-            match backend.delete(&id).await {
-                Ok(()) | Err(PersistenceError::NotFound(_)) => {}
-                Err(delete) => {
-                    tracing::warn!(session = %id, error = %delete, "cannot remove a failed import")
-                }
+            if !written.contains(&id) {
+                written.push(id.clone());
             }
-            backend.release(&id).await;
+            for session in &written {
+                match backend.delete(session).await {
+                    Ok(()) | Err(PersistenceError::NotFound(_)) => {}
+                    Err(delete) => {
+                        tracing::warn!(%session, error = %delete, "cannot remove a failed import")
+                    }
+                }
+                backend.release(session).await;
+            }
             Err(error)
         }
     }
@@ -117,6 +133,7 @@ fn read_source(
         cwd,
         id,
         builder: Builder::new(tx),
+        lineage: None,
     };
     if !meta.is_file() {
         return Err(cx.bad("not a regular file"));

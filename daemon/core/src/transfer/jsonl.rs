@@ -9,7 +9,7 @@ use super::context::{Context, Found};
 use super::lines::Lines;
 use super::{TransferError, claude, upstream};
 use crate::persistence::jsonl::parse_header_line;
-use dsh_session::{Event, FORMAT_VERSION, SessionHeader};
+use dsh_session::{Event, FORMAT_VERSION, SessionHeader, SessionId};
 
 /// How many lines after a log's header (and, so that memory stays bounded, at most how many of
 /// their bytes) are looked at to tell dsh's events from upstream's.
@@ -79,11 +79,13 @@ fn log<R: BufRead>(
             });
         }
         let cwd = header.get("cwd").and_then(Value::as_str);
-        cx.set_header(cwd, None);
+        let parent = header.get("parentSession").and_then(Value::as_str);
+        cx.set_header(cwd, None, parent);
         upstream::events(ahead, lines, container, cx)?;
         return Ok(Found {
             format: "upstream-jsonl",
             original_id,
+            descendants: Vec::new(),
         });
     }
     match version {
@@ -99,7 +101,8 @@ fn log<R: BufRead>(
     }
     let source = parse_header_line(header_line)
         .map_err(|e| cx.bad(format!("line 1 of {container}: {e}")))?;
-    cx.set_header(source.cwd.to_str(), source.settings);
+    let parent = source.parent_session.as_ref().map(SessionId::as_str);
+    cx.set_header(source.cwd.to_str(), source.settings, parent);
     let mut expected = 0u64;
     for (n, line, bytes) in ahead {
         dsh_line(cx, container, n, &line, bytes, &mut expected)?;
@@ -110,6 +113,7 @@ fn log<R: BufRead>(
     Ok(Found {
         format: "dsh-jsonl",
         original_id,
+        descendants: Vec::new(),
     })
 }
 

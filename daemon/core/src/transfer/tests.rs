@@ -22,6 +22,7 @@ fn import_bytes(bytes: &[u8]) -> Result<Vec<Event>, TransferError> {
         cwd: Path::new("/tmp"),
         id: &id,
         builder: Builder::new(tx),
+        lineage: None,
     };
     log_or_transcript(bytes, "the file", &mut cx)?;
     let Context { builder, .. } = cx;

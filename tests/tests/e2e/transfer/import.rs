@@ -175,3 +175,46 @@ fn imports_land_in_every_backend() {
         assert!(listed.to_string().contains(id), "{listed}");
     }
 }
+
+/// A bundle's child agents come back as child sessions of the imported one, with their events.
+#[test]
+fn a_bundles_children_come_back_as_children() {
+    let daemon = TestDaemon::start();
+    let (parent, child) = session_with_child(&daemon);
+    let path = daemon.dir.path().join("family.zip");
+    std::fs::write(&path, export(&daemon, &[&parent, "--descendants"])).unwrap();
+    let imported = import(&daemon, &path);
+    let new_parent = imported["sessionId"].as_str().unwrap();
+    let descendants = imported["descendantIds"].as_array().unwrap();
+    assert_eq!(descendants.len(), 1, "{imported}");
+    let new_child = descendants[0].as_str().unwrap();
+    assert_ne!(new_child, child.as_str());
+    let listed = daemon.dshctl_json(&["session", "list", "--all"]);
+    let header = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["header"]["id"] == new_child)
+        .unwrap_or_else(|| panic!("{new_child} not listed: {listed}"))["header"]
+        .clone();
+    assert_eq!(header["parent_session"], new_parent, "{header}");
+    assert_eq!(header["origin"], "subagent", "{header}");
+    assert_eq!(header["delegation_depth"], 1, "{header}");
+    let strip = |e: &Value| json!({"type": e["type"], "data": e["data"]});
+    let events = daemon.events(new_child);
+    assert_recorded(
+        &events,
+        "dsh-jsonl",
+        Path::new(&format!(
+            "{}!subagents/{child}/session.jsonl",
+            path.display()
+        )),
+    );
+    assert_eq!(
+        events[..events.len() - 1]
+            .iter()
+            .map(strip)
+            .collect::<Vec<_>>(),
+        daemon.events(&child).iter().map(strip).collect::<Vec<_>>()
+    );
+}
