@@ -24,6 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prost::Message::encode_to_vec(&fds),
     )?;
     tonic_prost_build::configure()
+        // An export's chunks are slices of one buffer, not copies of it.
+        .bytes(".dsh.v1.ExportChunk.data")
         .build_server(true)
         .build_client(true)
         .compile_fds(fds)?;

@@ -422,6 +422,22 @@ event_vocabulary! {
     SessionArchived = "session/archived" { archived: bool },
     /// End of a fork or resume seed.
     EndSeed = "session/end-seed" {},
+    /// The session was brought in from a file (`Persistence.Import`), logged after the source's
+    /// events (renumbered; its counts are known only then): the source's `format` (`dsh-bundle`,
+    /// `dsh-jsonl`, `upstream-jsonl`, `upstream-zstd`, `upstream-export`, `claude-jsonl`), the
+    /// file as the importer named it, the id the session had there, how many of its records
+    /// became events, and how many were left out because dsh keeps nothing of them (stream
+    /// chunks, UI state).
+    Imported = "session/imported" {
+        format: String,
+        source: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        original_id: Option<String>,
+        #[serde(default)]
+        events: u64,
+        #[serde(default)]
+        skipped: u64,
+    },
     /// The project instructions (`AGENTS.md` files) found for the session, logged once, before
     /// its first turn: `text` reaches every model request as the history's first message, and
     /// `files` says which were read, in order, how many bytes of each, and whether one was cut

@@ -223,6 +223,22 @@ pub fn event_data() -> impl Strategy<Value = EventData> {
                 }
             ),
         Just(EventData::EndSeed {}),
+        (
+            text(),
+            text(),
+            prop::option::of(text()),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(format, source, original_id, events, skipped)| {
+                EventData::Imported {
+                    format,
+                    source,
+                    original_id,
+                    events,
+                    skipped,
+                }
+            }),
         text().prop_map(|title| EventData::SessionTitle { title }),
         any::<bool>().prop_map(|archived| EventData::SessionArchived { archived }),
         (

@@ -16,7 +16,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// The core's modules from the bottom up. A module may name only modules listed before it.
-    const LAYERS: [&str; 12] = [
+    const LAYERS: [&str; 13] = [
         "locks",
         "sandbox",
         "skills",
@@ -29,6 +29,7 @@ mod tests {
         "tools",
         "mcp",
         "agent",
+        "transfer",
     ];
 
     /// A module path, crate root first (`agent/watch/hub.rs` is `["agent", "watch", "hub"]`).

@@ -31,6 +31,7 @@ mod skills;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod tools;
+mod transfer;
 
 // The harness home (resolution and normalization), from `dsh-paths`.
 pub use dsh_paths::home;
@@ -128,6 +129,12 @@ pub use agent::{
 pub use dsh_session::ReasoningEffort;
 // Project instructions (AGENTS.md).
 pub use agent::{CompactionSettings, InstructionSettings};
+
+// Sessions leaving and entering dsh: export and import.
+pub use transfer::{
+    BUNDLE_VERSION, ExportFormat, Exported, Imported, TransferError, export as export_session,
+    import as import_session,
+};
 
 // Watching agents.
 pub use agent::{

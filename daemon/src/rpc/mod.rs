@@ -12,6 +12,7 @@ mod session_list;
 mod shell;
 mod shell_env;
 mod skills;
+mod transfer;
 
 use std::sync::Arc;
 

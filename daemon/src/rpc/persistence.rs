@@ -109,6 +109,7 @@ type Reply<T> = Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl persistence_server::Persistence for PersistenceService {
     type ReadEventsStream = super::agents::EventStream;
+    type ExportStream = super::transfer::ExportStream;
 
     async fn describe(
         &self,
@@ -343,5 +344,24 @@ impl persistence_server::Persistence for PersistenceService {
         };
         let stream = tokio_stream::iter(events.into_iter().map(move |e| Ok(event(&id, &e))));
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn export(&self, request: Request<v1::ExportRequest>) -> Reply<Self::ExportStream> {
+        let stream = super::transfer::export(&self.agents, request.into_inner()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn import(&self, request: Request<v1::ImportRequest>) -> Reply<v1::ImportResponse> {
+        let backend = self.describe();
+        let handle = self.backends.handle();
+        let imported = super::transfer::import(handle, request.into_inner()).await?;
+        Ok(Response::new(v1::ImportResponse {
+            session_id: imported.id.as_str().to_owned(),
+            format: imported.format.to_owned(),
+            original_id: imported.original_id.unwrap_or_default(),
+            events: imported.events,
+            skipped: imported.skipped,
+            backend: Some(backend),
+        }))
     }
 }

@@ -29,4 +29,5 @@ mod shell;
 mod slow_client;
 mod socket;
 mod terminal;
+mod transfer;
 mod turns;

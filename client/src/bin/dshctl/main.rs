@@ -22,6 +22,7 @@ mod safe;
 mod session;
 mod session_meta;
 mod skills;
+mod transfer;
 mod watch;
 mod wire;
 

@@ -134,6 +134,7 @@ impl Screen {
                 | EventData::SessionTitle { .. }
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
+                | EventData::Imported { .. }
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }
@@ -384,6 +385,7 @@ impl Screen {
             | EventData::SessionTitle { .. }
             | EventData::SessionArchived { .. }
             | EventData::EndSeed {}
+            | EventData::Imported { .. }
             | EventData::Settings { .. }
             | EventData::Unknown(_) => Ok(()),
         }

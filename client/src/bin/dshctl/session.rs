@@ -105,7 +105,40 @@ pub enum SessionCommand {
         #[arg(long)]
         apply: bool,
     },
+    /// Writes a session (live or stored) to a file: a ZIP bundle of its log (docs/LOG-FORMAT.md),
+    /// a Markdown transcript, or a Claude Code transcript. A live session is checkpointed first.
+    #[command(after_help = EXPORT_AFTER_HELP)]
+    Export {
+        /// The session (a unique id prefix will do).
+        id: String,
+        /// What to write.
+        #[arg(long, value_enum, default_value = "bundle")]
+        format: crate::transfer::Format,
+        /// Include its child agents' sessions, however deep.
+        #[arg(long)]
+        descendants: bool,
+        /// The file to write (`-`: standard output); default `<id>.zip`, `.md` or `.jsonl` here,
+        /// never replacing a file.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Brings a session in as a new one (new id; the file is only read): a dsh bundle or log,
+    /// an upstream DeepSeek Harness `session.jsonl` or `session.jsonl.zstd`, or a Claude Code
+    /// transcript. Resume it with `dshctl agent resume`.
+    Import {
+        /// The file.
+        path: std::path::PathBuf,
+    },
 }
+
+const EXPORT_AFTER_HELP: &str = "\
+Examples:
+  dshctl session export 0199a2b3 --descendants          # 0199a2b3….zip: session.jsonl, subagents/…
+  dshctl session export 0199a2b3 --format markdown -o notes.md
+  dshctl session export 0199a2b3 --format claude-jsonl -o - | jq -c .message.usage
+
+Exit status: 0 written; 1 the daemon refused (e.g. no such session) or the file could not be
+written; 2 bad usage.";
 
 const REPAIR_AFTER_HELP: &str = "\
 Examples:
@@ -120,6 +153,13 @@ pub async fn run(client: &Client, out: Output, command: SessionCommand) -> anyho
     match command {
         // Answered by `repair`, which decides the exit status.
         SessionCommand::Repair { id, apply } => repair(client, out, &id, apply).await.map(drop),
+        SessionCommand::Export {
+            id,
+            format,
+            descendants,
+            output,
+        } => crate::transfer::export(client, out, &id, format, descendants, output).await,
+        SessionCommand::Import { path } => crate::transfer::import(client, out, &path).await,
         SessionCommand::Rename { id, title } => {
             crate::session_meta::rename(client, out, &id, title).await
         }
@@ -322,6 +362,7 @@ fn fork_point(event: &v1::Event) -> bool {
             | EventData::SessionTitle { .. }
             | EventData::SessionArchived { .. }
             | EventData::EndSeed {}
+            | EventData::Imported { .. }
             | EventData::Settings { .. }
             | EventData::Instructions { .. }
             | EventData::ApprovalRuleRemoved { .. }

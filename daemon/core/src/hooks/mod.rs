@@ -71,7 +71,10 @@ pub(crate) use event::{
 };
 pub use event::{HookContext, HookEvent};
 pub(crate) use sandboxing::HookSandbox;
-pub(crate) use transcript::{SessionEvents, TranscriptMode};
+pub(crate) use tools::from_claude_code;
+pub(crate) use transcript::{
+    SessionEvents, TranscriptMode, record as claude_record, timestamp as claude_timestamp,
+};
 
 use config::HookFile;
 use decode::{HookOutput, Verdict};

@@ -106,6 +106,33 @@ pub(super) fn input(dialect: Dialect, tool: &str, arguments: &Value, cwd: &Path)
     }
 }
 
+/// The dsh tool and arguments of a call Claude Code logged as `name` with `input` (importing a
+/// Claude Code transcript): the inverse of [`payload_name`] and [`input`] for the Claude Code
+/// dialect. A tool dsh does not have keeps its name and input (the imported history shows the
+/// call as it was; it is never run again).
+pub(crate) fn from_claude_code(name: &str, input: &Value) -> (String, Value) {
+    match name {
+        "Bash" => {
+            let arguments = apply_update(Dialect::ClaudeCode, BASH, &json!({}), input)
+                .unwrap_or_else(|_| input.clone());
+            (BASH.to_owned(), arguments)
+        }
+        "Read" => (READ.to_owned(), input.clone()),
+        "Write" => (WRITE.to_owned(), input.clone()),
+        "Edit" => (EDIT.to_owned(), input.clone()),
+        "Agent" | "Task" => {
+            let mut arguments = Map::new();
+            for key in ["prompt", "description"] {
+                if let Some(value) = input.get(key) {
+                    arguments.insert(key.into(), value.clone());
+                }
+            }
+            (SPAWN_AGENT.to_owned(), Value::Object(arguments))
+        }
+        other => (other.to_owned(), input.clone()),
+    }
+}
+
 /// A `write` or `edit` as Codex's `apply_patch` would have made it: `*** Add File:` with every
 /// line added, or `*** Update File:` with one hunk taking the old string's lines out and putting
 /// the new string's in.

@@ -459,6 +459,7 @@ impl Translator {
                 | EventData::SessionTitle { .. }
                 | EventData::SessionArchived { .. }
                 | EventData::EndSeed {}
+                | EventData::Imported { .. }
                 | EventData::Settings { .. }
                 | EventData::Instructions { .. }
                 | EventData::ApprovalRuleRemoved { .. }

@@ -197,8 +197,9 @@ fn file_name(id: &SessionId) -> String {
     format!("{}.jsonl", id.as_str())
 }
 
-/// The Claude Code record of `event`, when it has one.
-fn record(
+/// The Claude Code record of `event`, when it has one: the hooks' projection, and the
+/// `claude-jsonl` export (`transfer/claude.rs`), which writes the same records.
+pub(crate) fn record(
     header: &SessionHeader,
     model: &str,
     event: &Event,
@@ -275,7 +276,10 @@ fn record(
         "userType": "external",
         "cwd": header.cwd.to_string_lossy(),
         "sessionId": session.as_str(),
-        "version": concat!("dsh-", env!("CARGO_PKG_VERSION")),
+        // A semver string, as Claude Code writes its own: readers check it (ccusage drops a
+        // record whose `version` is not one); `entrypoint` says which program wrote it.
+        "version": env!("CARGO_PKG_VERSION"),
+        "entrypoint": "dsh",
         "type": kind,
         "message": message,
         "uuid": format!("{}-{}", header.id.as_str(), event.seq),
@@ -291,7 +295,7 @@ fn record(
 }
 
 /// Unix milliseconds as RFC 3339 UTC with milliseconds, as Claude Code writes them.
-fn timestamp(ms: i64) -> String {
+pub(crate) fn timestamp(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);

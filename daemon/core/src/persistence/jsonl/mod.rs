@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub use layout::project_dir_name;
 pub(crate) use layout::{LOG_FILE, is_project_dir_name};
 pub use layout::{log_path, session_dir_name};
+pub(crate) use read::{header_line, parse_header as parse_header_line, write_event_lines};
 
 use super::{
     BackendKind, BlockingPersistence, Page, PageQuery, PersistenceError, Repair, RepairReport,

@@ -25,7 +25,7 @@ struct HeaderLine<'a> {
 }
 
 /// Line 1 of a log, newline included: the header with `"type":"session"` first.
-pub(super) fn header_line(header: &SessionHeader) -> Vec<u8> {
+pub(crate) fn header_line(header: &SessionHeader) -> Vec<u8> {
     let mut line = serde_json::to_vec(&HeaderLine {
         kind: "session",
         header,
@@ -49,7 +49,7 @@ pub(super) fn write_log<W: Write>(
 /// Writes `events` to `out` as JSON lines, each ending in `\n`. Each event is serialised straight
 /// into `out`: a checkpoint may hold a reply of tens of megabytes, and building its line in memory
 /// first would hold that reply once more.
-pub(super) fn write_event_lines<W: Write>(out: &mut W, events: &[Event]) -> io::Result<()> {
+pub(crate) fn write_event_lines<W: Write>(out: &mut W, events: &[Event]) -> io::Result<()> {
     for event in events {
         serde_json::to_writer(&mut *out, event)?;
         out.write_all(b"\n")?;
@@ -58,7 +58,7 @@ pub(super) fn write_event_lines<W: Write>(out: &mut W, events: &[Event]) -> io::
 }
 
 /// Parses and validates a header line (without its newline).
-pub(super) fn parse_header(line: &[u8]) -> Result<SessionHeader, String> {
+pub(crate) fn parse_header(line: &[u8]) -> Result<SessionHeader, String> {
     let value: Value =
         serde_json::from_slice(line).map_err(|e| format!("header is not JSON: {e}"))?;
     let Value::Object(mut map) = value else {

@@ -1,0 +1,169 @@
+//! `dshctl session export` and `dshctl session import`: a session out of dsh as a file, and a
+//! file into dsh as a new session. dshd does the work; export's file is written here, by the
+//! client, so dshd writes nothing outside its store.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use dsh_client::Client;
+use dsh_client::ids::IdKind;
+use dsh_proto::v1;
+use serde_json::json;
+use tokio_stream::StreamExt;
+
+use crate::output::Output;
+
+/// What `--format` takes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// A ZIP of the session's log (and its child agents' with --descendants) and a manifest.
+    Bundle,
+    /// A transcript to read.
+    Markdown,
+    /// Claude Code's transcript JSONL, for tools written for Claude Code.
+    ClaudeJsonl,
+}
+
+/// `dshctl session export`.
+pub async fn export(
+    client: &Client,
+    out: Output,
+    id: &str,
+    format: Format,
+    descendants: bool,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let id = client.resolve(IdKind::Session, id).await?;
+    let format = match format {
+        Format::Bundle => v1::ExportFormat::Bundle,
+        Format::Markdown => v1::ExportFormat::Markdown,
+        Format::ClaudeJsonl => v1::ExportFormat::ClaudeJsonl,
+    };
+    let mut stream = client
+        .persistence()
+        .export(v1::ExportRequest {
+            session_id: id.clone(),
+            format: format as i32,
+            descendants,
+        })
+        .await?
+        .into_inner();
+    let mut bytes = Vec::new();
+    let mut name = String::new();
+    let mut sessions = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if name.is_empty() && !chunk.file_name.is_empty() {
+            name = chunk.file_name;
+            sessions = chunk.session_ids;
+            bytes.reserve(usize::try_from(chunk.size).unwrap_or(0));
+        }
+        bytes.extend_from_slice(&chunk.data);
+    }
+    if output.as_deref() == Some(Path::new("-")) {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(&bytes)?;
+        return Ok(stdout.flush()?);
+    }
+    let (path, replace) = match output {
+        Some(path) => (path, true),
+        None => (PathBuf::from(&name), false),
+    };
+    save(&path, &bytes, replace)?;
+    out.emit(
+        &json!({
+            "path": path.to_string_lossy(),
+            "bytes": bytes.len(),
+            "sessions": sessions,
+        }),
+        |w| {
+            writeln!(
+                w,
+                "wrote {} ({} bytes, {} session{})",
+                path.display(),
+                bytes.len(),
+                sessions.len(),
+                if sessions.len() == 1 { "" } else { "s" }
+            )
+        },
+    )
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file beside it, renamed), private
+/// to the user: a session holds everything its agent saw. Without `replace`, an existing file is
+/// left alone and refused.
+fn save(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !replace && path.exists() {
+        anyhow::bail!("{} exists; name another file with -o", path.display());
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file_name = path.file_name().context("-o names no file")?;
+    let temp = dir.join(format!(
+        ".{}.part-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(error).with_context(|| format!("cannot write {}", path.display()));
+    }
+    Ok(())
+}
+
+/// `dshctl session import`.
+pub async fn import(client: &Client, out: Output, path: &Path) -> anyhow::Result<()> {
+    let path = std::path::absolute(path)?;
+    let cwd = std::env::current_dir()?;
+    let imported = client
+        .persistence()
+        .import(v1::ImportRequest {
+            path: path.to_string_lossy().into_owned(),
+            cwd: cwd.to_string_lossy().into_owned(),
+        })
+        .await?
+        .into_inner();
+    out.emit(
+        &json!({
+            "sessionId": imported.session_id,
+            "format": imported.format,
+            "originalId": imported.original_id,
+            "events": imported.events,
+            "skipped": imported.skipped,
+        }),
+        |w| {
+            writeln!(
+                w,
+                "imported {} ({}, {} events{}) as session {}",
+                path.display(),
+                imported.format,
+                imported.events,
+                if imported.skipped > 0 {
+                    format!(", {} records left out", imported.skipped)
+                } else {
+                    String::new()
+                },
+                imported.session_id
+            )?;
+            writeln!(
+                w,
+                "resume it with: dshctl agent resume {}",
+                imported.session_id
+            )
+        },
+    )
+}

@@ -1,0 +1,162 @@
+//! The import's readers on arbitrary input (they read files from anywhere): never a panic, and
+//! whatever they accept is a log dsh can resume: contiguous, every call answered, no turn left
+//! open, the import's record last. A dsh log comes back with its events unchanged.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use tokio::sync::mpsc;
+
+use super::TransferError;
+use super::builder::Builder;
+use super::context::Context;
+use super::jsonl::log_or_transcript;
+use dsh_session::{Event, EventData, SessionHeader, SessionId};
+
+/// What reading `bytes` as a JSON-lines source gives: the new log's events.
+fn import_bytes(bytes: &[u8]) -> Result<Vec<Event>, TransferError> {
+    let (tx, mut rx) = mpsc::channel(1 << 16);
+    let id = SessionId::parse("imported").unwrap();
+    let mut cx = Context {
+        path: Path::new("/source.jsonl"),
+        cwd: Path::new("/tmp"),
+        id: &id,
+        builder: Builder::new(tx),
+    };
+    log_or_transcript(bytes, "the file", &mut cx)?;
+    let Context { builder, .. } = cx;
+    builder.finish(EventData::Imported {
+        format: "test".into(),
+        source: "/source.jsonl".into(),
+        original_id: None,
+        events: 0,
+        skipped: 0,
+    })?;
+    let mut events = Vec::new();
+    while let Ok((header, batch)) = rx.try_recv() {
+        assert_eq!(header.id, id);
+        events.extend(batch);
+    }
+    Ok(events)
+}
+
+/// What dsh needs of a log to resume it.
+fn assert_resumable(events: &[Event]) {
+    dsh_session::check_contiguous(events).unwrap();
+    assert!(matches!(
+        events.last().map(|e| &e.data),
+        Some(EventData::Imported { .. })
+    ));
+    assert!(
+        dsh_session::repair::close_open_turn(events).is_empty(),
+        "{events:?}"
+    );
+    for event in events {
+        if let EventData::ToolCall { call_id, .. } = &event.data {
+            assert!(
+                events.iter().any(|e| matches!(&e.data,
+                    EventData::ToolResult { call_id: c, .. } if c == call_id)),
+                "call {call_id} has no result"
+            );
+        }
+    }
+}
+
+fn dsh_log(events: &[Event]) -> Vec<u8> {
+    let header = SessionHeader::new(SessionId::parse("src").unwrap(), "/tmp".into(), 1);
+    let mut bytes = crate::persistence::jsonl::header_line(&header);
+    crate::persistence::jsonl::write_event_lines(&mut bytes, events).unwrap();
+    bytes
+}
+
+#[test]
+fn the_upstream_fixture_becomes_a_turn_of_two_steps() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/transfer/upstream/session.jsonl");
+    let events = import_bytes(&std::fs::read(path).unwrap()).unwrap();
+    assert_resumable(&events);
+    let types: Vec<_> = events.iter().map(|e| e.data.type_name()).collect();
+    assert_eq!(
+        types,
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "assistant/thought",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+            "session/imported"
+        ]
+    );
+    let EventData::TurnEnd {
+        answer_seq, usage, ..
+    } = &events[11].data
+    else {
+        panic!("{:?}", events[11]);
+    };
+    assert_eq!(*answer_seq, Some(9));
+    assert_eq!(usage.map(|u| u.output_tokens), Some(52));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn any_bytes_are_refused_or_make_a_resumable_log(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(events) = import_bytes(&bytes) {
+            assert_resumable(&events);
+        }
+    }
+
+    /// Lines that are JSON records of each source's shapes, in any order and with any members
+    /// missing: refused, or a resumable log.
+    #[test]
+    fn shuffled_records_are_refused_or_make_a_resumable_log(
+        session in any::<bool>(),
+        records in proptest::collection::vec((0usize..12, 0u32..3, 0u32..3, 0usize..3), 0..24),
+    ) {
+        let mut text = if session {
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n".to_owned()
+        } else {
+            String::new()
+        };
+        let ids = ["a", "b", "c"];
+        for (seq, (kind, turn, step, call)) in records.into_iter().enumerate() {
+            let id = ids[call];
+            let line = match kind {
+                0 => format!(r#"{{"type":"turn/start","seq":{seq},"time":1,"data":{{"turn":{turn}}}}}"#),
+                1 => format!(r#"{{"type":"turn/end","seq":{seq},"time":1,"data":{{"turn":{turn},"reason":{{"kind":"completed"}}}}}}"#),
+                2 => format!(r#"{{"type":"step/start","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step}}}}}"#),
+                3 => format!(r#"{{"type":"step/end","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step}}}}}"#),
+                4 => format!(r#"{{"type":"tool/call","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step},"callId":"{id}","name":"bash","arguments":"{{}}"}}}}"#),
+                5 => format!(r#"{{"type":"tool/result","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step},"message":{{"content":[{{"type":"tool-result","toolCallId":"{id}","content":[]}}]}}}}}}"#),
+                6 => format!(r#"{{"type":"user/message","seq":{seq},"time":1,"data":{{"role":"user","content":[{{"type":"text","text":"hi"}}]}}}}"#),
+                7 => format!(r#"{{"type":"assistant/message","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step},"message":{{"content":[{{"type":"tool-call","id":"{id}","name":"bash","arguments":"{{}}"}}]}}}}}}"#),
+                8 => r#"{"type":"user","sessionId":"x","message":{"content":"prompt"}}"#.to_owned(),
+                9 => format!(r#"{{"type":"assistant","sessionId":"x","message":{{"id":"m{call}","content":[{{"type":"tool_use","id":"{id}","name":"Bash","input":{{"command":"ls"}}}}]}}}}"#),
+                10 => format!(r#"{{"type":"user","sessionId":"x","message":{{"content":[{{"type":"tool_result","tool_use_id":"{id}","content":"out"}}]}}}}"#),
+                _ => r#"{"type":"summary","summary":"s","leafUuid":"x"}"#.to_owned(),
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        if let Ok(events) = import_bytes(text.as_bytes()) {
+            assert_resumable(&events);
+        }
+    }
+
+    #[test]
+    fn a_dsh_log_comes_back_with_its_events(events in dsh_session::strategies::events(24)) {
+        let imported = import_bytes(&dsh_log(&events)).unwrap();
+        prop_assert!(imported.len() > events.len());
+        for (a, b) in events.iter().zip(&imported) {
+            prop_assert_eq!(a, b);
+        }
+    }
+}

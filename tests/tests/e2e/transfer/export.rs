@@ -1,0 +1,190 @@
+//! Export from each backend: the bundle's logs are the stored events, byte for byte from a JSONL
+//! store; the Markdown renders every event type the sessions hold.
+
+use super::*;
+
+/// What the Markdown shows for each event type, as a person reads it.
+fn rendered(kind: &str) -> &'static str {
+    match kind {
+        "turn/start" => "### Turn ",
+        "turn/end" => " ended: ",
+        "step/start" => "*Step ",
+        "step/end" => "<!-- end of step ",
+        "user/message" => "**User:**",
+        "assistant/message" => "**Assistant:**",
+        "tool/call" => "**Tool call `",
+        "tool/result" => "**Result** (`",
+        "session/settings" => "*Settings: ",
+        "session/end-seed" => "*Resumed or forked here*",
+        "session/imported" => "*Imported from ",
+        "session/instructions" => "*Project instructions: ",
+        "session/title" => "*Session titled ",
+        "tool/file" => "**File edit:** `",
+        other => panic!("the test has no rendering for {other}; add it"),
+    }
+}
+
+fn exports_with_children(backend: &str) {
+    let daemon = daemon_on(backend);
+    let (parent, child) = session_with_child(&daemon);
+
+    let bundle = unzip(&export(&daemon, &[&parent, "--descendants"]));
+    let manifest: Value = serde_json::from_slice(&bundle["manifest.json"]).unwrap();
+    assert_eq!(manifest["bundleVersion"], 1, "{manifest}");
+    assert_eq!(manifest["logFormatVersion"], 0, "{manifest}");
+    assert_eq!(
+        manifest["dshVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "{manifest}"
+    );
+    let child_entry = format!("subagents/{child}/session.jsonl");
+    assert_eq!(
+        bundle.keys().collect::<Vec<_>>(),
+        vec![
+            &"manifest.json".to_owned(),
+            &"session.jsonl".to_owned(),
+            &child_entry
+        ],
+        "{manifest}"
+    );
+    for (entry, id) in [("session.jsonl", &parent), (child_entry.as_str(), &child)] {
+        let (header, events) = log_lines(&bundle[entry]);
+        assert_eq!(header["type"], "session");
+        assert_eq!(header["id"], id.as_str());
+        assert_eq!(events, daemon.events(id), "{backend}: {entry}");
+    }
+    let (child_header, _) = log_lines(&bundle[&child_entry]);
+    assert_eq!(child_header["parentSession"], parent.as_str());
+    assert_eq!(child_header["origin"], "subagent");
+    if backend == "jsonl" {
+        // Byte for byte what the store holds.
+        for (entry, id) in [("session.jsonl", &parent), (child_entry.as_str(), &child)] {
+            assert_eq!(
+                bundle[entry],
+                std::fs::read(daemon.located_path(id)).unwrap()
+            );
+        }
+    }
+    // Without --descendants, the session alone.
+    let alone = unzip(&export(&daemon, &[&parent]));
+    assert_eq!(alone.len(), 2, "{:?}", alone.keys());
+
+    let markdown = String::from_utf8(export(
+        &daemon,
+        &[&parent, "--descendants", "--format", "markdown"],
+    ))
+    .unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for id in [&parent, &child] {
+        for event in daemon.events(id) {
+            kinds.insert(event["type"].as_str().unwrap().to_owned());
+        }
+    }
+    assert!(
+        kinds.len() >= 9,
+        "a session of few kinds proves little: {kinds:?}"
+    );
+    for kind in &kinds {
+        assert!(
+            markdown.contains(rendered(kind)),
+            "{backend}: {kind} not rendered:\n{markdown}"
+        );
+    }
+    for shown in [
+        "delegate it",
+        "echo hello from bash",
+        "hello from bash",
+        "42 files",
+        "the child says 42",
+        "+noted",
+        &format!("## Session `{child}`"),
+    ] {
+        assert!(markdown.contains(shown), "{shown:?} missing:\n{markdown}");
+    }
+}
+
+#[test]
+fn a_session_and_its_child_export_from_jsonl() {
+    exports_with_children("jsonl");
+}
+
+#[test]
+fn a_session_and_its_child_export_from_sqlite() {
+    exports_with_children("sqlite");
+}
+
+#[test]
+fn a_session_and_its_child_export_from_postgres() {
+    exports_with_children("postgres");
+}
+
+/// A long output is cut in the Markdown, which says so; the log keeps it whole.
+#[test]
+fn long_outputs_are_trimmed_with_a_note() {
+    let daemon = TestDaemon::start();
+    let cwd = daemon.workdir("long");
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 3000"}}]},
+            {"text": "counted"}
+        ]}),
+    );
+    daemon.prompt(&agent, "count").assert_completed();
+    let markdown = String::from_utf8(export(&daemon, &[&agent, "--format", "markdown"])).unwrap();
+    assert!(markdown.contains("output trimmed: "), "{markdown}");
+    assert!(markdown.contains("\n1\n2\n3\n"), "the head is shown");
+    assert!(markdown.contains("2999\n3000"), "the tail is shown");
+    assert!(!markdown.contains("\n1500\n"), "the middle is left out");
+}
+
+/// An unknown session is refused, naming it.
+#[test]
+fn exporting_an_unknown_session_is_refused() {
+    let daemon = TestDaemon::start();
+    let out = daemon.dshctl(&["session", "export", "no-such-session", "-o", "/dev/null"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-such-session"), "{stderr}");
+}
+
+/// A session in the middle of a turn exports what it logged so far: the export checkpoints it and
+/// returns while its command still runs, and the turn then ends as it would have.
+#[test]
+fn a_live_session_exports_mid_turn_without_waiting_for_it() {
+    let daemon = TestDaemon::start();
+    let cwd = daemon.workdir("mid-turn");
+    let flag = daemon.dir.path().join("go");
+    let command = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo released",
+        flag.display()
+    );
+    let agent = daemon.new_agent(
+        &cwd,
+        &json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+            {"text": "done waiting"}
+        ]}),
+    );
+    let running = daemon.prompt_in_background(&agent, "wait for the flag");
+    daemon.wait_for_events(&agent, "the waiting call", |events| {
+        events.iter().any(|e| e["type"] == "tool/call")
+    });
+    // The command waits for the flag, so the turn cannot end before this export returns.
+    let bundle = unzip(&export(&daemon, &[&agent]));
+    let (_, events) = log_lines(&bundle["session.jsonl"]);
+    assert!(
+        events.iter().any(|e| e["type"] == "tool/call"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["type"] == "turn/end"),
+        "{events:?}"
+    );
+    std::fs::write(&flag, "").unwrap();
+    let finished = dsh_tests::agents::finish_prompt(running);
+    finished.assert_completed();
+    let (_, after) = log_lines(&unzip(&export(&daemon, &[&agent]))["session.jsonl"]);
+    assert_eq!(after, daemon.events(&agent));
+    assert!(after.iter().any(|e| e["type"] == "turn/end"));
+}
