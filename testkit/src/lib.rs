@@ -132,7 +132,7 @@ pub struct Mock {
 }
 
 /// DeepSeek's answer to `GET /models`.
-pub const DEEPSEEK_MODELS: &str = r#"{"object":"list","data":[{"id":"deepseek-chat","object":"model","owned_by":"deepseek"},{"id":"deepseek-reasoner","object":"model","owned_by":"deepseek"}]}"#;
+pub const DEEPSEEK_MODELS: &str = r#"{"object":"list","data":[{"id":"deepseek-v4-flash","object":"model","owned_by":"deepseek"},{"id":"deepseek-v4-pro","object":"model","owned_by":"deepseek"}]}"#;
 
 impl Mock {
     /// Starts a mock answering requests with `replies`, in order (then 500s).

@@ -36,13 +36,13 @@ async fn models_are_listed_from_the_provider_else_the_config_else_the_default_wi
         pairs.iter().map(|(m, d)| ((*m).to_owned(), *d)).collect()
     };
 
-    // The configured default is deepseek-reasoner here, so the provider's order is not the answer's.
-    let (list, _daemon) = listed(daemon(&mock, true, "model = \"deepseek-reasoner\"\n")).await;
+    // The configured default is deepseek-v4-pro here, so the provider's order is not the answer's.
+    let (list, _daemon) = listed(daemon(&mock, true, "model = \"deepseek-v4-pro\"\n")).await;
     assert_eq!(list["source"], "provider", "{list}");
     assert_eq!(list["problem"], "", "{list}");
     assert_eq!(
         names(&list),
-        owned(&[("deepseek-reasoner", true), ("deepseek-chat", false)])
+        owned(&[("deepseek-v4-pro", true), ("deepseek-v4-flash", false)])
     );
     let asked: Vec<_> = mock
         .requests()
@@ -65,21 +65,21 @@ async fn models_are_listed_from_the_provider_else_the_config_else_the_default_wi
         problem.contains("DEEPSEEK_API_KEY") && problem.contains("key revoked"),
         "{problem}"
     );
-    assert_eq!(names(&list), owned(&[("deepseek-chat", true)]));
+    assert_eq!(names(&list), owned(&[("deepseek-v4-flash", true)]));
 
     let before = mock.requests().len();
     let (list, _daemon) = listed(daemon(
         &mock,
         true,
-        "models = [\"deepseek-reasoner\", \"deepseek-chat\", \"my-finetune\"]\n",
+        "models = [\"deepseek-v4-pro\", \"deepseek-v4-flash\", \"my-finetune\"]\n",
     ))
     .await;
     assert_eq!(list["source"], "config", "{list}");
     assert_eq!(
         names(&list),
         owned(&[
-            ("deepseek-chat", true),
-            ("deepseek-reasoner", false),
+            ("deepseek-v4-flash", true),
+            ("deepseek-v4-pro", false),
             ("my-finetune", false)
         ])
     );

@@ -237,8 +237,8 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
             values,
             [
                 "scripted",
-                "openai/deepseek-chat",
-                "openai/deepseek-reasoner"
+                "openai/deepseek-v4-flash",
+                "openai/deepseek-v4-pro"
             ],
             "the provider's models are offered: {created}"
         );
@@ -246,12 +246,12 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
         set_mode(&mut acp, &id, "never");
         let (_, chosen) = acp.call(
             "session/set_config_option",
-            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-chat"}),
+            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-v4-flash"}),
         );
         super::schema_check::check("SetSessionConfigOptionResponse", &chosen);
         assert_eq!(
             chosen["configOptions"][0]["currentValue"],
-            "openai/deepseek-chat"
+            "openai/deepseek-v4-flash"
         );
         // An openai session has a reasoning effort too (a scripted one has none).
         assert_eq!(created["configOptions"].as_array().unwrap().len(), 1);
@@ -275,7 +275,7 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
                 &thinking["configOptions"][0]["currentValue"],
                 &thinking["configOptions"][1]["currentValue"]
             ),
-            (&json!("openai/deepseek-chat"), &json!("max")),
+            (&json!("openai/deepseek-v4-flash"), &json!("max")),
             "{thinking}"
         );
         let (before, answer) = acp.call("session/prompt", prompt(&id, "hi"));
@@ -315,7 +315,7 @@ async fn zeds_flow_with_a_model_switch_survives_a_kill_9() {
             .collect();
         assert_eq!(
             option_updates[0]["params"]["update"]["configOptions"][0]["currentValue"],
-            "openai/deepseek-chat"
+            "openai/deepseek-v4-flash"
         );
         let shown = agent_show(&daemon, &id);
         assert_eq!(
@@ -370,7 +370,7 @@ async fn reasoning_streams_as_thought_chunks_before_the_reply_ends() {
         let id = acp.ready_session(daemon.dir.path());
         acp.call(
             "session/set_config_option",
-            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-chat"}),
+            json!({"sessionId": id, "configId": "model", "value": "openai/deepseek-v4-flash"}),
         );
         let turn = acp.send("session/prompt", prompt(&id, "think"));
         let mut thought = String::new();
