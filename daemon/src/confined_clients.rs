@@ -167,6 +167,10 @@ mod tests {
         "/dsh.v1.Agents/RemoveRules",
         // Makes dshd use the model API key on the caller's behalf.
         "/dsh.v1.Models/List",
+        // Checkpoints a live session, and could carry a session the sandbox hides to a file.
+        "/dsh.v1.Persistence/Export",
+        // Reads a file as the user, past the caller's sandbox, and writes a session.
+        "/dsh.v1.Persistence/Import",
     ];
 
     #[test]
