@@ -64,13 +64,7 @@ fn run(backend: &str, events: &[Event]) {
     };
     let daemon = ReleaseDaemon::start(&dir, args);
     let pid = daemon.pid();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = runtime
-        .block_on(dsh_client::Client::connect(&daemon.socket))
-        .unwrap();
+    let (runtime, client) = daemon.connect();
     let id = header.id.to_string();
     // A stored scripted session's script is not stored with it: each resume and fork gives one.
     let model = || {

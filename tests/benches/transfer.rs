@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use dsh_core::{Event, SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
-use dsh_tests::bench::ReleaseDaemon;
+use dsh_tests::bench::{ReleaseDaemon, p50_p90};
 use dsh_tests::seed;
 use tokio_stream::StreamExt;
 
@@ -41,13 +41,7 @@ fn main() {
     let log = dsh_core::jsonl_log_path(&root, &header);
     let bytes = std::fs::metadata(&log).unwrap().len();
     let daemon = ReleaseDaemon::start(&dir, &[]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = runtime
-        .block_on(dsh_client::Client::connect(&daemon.socket))
-        .unwrap();
+    let (runtime, client) = daemon.connect();
     let id = header.id.to_string();
     let bundle = work.join("export.zip");
     let copy = work.join("copy.jsonl");
@@ -122,6 +116,7 @@ fn main() {
             .unwrap();
     }
     drop(daemon);
+    let median = |samples: &mut [Duration]| p50_p90(samples).0;
     let (export, export_floor) = (median(&mut export), median(&mut export_floor));
     let (import, import_floor) = (median(&mut import), median(&mut import_floor));
     let durable_floor = median(&mut durable_floor);
@@ -160,9 +155,4 @@ fn main() {
         import.as_secs_f64() / durable_floor.as_secs_f64(),
         Target::Reported,
     );
-}
-
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }

@@ -65,6 +65,19 @@ impl ReleaseDaemon {
     }
 
     /// The daemon's pid.
+    /// A current-thread runtime and a client connected to this daemon's socket, for a bench
+    /// that drives it through `dsh-client`.
+    pub fn connect(&self) -> (tokio::runtime::Runtime, dsh_client::Client) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("start a runtime: {e}"));
+        let client = runtime
+            .block_on(dsh_client::Client::connect(&self.socket))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.socket.display()));
+        (runtime, client)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
