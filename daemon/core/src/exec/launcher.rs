@@ -253,9 +253,19 @@ impl Launcher {
             .spawn()?;
         let exited = Pid::from_child(&child);
         let pidfd = pidfd_open(exited, PidfdFlags::empty())?;
-        let timeout = Timespec::try_from(VERSION_TIMEOUT).map_err(io::Error::other)?;
-        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-        if poll(&mut fds, Some(&timeout))? == 0 {
+        // A signal delivered meanwhile interrupts the wait (poll is never restarted): wait again
+        // for what is left of the timeout, rather than call the launcher mute.
+        let deadline = std::time::Instant::now() + VERSION_TIMEOUT;
+        let ready = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let timeout = Timespec::try_from(left).map_err(io::Error::other)?;
+            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => break other?,
+            }
+        };
+        if ready == 0 {
             child.kill()?;
             child.wait()?;
             return Err(io::Error::other(format!(
