@@ -64,7 +64,6 @@ impl ReleaseDaemon {
         }
     }
 
-    /// The daemon's pid.
     /// A current-thread runtime and a client connected to this daemon's socket, for a bench
     /// that drives it through `dsh-client`.
     pub fn connect(&self) -> (tokio::runtime::Runtime, dsh_client::Client) {
@@ -78,6 +77,7 @@ impl ReleaseDaemon {
         (runtime, client)
     }
 
+    /// The daemon's pid.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -360,14 +360,20 @@ fn setpriv_args(user: u32) -> [String; 4] {
 
 /// `setpriv` on `PATH`, or the test fails saying how to install it.
 fn setpriv() -> PathBuf {
+    on_path(
+        "setpriv",
+        "it runs dshd as an ordinary user: apt-get install util-linux",
+    )
+}
+
+/// `program` on `PATH`, or the test fails saying why it is needed and how to install it (`hint`).
+pub fn on_path(program: &str, hint: &str) -> PathBuf {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("setpriv"))
+        .map(|d| d.join(program))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("setpriv is needed to run dshd as an ordinary user: apt-get install util-linux")
-        })
+        .unwrap_or_else(|| panic!("this test needs {program} on PATH; {hint}"))
 }
 
 /// Hands `path` and everything under it to `user` (uid and gid).

@@ -132,8 +132,8 @@ pub use agent::{CompactionSettings, InstructionSettings};
 
 // Sessions leaving and entering dsh: export and import.
 pub use transfer::{
-    BUNDLE_VERSION, ExportFormat, Exported, Imported, TransferError, export as export_session,
-    import as import_session,
+    BUNDLE_VERSION, Chunks as ExportChunks, ExportFormat, Exported, Imported, TransferError,
+    export as export_session, import as import_session,
 };
 
 // Watching agents.

@@ -2,21 +2,19 @@
 //! answers back; the core does the work.
 
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use dsh_proto::v1;
 use tokio_stream::Stream;
 use tonic::Status;
 
 use super::convert::{agent_status, persistence_status, session_id};
-use dsh_core::{AgentRegistry, ExportFormat, PersistenceHandle, TransferError};
+use dsh_core::{AgentRegistry, ExportChunks, ExportFormat, PersistenceHandle, TransferError};
 
 /// The stream of an export's chunks.
 pub type ExportStream = Pin<Box<dyn Stream<Item = Result<v1::ExportChunk, Status>> + Send>>;
 
-/// Chunks a client's default message limit (4 MiB) takes with room to spare.
-const CHUNK: usize = 1024 * 1024;
-
-/// The export `request` asks for, as chunks.
+/// The export `request` asks for, as the core writes it.
 pub async fn export(
     agents: &AgentRegistry,
     request: v1::ExportRequest,
@@ -36,34 +34,36 @@ pub async fn export(
     let exported = dsh_core::export_session(agents, &id, format, request.descendants)
         .await
         .map_err(transfer_status)?;
-    let size = exported.bytes.len() as u64;
-    let mut first = Some((
-        exported.file_name,
-        exported
-            .sessions
-            .iter()
-            .map(|s| s.as_str().to_owned())
-            .collect::<Vec<_>>(),
-    ));
-    // Slices of one buffer: the export is not copied again to be sent.
-    let bytes = tonic::codegen::Bytes::from(exported.bytes);
-    let mut chunks = Vec::with_capacity(bytes.len() / CHUNK + 1);
-    let mut at = 0;
-    loop {
-        let end = bytes.len().min(at + CHUNK);
-        let (file_name, session_ids) = first.take().unwrap_or_default();
-        chunks.push(Ok(v1::ExportChunk {
-            data: bytes.slice(at..end),
-            file_name,
-            size: if session_ids.is_empty() { 0 } else { size },
-            session_ids,
-        }));
-        at = end;
-        if at >= bytes.len() {
-            break;
-        }
+    let session_ids = exported.sessions.iter().map(|s| s.as_str().to_owned());
+    Ok(Box::pin(Chunks {
+        chunks: exported.chunks,
+        first: Some((exported.file_name, session_ids.collect())),
+    }))
+}
+
+/// An export's chunks as messages: the first names the file and its sessions.
+struct Chunks {
+    chunks: ExportChunks,
+    first: Option<(String, Vec<String>)>,
+}
+
+impl Stream for Chunks {
+    type Item = Result<v1::ExportChunk, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.chunks.poll_next(cx).map(|next| {
+            next.map(|chunk| {
+                let data = chunk.map_err(transfer_status)?;
+                let (file_name, session_ids) = this.first.take().unwrap_or_default();
+                Ok(v1::ExportChunk {
+                    data: data.into(),
+                    file_name,
+                    session_ids,
+                })
+            })
+        })
     }
-    Ok(Box::pin(tokio_stream::iter(chunks)))
 }
 
 /// The import `request` asks for.

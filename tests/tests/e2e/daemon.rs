@@ -506,7 +506,7 @@ os.dup2(s.fileno(), 3); os.set_inheritable(3, True)
 os.environ["LISTEN_FDS"] = "1"; os.environ["LISTEN_PID"] = str(os.getpid())
 os.execv(sys.argv[2], [sys.argv[2], "--dsh-home", sys.argv[3], "--socket", "/nonexistent/unused.sock"])
 "#;
-    let python = which("python3");
+    let python = dsh_tests::on_path("python3", "apt-get install python3");
     let log = std::fs::File::create(dir.path().join("log")).unwrap();
     let mut cmd = daemon_command(&dir);
     let mut child = Command::new(python)
@@ -589,15 +589,6 @@ fn completions_are_printed_for_each_shell() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["shell"], "bash");
     assert!(doc["script"].as_str().unwrap().contains("dshctl"));
-}
-
-fn which(program: &str) -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{program} is needed by this test and is not on PATH"))
 }
 
 #[test]

@@ -10,7 +10,6 @@ use dsh_client::Client;
 use dsh_client::ids::IdKind;
 use dsh_proto::v1;
 use serde_json::json;
-use tokio_stream::StreamExt;
 
 use crate::output::Output;
 
@@ -49,32 +48,33 @@ pub async fn export(
         })
         .await?
         .into_inner();
-    let mut bytes = Vec::new();
-    let mut name = String::new();
-    let mut sessions = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if name.is_empty() && !chunk.file_name.is_empty() {
-            name = chunk.file_name;
-            sessions = chunk.session_ids;
-            bytes.reserve(usize::try_from(chunk.size).unwrap_or(0));
-        }
-        bytes.extend_from_slice(&chunk.data);
-    }
+    // The first chunk names the file and its sessions; the file is written as chunks come.
+    let first = stream
+        .message()
+        .await?
+        .context("dshd ended the export before its first chunk")?;
+    let sessions = first.session_ids;
     if output.as_deref() == Some(Path::new("-")) {
         let mut stdout = std::io::stdout().lock();
-        stdout.write_all(&bytes)?;
-        return Ok(stdout.flush()?);
+        let mut chunk = first.data;
+        loop {
+            crate::output::finish(stdout.write_all(&chunk))?;
+            match stream.message().await? {
+                Some(next) => chunk = next.data,
+                None => break,
+            }
+        }
+        return crate::output::finish(stdout.flush());
     }
     let (path, replace) = match output {
         Some(path) => (path, true),
-        None => (PathBuf::from(&name), false),
+        None => (PathBuf::from(&first.file_name), false),
     };
-    save(&path, &bytes, replace)?;
+    let bytes = save(&path, first.data, &mut stream, replace).await?;
     out.emit(
         &json!({
             "path": path.to_string_lossy(),
-            "bytes": bytes.len(),
+            "bytes": bytes,
             "sessions": sessions,
         }),
         |w| {
@@ -82,7 +82,7 @@ pub async fn export(
                 w,
                 "wrote {} ({} bytes, {} session{})",
                 path.display(),
-                bytes.len(),
+                bytes,
                 sessions.len(),
                 if sessions.len() == 1 { "" } else { "s" }
             )
@@ -90,10 +90,16 @@ pub async fn export(
     )
 }
 
-/// Writes `bytes` to `path` whole or not at all (a temporary file beside it, renamed), private
-/// to the user: a session holds everything its agent saw. Without `replace`, an existing file is
-/// left alone and refused.
-fn save(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<()> {
+/// Writes the export (`first`, then the rest of `stream`) to `path` whole or not at all (a
+/// temporary file beside it, renamed once the stream has ended well and the bytes are on disk),
+/// private to the user: a session holds everything its agent saw. Without `replace`, an existing
+/// file is left alone and refused. How many bytes it wrote.
+async fn save(
+    path: &Path,
+    first: impl AsRef<[u8]>,
+    stream: &mut tonic::Streaming<v1::ExportChunk>,
+    replace: bool,
+) -> anyhow::Result<u64> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if !replace && path.exists() {
         anyhow::bail!("{} exists; name another file with -o", path.display());
@@ -108,21 +114,30 @@ fn save(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<()> {
         file_name.to_string_lossy(),
         std::process::id()
     ));
-    let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if let Err(error) = written {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let cannot = || format!("cannot write {}", path.display());
+    let written = async {
+        file.write_all(first.as_ref()).with_context(cannot)?;
+        let mut bytes = first.as_ref().len() as u64;
+        // A failed stream is dshd's error, said as it said it.
+        while let Some(chunk) = stream.message().await? {
+            file.write_all(&chunk.data).with_context(cannot)?;
+            bytes += chunk.data.len() as u64;
+        }
+        file.sync_all().with_context(cannot)?;
+        std::fs::rename(&temp, path).with_context(cannot)?;
+        anyhow::Ok(bytes)
+    };
+    let written = written.await;
+    if written.is_err() {
         let _ = std::fs::remove_file(&temp);
-        return Err(error).with_context(|| format!("cannot write {}", path.display()));
     }
-    Ok(())
+    written
 }
 
 /// `dshctl session import`.

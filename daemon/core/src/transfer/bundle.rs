@@ -9,17 +9,18 @@
 //! refused all the same, since a bundle with one was not written by dsh.
 
 use std::fs::File;
-use std::io::{BufReader, Cursor, Write};
+use std::io::{BufReader, Write};
+use std::os::unix::fs::FileExt as _;
 
 use serde_json::{Value, json};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
+use super::chunks::{CHUNK, ChunkWriter, failed};
 use super::context::{Context, Found, Lineage};
-use super::copy::Copy;
+use super::copy::{Copy, RawLog};
 use super::jsonl::log_or_transcript;
 use super::{BUNDLE_VERSION, TransferError};
-use crate::persistence::PersistenceError;
 use crate::persistence::jsonl::{header_line, session_dir_name, write_event_lines};
 use dsh_session::{EventData, FORMAT_VERSION, SessionId};
 
@@ -28,15 +29,18 @@ pub(super) const ROOT_LOG: &str = "session.jsonl";
 /// The manifest's name.
 pub(super) const MANIFEST: &str = "manifest.json";
 
-/// The bundle of `copies` (the root session first). The logs are stored, not compressed: an
-/// export then costs what copying the bytes costs (DECISIONS.md, "Export and import").
-pub(super) fn write(copies: Vec<Copy>) -> Result<Vec<u8>, TransferError> {
-    let failed = |e: &dyn std::fmt::Display| PersistenceError::Task {
-        what: "export",
-        message: format!("writing the bundle: {e}"),
-    };
+/// Writes the bundle of `copies` (the root session first) to `out`, as it goes: each log is
+/// streamed (a JSONL store's file read a block at a time), so no log is held whole, and the
+/// manifest comes last, when every log's event count is known. The entries are stored, not
+/// compressed (an export then costs what copying the bytes costs, DECISIONS.md "Export and
+/// import"), and carry their sizes and CRC after their data (a data descriptor), as a ZIP written
+/// in one pass does; readers take them from the central directory.
+pub(super) fn write(copies: Vec<Copy>, out: &mut ChunkWriter) -> Result<(), TransferError> {
+    let options = SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Stored)
+        .unix_permissions(0o600);
+    let mut zip = ZipWriter::new_stream(out);
     let mut sessions = Vec::new();
-    let mut logs = Vec::new();
     for (i, copy) in copies.into_iter().enumerate() {
         let path = if i == 0 {
             ROOT_LOG.to_owned()
@@ -47,23 +51,33 @@ pub(super) fn write(copies: Vec<Copy>) -> Result<Vec<u8>, TransferError> {
             )
         };
         let verbatim = copy.raw.is_some();
-        let bytes = match copy.raw {
-            Some(raw) => raw,
+        let events = match copy.raw {
+            Some(raw) => {
+                // ZIP64 only where an entry needs it, so every reader opens the usual bundle.
+                let large = raw.len >= u64::from(u32::MAX);
+                zip.start_file(path.as_str(), options.large_file(large))
+                    .map_err(|e| failed(&e))?;
+                let lines = copy_lines(&raw, &mut zip).map_err(|e| failed(&e))?;
+                lines.saturating_sub(1)
+            }
             None => {
                 let mut bytes = header_line(&copy.header);
                 write_event_lines(&mut bytes, &copy.events).map_err(|e| failed(&e))?;
-                bytes
+                let large = bytes.len() as u64 >= u64::from(u32::MAX);
+                zip.start_file(path.as_str(), options.large_file(large))
+                    .map_err(|e| failed(&e))?;
+                zip.write_all(&bytes).map_err(|e| failed(&e))?;
+                copy.events.len()
             }
         };
         sessions.push(json!({
             "id": copy.header.id.as_str(),
             "path": path,
             "parentSession": copy.header.parent_session.as_ref().map(|p| p.as_str()),
-            "events": copy.len,
+            "events": events,
             "backend": copy.backend.as_str(),
             "verbatim": verbatim,
         }));
-        logs.push((path, bytes));
     }
     let manifest = json!({
         "format": "dsh-session-bundle",
@@ -73,24 +87,44 @@ pub(super) fn write(copies: Vec<Copy>) -> Result<Vec<u8>, TransferError> {
         "exportedAt": dsh_session::now_ms(),
         "sessions": sessions,
     });
-    let options = SimpleFileOptions::default()
-        .compression_method(CompressionMethod::Stored)
-        .unix_permissions(0o600);
     let manifest = serde_json::to_vec_pretty(&manifest).map_err(|e| failed(&e))?;
-    // The whole archive in one buffer of about its final size: no doubling copies of a long log.
-    let total: usize = logs.iter().map(|(_, b)| b.len() + 512).sum::<usize>() + manifest.len();
-    let mut zip = ZipWriter::new(Cursor::new(Vec::with_capacity(total + 4096)));
     zip.start_file(MANIFEST, options).map_err(|e| failed(&e))?;
     zip.write_all(&manifest).map_err(|e| failed(&e))?;
-    for (path, bytes) in logs {
-        let bytes: Vec<u8> = bytes;
-        // ZIP64 only where an entry needs it, so every reader opens the usual bundle.
-        let options = options.large_file(bytes.len() as u64 >= u64::from(u32::MAX));
-        zip.start_file(path, options).map_err(|e| failed(&e))?;
-        zip.write_all(&bytes).map_err(|e| failed(&e))?;
+    zip.finish().map_err(|e| failed(&e))?;
+    Ok(())
+}
+
+/// Copies `raw`'s complete lines (up to the last newline within its length: a line being
+/// appended is left out, not cut) to `to`; how many lines it copied.
+fn copy_lines(raw: &RawLog, to: &mut impl Write) -> std::io::Result<usize> {
+    let mut buf = vec![0; CHUNK];
+    let end = last_line_end(&raw.file, raw.len, &mut buf)?;
+    let (mut at, mut lines) = (0, 0);
+    while at < end {
+        let n = usize::try_from(end - at).map_or(buf.len(), |left| left.min(buf.len()));
+        let block = &mut buf[..n];
+        raw.file.read_exact_at(block, at)?;
+        lines += block.iter().filter(|&&b| b == b'\n').count();
+        to.write_all(block)?;
+        at += n as u64;
     }
-    let out = zip.finish().map_err(|e| failed(&e))?;
-    Ok(out.into_inner())
+    Ok(lines)
+}
+
+/// Where the last complete line of `file`'s first `len` bytes ends, read backwards a block at
+/// a time through `buf` (usually one block: a line being appended is short).
+fn last_line_end(file: &File, len: u64, buf: &mut [u8]) -> std::io::Result<u64> {
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let block = &mut buf[..(end - start) as usize];
+        file.read_exact_at(block, start)?;
+        if let Some(i) = block.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 /// Imports the bundle in `file`: a dsh bundle (its manifest checked), or a ZIP in upstream's

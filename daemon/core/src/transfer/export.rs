@@ -2,9 +2,11 @@
 //! before children), each read once, then written in the asked format.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io::Write as _;
 use std::sync::Arc;
 
-use super::copy::Copy;
+use super::chunks::{Chunks, failed};
+use super::copy::{Copy, RawLog};
 use super::{TransferError, bundle, claude, markdown};
 use crate::agent::{Agent, AgentRegistry};
 use crate::persistence::{BackendKind, Persistence, PersistenceError};
@@ -40,11 +42,12 @@ impl ExportFormat {
     }
 }
 
-/// An export: its bytes, a file name to save them under, and how many sessions it holds.
+/// An export: its bytes as they are written, a file name to save them under, and the sessions
+/// it holds.
 #[derive(Debug)]
 pub struct Exported {
-    /// The exported file.
-    pub bytes: Vec<u8>,
+    /// The exported file, in chunks.
+    pub chunks: Chunks,
     /// `<id>.zip`, `<id>.md` or `<id>.jsonl`.
     pub file_name: String,
     /// The session and the descendants exported with it.
@@ -72,18 +75,17 @@ pub async fn export(
     }
     let file_name = format!("{}.{}", id.as_str(), format.extension());
     // Encoding a long log is CPU work of its own: not on a runtime worker.
-    let bytes = tokio::task::spawn_blocking(move || match format {
-        ExportFormat::Bundle => bundle::write(copies),
-        ExportFormat::Markdown => Ok(markdown::render(&copies).into_bytes()),
-        ExportFormat::ClaudeJsonl => Ok(claude::export(&copies)),
-    })
-    .await
-    .map_err(|e| PersistenceError::Task {
-        what: "export",
-        message: e.to_string(),
-    })??;
+    let chunks = Chunks::spawn(move |out| match format {
+        ExportFormat::Bundle => bundle::write(copies, out),
+        ExportFormat::Markdown => out
+            .write_all(markdown::render(&copies).as_bytes())
+            .map_err(|e| failed(&e)),
+        ExportFormat::ClaudeJsonl => out
+            .write_all(&claude::export(&copies))
+            .map_err(|e| failed(&e)),
+    });
     Ok(Exported {
-        bytes,
+        chunks,
         file_name,
         sessions: ids,
     })
@@ -142,13 +144,11 @@ async fn read(
     if raw
         && kind == BackendKind::Jsonl
         && let Some(header) = backend.header(id).await?
-        && let Some(raw) = stored_bytes(backend.as_ref(), &header).await
+        && let Some(raw) = open_log(backend.as_ref(), &header).await
     {
-        let lines = raw.iter().filter(|&&b| b == b'\n').count();
         return Ok(Copy {
             header,
             events: Vec::new(),
-            len: lines.saturating_sub(1),
             raw: Some(raw),
             backend: kind,
         });
@@ -156,7 +156,6 @@ async fn read(
     match backend.inspect(id).await {
         Ok(stored) => Ok(Copy {
             header: stored.header,
-            len: stored.events.len(),
             events: stored.events,
             raw: None,
             backend: kind,
@@ -167,7 +166,6 @@ async fn read(
                     agent.read_log(|log| (log.header().as_ref().clone(), log.events().to_vec()));
                 Ok(Copy {
                     header,
-                    len: events.len(),
                     events,
                     raw: None,
                     backend: kind,
@@ -179,19 +177,24 @@ async fn read(
     }
 }
 
-/// The bytes of a JSONL log up to its last complete line (a line being appended right now, by the
-/// session's agent, is left out). `None` when the file cannot be read: the bundle then writes the
+/// The JSONL log of `header`, opened, with its length now (a line being appended after this is
+/// left out of the export). `None` when the file cannot be opened: the bundle then writes the
 /// stored events, in the same format.
-async fn stored_bytes(backend: &dyn Persistence, header: &SessionHeader) -> Option<Vec<u8>> {
+async fn open_log(backend: &dyn Persistence, header: &SessionHeader) -> Option<RawLog> {
     let location = backend.locate(header)?;
-    let mut bytes = match tokio::fs::read(&location.path).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            tracing::warn!(path = %location.path.display(), %error, "cannot read a log to export; writing its events instead");
-            return None;
-        }
+    let opened = async {
+        let file = tokio::fs::File::open(&location.path).await?;
+        let len = file.metadata().await?.len();
+        Ok::<_, std::io::Error>(RawLog {
+            file: file.into_std().await,
+            len,
+        })
     };
-    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    bytes.truncate(end);
-    Some(bytes)
+    match opened.await {
+        Ok(raw) => Some(raw),
+        Err(error) => {
+            tracing::warn!(path = %location.path.display(), %error, "cannot open a log to export; writing its events instead");
+            None
+        }
+    }
 }

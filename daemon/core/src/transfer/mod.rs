@@ -11,6 +11,7 @@
 
 mod builder;
 mod bundle;
+mod chunks;
 mod claude;
 mod context;
 mod copy;
@@ -25,6 +26,7 @@ mod upstream;
 
 use std::path::PathBuf;
 
+pub use chunks::Chunks;
 pub use export::{ExportFormat, Exported, export};
 pub use import::{Imported, import};
 

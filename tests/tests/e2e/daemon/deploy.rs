@@ -10,8 +10,6 @@ use dsh_tests::shell::{bash_call, new_agent, prompt, prompt_results};
 use dsh_tests::{TestDaemon, daemon_command, dshd_bin, private_dir};
 use serde_json::json;
 
-use super::which;
-
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
 }
@@ -20,7 +18,7 @@ fn deploy_dir() -> PathBuf {
 /// are what tell. The units name `%h/.cargo/bin/dshd`; point them at the binary under test.
 #[test]
 fn the_service_units_pass_systemd_analyze_verify() {
-    let analyze = which("systemd-analyze");
+    let analyze = dsh_tests::on_path("systemd-analyze", "apt-get install systemd");
     let dir = private_dir();
     let deploy = deploy_dir();
     let units = [
@@ -60,7 +58,7 @@ fn the_service_units_pass_systemd_analyze_verify() {
 
 #[test]
 fn the_tour_works_with_no_new_privileges_and_a_private_umask() {
-    let setpriv = which("setpriv");
+    let setpriv = dsh_tests::on_path("setpriv", "apt-get install util-linux");
     let dir = private_dir();
     let plain = daemon_command(&dir);
     let home = dir.path().join("home");

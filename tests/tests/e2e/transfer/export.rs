@@ -188,3 +188,74 @@ fn a_live_session_exports_mid_turn_without_waiting_for_it() {
     assert_eq!(after, daemon.events(&agent));
     assert!(after.iter().any(|e| e["type"] == "turn/end"));
 }
+
+/// A stored session of many chunks leaves as it is streamed: the bundle's log is the store's
+/// file byte for byte up to its last complete line (a line being appended is left out), other
+/// ZIP readers (Python's `zipfile`) accept the streamed archive and its checksums, `-o -` writes
+/// the same log to stdout, and a reader that stops early ends dshctl quietly while dshd keeps
+/// serving.
+#[test]
+fn a_long_session_streams_whole_and_other_zip_readers_open_it() {
+    let dir = dsh_tests::private_dir();
+    let home = dir.path().join("home");
+    let header = dsh_core::SessionHeader::new(
+        dsh_core::SessionId::new_v7(),
+        dir.path().to_owned(),
+        1_700_000_000_000,
+    );
+    let events = dsh_tests::seed::long_session(6_000_000);
+    dsh_tests::seed::jsonl(&home.join("sessions"), &[(header.clone(), events.clone())]);
+    let log = dsh_core::jsonl_log_path(&home.join("sessions"), &header);
+    let stored = std::fs::read(&log).unwrap();
+    // A line being appended when the export reads the file.
+    let mut torn = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut torn, br#"{"seq":999999,"type":"turn/st"#).unwrap();
+    let daemon = TestDaemon::spawn(DaemonSpec::default(), dir);
+    daemon.wait_ready();
+    let id = header.id.to_string();
+
+    let bytes = export(&daemon, &[&id]);
+    let bundle = unzip(&bytes);
+    assert!(
+        bundle["session.jsonl"] == stored,
+        "the log is not the store's bytes"
+    );
+    let manifest: Value = serde_json::from_slice(&bundle["manifest.json"]).unwrap();
+    assert_eq!(
+        manifest["sessions"][0]["events"],
+        events.len(),
+        "{manifest}"
+    );
+    assert_eq!(manifest["sessions"][0]["verbatim"], true, "{manifest}");
+
+    let saved = daemon.dir.path().join("long.zip");
+    std::fs::write(&saved, &bytes).unwrap();
+    let checked =
+        std::process::Command::new(dsh_tests::on_path("python3", "apt-get install python3"))
+            .args(["-m", "zipfile", "-t"])
+            .arg(&saved)
+            .output()
+            .unwrap();
+    assert!(
+        checked.status.success(),
+        "Python's zipfile refuses the bundle: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    let to_stdout = daemon.dshctl(&["session", "export", &id, "-o", "-"]);
+    assert!(to_stdout.status.success());
+    assert!(unzip(&to_stdout.stdout)["session.jsonl"] == stored);
+
+    // dshctl's own status, not head's: a broken pipe is a quiet, successful end.
+    let early = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} --socket {} session export {id} -o - | head -c 100 >/dev/null",
+            dsh_tests::dshctl_bin().display(),
+            daemon.socket.display(),
+        ))
+        .output()
+        .unwrap();
+    assert!(early.status.success(), "{early:?}");
+    assert!(unzip(&export(&daemon, &[&id]))["session.jsonl"] == stored);
+}
