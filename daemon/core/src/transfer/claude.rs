@@ -100,8 +100,8 @@ pub(super) fn import<R: BufRead>(
 ) -> Result<Found, TransferError> {
     let mut original_id = None;
     let mut answer: Option<Answer> = None;
-    let mut started = false;
-    record(cx, first, &mut answer, &mut started)?;
+    let mut chain = None;
+    record(cx, first, &mut answer, &mut chain)?;
     remember_id(&mut original_id, first);
     while let Some((n, line, bytes)) = lines.next_line().map_err(|e| cx.line_error(container, e))? {
         cx.builder.consumed(bytes);
@@ -113,7 +113,7 @@ pub(super) fn import<R: BufRead>(
                 "line {n} of {container} is not JSON ({e}); the line is damaged or cut short"
             ))
         })?;
-        record(cx, &value, &mut answer, &mut started)?;
+        record(cx, &value, &mut answer, &mut chain)?;
         remember_id(&mut original_id, &value);
     }
     if let Some(answer) = answer.take() {
@@ -138,23 +138,35 @@ fn remember_id(id: &mut Option<String>, value: &Value) {
     }
 }
 
+/// Reads one record. `chain` is whether the conversation imported is a sidechain, set by the
+/// first prompt or answer: a transcript with a subagent's records among its own (`isSidechain`,
+/// as Claude Code wrote them inline) keeps its own conversation, and the subagent's records are
+/// left out and counted (its answer is in the parent's tool result already); a subagent's own
+/// transcript, every record a sidechain, is imported as a conversation like any other.
 fn record(
     cx: &mut Context<'_>,
     value: &Value,
     answer: &mut Option<Answer>,
-    started: &mut bool,
+    chain: &mut Option<bool>,
 ) -> Result<(), TransferError> {
-    if !*started {
-        let cwd = value.get("cwd").and_then(Value::as_str);
-        if matches!(
-            value.get("type").and_then(Value::as_str),
-            Some("user" | "assistant")
-        ) {
-            cx.set_header(cwd, None, None);
-            *started = true;
-        } else if cx.builder.header.is_none() {
-            cx.set_header(None, None, None);
+    if matches!(
+        value.get("type").and_then(Value::as_str),
+        Some("user" | "assistant")
+    ) {
+        let sidechain = value.get("isSidechain").and_then(Value::as_bool) == Some(true);
+        match *chain {
+            None => {
+                cx.set_header(value.get("cwd").and_then(Value::as_str), None, None);
+                *chain = Some(sidechain);
+            }
+            Some(ours) if ours != sidechain => {
+                cx.builder.skipped += 1;
+                return Ok(());
+            }
+            Some(_) => {}
         }
+    } else if chain.is_none() && cx.builder.header.is_none() {
+        cx.set_header(None, None, None);
     }
     let time = value
         .get("timestamp")

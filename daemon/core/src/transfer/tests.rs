@@ -161,3 +161,53 @@ proptest! {
         }
     }
 }
+
+/// A Claude Code transcript with a subagent's conversation written inline (`isSidechain`), as
+/// Claude Code wrote Task subagents before giving them files of their own.
+const INLINE_SIDECHAIN: &str = r#"{"type":"user","sessionId":"p","isSidechain":false,"cwd":"/tmp","message":{"role":"user","content":"count the files"}}
+{"type":"assistant","sessionId":"p","isSidechain":false,"message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Task","input":{"description":"count","prompt":"count the files in /tmp"}}]}}
+{"type":"user","sessionId":"p","isSidechain":true,"message":{"role":"user","content":"count the files in /tmp"}}
+{"type":"assistant","sessionId":"p","isSidechain":true,"message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"there are 42 files"}]}}
+{"type":"user","sessionId":"p","isSidechain":false,"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"there are 42 files"}]}}
+{"type":"assistant","sessionId":"p","isSidechain":false,"message":{"id":"m3","role":"assistant","content":[{"type":"text","text":"42 files"}]}}
+"#;
+
+#[test]
+fn a_subagents_inline_records_stay_out_of_its_parents_conversation() {
+    let events = import_bytes(INLINE_SIDECHAIN.as_bytes()).unwrap();
+    assert_resumable(&events);
+    let prompts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::UserMessage { message } => Some(message.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts, ["count the files"]);
+    let turns = events
+        .iter()
+        .filter(|e| matches!(e.data, EventData::TurnStart { .. }))
+        .count();
+    assert_eq!(turns, 1, "{events:?}");
+    let answers: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::AssistantMessage { message, .. } => Some(message.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["", "42 files"], "{events:?}");
+}
+
+#[test]
+fn a_subagents_own_transcript_is_a_conversation_of_its_own() {
+    let own: String = INLINE_SIDECHAIN
+        .lines()
+        .filter(|l| l.contains(r#""isSidechain":true"#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let events = import_bytes(own.as_bytes()).unwrap();
+    assert_resumable(&events);
+    assert!(events.iter().any(|e| matches!(&e.data,
+        EventData::AssistantMessage { message, .. } if message.text == "there are 42 files")));
+}
