@@ -89,6 +89,11 @@ impl Builder {
         self.last_step
     }
 
+    /// The seq of the last event logged, if any.
+    pub(super) fn last_seq(&self) -> Option<u64> {
+        self.next_seq.checked_sub(1)
+    }
+
     /// The time of the last event (for a record that has none).
     pub(super) fn last_time(&self) -> i64 {
         self.last_time

@@ -20,6 +20,7 @@ mod import;
 mod jsonl;
 mod lines;
 mod markdown;
+mod surface;
 #[cfg(test)]
 mod tests;
 mod upstream;

@@ -120,7 +120,7 @@ proptest! {
     #[test]
     fn shuffled_records_are_refused_or_make_a_resumable_log(
         session in any::<bool>(),
-        records in proptest::collection::vec((0usize..12, 0u32..3, 0u32..3, 0usize..3), 0..24),
+        records in proptest::collection::vec((0usize..16, 0u32..3, 0u32..3, 0usize..3), 0..24),
     ) {
         let mut text = if session {
             "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n".to_owned()
@@ -142,6 +142,11 @@ proptest! {
                 8 => r#"{"type":"user","sessionId":"x","message":{"content":"prompt"}}"#.to_owned(),
                 9 => format!(r#"{{"type":"assistant","sessionId":"x","message":{{"id":"m{call}","content":[{{"type":"tool_use","id":"{id}","name":"Bash","input":{{"command":"ls"}}}}]}}}}"#),
                 10 => format!(r#"{{"type":"user","sessionId":"x","message":{{"content":[{{"type":"tool_result","tool_use_id":"{id}","content":"out"}}]}}}}"#),
+                // Upstream's compactions, replacing whatever seqs the draw names.
+                11 => format!(r#"{{"type":"compaction/start","seq":{seq},"time":1,"data":{{"turn":{turn}}}}}"#),
+                12 => format!(r#"{{"type":"compaction/end","seq":{seq},"time":1,"data":{{"error":{{"message":"m"}}}}}}"#),
+                13 => format!(r#"{{"type":"user/message","seq":{seq},"time":1,"data":{{"content":"s"}},"surfaceOp":{{"op":"replace","start":{step},"end":{call}}}}}"#),
+                14 => format!(r#"{{"type":"tool/result","seq":{seq},"time":1,"data":{{"turn":{turn},"step":{step},"message":{{"content":[{{"type":"tool-result","toolCallId":"{id}","content":[]}}]}}}},"surfaceOp":{{"op":"replace","start":{call},"end":{call}}}}}"#),
                 _ => r#"{"type":"summary","summary":"s","leafUuid":"x"}"#.to_owned(),
             };
             text.push_str(&line);
@@ -210,4 +215,181 @@ fn a_subagents_own_transcript_is_a_conversation_of_its_own() {
     assert_resumable(&events);
     assert!(events.iter().any(|e| matches!(&e.data,
         EventData::AssistantMessage { message, .. } if message.text == "there are 42 files")));
+}
+
+/// The messages a resumed agent sends its model after `events`.
+fn history_texts(events: &[Event]) -> Vec<String> {
+    dsh_session::history::derive(events)
+        .into_iter()
+        .map(|m| match m {
+            dsh_session::history::HistoryMessage::User { text, .. }
+            | dsh_session::history::HistoryMessage::Assistant { text, .. } => text,
+            dsh_session::history::HistoryMessage::ToolResult { content, .. } => content,
+        })
+        .collect()
+}
+
+#[test]
+fn upstreams_compactions_become_dshs_and_the_history_is_upstreams() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/transfer/upstream/session-compacted.jsonl");
+    let events = import_bytes(&std::fs::read(path).unwrap()).unwrap();
+    assert_resumable(&events);
+    let ends: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::CompactionEnd {
+                summary,
+                pruned,
+                keep_bytes,
+                replaces_through,
+                error: None,
+                ..
+            } => Some((
+                summary.clone(),
+                pruned.clone(),
+                *keep_bytes,
+                *replaces_through,
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 2, "{events:?}");
+    // The pruner's copy: 4,096 characters, the marker, 1,024 characters (ASCII here).
+    assert_eq!(ends[0].1, ["call-1"]);
+    assert_eq!(ends[0].2, 4096 + 39 + 1024);
+    let answer = events
+        .iter()
+        .find(|e| matches!(&e.data, EventData::AssistantMessage { message, .. } if message.text == "big.log has 400 lines."))
+        .unwrap();
+    assert_eq!(
+        ends[1].3,
+        Some(answer.seq),
+        "the summary replaces through turn 1's answer"
+    );
+    // What upstream's model was sent after the checkpoint: the summary, the prompt it kept, and
+    // the answer; none of turn 1.
+    let history = history_texts(&events);
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(
+        history[0]
+            .ends_with("The user asked how many lines big.log has: 400, each naming zebra-7.")
+    );
+    assert!(
+        !history[0].contains("automatically generated checkpoint"),
+        "{}",
+        history[0]
+    );
+    assert_eq!(history[1], "Which word does every line repeat?");
+    assert_eq!(history[2], "Every line repeats zebra-7.");
+}
+
+/// Upstream log lines: the header, then `events` (`type`, `data`, extra members) numbered from 0.
+fn upstream_log(events: &[(&str, serde_json::Value, serde_json::Value)]) -> Vec<u8> {
+    let mut text =
+        r#"{"type":"session","version":0,"id":"u","createdAt":1,"cwd":"/tmp","delegationDepth":0}"#
+            .to_owned();
+    text.push('\n');
+    for (seq, (kind, data, extra)) in events.iter().enumerate() {
+        let mut line =
+            serde_json::json!({"type": kind, "seq": seq, "time": 1000 + seq, "data": data});
+        if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
+            line.extend(extra.clone());
+        }
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    text.into_bytes()
+}
+
+fn one_turn(
+    turn: u32,
+    prompt: &str,
+    answer: &str,
+) -> Vec<(&'static str, serde_json::Value, serde_json::Value)> {
+    use serde_json::json;
+    let append = json!({"surfaceOp": "append"});
+    vec![
+        ("turn/start", json!({"turn": turn}), json!({})),
+        (
+            "user/message",
+            json!({"role": "user", "content": [{"type": "text", "text": prompt}]}),
+            append.clone(),
+        ),
+        ("step/start", json!({"turn": turn, "step": 1}), json!({})),
+        (
+            "assistant/message",
+            json!({"turn": turn, "step": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]}}),
+            append,
+        ),
+        ("step/end", json!({"turn": turn, "step": 1}), json!({})),
+        (
+            "turn/end",
+            json!({"turn": turn, "reason": {"kind": "completed"}}),
+            json!({}),
+        ),
+    ]
+}
+
+#[test]
+fn a_manual_upstream_compaction_between_turns_is_a_manual_one_between_turns() {
+    use serde_json::json;
+    let mut log = one_turn(1, "first question", "first answer");
+    log.extend([
+        ("compaction/start", json!({"compactionId": "c", "turn": null}), json!({})),
+        ("compaction/summary", json!({"compactionId": "c", "summary": [{"type": "text", "text": "asked and answered once"}]}), json!({})),
+        ("user/message", json!({"role": "user", "content": [{"type": "text", "text": "framed"}]}), json!({"surfaceOp": {"op": "replace", "start": 1, "end": 3}})),
+        ("compaction/end", json!({"compactionId": "c", "turn": null}), json!({})),
+    ]);
+    log.extend(one_turn(2, "second question", "second answer"));
+    let events = import_bytes(&upstream_log(&log)).unwrap();
+    assert_resumable(&events);
+    let types: Vec<_> = events.iter().map(|e| e.data.type_name()).collect();
+    assert_eq!(
+        types[6..8],
+        ["compaction/start", "compaction/end"],
+        "{types:?}"
+    );
+    assert!(matches!(
+        &events[6].data,
+        EventData::CompactionStart {
+            trigger: dsh_session::CompactionTrigger::Manual,
+            ..
+        }
+    ));
+    let history = history_texts(&events);
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(
+        history[0].ends_with("asked and answered once"),
+        "{history:?}"
+    );
+    assert_eq!(history[1..], ["second question", "second answer"]);
+}
+
+#[test]
+fn replacements_dshs_compactions_cannot_say_are_refused_by_name() {
+    use serde_json::json;
+    let mut middle = one_turn(1, "one", "two");
+    middle.extend(one_turn(2, "three", "four"));
+    // A summary of turn 2 alone: the conversation's beginning stays.
+    middle.push((
+        "user/message",
+        json!({"role": "user", "content": "s"}),
+        json!({"surfaceOp": {"op": "replace", "start": 7, "end": 9}}),
+    ));
+    let error = import_bytes(&upstream_log(&middle))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("seq 7 to 9 by a user/message"), "{error}");
+
+    let mut unknown = one_turn(1, "one", "two");
+    unknown.push((
+        "user/message",
+        json!({"role": "user", "content": "s"}),
+        json!({"surfaceOp": {"op": "replace", "start": 1, "end": 40}}),
+    ));
+    let error = import_bytes(&upstream_log(&unknown))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("not both in the conversation"), "{error}");
 }

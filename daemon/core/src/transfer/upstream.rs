@@ -5,6 +5,7 @@
 //! dsh's; records dsh keeps nothing of (stream chunks and their packed rows, the todo list,
 //! request headers and route metadata) are left out and counted; an event type this dsh does not
 //! know is refused unless upstream marked it `ignorable`, as upstream's own reader does.
+//! Upstream's compactions, which replace parts of its surface, become dsh's (`surface.rs`).
 
 use std::io::BufRead;
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 use super::TransferError;
 use super::context::Context;
 use super::lines::Lines;
+use super::surface::Surface;
 use dsh_session::{
     AbortCause, AssistantMessage, EventData, MessageSource, ToolCallRequest, TurnEndReason, Usage,
     UserMessage,
@@ -22,8 +24,11 @@ use dsh_session::{
 pub(super) const VERSION: u64 = 0;
 
 /// Upstream records that carry nothing dsh keeps: raw stream chunks (dsh logs the assembled
-/// message), their packed storage rows, the todo list (UI state), and request snapshots.
+/// message), their packed storage rows, the todo list (UI state), request snapshots, and the
+/// token price of a pruned result (`compaction/prune`; the pruned copy that follows it is what
+/// counts).
 pub(super) const LEFT_OUT: &[&str] = &[
+    "compaction/prune",
     "assistant/chunk",
     "text-chunks",
     "reasoning-chunks",
@@ -40,17 +45,19 @@ pub(super) fn events<R: BufRead>(
     container: &str,
     cx: &mut Context<'_>,
 ) -> Result<(), TransferError> {
+    let mut surface = Surface::default();
     for (n, line, bytes) in ahead {
-        event(cx, container, n, &line, bytes)?;
+        event(cx, &mut surface, container, n, &line, bytes)?;
     }
     while let Some((n, line, bytes)) = lines.next_line().map_err(|e| cx.line_error(container, e))? {
-        event(cx, container, n, line, bytes)?;
+        event(cx, &mut surface, container, n, line, bytes)?;
     }
     Ok(())
 }
 
 fn event(
     cx: &mut Context<'_>,
+    surface: &mut Surface,
     container: &str,
     n: u64,
     line: &[u8],
@@ -75,16 +82,29 @@ fn event(
             .and_then(|v| u32::try_from(v).ok())
             .ok_or_else(|| cx.bad(bad(&format!("{kind} has no {key}"))))
     };
-    if data
+    let seq = value.get("seq").and_then(Value::as_u64);
+    if let Some(op) = value
         .get("surfaceOp")
-        .or_else(|| value.get("surfaceOp"))
-        .is_some_and(Value::is_object)
+        .or_else(|| data.get("surfaceOp"))
+        .filter(|op| op.is_object())
     {
-        return Err(cx.bad(bad(
-            "a surface replacement (upstream's compaction) is not imported by this dsh",
-        )));
+        cx.builder.read += 1;
+        return surface.replace(cx, (seq, kind, data), op, time, &bad);
     }
     let converted = match kind {
+        "compaction/start" => {
+            cx.builder.read += 1;
+            return surface.start(cx, data, time);
+        }
+        "compaction/summary" => {
+            cx.builder.read += 1;
+            surface.summarised(data);
+            return Ok(());
+        }
+        "compaction/end" => {
+            cx.builder.read += 1;
+            return surface.end(cx, data, time);
+        }
         "turn/start" => EventData::TurnStart { turn: int("turn")? },
         "turn/end" => {
             cx.builder.read += 1;
@@ -188,7 +208,11 @@ fn event(
         }
     };
     cx.builder.read += 1;
-    cx.builder.push(time, converted)
+    cx.builder.push(time, converted)?;
+    if matches!(kind, "user/message" | "assistant/message" | "tool/result") {
+        surface.appended(seq, cx);
+    }
+    Ok(())
 }
 
 fn string(value: &Value, key: &str) -> String {
@@ -212,7 +236,7 @@ fn arguments(value: Option<&Value>) -> Value {
 }
 
 /// The text of content blocks (their `text` blocks, joined), or of a plain string.
-fn text_of(content: Option<&Value>) -> String {
+pub(super) fn text_of(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(blocks)) => blocks

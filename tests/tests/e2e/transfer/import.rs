@@ -218,3 +218,37 @@ fn a_bundles_children_come_back_as_children() {
         daemon.events(&child).iter().map(strip).collect::<Vec<_>>()
     );
 }
+
+/// An upstream session its compaction rewrote (a long result pruned, then a summary checkpoint
+/// over turn 1) resumes with what upstream's model was last sent: the summary and turn 2, none
+/// of turn 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compacted_upstream_log_resumes_with_its_summary() {
+    let source = fixture("upstream/session-compacted.jsonl");
+    let (imported, sent, events) = resumed_history(&source).await;
+    assert_eq!(imported["format"], "upstream-jsonl", "{imported}");
+    assert_recorded(&events, "upstream-jsonl", &source);
+    let compactions: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "compaction/end")
+        .collect();
+    assert_eq!(compactions.len(), 2, "{events:?}");
+    for text in [
+        "The user asked how many lines big.log has: 400, each naming zebra-7.",
+        "Which word does every line repeat?",
+        "Every line repeats zebra-7.",
+        "and now?",
+    ] {
+        assert!(sent.contains(text), "{text:?} not sent: {sent}");
+    }
+    for text in [
+        "How many lines does big.log have?",
+        "line 1: zebra-7",
+        "automatically generated checkpoint",
+    ] {
+        assert!(
+            !sent.contains(text),
+            "{text:?} sent after the summary: {sent}"
+        );
+    }
+}
