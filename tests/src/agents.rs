@@ -222,18 +222,33 @@ pub fn has_step_end(events: &[Value], turn: u64, step: u64) -> bool {
 }
 
 /// Waits for a `dshctl prompt` started with [`TestDaemon::prompt_in_background`] to finish.
+/// Its output is read while it runs: a turn prints more than a pipe holds (a command's output
+/// deltas), and a dshctl blocked on a full pipe would never finish.
 pub fn finish_prompt(mut child: Child) -> Prompted {
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let status = wait_child(&mut child, PATIENCE).unwrap_or_else(|| {
         let _ = child.kill();
         panic!("dshctl prompt did not finish within {PATIENCE:?}")
     });
-    let output = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("dshctl output: {e}"));
+    let joined = |reader: std::thread::JoinHandle<Vec<u8>>| {
+        reader
+            .join()
+            .unwrap_or_else(|_| panic!("reading dshctl's output failed"))
+    };
     Prompted {
         code: status.code(),
-        lines: parse_json_lines(&output.stdout),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        lines: parse_json_lines(&joined(stdout)),
+        stderr: String::from_utf8_lossy(&joined(stderr)).into_owned(),
     }
 }
 

@@ -489,3 +489,40 @@ async fn a_watch_with_a_type_filter_receives_only_those_types() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().starts_with("types[1]: "), "{status:?}");
 }
+
+/// A command printing more than a pipe holds (about 109 KB): the prompting client gets every
+/// line of it live, the result holds its end and names the file with the whole of it, and the
+/// turn completes (`dshctl --json prompt` writes more than a pipe holds while the turn runs).
+#[test]
+fn a_call_printing_more_than_a_pipe_holds_streams_whole() {
+    let daemon = TestDaemon::start();
+    let agent = daemon.new_agent(
+        &daemon.workdir("w"),
+        &json!({"replies": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 20000"}}]},
+            {"text": "done"},
+        ]}),
+    );
+    let prompted = daemon.prompt(&agent, "go");
+    prompted.assert_completed();
+    let expected: String = (1..=20000).map(|i| format!("{i}\n")).collect();
+    let live: String = prompted
+        .lines
+        .iter()
+        .filter(|l| l["type"] == "tool/output")
+        .filter_map(|l| l["data"]["text"].as_str())
+        .collect();
+    assert!(live == expected, "live output: {} bytes", live.len());
+    // The model gets the end, and where the whole of it is.
+    let content = prompted.tool_results()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (end, note) = content.split_once("[stdout truncated: ").unwrap();
+    assert!(expected.ends_with(end), "{content}");
+    let spill = note
+        .split_once("full output: ")
+        .and_then(|(_, path)| path.strip_suffix(']'))
+        .unwrap();
+    assert!(std::fs::read_to_string(spill).unwrap() == expected);
+}

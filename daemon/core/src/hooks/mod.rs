@@ -71,8 +71,8 @@ pub(crate) use event::{
     SubagentOf,
 };
 pub use event::{HookContext, HookEvent};
-pub use files::{FileStatus, HookFileStatus};
 use files::HandlerInfo;
+pub use files::{FileStatus, HookFileStatus};
 pub(crate) use sandboxing::HookSandbox;
 pub(crate) use tools::from_claude_code;
 pub(crate) use transcript::{
