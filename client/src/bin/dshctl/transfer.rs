@@ -68,7 +68,7 @@ pub async fn export(
     }
     let (path, replace) = match output {
         Some(path) => (path, true),
-        None => (PathBuf::from(&first.file_name), false),
+        None => (default_name(&first.file_name)?, false),
     };
     let bytes = save(&path, first.data, &mut stream, replace).await?;
     out.emit(
@@ -88,6 +88,18 @@ pub async fn export(
             )
         },
     )
+}
+
+/// The file dshd named, in the current directory: one plain name, or a refusal (a name that could
+/// reach another directory is not one dshd sends).
+fn default_name(name: &str) -> anyhow::Result<PathBuf> {
+    let path = Path::new(name);
+    match path.file_name() {
+        Some(plain) if plain == path.as_os_str() => Ok(path.to_owned()),
+        _ => anyhow::bail!(
+            "dshd named the export {name:?}, which is not a plain file name; name one with -o"
+        ),
+    }
 }
 
 /// Writes the export (`first`, then the rest of `stream`) to `path` whole or not at all (a

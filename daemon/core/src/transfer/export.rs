@@ -9,6 +9,7 @@ use super::chunks::{Chunks, failed};
 use super::copy::{Copy, RawLog};
 use super::{TransferError, bundle, claude, markdown};
 use crate::agent::{Agent, AgentRegistry};
+use crate::persistence::jsonl::session_dir_name;
 use crate::persistence::{BackendKind, Persistence, PersistenceError};
 use dsh_session::{Origin, SessionHeader, SessionId};
 
@@ -48,7 +49,7 @@ impl ExportFormat {
 pub struct Exported {
     /// The exported file, in chunks.
     pub chunks: Chunks,
-    /// `<id>.zip`, `<id>.md` or `<id>.jsonl`.
+    /// `<id>.zip`, `<id>.md` or `<id>.jsonl`, the id escaped into one path component.
     pub file_name: String,
     /// The session and the descendants exported with it.
     pub sessions: Vec<SessionId>,
@@ -73,7 +74,9 @@ pub async fn export(
         let raw = format == ExportFormat::Bundle;
         copies.push(read(registry, &backend, session, raw).await?);
     }
-    let file_name = format!("{}.{}", id.as_str(), format.extension());
+    // A client saves under this name: an id is any string, so it is escaped as the JSONL store
+    // escapes it (one path component, never `..`).
+    let file_name = format!("{}.{}", session_dir_name(id.as_str()), format.extension());
     // Encoding a long log is CPU work of its own: not on a runtime worker.
     let chunks = Chunks::spawn(move |out| match format {
         ExportFormat::Bundle => bundle::write(copies, out),

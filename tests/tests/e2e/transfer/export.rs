@@ -259,3 +259,53 @@ fn a_long_session_streams_whole_and_other_zip_readers_open_it() {
     assert!(early.status.success(), "{early:?}");
     assert!(unzip(&export(&daemon, &[&id]))["session.jsonl"] == stored);
 }
+
+/// A session id is any string; the file name dshd gives an export is the id escaped into one
+/// path component, so `dshctl session export` without `-o` writes in the current directory and
+/// nowhere else, whatever the id.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_id_that_looks_like_a_path_exports_into_the_current_directory() {
+    let daemon = TestDaemon::start();
+    let cwd = daemon.workdir("ids");
+    let id = "../../escaped";
+    let created = daemon
+        .client()
+        .await
+        .agents()
+        .create(dsh_proto::v1::CreateAgentRequest {
+            cwd: cwd.to_str().unwrap().to_owned(),
+            session_id: Some(id.to_owned()),
+            model: Some(dsh_proto::v1::ModelSpec {
+                provider: "scripted".into(),
+                script_json: json!({"replies": [{"text": "hi"}]}).to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.agent_id, id);
+    let out = daemon.dir.path().join("out/a/b");
+    std::fs::create_dir_all(&out).unwrap();
+    let exported = tokio::process::Command::new(dsh_tests::dshctl_bin())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["session", "export", id])
+        .current_dir(&out)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    let written: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(written, ["..~2F..~2Fescaped.zip"]);
+    assert!(!daemon.dir.path().join("out/escaped.zip").exists());
+    assert!(!daemon.dir.path().join("escaped.zip").exists());
+}
