@@ -17,6 +17,8 @@
 //! turns for a manual one (dsh runs its own manual compactions as turns; making one here would
 //! take a turn number upstream's later turns already use).
 
+use std::collections::{BTreeMap, HashMap};
+
 use serde_json::Value;
 
 use super::TransferError;
@@ -26,9 +28,15 @@ use dsh_session::{CompactionTrigger, EventData};
 /// The surface of the log read so far, and the compaction in progress.
 #[derive(Debug, Default)]
 pub(super) struct Surface {
-    /// The surface's nodes in order: each upstream seq with the seq of the dsh event standing for
-    /// it (the last event its conversion logged; for a summary, the `compaction/end`).
-    nodes: Vec<(u64, u64)>,
+    /// The surface's nodes in order, by position key: each upstream seq with the seq of the dsh
+    /// event standing for it (the last event its conversion logged; for a summary, the
+    /// `compaction/end`). An appended node takes the next key; a replacement takes the key of
+    /// the first node it replaced, so the order holds without shifting anything.
+    nodes: BTreeMap<u64, (u64, u64)>,
+    /// The position key of each upstream seq on the surface: a replacement finds its range in
+    /// logarithmic time, however long the conversation and however many replacements a file has.
+    keys: HashMap<u64, u64>,
+    next_key: u64,
     /// A dsh `compaction/start` logged and not yet ended, with its trigger.
     started: Option<CompactionTrigger>,
     /// The summary of the upstream compaction in progress (`compaction/summary`).
@@ -49,7 +57,12 @@ impl Surface {
     /// Upstream event `seq` joined the surface's tail as the last dsh event logged.
     pub(super) fn appended(&mut self, seq: Option<u64>, cx: &Context<'_>) {
         if let (Some(seq), Some(dsh)) = (seq, cx.builder.last_seq()) {
-            self.nodes.push((seq, dsh));
+            // A seq the source repeats names its latest node.
+            if let Some(old) = self.keys.insert(seq, self.next_key) {
+                self.nodes.remove(&old);
+            }
+            self.nodes.insert(self.next_key, (seq, dsh));
+            self.next_key += 1;
         }
     }
 
@@ -116,8 +129,7 @@ impl Surface {
         let (Some(start), Some(end)) = (bound("start"), bound("end")) else {
             return Err(cx.bad(bad("a surface replacement without its start and end")));
         };
-        let at = |node: u64| self.nodes.iter().position(|&(s, _)| s == node);
-        let (Some(first), Some(last)) = (at(start), at(end)) else {
+        let (Some(&first), Some(&last)) = (self.keys.get(&start), self.keys.get(&end)) else {
             return Err(cx.bad(bad(&format!(
                 "a surface replacement of seq {start} to {end}, which are not both in the conversation"
             ))));
@@ -128,8 +140,9 @@ impl Surface {
             ))));
         }
         let seq = seq.unwrap_or(u64::MAX);
+        let begins = self.nodes.first_key_value().map(|(&key, _)| key) == Some(first);
         match kind {
-            "user/message" if first == 0 => {
+            "user/message" if begins => {
                 let summary = self
                     .summary
                     .take()
@@ -141,11 +154,15 @@ impl Surface {
                 self.open(cx, trigger, time)?;
                 self.close(cx, time, Terms {
                     summary: Some(summary),
-                    replaces_through: Some(self.nodes[last].1),
+                    replaces_through: self.nodes.get(&last).map(|&(_, dsh)| dsh),
                     ..Terms::default()
                 })?;
                 let standing = cx.builder.last_seq().unwrap_or_default();
-                self.nodes.splice(0..=last, [(seq, standing)]);
+                let kept = self.nodes.split_off(&(last + 1));
+                for (replaced, _) in std::mem::replace(&mut self.nodes, kept).into_values() {
+                    self.keys.remove(&replaced);
+                }
+                self.place(first, seq, standing);
                 Ok(())
             }
             "tool/result" if first == last => {
@@ -167,13 +184,24 @@ impl Surface {
                     ..Terms::default()
                 })?;
                 // The model still sees the call's result, shrunk.
-                self.nodes[first].0 = seq;
+                if let Some((replaced, dsh)) = self.nodes.remove(&first) {
+                    self.keys.remove(&replaced);
+                    self.place(first, seq, dsh);
+                }
                 Ok(())
             }
             _ => Err(cx.bad(bad(&format!(
                 "a surface replacement of seq {start} to {end} by a {kind}, which dsh's compactions cannot say (they replace the conversation's beginning with a summary, or shorten one tool result)"
             )))),
         }
+    }
+
+    /// Puts upstream node `seq`, standing as dsh event `dsh`, at position `key`.
+    fn place(&mut self, key: u64, seq: u64, dsh: u64) {
+        if let Some(old) = self.keys.insert(seq, key) {
+            self.nodes.remove(&old);
+        }
+        self.nodes.insert(key, (seq, dsh));
     }
 
     /// Logs a dsh `compaction/start` unless one is open.

@@ -393,3 +393,39 @@ fn replacements_dshs_compactions_cannot_say_are_refused_by_name() {
         .to_string();
     assert!(error.contains("not both in the conversation"), "{error}");
 }
+
+/// A second summary over the first checkpoint and the turn after it: the history is the second
+/// summary and what followed it, and its range ends at the dsh event of its last node.
+#[test]
+fn a_summary_of_a_summary_replaces_the_first_one() {
+    use serde_json::json;
+    let summary = |start: u64, end: u64, text: &str| {
+        (
+            "user/message",
+            json!({"role": "user", "content": [{"type": "text", "text": text}]}),
+            json!({"surfaceOp": {"op": "replace", "start": start, "end": end}}),
+        )
+    };
+    let mut log = one_turn(1, "q1", "a1"); // seqs 0-5; nodes 1, 3
+    log.push(summary(1, 3, "s1")); // seq 6
+    log.extend(one_turn(2, "q2", "a2")); // seqs 7-12; nodes 8, 10
+    log.push(summary(6, 10, "s2")); // seq 13
+    log.extend(one_turn(3, "q3", "a3"));
+    let events = import_bytes(&upstream_log(&log)).unwrap();
+    assert_resumable(&events);
+    let history = history_texts(&events);
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(history[0].ends_with("s2"), "{history:?}");
+    assert_eq!(history[1..], ["q3", "a3"]);
+    let a2 = events
+        .iter()
+        .find(|e| matches!(&e.data, EventData::AssistantMessage { message, .. } if message.text == "a2"))
+        .unwrap();
+    let last = events.iter().rev().find_map(|e| match &e.data {
+        EventData::CompactionEnd {
+            replaces_through, ..
+        } => *replaces_through,
+        _ => None,
+    });
+    assert_eq!(last, Some(a2.seq));
+}
