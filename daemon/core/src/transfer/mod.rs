@@ -9,6 +9,7 @@
 //! it again if anything fails on the way, so nothing half-imported stays; the source is opened
 //! read-only and only read.
 
+mod blocks;
 mod builder;
 mod bundle;
 mod chunks;

@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::TransferError;
+use super::blocks::text_of;
 use super::context::Context;
 use dsh_session::{CompactionTrigger, EventData};
 
@@ -84,7 +85,7 @@ impl Surface {
 
     /// Upstream's `compaction/summary`: the summary its checkpoint frames.
     pub(super) fn summarised(&mut self, data: &Value) {
-        self.summary = Some(super::upstream::text_of(data.get("summary")));
+        self.summary = Some(text_of(data.get("summary")));
     }
 
     /// Upstream's `compaction/end`: a failed compaction is a failed one in dsh too; one that
@@ -146,7 +147,7 @@ impl Surface {
                 let summary = self
                     .summary
                     .take()
-                    .unwrap_or_else(|| super::upstream::text_of(data.get("content")));
+                    .unwrap_or_else(|| text_of(data.get("content")));
                 let trigger = self.started.unwrap_or(match cx.builder.turn() {
                     Some(_) => CompactionTrigger::Auto,
                     None => CompactionTrigger::Manual,
@@ -175,7 +176,7 @@ impl Surface {
                     .and_then(|b| b.get("toolCallId"))
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let kept = super::upstream::text_of(block.and_then(|b| b.get("content")));
+                let kept = text_of(block.and_then(|b| b.get("content")));
                 let trigger = self.started.unwrap_or(CompactionTrigger::Auto);
                 self.open(cx, trigger, time)?;
                 self.close(cx, time, Terms {

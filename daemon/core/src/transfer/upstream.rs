@@ -12,6 +12,7 @@ use std::io::BufRead;
 use serde_json::Value;
 
 use super::TransferError;
+use super::blocks::text_of;
 use super::context::Context;
 use super::lines::Lines;
 use super::surface::Surface;
@@ -232,20 +233,6 @@ fn arguments(value: Option<&Value>) -> Value {
         }
         Some(other) => other.clone(),
         None => Value::Object(serde_json::Map::new()),
-    }
-}
-
-/// The text of content blocks (their `text` blocks, joined), or of a plain string.
-pub(super) fn text_of(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 
