@@ -58,11 +58,7 @@ impl Surface {
     /// Upstream event `seq` joined the surface's tail as the last dsh event logged.
     pub(super) fn appended(&mut self, seq: Option<u64>, cx: &Context<'_>) {
         if let (Some(seq), Some(dsh)) = (seq, cx.builder.last_seq()) {
-            // A seq the source repeats names its latest node.
-            if let Some(old) = self.keys.insert(seq, self.next_key) {
-                self.nodes.remove(&old);
-            }
-            self.nodes.insert(self.next_key, (seq, dsh));
+            self.place(self.next_key, seq, dsh);
             self.next_key += 1;
         }
     }
@@ -197,7 +193,8 @@ impl Surface {
         }
     }
 
-    /// Puts upstream node `seq`, standing as dsh event `dsh`, at position `key`.
+    /// Puts upstream node `seq`, standing as dsh event `dsh`, at position `key` (a seq the source
+    /// repeats names its latest node).
     fn place(&mut self, key: u64, seq: u64, dsh: u64) {
         if let Some(old) = self.keys.insert(seq, key) {
             self.nodes.remove(&old);
