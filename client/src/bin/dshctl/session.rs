@@ -117,8 +117,9 @@ pub enum SessionCommand {
         /// Include its child agents' sessions, however deep.
         #[arg(long)]
         descendants: bool,
-        /// The file to write (`-`: standard output); default `<id>.zip`, `.md` or `.jsonl` here,
-        /// never replacing a file.
+        /// The file to write, whole or not at all; `-`: standard output, as it arrives (a failed
+        /// export exits non-zero after what was written). Default `<id>.zip`, `.md` or `.jsonl`
+        /// here, never replacing a file.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<std::path::PathBuf>,
     },
