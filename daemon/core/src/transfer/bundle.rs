@@ -103,7 +103,13 @@ fn copy_lines(raw: &RawLog, to: &mut impl Write) -> std::io::Result<usize> {
     while at < end {
         let n = usize::try_from(end - at).map_or(buf.len(), |left| left.min(buf.len()));
         let block = &mut buf[..n];
-        raw.file.read_exact_at(block, at)?;
+        raw.file.read_exact_at(block, at).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                std::io::Error::new(e.kind(), "the log became shorter while it was exported")
+            } else {
+                e
+            }
+        })?;
         lines += block.iter().filter(|&&b| b == b'\n').count();
         to.write_all(block)?;
         at += n as u64;
