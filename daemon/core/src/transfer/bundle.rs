@@ -103,18 +103,24 @@ fn copy_lines(raw: &RawLog, to: &mut impl Write) -> std::io::Result<usize> {
     while at < end {
         let n = usize::try_from(end - at).map_or(buf.len(), |left| left.min(buf.len()));
         let block = &mut buf[..n];
-        raw.file.read_exact_at(block, at).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                std::io::Error::new(e.kind(), "the log became shorter while it was exported")
-            } else {
-                e
-            }
-        })?;
+        read_at(&raw.file, block, at)?;
         lines += block.iter().filter(|&&b| b == b'\n').count();
         to.write_all(block)?;
         at += n as u64;
     }
     Ok(lines)
+}
+
+/// Fills `block` from `file` at `at`; the log's length was read when it was opened, so a short
+/// read means it shrank.
+fn read_at(file: &File, block: &mut [u8], at: u64) -> std::io::Result<()> {
+    file.read_exact_at(block, at).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            std::io::Error::new(e.kind(), "the log became shorter while it was exported")
+        } else {
+            e
+        }
+    })
 }
 
 /// Where the last complete line of `file`'s first `len` bytes ends, read backwards a block at
@@ -124,7 +130,7 @@ fn last_line_end(file: &File, len: u64, buf: &mut [u8]) -> std::io::Result<u64> 
     while end > 0 {
         let start = end.saturating_sub(buf.len() as u64);
         let block = &mut buf[..(end - start) as usize];
-        file.read_exact_at(block, start)?;
+        read_at(file, block, start)?;
         if let Some(i) = block.iter().rposition(|&b| b == b'\n') {
             return Ok(start + i as u64 + 1);
         }
@@ -282,4 +288,32 @@ fn safe_name(name: &str) -> bool {
         && !name.contains('\\')
         && !name.contains('\0')
         && name.split('/').all(|part| part != "..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(bytes: &[u8], len: u64) -> RawLog {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(bytes).unwrap();
+        RawLog { file, len }
+    }
+
+    #[test]
+    fn the_lines_are_copied_up_to_the_last_newline_within_the_length() {
+        let mut out = Vec::new();
+        let lines = copy_lines(&raw(b"{\"h\":1}\n{\"e\":1}\n{\"e\":", 21), &mut out).unwrap();
+        assert_eq!((lines, out.as_slice()), (2, &b"{\"h\":1}\n{\"e\":1}\n"[..]));
+        // Bytes appended after the length was read are not the export's.
+        let mut out = Vec::new();
+        assert_eq!(copy_lines(&raw(b"a\nb\nc\n", 2), &mut out).unwrap(), 1);
+        assert_eq!(out, b"a\n");
+    }
+
+    #[test]
+    fn a_log_that_became_shorter_fails_saying_so() {
+        let error = copy_lines(&raw(b"a\nb\n", 400), &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("became shorter"), "{error}");
+    }
 }
