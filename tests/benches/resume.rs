@@ -16,14 +16,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A bench binary: a failed step aborts it.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsh_core::{Event, SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
-use dsh_tests::bench::{ReleaseDaemon, rss_kib};
+use dsh_tests::bench::{ReleaseDaemon, parse_log, rss_kib, write_durably};
 use dsh_tests::seed;
 
 const LOG_BYTES: usize = 100_000_000;
@@ -126,15 +125,8 @@ fn run(backend: &str, events: &[Event]) {
         if backend == "jsonl" {
             let t = Instant::now();
             let bytes = std::fs::read(&log).unwrap();
-            let parsed: Vec<Event> = bytes
-                .split(|&b| b == b'\n')
-                .skip(1)
-                .filter(|l| !l.is_empty())
-                .map(|l| serde_json::from_slice::<Event>(l).unwrap())
-                .collect();
-            let mut out = std::fs::File::create(&scratch).unwrap();
-            out.write_all(&bytes).unwrap();
-            out.sync_all().unwrap();
+            let parsed = parse_log(&bytes);
+            write_durably(&scratch, &bytes);
             write_floor.push(t.elapsed());
             assert!(!parsed.is_empty());
             std::fs::remove_file(&scratch).unwrap();
@@ -193,13 +185,7 @@ fn run(backend: &str, events: &[Event]) {
 /// Reads the log and parses every event line (the header line is skipped: a resume parses it too,
 /// but it is one line of a hundred thousand).
 fn parse_jsonl(log: &Path) -> Vec<Event> {
-    let bytes = std::fs::read(log).unwrap();
-    bytes
-        .split(|&b| b == b'\n')
-        .skip(1)
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<Event>(l).unwrap())
-        .collect()
+    parse_log(&std::fs::read(log).unwrap())
 }
 
 /// Reads the session's rows and parses each one's data.

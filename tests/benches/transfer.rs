@@ -18,10 +18,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dsh_core::{Event, SessionHeader, SessionId};
+use dsh_core::{SessionHeader, SessionId};
 use dsh_proto::v1;
 use dsh_testkit::bench::{Target, duration, ratio};
-use dsh_tests::bench::{ReleaseDaemon, p50_p90};
+use dsh_tests::bench::{ReleaseDaemon, p50_p90, parse_log, write_durably};
 use dsh_tests::seed;
 use tokio_stream::StreamExt;
 
@@ -58,9 +58,7 @@ fn main() {
         fresh(&copy);
         let t = Instant::now();
         let data = std::fs::read(&log).unwrap();
-        let mut out = std::fs::File::create(&copy).unwrap();
-        out.write_all(&data).unwrap();
-        out.sync_all().unwrap();
+        write_durably(&copy, &data);
         export_floor.push(t.elapsed());
         drop(data);
 
@@ -93,16 +91,9 @@ fn main() {
         fresh(&copy);
         let t = Instant::now();
         let data = std::fs::read(&log).unwrap();
-        let parsed: Vec<Event> = data
-            .split(|&b| b == b'\n')
-            .skip(1)
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice::<Event>(l).unwrap())
-            .collect();
+        let parsed = parse_log(&data);
         import_floor.push(t.elapsed());
-        let mut out = std::fs::File::create(&copy).unwrap();
-        out.write_all(&data).unwrap();
-        out.sync_all().unwrap();
+        write_durably(&copy, &data);
         durable_floor.push(t.elapsed());
         assert_eq!(parsed.len(), events.len());
         drop((parsed, data));

@@ -274,3 +274,27 @@ pub async fn timed_turn(client: &dsh_client::Client, agent: &str) -> Duration {
     }
     started.elapsed()
 }
+
+/// Parses every event line of a JSONL log's bytes, the header line skipped (a resume parses it
+/// too, but it is one line of a hundred thousand): the floor the resume and import benches
+/// measure a store against.
+pub fn parse_log(bytes: &[u8]) -> Vec<dsh_core::Event> {
+    bytes
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice(l).unwrap_or_else(|e| panic!("a log line does not parse: {e}"))
+        })
+        .collect()
+}
+
+/// Writes `bytes` to a new file at `path` and fsyncs it: the durable half of a floor.
+pub fn write_durably(path: &Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    let mut out =
+        std::fs::File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    out.write_all(bytes)
+        .and_then(|()| out.sync_all())
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
