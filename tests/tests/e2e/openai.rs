@@ -79,7 +79,8 @@ fn tool_result(lines: &[Value]) -> &Value {
         .expect("no tool result")["data"]
 }
 
-fn stream(pieces: Vec<String>) -> Reply {
+/// A streamed answer of `pieces` that ends as a complete stream does.
+pub(crate) fn stream(pieces: Vec<String>) -> Reply {
     Reply::Stream {
         pieces,
         end: End::Complete,

@@ -4,21 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
+use crate::openai::stream;
 use dsh_proto::v1;
-use dsh_testkit::{
-    DONE, End, Mock, Reply, finish, ok_stream, text_delta, tool_call_stream, usage_event,
-};
+use dsh_testkit::{DONE, Mock, finish, ok_stream, text_delta, tool_call_stream, usage_event};
 use dsh_tests::agents::parse_json_lines;
 use dsh_tests::{DaemonSpec, TestDaemon};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
-
-fn stream(pieces: Vec<String>) -> Reply {
-    Reply::Stream {
-        pieces,
-        end: End::Complete,
-    }
-}
 
 /// A daemon whose `openai` provider is `mock`.
 fn openai_daemon(mock: &Mock) -> TestDaemon {

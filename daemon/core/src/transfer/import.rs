@@ -119,15 +119,6 @@ fn read_source(
         path: path.to_owned(),
         source,
     };
-    // Checked before opening too: opening a FIFO to read would wait for a writer.
-    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
-        return Err(TransferError::BadInput {
-            path: path.to_owned(),
-            what: "not a regular file".to_owned(),
-        });
-    }
-    let file = File::open(path).map_err(unreadable)?;
-    let meta = file.metadata().map_err(unreadable)?;
     let mut cx = Context {
         path,
         cwd,
@@ -135,14 +126,21 @@ fn read_source(
         builder: Builder::new(tx),
         lineage: None,
     };
-    if !meta.is_file() {
+    // Checked before opening (opening a FIFO to read would wait for a writer) and on what was
+    // opened (the path may have been replaced in between).
+    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
+        return Err(cx.bad("not a regular file"));
+    }
+    let file = File::open(path).map_err(unreadable)?;
+    if !file.metadata().map_err(unreadable)?.is_file() {
         return Err(cx.bad("not a regular file"));
     }
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let head = reader.fill_buf().map_err(unreadable)?.to_vec();
-    let found = if head.starts_with(ZIP_MAGIC) {
+    let head = reader.fill_buf().map_err(unreadable)?;
+    let (zip, zstd) = (head.starts_with(ZIP_MAGIC), head.starts_with(ZSTD_MAGIC));
+    let found = if zip {
         bundle::import(reader.into_inner(), &mut cx)?
-    } else if head.starts_with(ZSTD_MAGIC) {
+    } else if zstd {
         let decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(unreadable)?;
         let found = log_or_transcript(BufReader::new(decoder), "the Zstandard stream", &mut cx)?;
         match found.format {

@@ -5,9 +5,10 @@
 
 use std::process::Command;
 
-use dsh_testkit::{DONE, End, Mock, Reply, finish, text_delta, tool_call_stream, usage_event};
+use dsh_testkit::{DONE, Mock, finish, text_delta, tool_call_stream, usage_event};
 
 use super::*;
+use crate::openai::stream;
 
 /// Where `.ci/run` puts claude-code-log's venv when run as root.
 const CLAUDE_CODE_LOG_VENV: &str = "/opt/dsh-ci/claude-code-log";
@@ -35,13 +36,6 @@ fn claude_code_log() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-fn stream(pieces: Vec<String>) -> Reply {
-    Reply::Stream {
-        pieces,
-        end: End::Complete,
-    }
 }
 
 /// A session of the `openai` provider whose two model calls report usage, exported as
