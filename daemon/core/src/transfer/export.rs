@@ -9,7 +9,7 @@ use super::chunks::{Chunks, failed};
 use super::copy::{Copy, RawLog};
 use super::{TransferError, bundle, claude, markdown};
 use crate::agent::{Agent, AgentRegistry};
-use crate::persistence::jsonl::session_dir_name;
+use crate::persistence::jsonl::session_file_name;
 use crate::persistence::{BackendKind, Persistence, PersistenceError};
 use dsh_session::{Origin, SessionHeader, SessionId};
 
@@ -76,7 +76,7 @@ pub async fn export(
     }
     // A client saves under this name: an id is any string, so it is escaped as the JSONL store
     // escapes it (one path component, never `..`).
-    let file_name = format!("{}.{}", session_dir_name(id.as_str()), format.extension());
+    let file_name = session_file_name(id.as_str(), format.extension());
     // Encoding a long log is CPU work of its own: not on a runtime worker.
     let chunks = Chunks::spawn(move |out| match format {
         ExportFormat::Bundle => bundle::write(copies, out),

@@ -193,8 +193,10 @@ impl Transcripts {
     }
 }
 
+/// The projection's file name: an id is any string, so it is escaped into one path component
+/// (a UUID, every id dsh makes, is kept as it is).
 fn file_name(id: &SessionId) -> String {
-    format!("{}.jsonl", id.as_str())
+    crate::persistence::jsonl::session_file_name(id.as_str(), "jsonl")
 }
 
 /// The Claude Code record of `event`, when it has one: the hooks' projection, and the
@@ -462,6 +464,39 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
         again.delete(&header.id);
         assert!(!path.exists());
+    }
+
+    /// An id is any string: one that reads as a path is written, and deleted, inside the
+    /// projection directory, never where the path would point.
+    #[test]
+    fn a_projection_stays_in_its_directory_whatever_the_session_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let below = dir.path().join("a/b");
+        std::fs::create_dir_all(&below).unwrap();
+        let header =
+            SessionHeader::new(SessionId::parse("../../x").unwrap(), PathBuf::from("/p"), 2);
+        let outside = below.join("x.jsonl");
+        std::fs::write(&outside, "someone's file\n").unwrap();
+        let transcripts = Transcripts::new(below.join("t/claude"));
+        let log = Log(vec![event(
+            0,
+            EventData::UserMessage {
+                message: UserMessage {
+                    text: "hello".into(),
+                    source: MessageSource::User,
+                },
+            },
+        )]);
+        transcripts.sync(&header, "m", &log);
+        let path = transcripts.path(&header.id);
+        assert_eq!(path, below.join("t/claude/..~2F..~2Fx.jsonl"));
+        assert!(std::fs::read_to_string(&path).unwrap().contains("hello"));
+        transcripts.delete(&header.id);
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "someone's file\n"
+        );
     }
 
     #[test]

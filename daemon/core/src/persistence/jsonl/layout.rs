@@ -73,6 +73,17 @@ pub fn session_dir_name(id: &str) -> String {
     fit_with_hash(escape_id(id), id.as_bytes(), NAME_MAX)
 }
 
+/// A file named after session `id` with `extension` (`<id>.jsonl`, `<id>.zip`): the id escaped
+/// and fitted as [`session_dir_name`] does it, leaving room for the extension, so any id is one
+/// path component that is neither `.` nor `..` and never climbs out of its directory.
+pub(crate) fn session_file_name(id: &str, extension: &str) -> String {
+    let limit = NAME_MAX.saturating_sub(extension.len() + 1);
+    format!(
+        "{}.{extension}",
+        fit_with_hash(escape_id(id), id.as_bytes(), limit)
+    )
+}
+
 /// The project key of a working directory: `/` separators become `-`, runs of `-` collapse to
 /// one, leading `-` are stripped, bytes outside `[A-Za-z0-9._-]` become `~XX`, and `/` alone (or
 /// anything that leaves nothing) becomes `root`. Lossy by design (`/a/b-c` and `/a-b/c` share a
@@ -222,6 +233,20 @@ mod tests {
         assert_eq!(escape_id("~"), "~7E");
         assert_eq!(escape_id("ü/.."), "~C3~BC~2F..");
         assert_eq!(escape_id("a b"), "a~20b");
+    }
+
+    #[test]
+    fn a_file_named_after_any_id_is_one_component_with_its_extension() {
+        let v7 = SessionId::new_v7();
+        assert_eq!(
+            session_file_name(v7.as_str(), "jsonl"),
+            format!("{v7}.jsonl")
+        );
+        assert_eq!(session_file_name("../../x", "zip"), "..~2F..~2Fx.zip");
+        assert_eq!(session_file_name("..", "md"), "~2E~2E.md");
+        let long = "ü".repeat(128);
+        let name = session_file_name(&long, "jsonl");
+        assert!(name.len() <= NAME_MAX && name.ends_with(".jsonl") && !name.contains('/'));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 #[cfg(feature = "test-support")]
 pub use layout::project_dir_name;
-pub(crate) use layout::{LOG_FILE, is_project_dir_name};
+pub(crate) use layout::{LOG_FILE, is_project_dir_name, session_file_name};
 pub use layout::{log_path, session_dir_name};
 pub(crate) use read::{header_line, parse_header as parse_header_line, write_event_lines};
 
